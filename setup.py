@@ -1,0 +1,44 @@
+"""tb_modelmem: where did my memory go? A TensorBoard plugin for model memory."""
+
+import os
+import shutil
+import subprocess
+
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUNDLE = os.path.join(HERE, "tb_modelmem", "static", "index.js")
+
+
+class BuildWithFrontend(build_py):
+    """Build the frontend bundle with npm before packaging, when Node is available."""
+
+    def run(self):
+        frontend = os.path.join(HERE, "frontend")
+        if os.path.isdir(frontend) and shutil.which("npm"):
+            if not os.path.isdir(os.path.join(frontend, "node_modules")):
+                subprocess.check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=frontend)
+            subprocess.check_call(["npm", "run", "build"], cwd=frontend)
+        elif not os.path.exists(BUNDLE):
+            raise SystemExit("tb_modelmem: Node.js/npm is needed to build the frontend (frontend/).")
+        super().run()
+
+
+setup(
+    name="tb_modelmem",
+    version="0.1.0",
+    description="TensorBoard plugin: where did my memory go? Weights vs optimizer slots, per-op memory and time.",
+    long_description=open(os.path.join(HERE, "README.md")).read() if os.path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
+    package_data={"tb_modelmem": ["static/*"]},
+    install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py"],
+    extras_require={"test": ["pytest", "playwright"]},
+    entry_points={
+        "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemPlugin"],
+        "console_scripts": ["tb-modelmem = tb_modelmem.cli:main"],
+    },
+    cmdclass={"build_py": BuildWithFrontend},
+)

@@ -1,0 +1,27 @@
+"""tb_modelmem: where did my memory go? Public API.
+
+``tb_modelmem.summary`` writes breakdowns and op traces; ``MemoryCallback`` is the
+Keras callback; ``trace`` profiles a block of steps. Names that need TensorFlow are
+imported lazily so the TensorBoard plugin (``tb_modelmem.plugin``) loads without it.
+"""
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["summary", "MemoryCallback", "trace", "__version__"]
+
+_LAZY = {
+    "summary": ("tb_modelmem.summary", None),
+    "MemoryCallback": ("tb_modelmem.callbacks", "MemoryCallback"),
+    "trace": ("tb_modelmem.trace", "trace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tb_modelmem' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    return module if attr is None else getattr(module, attr)

@@ -1,0 +1,73 @@
+"""Encode records to the bytes stored in a summary, and decode them safely. No TF.
+
+A payload is zlib-compressed JSON ``{"schema": N, "kind": K, "data": {...}}``.
+Decoding never trusts its input: size limits against decompression bombs,
+schema checks, and one ``PayloadError`` with a readable reason for any fault.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Dict, Type, Union
+
+from tb_modelmem import metadata
+from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record
+
+RECORD_TYPES: Dict[str, Type[Record]] = {
+    metadata.BREAKDOWN: Breakdown,
+    metadata.OPS: OpTrace,
+    metadata.LOADBENCH: LoadBench,
+}
+MAX_DECODED_BYTES = 512 * 1024 * 1024  # refuse payloads that inflate past this
+
+Payload = Union[Breakdown, OpTrace, LoadBench]
+
+
+class PayloadError(ValueError):
+    """This payload cannot be read; the message says why."""
+
+
+def kind_of(record: Record) -> str:
+    for kind, cls in RECORD_TYPES.items():
+        if isinstance(record, cls):
+            return kind
+    raise TypeError(f"not a payload record: {type(record).__name__}")
+
+
+def encode(record: Record) -> bytes:
+    """Compressed JSON bytes for one Breakdown, OpTrace or LoadBench."""
+    doc = {"schema": metadata.SCHEMA_VERSION, "kind": kind_of(record), "data": record.to_dict()}
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 6)
+
+
+def decode(blob: bytes) -> Payload:
+    """The record in ``blob``; raises PayloadError with a one-line reason."""
+    if not blob:
+        raise PayloadError("empty payload")
+    try:
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(bytes(blob), MAX_DECODED_BYTES)
+        if inflater.unconsumed_tail:
+            raise PayloadError(f"payload inflates past {MAX_DECODED_BYTES} bytes; refused")
+        doc = json.loads(raw.decode("utf-8"))
+    except PayloadError:
+        raise
+    except (zlib.error, UnicodeDecodeError, ValueError):
+        raise PayloadError("not a tb_modelmem payload (corrupt or foreign bytes)") from None
+    if not isinstance(doc, dict) or "schema" not in doc or "kind" not in doc:
+        raise PayloadError("not a tb_modelmem payload (no schema/kind)")
+    schema = doc["schema"]
+    if not isinstance(schema, int) or schema < 1:
+        raise PayloadError(f"invalid schema version {schema!r}")
+    if schema > metadata.SCHEMA_VERSION:
+        raise PayloadError(
+            f"written by a newer tb_modelmem (schema {schema} > {metadata.SCHEMA_VERSION}); upgrade to read it"
+        )
+    cls = RECORD_TYPES.get(doc["kind"])
+    if cls is None:
+        raise PayloadError(f"unknown payload kind {doc['kind']!r}")
+    try:
+        return cls.from_dict(doc.get("data"))  # type: ignore[return-value]
+    except (ValueError, TypeError) as e:
+        raise PayloadError(f"malformed {doc['kind']} payload: {e}") from None
