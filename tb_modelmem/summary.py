@@ -10,7 +10,7 @@ Capture failures warn and return False: they never stop training.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
@@ -67,3 +67,30 @@ def load_bench(name: str, record: LoadBench, step: Optional[int] = None,
                description: Optional[str] = None) -> bool:
     """Write load-cost results of several save formats."""
     return write(name, record, step, description)
+
+
+def variables(name: str, model: Any = None, optimizer: Any = None, step: Optional[int] = None,
+              description: Optional[str] = None) -> bool:
+    """Record every variable of ``model`` and ``optimizer`` by role and layer.
+
+    ``model`` may be a Keras model or layer, a ``tf.Module``, a
+    ``tf.train.Checkpoint``, a list of variables, or None for the TF1 graph's
+    global variables. Reads shapes and dtypes only.
+    """
+    def capture() -> Breakdown:
+        from tb_modelmem.capture.variables import breakdown
+
+        return breakdown(model, optimizer)
+
+    return write(name, capture, step, description)
+
+
+def run_metadata(name: str, run_metadata: Any, step: Optional[int] = None,
+                 description: Optional[str] = None) -> bool:
+    """Record the per-op table of a ``tf.compat.v1.RunMetadata`` (FULL_TRACE step stats)."""
+    def capture() -> OpTrace:
+        from tb_modelmem.capture.run_metadata import reduce_run_metadata
+
+        return reduce_run_metadata(run_metadata)
+
+    return write(name, capture, step, description)
