@@ -1,0 +1,142 @@
+"""Aggregations the tab shows, computed from decoded records. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, Iterable, List, Optional
+
+from tb_modelmem.records import (
+    NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LoadBench, OpTrace, VariableRecord,
+)
+
+ACTIVATIONS = "activations"
+UNATTRIBUTED = "unattributed"
+
+
+def totals_by_role(variables: Iterable[VariableRecord]) -> Dict[str, int]:
+    totals = {role: 0 for role in ROLES}
+    for v in variables:
+        totals[v.role if v.role in totals else OTHER] += v.bytes
+    return totals
+
+
+def _layer_of_variables(record: Breakdown) -> Dict[str, str]:
+    """Layer that owns each variable; a slot is charged to the layer of its weight."""
+    by_name = {v.name: v.layer for v in record.variables}
+    return {v.name: by_name.get(v.slot_of or "", v.layer) if v.role == OPTIMIZER_SLOT else v.layer
+            for v in record.variables}
+
+
+def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
+    """One row per layer: params with derivation, bytes by role, total. Model order kept."""
+    owner = _layer_of_variables(record)
+    rows: Dict[str, Dict[str, Any]] = {}
+    for layer in record.layers:
+        rows[layer.name] = {"name": layer.name, "class_name": layer.class_name, "params": layer.params,
+                            "derivation": layer.derivation, "bytes": {r: 0 for r in ROLES}}
+    for v in record.variables:
+        name = owner[v.name]
+        row = rows.setdefault(name, {"name": name, "class_name": "", "params": 0, "derivation": "",
+                                     "bytes": {r: 0 for r in ROLES}, "_count_params": True})
+        row["bytes"][v.role if v.role in ROLES else OTHER] += v.bytes
+        if row.get("_count_params") and v.role in (WEIGHT, NON_TRAINABLE):
+            row["params"] += v.params
+    for row in rows.values():
+        row.pop("_count_params", None)
+        row["total_bytes"] = sum(row["bytes"].values())
+    return list(rows.values())
+
+
+def breakdown_view(record: Breakdown) -> Dict[str, Any]:
+    totals = totals_by_role(record.variables)
+    variables = []
+    for v in record.variables:
+        row = v.to_dict()
+        row["params"] = v.params
+        variables.append(row)
+    return {
+        "source": record.source,
+        "model_name": record.model_name,
+        "optimizer": record.optimizer,
+        "file_bytes": record.file_bytes,
+        "overhead": record.overhead,
+        "totals": totals,
+        "total_bytes": sum(totals.values()),
+        "total_params": sum(v.params for v in record.variables if v.role in (WEIGHT, NON_TRAINABLE)),
+        "layers": layer_rollup(record),
+        "variables": variables,
+    }
+
+
+def _match_layer(op_layer: str, layer_names: List[str]) -> Optional[str]:
+    """The breakdown layer an op's name scope belongs to (scopes may carry outer prefixes)."""
+    if not op_layer:
+        return None
+    for name in layer_names:
+        if op_layer == name or op_layer.endswith("/" + name) or name.endswith("/" + op_layer):
+            return name
+    parts = op_layer.split("/")
+    for name in layer_names:  # ops inside a layer's sub-scope, e.g. dense/MatMul/...
+        if any(p == name.split("/")[-1] for p in parts):
+            return name
+    return None
+
+
+def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str, Any]:
+    """Per-op table, per-layer join with weights/slots, and what is live at the peak."""
+    ops = []
+    for op in trace.ops:
+        row = op.to_dict()
+        row["mean_us"] = op.time_us / op.calls if op.calls else 0.0
+        ops.append(row)
+    layers = layer_rollup(breakdown) if breakdown else []
+    names = [row["name"] for row in layers]
+    joined: Dict[str, Dict[str, Any]] = defaultdict(lambda: {"time_us": 0.0, "output_bytes": 0, "alloc_bytes": 0,
+                                                             "ops": 0})
+    for op in trace.ops:
+        key = _match_layer(op.layer, names) or op.layer or "(no layer)"
+        agg = joined[key]
+        agg["time_us"] += op.time_us
+        agg["output_bytes"] += op.output_bytes
+        agg["alloc_bytes"] += op.alloc_bytes
+        agg["ops"] += op.calls
+    by_name = {row["name"]: row for row in layers}
+    layer_rows = []
+    for key in names + sorted(k for k in joined if k not in by_name):
+        agg = joined.get(key, {"time_us": 0.0, "output_bytes": 0, "alloc_bytes": 0, "ops": 0})
+        storage = by_name.get(key, {"bytes": {}})["bytes"]
+        layer_rows.append({"layer": key, "weight_bytes": storage.get(WEIGHT, 0) + storage.get(NON_TRAINABLE, 0),
+                           "slot_bytes": storage.get(OPTIMIZER_SLOT, 0), **agg})
+    return {
+        "source": trace.source,
+        "steps": trace.steps,
+        "devices": trace.devices,
+        "peak_bytes": trace.peak_bytes,
+        "peak_time_us": trace.peak_time_us,
+        "timeline": trace.timeline,
+        "ops": ops,
+        "layers": layer_rows,
+        "peak_by_role": peak_by_role(trace, breakdown),
+    }
+
+
+def peak_by_role(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, int]:
+    """Split the allocator's peak into weights, slots, activations and an explicit remainder.
+
+    Weights and slots come from the run's breakdown; activations are the measured
+    output bytes of ops; whatever the peak holds beyond those is ``unattributed``.
+    Each part is capped so the parts never sum past the peak.
+    """
+    remaining = max(trace.peak_bytes, 0)
+    totals = totals_by_role(breakdown.variables) if breakdown else {r: 0 for r in ROLES}
+    parts: Dict[str, int] = {}
+    for role, amount in ((WEIGHT, totals[WEIGHT] + totals[NON_TRAINABLE]), (OPTIMIZER_SLOT, totals[OPTIMIZER_SLOT]),
+                         (ACTIVATIONS, sum(op.output_bytes for op in trace.ops))):
+        parts[role] = min(amount, remaining)
+        remaining -= parts[role]
+    parts[UNATTRIBUTED] = remaining
+    return parts
+
+
+def loadbench_view(record: LoadBench) -> Dict[str, Any]:
+    return {"model_name": record.model_name, "results": [r.to_dict() for r in record.results]}

@@ -1,0 +1,65 @@
+"""Serve a log dir through ModelMemPlugin as TensorBoard would, without a server process.
+
+Uses TensorBoard's Python loader (EventMultiplexer + MultiplexerDataProvider)
+and TensorBoardWSGI, so errors become 4xx responses exactly as in production.
+Writes events with TensorBoard's TF-free EventFileWriter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Optional, Tuple
+
+from tensorboard.backend import application
+from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins import base_plugin
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from werkzeug import test as werkzeug_test
+from werkzeug import wrappers
+
+from tb_modelmem.plugin import ModelMemPlugin
+
+PREFIX = "/data/plugin/modelmem"
+
+
+def write_events(logdir: str, summaries: Iterable[Tuple[int, summary_pb2.Summary]]) -> str:
+    """Write (step, Summary) pairs to a fresh event file in ``logdir``; returns its path."""
+    os.makedirs(logdir, exist_ok=True)
+    writer = EventFileWriter(logdir)
+    for step, summary in summaries:
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary))
+    writer.close()
+    return _newest_event_file(logdir)
+
+
+def _newest_event_file(logdir: str) -> str:
+    files = [os.path.join(logdir, f) for f in os.listdir(logdir) if "tfevents" in f]
+    return max(files, key=os.path.getmtime)
+
+
+class Served:
+    """A werkzeug client on a TensorBoard app holding only our plugin."""
+
+    def __init__(self, logdir: str):
+        multiplexer = plugin_event_multiplexer.EventMultiplexer(size_guidance={"tensors": 0})
+        multiplexer.AddRunsFromDirectory(logdir)
+        multiplexer.Reload()
+        provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
+        context = base_plugin.TBContext(logdir=logdir, data_provider=provider)
+        self.plugin = ModelMemPlugin(context)
+        app = application.TensorBoardWSGI([self.plugin])
+        self.client = werkzeug_test.Client(app, wrappers.Response)
+
+    def get(self, route: str, **params: Any) -> wrappers.Response:
+        return self.client.get(PREFIX + route, query_string={k: v for k, v in params.items() if v is not None})
+
+    def json(self, route: str, **params: Any) -> Any:
+        response = self.get(route, **params)
+        assert response.status_code == 200, (response.status_code, response.get_data(as_text=True))
+        return json.loads(response.get_data())
+
+    def tags(self, run: Optional[str] = None):
+        listing = self.json("/runs")["runs"]
+        return {(r["run"], t["tag"]): t for r in listing for t in r["tags"] if run in (None, r["run"])}
