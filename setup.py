@@ -16,7 +16,7 @@ class BuildWithFrontend(build_py):
 
     def run(self):
         frontend = os.path.join(HERE, "frontend")
-        if os.path.isdir(frontend) and shutil.which("npm"):
+        if os.path.exists(os.path.join(frontend, "package.json")) and shutil.which("npm"):
             if not os.path.isdir(os.path.join(frontend, "node_modules")):
                 subprocess.check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=frontend)
             subprocess.check_call(["npm", "run", "build"], cwd=frontend)
