@@ -71,6 +71,8 @@ def read_path(path: str) -> Breakdown:
             return read_keras_archive(path)
         if head == _H5_SIGNATURE:
             return read_h5(path)
+    if os.path.isdir(path):
+        return read_checkpoint(path)  # its error says what the folder lacks
     try:
         find_prefix(path)
     except InspectError:

@@ -1,0 +1,172 @@
+"""``tb-modelmem``: inspect a model file or checkpoint, or benchmark how each save format loads.
+
+Errors about the user's input (a missing, corrupt or foreign file) are one line on
+stderr and exit code 2, never a traceback: the CLI is often pointed at the wrong thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from typing import Any, Dict, List, Optional, Sequence
+
+from tb_modelmem.records import ROLES, Breakdown
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit 2 with one line like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tb-modelmem", description="Where did my memory go? Model files, checkpoints, load cost.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ins = sub.add_parser("inspect", help="break down a model file or checkpoint by role and layer, to the byte")
+    ins.add_argument("path", help="checkpoint prefix or folder, .keras, .h5/.hdf5, .weights.h5, SavedModel folder")
+    ins.add_argument("--logdir", help="also write the breakdown as a summary for the TensorBoard tab")
+    ins.add_argument("--json", action="store_true", help="print a machine-readable report instead of tables")
+    bench = sub.add_parser("loadbench", help="save a model in each format and measure loading in fresh processes")
+    bench.add_argument("model", help="a keras.applications name (built with weights=None) or a saved model path")
+    bench.add_argument("--logdir", help="write the results as a summary for the TensorBoard tab")
+    bench.add_argument("--repeats", type=int, default=3, help="fresh-process loads per format and mode (median)")
+    bench.add_argument("--workdir", help="keep the saved files here (default: a temporary folder)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``tb-modelmem`` console script; returns the exit code."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "inspect":
+            return _inspect(args)
+        return _loadbench(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # bad input of any kind: one line, no traceback
+        message = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        sys.stderr.write(f"tb-modelmem: error: {message}\n")
+        return EXIT_BAD_INPUT
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from tb_modelmem.capture.model_file import read_path
+
+    bd = read_path(args.path)
+    if args.logdir:
+        _write_summary(args.logdir, "inspect", bd)
+    if args.json:
+        print(json.dumps(report(bd, args.path), indent=2))
+    else:
+        print(format_breakdown(bd, args.path))
+    return 0
+
+
+def _loadbench(args: argparse.Namespace) -> int:
+    from tb_modelmem import loadbench
+
+    if args.repeats < 1:
+        raise ValueError("--repeats must be at least 1")
+    bench = loadbench.run(args.model, repeats=args.repeats, workdir=args.workdir)
+    print(loadbench.format_table(bench))
+    if args.logdir:
+        _write_summary(args.logdir, "loadbench", bench)
+    return 0
+
+
+def _write_summary(logdir: str, name: str, record: Any) -> None:
+    import tensorflow as tf
+
+    from tb_modelmem import summary
+
+    writer = tf.summary.create_file_writer(logdir)
+    with writer.as_default():
+        ok = summary.write(name, record, step=0)
+    writer.close()
+    if not ok:
+        raise RuntimeError(f"could not write the summary to {logdir}")
+
+
+def by_role(bd: Breakdown) -> Dict[str, int]:
+    """Bytes per role; every role present, even at zero."""
+    out = {role: 0 for role in ROLES}
+    for v in bd.variables:
+        out[v.role] = out.get(v.role, 0) + v.bytes
+    return out
+
+
+def report(bd: Breakdown, path: str) -> Dict[str, Any]:
+    """The ``--json`` report: ``total_bytes`` is the variables' bytes; plus overhead = ``file_bytes``."""
+    total = sum(v.bytes for v in bd.variables)
+    overhead = sum(o["bytes"] for o in bd.overhead)
+    return {
+        "path": path, "source": bd.source, "model_name": bd.model_name,
+        "file_bytes": bd.file_bytes, "total_bytes": total, "overhead_bytes": overhead,
+        "reconciled": bd.file_bytes == total + overhead,
+        "by_role": by_role(bd), "optimizer": bd.optimizer, "overhead": bd.overhead,
+        "variables": [v.to_dict() for v in bd.variables],
+    }
+
+
+def _fmt(n: int) -> str:
+    return f"{n:,} B ({n / 2**20:,.2f} MiB)"
+
+
+def _table(headers: List[str], rows: List[List[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
+                                   for i, (c, w) in enumerate(zip(cells, widths)))
+    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
+
+
+def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
+    """Terminal report: by role, by layer, largest variables, optimizer, reconciliation."""
+    roles = by_role(bd)
+    total = sum(roles.values())
+    out = [f"{path}  [{bd.source}]", ""]
+    out.append(_table(["role", "bytes", "MiB", "share", "variables"], [
+        [role, f"{b:,}", f"{b / 2**20:,.2f}", f"{100 * b / total:.1f}%" if total else "-",
+         str(sum(1 for v in bd.variables if v.role == role))] for role, b in roles.items()]))
+    layers: Dict[str, Dict[str, int]] = defaultdict(lambda: {role: 0 for role in ROLES})
+    for v in bd.variables:
+        layers[v.layer][v.role] += v.bytes
+    out += ["", _table(["layer", *ROLES, "total"], [
+        [layer, *(f"{b[r]:,}" for r in ROLES), f"{sum(b.values()):,}"]
+        for layer, b in sorted(layers.items(), key=lambda kv: -sum(kv[1].values()))])]
+    biggest = sorted(bd.variables, key=lambda v: -v.bytes)[:max_variables]
+    out += ["", _table(["variable", "shape", "dtype", "role", "slot of", "bytes"], [
+        [v.name, str(v.shape), v.dtype, v.role + (f" ({v.slot})" if v.slot else ""), v.slot_of or "", f"{v.bytes:,}"]
+        for v in biggest])]
+    if len(bd.variables) > max_variables:
+        out.append(f"... {len(bd.variables) - max_variables} smaller variables not shown (use --json for all)")
+    out += ["", "optimizer: " + _describe_optimizer(bd.optimizer), ""]
+    overhead = sum(o["bytes"] for o in bd.overhead)
+    out.append(_table(["overhead", "bytes"], [[o["what"], f"{o['bytes']:,}"] for o in bd.overhead]))
+    if bd.file_bytes is not None:
+        status = "reconciled to the byte" if total + overhead == bd.file_bytes else "DOES NOT RECONCILE"
+        out += ["", f"variables {total:,} B + overhead {overhead:,} B = {total + overhead:,} B; "
+                    f"on disk {_fmt(bd.file_bytes)}: {status}"]
+    return "\n".join(out)
+
+
+def _describe_optimizer(opt: Optional[Dict[str, Any]]) -> str:
+    if not opt:
+        return "none stored"
+    name = opt.get("class_name") or "class not recorded"
+    config = opt.get("config") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in config.items() if v is not None and k != "name")
+    extra = f"; slots: {', '.join(opt['slots'])}" if opt.get("slots") else ""
+    where = f"  [{opt['recorded_in']}]" if opt.get("recorded_in") else ""
+    return f"{name}({shown}){extra}{where}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
