@@ -1,0 +1,110 @@
+"""Write a demo log dir that reproduces USER_PROBLEMS.md #1-#4 with real TensorFlow runs.
+
+Runs (each a folder of the log dir):
+  convnet_adam/train, convnet_sgd/train  Keras ConvNet of seed 001 with MemoryCallback (#2; compare SGD vs Adam)
+  tf1_convnet_adam      TF1 session: breakdown, plain FileWriter.add_run_metadata (an "old log dir"),
+                        the per-op table, and the saved checkpoint inspected to the byte (#2, #3)
+  lenet_trace           LeNet batch 1 traced with the TF2 profiler: per-op memory and time (#3)
+  loadbench             load cost of each save format in fresh processes (#1, #4; --loadbench)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph  # noqa: E402
+
+
+def keras_runs(logdir: str) -> None:
+    """#2: the ConvNet trained with Adam and with SGD; the callback records the breakdown once."""
+    import keras
+
+    import tb_modelmem
+
+    x, y = mnist_like(64)
+    for name, optimizer in (("convnet_adam", keras.optimizers.Adam(1e-4)),
+                            ("convnet_sgd", keras.optimizers.SGD(1e-3, momentum=0.9))):
+        model = seed001_convnet()
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0,
+                  callbacks=[tb_modelmem.MemoryCallback(os.path.join(logdir, name))])
+
+
+def tf1_run(logdir: str) -> None:
+    """#2 and #3 in TF1: breakdown, FULL_TRACE RunMetadata, and the checkpoint, all in one run."""
+    import tensorflow as tf
+
+    from tb_modelmem import summary
+    from tb_modelmem.capture.checkpoint import read_checkpoint
+    from tb_modelmem.capture.run_metadata import reduce_run_metadata
+    from tb_modelmem.capture.variables import breakdown
+
+    v1 = tf.compat.v1
+    run_dir = os.path.join(logdir, "tf1_convnet_adam")
+    x_data, y_data = mnist_like(1)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        x, y, _, train_op = seed001_tf1_graph("adam")
+        sess.run(v1.global_variables_initializer())
+        run_metadata = v1.RunMetadata()
+        sess.run(train_op, {x: x_data, y: y_data},
+                 options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+        writer = v1.summary.FileWriter(run_dir)
+        writer.add_run_metadata(run_metadata, "step_1", global_step=1)  # plain TF1: what old log dirs hold
+        writer.add_summary(summary.pb("storage", breakdown(None, None)), 1)
+        writer.add_summary(summary.pb("ops", reduce_run_metadata(run_metadata)), 1)
+        prefix = v1.train.Saver().save(sess, os.path.join(run_dir, "ckpt", "model.ckpt"), global_step=1)
+        writer.add_summary(summary.pb("checkpoint", read_checkpoint(prefix)), 1)
+        writer.close()
+
+
+def lenet_trace_run(logdir: str) -> None:
+    """#3 in TF2: LeNet at batch 1, a few train steps traced with the profiler."""
+    import keras
+    import tensorflow as tf
+
+    import tb_modelmem
+
+    model = seed001_convnet()
+    model.compile(optimizer=keras.optimizers.Adam(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = mnist_like(8)
+    model.fit(x, y, batch_size=1, epochs=1, verbose=0,
+              callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="lenet_trace", profile_steps=(3, 4))])
+
+
+def loadbench_run(logdir: str, model: str, repeats: int) -> None:
+    """#1 and #4: each save format's size, load time and peak RSS, in fresh processes."""
+    from tb_modelmem import cli
+
+    cli.main(["loadbench", model, "--logdir", os.path.join(logdir, "loadbench"), "--repeats", str(repeats)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--logdir", default="demo_logs")
+    parser.add_argument("--loadbench", default="MobileNetV2",
+                        help="keras.applications model for the Load view (weights=None); 'none' to skip")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    steps = [("Keras ConvNet, Adam vs SGD (#2)", lambda: keras_runs(args.logdir)),
+             ("TF1 session: breakdown, RunMetadata, checkpoint (#2, #3)", lambda: tf1_run(args.logdir)),
+             ("LeNet batch 1 with the TF2 profiler (#3)", lambda: lenet_trace_run(args.logdir))]
+    if args.loadbench.lower() != "none":
+        steps.append((f"load cost of {args.loadbench} per save format (#1, #4)",
+                      lambda: loadbench_run(args.logdir, args.loadbench, args.repeats)))
+    for i, (title, step) in enumerate(steps, 1):
+        start = time.monotonic()
+        print(f"[{i}/{len(steps)}] {title} ...", flush=True)
+        step()
+        print(f"      done in {time.monotonic() - start:.1f}s", flush=True)
+    print(f"log dir written: {os.path.abspath(args.logdir)}")
+
+
+if __name__ == "__main__":
+    main()

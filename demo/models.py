@@ -1,0 +1,59 @@
+"""The models of USER_PROBLEMS.md, built on synthetic data (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def seed001_convnet():
+    """USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases)."""
+    import keras
+
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
+        keras.layers.MaxPooling2D(name="pool1"),
+        keras.layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
+        keras.layers.MaxPooling2D(name="pool2"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dense(1024, activation="relu", name="fc1"),
+        keras.layers.Dense(10, name="logits"),
+    ], name="lenet")
+
+
+def mnist_like(n: int, seed: int = 0):
+    """Random 28x28x1 images and labels in MNIST's shapes and dtypes."""
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, size=(n,))
+
+
+def seed001_tf1_graph(optimizer: str = "adam"):
+    """The same ConvNet in TF1 graph mode, in the current default graph (as in seed 001).
+
+    Returns ``(x, y, loss, train_op)``. Call inside ``tf.Graph().as_default()``.
+    """
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+
+    def layer(name, kernel_shape):
+        with v1.variable_scope(name):
+            kernel = v1.get_variable("kernel", kernel_shape, initializer=v1.glorot_uniform_initializer())
+            bias = v1.get_variable("bias", kernel_shape[-1:], initializer=v1.zeros_initializer())
+        return kernel, bias
+
+    x = v1.placeholder(tf.float32, [None, 28, 28, 1], name="x")
+    y = v1.placeholder(tf.int64, [None], name="y")
+    k1, b1 = layer("conv1", [5, 5, 1, 32])
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, k1, 1, "SAME") + b1, name="conv1/Relu"), 2, 2, "SAME")
+    k2, b2 = layer("conv2", [5, 5, 32, 64])
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, k2, 1, "SAME") + b2, name="conv2/Relu"), 2, 2, "SAME")
+    k3, b3 = layer("fc1", [7 * 7 * 64, 1024])
+    h = tf.nn.relu(tf.matmul(tf.reshape(h, [-1, 7 * 7 * 64]), k3) + b3, name="fc1/Relu")
+    k4, b4 = layer("logits", [1024, 10])
+    logits = tf.add(tf.matmul(h, k4), b4, name="logits/BiasAdd")
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+    opt = {"adam": lambda: v1.train.AdamOptimizer(1e-4),
+           "momentum": lambda: v1.train.MomentumOptimizer(1e-3, 0.9),
+           "sgd": lambda: v1.train.GradientDescentOptimizer(1e-3)}[optimizer]()
+    return x, y, loss, opt.minimize(loss)
