@@ -56,10 +56,10 @@ def tf1_run(logdir: str) -> None:
                  options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
         writer = v1.summary.FileWriter(run_dir)
         writer.add_run_metadata(run_metadata, "step_1", global_step=1)  # plain TF1: what old log dirs hold
-        writer.add_summary(summary.pb("storage", breakdown(None, None)), 1)
-        writer.add_summary(summary.pb("ops", reduce_run_metadata(run_metadata)), 1)
+        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.add_summary(summary.pb("ops", reduce_run_metadata(run_metadata)).SerializeToString(), 1)
         prefix = v1.train.Saver().save(sess, os.path.join(run_dir, "ckpt", "model.ckpt"), global_step=1)
-        writer.add_summary(summary.pb("checkpoint", read_checkpoint(prefix)), 1)
+        writer.add_summary(summary.pb("checkpoint", read_checkpoint(prefix)).SerializeToString(), 1)
         writer.close()
 
 

@@ -1,0 +1,76 @@
+"""Issue 2 acceptance through the backend: real TF runs -> event files -> plugin JSON."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import pytest
+import tensorflow as tf
+
+from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
+from tb_modelmem import summary
+from tb_modelmem.capture.variables import breakdown
+from tests.plugin_harness import Served
+
+
+def _train_one_step(optimizer) -> keras.Model:
+    model = seed001_convnet()
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = mnist_like(2)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0)
+    return model
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Served:
+    logdir = str(tmp_path_factory.mktemp("logs"))
+    for run, optimizer in (("adam", keras.optimizers.Adam()), ("sgd", keras.optimizers.SGD())):
+        model = _train_one_step(optimizer)
+        with tf.summary.create_file_writer(os.path.join(logdir, run)).as_default():
+            assert summary.variables("storage", model=model, optimizer=model.optimizer, step=1)
+    with tf.Graph().as_default():
+        seed001_tf1_graph("adam")
+        writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tf1"))
+        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.close()
+    return Served(logdir)
+
+
+def test_seed001_adam_weights_and_slots(served):
+    body = served.json("/breakdown", run="adam", tag="storage")
+    assert body["totals"]["weight"] == 13_098_536
+    assert body["totals"]["optimizer_slot"] == 26_197_072
+    assert body["total_params"] == 3_274_634
+    assert body["optimizer"]["class_name"] == "Adam"
+
+
+def test_sgd_run_has_no_slots_for_comparison(served):
+    body = served.json("/breakdown", run="sgd", tag="storage")
+    assert body["totals"]["weight"] == 13_098_536
+    assert body["totals"]["optimizer_slot"] == 0
+
+
+def test_tf1_adam_is_37_48_mib_with_beta_powers(served):
+    body = served.json("/breakdown", run="tf1", tag="storage")
+    assert body["totals"] == {"weight": 13_098_536, "non_trainable": 0, "optimizer_slot": 26_197_072, "other": 8}
+    assert body["total_bytes"] == 39_295_616
+    assert round(body["total_bytes"] / 2**20, 2) == 37.48
+
+
+def test_lenet_layers_params_and_derivations_match_keras(served):
+    model = seed001_convnet()
+    layers = {row["name"].split("/")[-1]: row for row in served.json("/breakdown", run="adam", tag="storage")["layers"]}
+    for name, params in (("conv1", 832), ("conv2", 51_264), ("fc1", 3_212_288), ("logits", 10_250)):
+        assert layers[name]["params"] == params == model.get_layer(name).count_params()
+        assert layers[name]["derivation"].endswith(f"= {params:,}")
+    assert layers["conv1"]["derivation"] == "(5*5*1+1)*32 = 832"
+    # a layer's slots are charged to it: Adam keeps two slots per weight
+    assert layers["fc1"]["bytes"]["optimizer_slot"] == 2 * layers["fc1"]["bytes"]["weight"]
+
+
+def test_totals_equal_sum_over_model_and_optimizer_variables(served):
+    model = _train_one_step(keras.optimizers.Adam())
+    expected = sum(int(tf.TensorShape(v.shape).num_elements()) * tf.as_dtype(v.dtype).size
+                   for v in model.variables + model.optimizer.variables)
+    assert served.json("/breakdown", run="adam", tag="storage")["total_bytes"] == expected
