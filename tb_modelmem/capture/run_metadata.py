@@ -1,0 +1,204 @@
+"""Reduce a RunMetadata's step stats to an OpTrace: one row per op plus bytes in use over time.
+
+No TensorFlow import: the plugin backend runs this on old log dirs written by plain
+``FileWriter.add_run_metadata``, so it reads TensorBoard's copies of the protos. The
+op-naming helpers here (kernel -> fused ops, node -> layer, dtype names, timeline
+downsampling) are shared with ``capture.xspace`` so both sources read the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import config_pb2, step_stats_pb2, types_pb2
+
+from tb_modelmem.records import MEASURED, OpRecord, OpTrace
+
+MAX_TIMELINE_POINTS = 2000
+
+# "[mklcpu 0.1MB 0.1MB] scope/Relu = _MklNativeFusedConv2D(in0, in1, in2)"
+_LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<name>.+?) = (?P<op>[^(\s]+)\((?P<args>.*)\)\s*$")
+# Kernels that stand for Conv/MatMul + BiasAdd (+ an activation named by the node).
+_FUSABLE = {"Conv2D", "Conv3D", "MatMul", "BatchMatMulV2", "DepthwiseConv2dNative"}
+# Ops grappler folds after the BiasAdd; the fused node keeps the last op's name.
+_FUSED_TAILS = {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", "Selu", "Softplus", "Swish",
+                "Gelu", "Mish", "Add", "AddV2"}
+_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
+
+
+def reduce_run_metadata(run_metadata: Any) -> OpTrace:
+    """Per-op table of one traced step from a RunMetadata with FULL_TRACE step stats.
+
+    ``run_metadata``: a ``tf.compat.v1.RunMetadata``, TensorBoard's ``config_pb2.RunMetadata``
+    or its serialized bytes. Rows are keyed by (node, device) and aggregated over calls:
+    ``time_us`` sums the calls, ``output_bytes`` and ``alloc_bytes`` are the largest call.
+    """
+    rm = _as_run_metadata(run_metadata)
+    exact_fused = _fused_from_partition_graphs(rm)
+    dev_stats = _without_duplicate_streams(rm.step_stats.dev_stats)
+    start = min((n.all_start_micros for d in dev_stats for n in d.node_stats if n.all_start_micros),
+                default=0)
+    rows: Dict[Tuple[str, str], OpRecord] = {}
+    deltas: List[Tuple[float, int]] = []
+    node_peak = (0, 0.0)
+    for dev in dev_stats:
+        for node in dev.node_stats:
+            op_type, fused = _kernel(node, exact_fused)
+            out_bytes, shape, dtype = _outputs(node)
+            alloc = sum(m.total_bytes for m in node.memory)
+            key = (node.node_name, dev.device)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = OpRecord(
+                    name=node.node_name, op_type=op_type, layer=layer_of(node.node_name), device=dev.device,
+                    calls=0, output_shape=shape, output_dtype=dtype, bytes_source=MEASURED, fused=fused)
+            row.calls += 1
+            row.time_us += _time_us(node)
+            if out_bytes >= row.output_bytes:
+                row.output_bytes, row.output_shape, row.output_dtype = out_bytes, shape, dtype
+            row.alloc_bytes = max(row.alloc_bytes, alloc)
+            for mem in node.memory:
+                deltas.extend((float(r.alloc_micros - start), r.alloc_bytes) for r in mem.allocation_records)
+                if mem.peak_bytes > node_peak[0]:
+                    node_peak = (mem.peak_bytes, float(node.all_start_micros - start))
+    timeline = in_use_timeline(deltas)
+    peak_bytes, peak_time = peak_of(timeline) if timeline else node_peak
+    return OpTrace(source="run_metadata", ops=list(rows.values()), peak_bytes=int(peak_bytes),
+                   peak_time_us=float(peak_time), timeline=downsample(timeline),
+                   devices=sorted({d.device for d in dev_stats}), steps=1)
+
+
+def layer_of(node_name: str) -> str:
+    """The name scope that owns a node: its name without the last component."""
+    return node_name.rpartition("/")[0]
+
+
+def fused_ops(kernel: str, node_name: str) -> List[str]:
+    """The graph ops a rewritten kernel (oneDNN, grappler remapper) stands for; [] for plain ops.
+
+    The kernel name alone says the base op; the node keeps the name of the last op folded
+    into it, which names the activation (``conv2d/Relu = _MklNativeFusedConv2D``).
+    """
+    core = kernel.lstrip("_")
+    if not core.startswith(("Mkl", "Fused")) or core == kernel:  # plain ops, _Arg, _Retval, ...
+        return []
+    for prefix in ("Mkl", "Native"):
+        core = core[len(prefix):] if core.startswith(prefix) else core
+    if core.startswith("Fused") and core[len("Fused"):] in _FUSABLE:
+        ops = [core[len("Fused"):], "BiasAdd"]
+        tail = re.sub(r"_\d+$", "", node_name.rpartition("/")[2])
+        return ops + [tail] if tail in _FUSED_TAILS else ops
+    if core.endswith("WithBias"):
+        return [core[:-len("WithBias")], "BiasAddGrad"]
+    return [core]
+
+
+def dtype_name(dtype: int) -> str:
+    """numpy-style name of a DataType enum value: DT_FLOAT -> "float32"."""
+    try:
+        name = types_pb2.DataType.Name(dtype)[len("DT_"):].lower()
+    except ValueError:
+        return f"dtype{dtype}"
+    name = name[:-len("_ref")] if name.endswith("_ref") else name
+    return _DTYPE_ALIASES.get(name, name)
+
+
+def format_shape(dims: Iterable[Optional[int]]) -> str:
+    """"[1,28,28,32]"; unknown dimensions as "?"."""
+    return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
+
+
+def in_use_timeline(deltas: Iterable[Tuple[float, int]]) -> List[List[float]]:
+    """[[t_us, bytes_in_use]] from signed allocation deltas, counted from the trace start."""
+    in_use, points = 0, []
+    for t, delta in sorted(deltas):
+        in_use += delta
+        points.append([t, float(in_use)])
+    return points
+
+
+def peak_of(timeline: Sequence[Sequence[float]]) -> Tuple[float, float]:
+    """(peak bytes, time of the first peak) of a timeline."""
+    t, peak = max(timeline, key=lambda p: (p[1], -p[0]))
+    return peak, t
+
+
+def downsample(timeline: List[List[float]], limit: int = MAX_TIMELINE_POINTS) -> List[List[float]]:
+    """At most ~``limit`` points: each bucket keeps its lowest and highest point, so the peak stays."""
+    if len(timeline) <= limit:
+        return timeline
+    size = -(-len(timeline) * 2 // limit)
+    kept: List[List[float]] = []
+    for i in range(0, len(timeline), size):
+        bucket = timeline[i:i + size]
+        lo = min(bucket, key=lambda p: p[1])
+        hi = max(bucket, key=lambda p: p[1])
+        kept.extend(sorted([lo, hi], key=lambda p: p[0]) if lo is not hi else [hi])
+    return kept
+
+
+def _as_run_metadata(run_metadata: Any) -> config_pb2.RunMetadata:
+    if isinstance(run_metadata, config_pb2.RunMetadata):
+        return run_metadata
+    if isinstance(run_metadata, (bytes, bytearray, memoryview)):
+        data = bytes(run_metadata)
+    elif hasattr(run_metadata, "SerializeToString"):  # TensorFlow's own RunMetadata class
+        data = run_metadata.SerializeToString()
+    else:
+        raise TypeError(f"expected a RunMetadata proto or its bytes, got {type(run_metadata).__name__}")
+    try:
+        return config_pb2.RunMetadata.FromString(data)
+    except DecodeError:
+        raise ValueError("not a serialized RunMetadata (corrupt or foreign bytes)") from None
+
+
+def _without_duplicate_streams(dev_stats: Sequence[step_stats_pb2.DeviceStepStats]
+                               ) -> List[step_stats_pb2.DeviceStepStats]:
+    """GPU traces list each kernel under ".../stream:all" and again under ".../stream:N": keep one."""
+    merged = {d.device.rpartition("/stream:")[0] for d in dev_stats if d.device.endswith("/stream:all")}
+    return [d for d in dev_stats
+            if "/stream:" not in d.device or d.device.endswith("/stream:all")
+            or d.device.rpartition("/stream:")[0] not in merged]
+
+
+def _fused_from_partition_graphs(rm: config_pb2.RunMetadata) -> Dict[str, List[str]]:
+    """Exact ``fused_ops`` attrs when the run also asked for partition graphs."""
+    fused: Dict[str, List[str]] = {}
+    for graph in rm.partition_graphs:
+        for node in graph.node:
+            if "fused_ops" in node.attr:
+                base = fused_ops(node.op, node.name)[:1]
+                fused[node.name] = base + [s.decode() for s in node.attr["fused_ops"].list.s]
+    return fused
+
+
+def _kernel(node: step_stats_pb2.NodeExecStats, exact_fused: Dict[str, List[str]]) -> Tuple[str, List[str]]:
+    match = _LABEL.match(node.timeline_label)
+    if not match:
+        return "", []
+    op = match.group("op")
+    return op, exact_fused.get(node.node_name) or fused_ops(op, node.node_name)
+
+
+def _outputs(node: step_stats_pb2.NodeExecStats) -> Tuple[int, str, str]:
+    """Total output bytes and the shapes/dtypes that explain them ("a;b" for several outputs)."""
+    total, shapes, dtypes = 0, [], []
+    for out in sorted(node.output, key=lambda o: o.slot):
+        desc = out.tensor_description
+        alloc = desc.allocation_description
+        total += alloc.requested_bytes or alloc.allocated_bytes
+        shapes.append(format_shape(d.size for d in desc.shape.dim) if not desc.shape.unknown_rank else "?")
+        if dtype_name(desc.dtype) not in dtypes:
+            dtypes.append(dtype_name(desc.dtype))
+    return total, ";".join(shapes), ";".join(dtypes)
+
+
+def _time_us(node: step_stats_pb2.NodeExecStats) -> float:
+    """Wall time of one call in the executor, at nanosecond resolution when recorded."""
+    if node.all_end_rel_nanos or node.all_end_rel_micros:
+        return node.all_end_rel_nanos / 1000.0 if node.all_end_rel_nanos else float(node.all_end_rel_micros)
+    if node.op_end_rel_nanos:
+        return (node.op_end_rel_nanos - node.op_start_rel_nanos) / 1000.0
+    return float(node.op_end_rel_micros - node.op_start_rel_micros)

@@ -1,0 +1,131 @@
+"""Profile a few training steps with the TF profiler and write their per-op table.
+
+``with tb_modelmem.trace("ops", step=3, function=train_step): train_step(x, y)`` runs the
+TF2 profiler around the block, reduces the XSpace it writes to an OpTrace (see
+``capture.xspace``) and records it with ``summary.op_trace`` on the default writer.
+``Trace.start()`` / ``Trace.stop()`` do the same across callback hooks. Capturing never
+stops training: every failure warns and the block runs anyway; the block's own
+exceptions propagate unchanged. The raw profile lives in a temp dir that is removed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+import tempfile
+import types
+import warnings
+from types import TracebackType
+from typing import Any, Optional, Type
+
+from tb_modelmem import summary
+from tb_modelmem.records import OpTrace
+
+
+class Trace:
+    """One profiling window: start it, run steps, stop it; the reduced table is written on stop."""
+
+    def __init__(self, name: str, step: Optional[int] = None, function: Any = None,
+                 batch_size: Optional[int] = None, description: Optional[str] = None,
+                 tmpdir: Optional[str] = None) -> None:
+        """``function``: the tf.function (or ConcreteFunction / tf.Graph) the steps run, used to
+        derive output bytes the allocator does not report; ``tmpdir``: where the raw profile
+        is written before reduction (system temp dir by default)."""
+        self.name, self.step, self.function = name, step, function
+        self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
+        self.record: Optional[OpTrace] = None  # the reduced table once stopped
+        self.xplane_bytes = 0  # size of the raw profile it came from
+        self._dir: Optional[str] = None
+
+    @property
+    def active(self) -> bool:
+        return self._dir is not None
+
+    def start(self) -> bool:
+        """Start the profiler; False (with a warning) if it cannot, e.g. another profile is running."""
+        import tensorflow as tf
+
+        if self.active:
+            warnings.warn(f"tb_modelmem: trace {self.name!r} is already started", RuntimeWarning, stacklevel=2)
+            return False
+        try:
+            self._dir = tempfile.mkdtemp(prefix="tb_modelmem_trace_", dir=self.tmpdir)
+            tf.profiler.experimental.start(self._dir)
+            return True
+        except Exception as e:  # capture must never stop training
+            self._cleanup()
+            _warn(self.name, "could not start the profiler", e)
+            return False
+
+    def stop(self) -> Optional[OpTrace]:
+        """Stop the profiler, reduce its XSpace and write it; the OpTrace, or None on failure."""
+        import tensorflow as tf
+
+        if not self.active:
+            return None
+        try:
+            tf.profiler.experimental.stop()
+            self.record = self._reduce()
+            if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
+                                                                 self.description):
+                warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
+                              "or recording is off)", RuntimeWarning, stacklevel=2)
+            return self.record
+        except Exception as e:
+            _warn(self.name, "could not record the trace", e)
+            return None
+        finally:
+            self._cleanup()
+
+    def __enter__(self) -> "Trace":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.stop()  # also after a failed step: an OOM step is the one worth seeing
+
+    def _reduce(self) -> Optional[OpTrace]:
+        from tb_modelmem.capture import xspace
+
+        assert self._dir is not None
+        paths = sorted(glob.glob(os.path.join(self._dir, "**", "*.xplane.pb"), recursive=True))
+        if not paths:
+            warnings.warn(f"tb_modelmem: the profiler wrote no .xplane.pb for trace {self.name!r}",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        space = xspace.load_xspace(paths[0])
+        for path in paths[1:]:  # one file per host
+            space.MergeFrom(xspace.load_xspace(path))
+        self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
+        graph = xspace.graph_outputs(self.function) if self.function is not None else None
+        return xspace.reduce_xspace(space, graph, self.batch_size)
+
+    def _cleanup(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+def trace(name: str, step: Optional[int] = None, function: Any = None, batch_size: Optional[int] = None,
+          description: Optional[str] = None, tmpdir: Optional[str] = None) -> Trace:
+    """Context manager profiling its block into an op trace summary ``name`` at ``step``."""
+    return Trace(name, step, function, batch_size, description, tmpdir)
+
+
+def _warn(name: str, what: str, error: BaseException) -> None:
+    warnings.warn(f"tb_modelmem: {what} for trace {name!r}: {type(error).__name__}: {error}", RuntimeWarning,
+                  stacklevel=3)
+
+
+class _CallableModule(types.ModuleType):
+    """``tb_modelmem.trace(...)`` must work after this module is imported, when the package
+    attribute ``trace`` becomes the module itself rather than the lazily exported function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Trace:
+        return trace(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

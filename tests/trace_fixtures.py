@@ -1,0 +1,138 @@
+"""Traces for tests and benchmarks: a synthetic RunMetadata of any size (no TF), and the
+LeNet of USER_PROBLEMS.md #3 traced for real (TF1 session step stats, TF2 train step).
+
+LeNet, batch 1, float32: conv1 output [1,28,28,32] = 100,352 B, conv2 [1,14,14,64] =
+50,176 B, dense [1,1024] = 4,096 B.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Tuple
+
+from tensorboard.compat.proto import config_pb2, types_pb2
+
+CONV1_BYTES, CONV2_BYTES, DENSE_BYTES = 100_352, 50_176, 4_096
+# Op types cycled through by the synthetic trace, with their output shapes.
+_SYNTHETIC_OPS = (("Conv2D", (8, 56, 56, 64)), ("BiasAdd", (8, 56, 56, 64)), ("Relu", (8, 56, 56, 64)),
+                  ("MatMul", (8, 1024)), ("ReadVariableOp", (1024, 1024)))
+
+
+def synthetic_run_metadata(n_ops: int = 20_000, seed: int = 0) -> config_pb2.RunMetadata:
+    """A FULL_TRACE-like RunMetadata with ``n_ops`` nodes on one CPU device, built without TF.
+
+    Every node has a timeline label, timing, one float32 output with its allocation, and an
+    allocation record pair (alloc, later free), so reducers see a realistic timeline.
+    """
+    rng = random.Random(seed)
+    rm = config_pb2.RunMetadata()
+    dev = rm.step_stats.dev_stats.add(device="/job:localhost/replica:0/task:0/device:CPU:0")
+    start = 1_700_000_000_000_000
+    t = start
+    for i in range(n_ops):
+        op_type, shape = _SYNTHETIC_OPS[i % len(_SYNTHETIC_OPS)]
+        name = f"model/block_{i // 50}/layer_{i // 5}/{op_type}"
+        nbytes = 4
+        for d in shape:
+            nbytes *= d
+        duration = rng.randint(1, 400)
+        node = dev.node_stats.add(node_name=name, all_start_micros=t, op_end_rel_micros=duration,
+                                  all_end_rel_micros=duration + 1,
+                                  timeline_label=f"{name} = {op_type}(model/input_{i})")
+        desc = node.output.add(slot=0).tensor_description
+        desc.dtype = types_pb2.DT_FLOAT
+        desc.shape.dim.extend(desc.shape.Dim(size=d) for d in shape)
+        desc.allocation_description.requested_bytes = nbytes
+        desc.allocation_description.allocated_bytes = nbytes
+        desc.allocation_description.allocator_name = "cpu"
+        mem = node.memory.add(allocator_name="cpu", total_bytes=nbytes, peak_bytes=nbytes, live_bytes=nbytes)
+        mem.allocation_records.add(alloc_micros=t + duration, alloc_bytes=nbytes)
+        mem.allocation_records.add(alloc_micros=t + duration + rng.randint(1, 5_000), alloc_bytes=-nbytes)
+        t += duration + 2
+    return rm
+
+
+def lenet_keras() -> Any:
+    """Conv2D(32,5,same,relu) -> MaxPool -> Conv2D(64,5,same,relu) -> MaxPool -> Flatten ->
+    Dense(1024,relu) -> Dense(10), on 28x28x1 float32 input."""
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        layers.Input((28, 28, 1)),
+        layers.Conv2D(32, 5, padding="same", activation="relu"),
+        layers.MaxPool2D(),
+        layers.Conv2D(64, 5, padding="same", activation="relu"),
+        layers.MaxPool2D(),
+        layers.Flatten(),
+        layers.Dense(1024, activation="relu"),
+        layers.Dense(10),
+    ])
+
+
+def lenet_train_step(model: Any) -> Tuple[Any, Any]:
+    """(train_step tf.function with Adam, (x, y) batch of one), traced once already."""
+    import numpy as np
+    import tensorflow as tf
+
+    optimizer = tf.keras.optimizers.Adam()
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    batch = (tf.constant(np.ones((1, 28, 28, 1), np.float32)), tf.constant(np.zeros((1,), np.int32)))
+    train_step(*batch)
+    return train_step, batch
+
+
+def lenet_tf1_run_metadata(partition_graphs: bool = False) -> Any:
+    """A ``tf.compat.v1.RunMetadata`` of one LeNet inference step in a TF1 session (FULL_TRACE).
+
+    Written as TF1 users did (tf.nn ops under one name scope per layer), named like the
+    Keras layers so the scopes join the model's layer names.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        x = v1.placeholder(tf.float32, [1, 28, 28, 1], name="x")
+
+        def weights(shape: Tuple[int, ...]) -> Tuple[Any, Any]:
+            return (v1.get_variable("kernel", shape, initializer=v1.truncated_normal_initializer(stddev=0.1)),
+                    v1.get_variable("bias", shape[-1:], initializer=v1.constant_initializer(0.1)))
+
+        def conv(h: Any, scope: str, shape: Tuple[int, ...]) -> Any:
+            with v1.variable_scope(scope):
+                w, b = weights(shape)
+                return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, w, 1, "SAME"), b))
+
+        def pool(h: Any, scope: str) -> Any:
+            with v1.variable_scope(scope):
+                return tf.nn.max_pool2d(h, 2, 2, "SAME")
+
+        def dense(h: Any, scope: str, shape: Tuple[int, ...], relu: bool) -> Any:
+            with v1.variable_scope(scope):
+                w, b = weights(shape)
+                out = tf.nn.bias_add(tf.matmul(h, w), b)
+                return tf.nn.relu(out) if relu else out
+
+        h = pool(conv(x, "conv2d", (5, 5, 1, 32)), "max_pooling2d")
+        h = pool(conv(h, "conv2d_1", (5, 5, 32, 64)), "max_pooling2d_1")
+        with v1.variable_scope("flatten"):
+            h = tf.reshape(h, [1, 7 * 7 * 64])
+        logits = dense(dense(h, "dense", (3136, 1024), True), "dense_1", (1024, 10), False)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE,
+                                    output_partition_graphs=partition_graphs)
+            run_metadata = v1.RunMetadata()
+            sess.run(logits, {x: np.ones((1, 28, 28, 1), np.float32)}, options=options,
+                     run_metadata=run_metadata)
+    return run_metadata
