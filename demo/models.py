@@ -36,22 +36,24 @@ def seed001_tf1_graph(optimizer: str = "adam"):
 
     v1 = tf.compat.v1
 
-    def layer(name, kernel_shape):
+    def layer(name, inputs, kernel_shape, apply, activation=tf.identity):
+        """Variables and ops of one layer under one scope, so ops join their layer's weights."""
         with v1.variable_scope(name):
             kernel = v1.get_variable("kernel", kernel_shape, initializer=v1.glorot_uniform_initializer())
             bias = v1.get_variable("bias", kernel_shape[-1:], initializer=v1.zeros_initializer())
-        return kernel, bias
+            return activation(apply(inputs, kernel) + bias)
+
+    def conv(name, inputs, kernel_shape):
+        h = layer(name, inputs, kernel_shape, lambda i, k: tf.nn.conv2d(i, k, 1, "SAME"), tf.nn.relu)
+        return tf.nn.max_pool2d(h, 2, 2, "SAME", name=name.replace("conv", "pool"))
 
     x = v1.placeholder(tf.float32, [None, 28, 28, 1], name="x")
     y = v1.placeholder(tf.int64, [None], name="y")
-    k1, b1 = layer("conv1", [5, 5, 1, 32])
-    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, k1, 1, "SAME") + b1, name="conv1/Relu"), 2, 2, "SAME")
-    k2, b2 = layer("conv2", [5, 5, 32, 64])
-    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, k2, 1, "SAME") + b2, name="conv2/Relu"), 2, 2, "SAME")
-    k3, b3 = layer("fc1", [7 * 7 * 64, 1024])
-    h = tf.nn.relu(tf.matmul(tf.reshape(h, [-1, 7 * 7 * 64]), k3) + b3, name="fc1/Relu")
-    k4, b4 = layer("logits", [1024, 10])
-    logits = tf.add(tf.matmul(h, k4), b4, name="logits/BiasAdd")
+    h = conv("conv1", x, [5, 5, 1, 32])
+    h = conv("conv2", h, [5, 5, 32, 64])
+    h = tf.reshape(h, [-1, 7 * 7 * 64], name="flatten")
+    h = layer("fc1", h, [7 * 7 * 64, 1024], tf.matmul, tf.nn.relu)
+    logits = layer("logits", h, [1024, 10], tf.matmul)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
     opt = {"adam": lambda: v1.train.AdamOptimizer(1e-4),
            "momentum": lambda: v1.train.MomentumOptimizer(1e-3, 0.9),

@@ -75,9 +75,10 @@ def _match_layer(op_layer: str, layer_names: List[str]) -> Optional[str]:
     for name in layer_names:
         if op_layer == name or op_layer.endswith("/" + name) or name.endswith("/" + op_layer):
             return name
-    parts = op_layer.split("/")
-    for name in layer_names:  # ops inside a layer's sub-scope, e.g. dense/MatMul/...
-        if any(p == name.split("/")[-1] for p in parts):
+    # gradients/conv1/Conv2D_grad, Adam/update_conv1/kernel: a scope component names the layer
+    parts = [p[len("update_"):] if p.startswith("update_") else p for p in op_layer.split("/")]
+    for name in layer_names:
+        if name.split("/")[-1] in parts:
             return name
     return None
 
@@ -94,7 +95,7 @@ def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str,
     joined: Dict[str, Dict[str, Any]] = defaultdict(lambda: {"time_us": 0.0, "output_bytes": 0, "alloc_bytes": 0,
                                                              "ops": 0})
     for op in trace.ops:
-        key = _match_layer(op.layer, names) or op.layer or "(no layer)"
+        key = _match_layer(op.layer, names) or (op.layer.split("/")[0] if op.layer else "(no layer)")
         agg = joined[key]
         agg["time_us"] += op.time_us
         agg["output_bytes"] += op.output_bytes
