@@ -1,0 +1,173 @@
+"""Checkpoint breakdowns against the seed-001 ConvNet (USER_PROBLEMS.md #2), with real TF files."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tb_modelmem.capture.checkpoint import InspectError, find_prefix, read_checkpoint
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+
+# conv 5x5x1x32, conv 5x5x32x64, dense [3136, 1024], dense [1024, 10] + biases, float32
+WEIGHT_BYTES = 3_274_634 * 4  # 13,098,536
+SLOT_BYTES = 2 * WEIGHT_BYTES  # Adam m and v: 26,197,072
+SEED_DATA_BYTES = 39_295_616
+
+
+def by_role(bd):
+    out = {role: 0 for role in (WEIGHT, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER)}
+    for v in bd.variables:
+        out[v.role] += v.bytes
+    return out
+
+
+def assert_reconciled(bd):
+    assert sum(v.bytes for v in bd.variables) + sum(o["bytes"] for o in bd.overhead) == bd.file_bytes
+
+
+def save_tf1_convnet(folder):
+    """The seed-001 TF1 graph: tf.compat.v1 variables, AdamOptimizer, Saver, one training step."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        x = v1.placeholder(tf.float32, [None, 28, 28, 1])
+        y = v1.placeholder(tf.int64, [None])
+        w1, b1 = tf.Variable(v1.truncated_normal([5, 5, 1, 32], stddev=0.1)), tf.Variable(tf.zeros([32]))
+        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME") + b1), 2, 2, "SAME")
+        w2, b2 = tf.Variable(v1.truncated_normal([5, 5, 32, 64], stddev=0.1)), tf.Variable(tf.zeros([64]))
+        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, w2, 1, "SAME") + b2), 2, 2, "SAME")
+        w3, b3 = tf.Variable(v1.truncated_normal([3136, 1024], stddev=0.1)), tf.Variable(tf.zeros([1024]))
+        h = tf.nn.relu(tf.reshape(h, [-1, 3136]) @ w3 + b3)
+        w4, b4 = tf.Variable(v1.truncated_normal([1024, 10], stddev=0.1)), tf.Variable(tf.zeros([10]))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h @ w4 + b4))
+        train = v1.train.AdamOptimizer(1e-4).minimize(loss)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(train, {x: np.zeros([2, 28, 28, 1]), y: [0, 1]})
+            return v1.train.Saver().save(sess, os.path.join(folder, "model.ckpt"))
+
+
+def keras_convnet(batchnorm=False):
+    """The same ConvNet in Keras 3, compiled with Adam and trained one step."""
+    import keras
+
+    layers = [keras.Input((28, 28, 1)),
+              keras.layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
+              keras.layers.MaxPooling2D(),
+              keras.layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
+              keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+              keras.layers.Dense(1024, activation="relu", name="fc1"), keras.layers.Dense(10, name="fc2")]
+    if batchnorm:
+        layers.insert(2, keras.layers.BatchNormalization(name="bn"))
+    model = keras.Sequential(layers, name="convnet")
+    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.train_on_batch(np.zeros([2, 28, 28, 1], "float32"), np.array([0, 1]))
+    return model
+
+
+@pytest.fixture(scope="session")
+def tf1_prefix(tmp_path_factory):
+    return save_tf1_convnet(str(tmp_path_factory.mktemp("tf1")))
+
+
+@pytest.fixture(scope="session")
+def convnet():
+    return keras_convnet()
+
+
+@pytest.fixture(scope="session")
+def tf2_prefix(tmp_path_factory, convnet):
+    folder = tmp_path_factory.mktemp("tf2")
+    return tf.train.Checkpoint(model=convnet, optimizer=convnet.optimizer).save(str(folder / "ckpt"))
+
+
+def test_tf1_checkpoint_matches_seed_figures_to_the_byte(tf1_prefix):
+    bd = read_checkpoint(tf1_prefix)
+    assert by_role(bd) == {WEIGHT: WEIGHT_BYTES, NON_TRAINABLE: 0, OPTIMIZER_SLOT: SLOT_BYTES, OTHER: 8}
+    data_file = tf1_prefix + ".data-00000-of-00001"
+    # The Saver writes nothing but the variables into .data: no string tensors, no padding.
+    assert os.path.getsize(data_file) == SEED_DATA_BYTES == sum(v.bytes for v in bd.variables)
+    assert not any(".data" in o["what"] for o in bd.overhead)
+    assert_reconciled(bd)
+    assert {o["what"].split()[0] for o in bd.overhead} == {".index", ".meta", "'checkpoint'"}
+
+
+def test_tf1_slots_point_at_their_weights(tf1_prefix):
+    bd = read_checkpoint(tf1_prefix)
+    slots = {v.name: (v.slot, v.slot_of) for v in bd.variables if v.role == OPTIMIZER_SLOT}
+    assert slots["Variable_4/Adam"] == ("m", "Variable_4")
+    assert slots["Variable_4/Adam_1"] == ("v", "Variable_4")
+    assert {v.name for v in bd.variables if v.role == OTHER} == {"beta1_power", "beta2_power"}
+    assert bd.optimizer["class_name"] == "tf.compat.v1.train.AdamOptimizer"
+    assert bd.optimizer["config"]["lr"] == pytest.approx(1e-4)
+
+
+def test_tf1_without_meta_still_classifies_and_names_the_optimizer(tf1_prefix, tmp_path):
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(tf1_prefix + suffix, tmp_path / ("model.ckpt" + suffix))
+    bd = read_checkpoint(str(tmp_path / "model.ckpt"))
+    assert by_role(bd)[OPTIMIZER_SLOT] == SLOT_BYTES
+    assert bd.optimizer["class_name"] == "Adam"
+    assert bd.file_bytes == SEED_DATA_BYTES + os.path.getsize(tf1_prefix + ".index")
+
+
+def test_tf2_checkpoint_gives_the_same_weight_and_slot_figures(tf2_prefix):
+    bd = read_checkpoint(tf2_prefix)
+    roles = by_role(bd)
+    assert (roles[WEIGHT], roles[OPTIMIZER_SLOT]) == (WEIGHT_BYTES, SLOT_BYTES)
+    assert roles[OTHER] == 8 + 4 + 8  # iterations (int64), learning_rate (float32), save_counter (int64)
+    graph_line = [o for o in bd.overhead if "object graph" in o["what"]]
+    assert len(graph_line) == 1 and graph_line[0]["bytes"] > 0
+    assert_reconciled(bd)
+    kernel_slots = {v.slot for v in bd.variables if v.slot_of and v.slot_of.endswith("kernel")}
+    assert kernel_slots == {"momentum", "velocity"}
+
+
+def test_tf2_batchnorm_moving_stats_are_non_trainable(tmp_path):
+    model = keras_convnet(batchnorm=True)
+    prefix = tf.train.Checkpoint(model=model, optimizer=model.optimizer).save(str(tmp_path / "ckpt"))
+    roles = by_role(read_checkpoint(prefix))
+    assert roles[NON_TRAINABLE] == 2 * 32 * 4  # moving_mean, moving_variance
+    assert roles[WEIGHT] == WEIGHT_BYTES + 2 * 32 * 4  # gamma, beta
+    assert roles[OPTIMIZER_SLOT] == 2 * roles[WEIGHT]
+
+
+def test_tf2_legacy_optimizer_slot_variables(tmp_path):
+    """tf.compat.v1 optimizers in eager mode record slots in the object graph's slot_variables."""
+    module = tf.Module()
+    module.w = tf.Variable(tf.ones([3, 4]))
+    opt = tf.compat.v1.train.MomentumOptimizer(0.1, momentum=0.9)
+    opt.minimize(lambda: tf.reduce_sum(module.w * 2.0), var_list=[module.w])
+    prefix = tf.train.Checkpoint(module=module, optimizer=opt).save(str(tmp_path / "ckpt"))
+    bd = read_checkpoint(prefix)
+    slot = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
+    assert [(s.slot, s.slot_of, s.bytes) for s in slot] == [("momentum", "module/w", 48)]
+    assert by_role(bd)[WEIGHT] == 48
+
+
+def test_prefix_from_folder_index_or_data_file(tf1_prefix):
+    folder = os.path.dirname(tf1_prefix)
+    assert find_prefix(folder) == tf1_prefix
+    assert find_prefix(tf1_prefix + ".index") == tf1_prefix
+    assert find_prefix(tf1_prefix + ".data-00000-of-00001") == tf1_prefix
+
+
+def test_truncated_data_shard_is_an_error(tf1_prefix, tmp_path):
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(tf1_prefix + suffix, tmp_path / ("model.ckpt" + suffix))
+    os.truncate(tmp_path / "model.ckpt.data-00000-of-00001", 1000)
+    with pytest.raises(InspectError, match="truncated"):
+        read_checkpoint(str(tmp_path / "model.ckpt"))
+
+
+def test_corrupt_index_is_an_error(tf1_prefix, tmp_path):
+    shutil.copy(tf1_prefix + ".data-00000-of-00001", tmp_path / "model.ckpt.data-00000-of-00001")
+    (tmp_path / "model.ckpt.index").write_bytes(b"\0" * 200)
+    with pytest.raises(InspectError, match="corrupt checkpoint index"):
+        read_checkpoint(str(tmp_path / "model.ckpt"))
+
+
+def test_folder_without_checkpoint_is_an_error(tmp_path):
+    with pytest.raises(InspectError, match="no checkpoint in this folder"):
+        read_checkpoint(str(tmp_path))
