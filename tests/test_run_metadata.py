@@ -1,0 +1,126 @@
+"""RunMetadata step stats -> OpTrace, on a real TF1 LeNet session step (USER_PROBLEMS.md #3)."""
+
+from __future__ import annotations
+
+import glob
+from typing import Dict
+
+import pytest
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+from tb_modelmem import payload
+from tb_modelmem.capture.run_metadata import downsample, fused_ops, reduce_run_metadata
+from tb_modelmem.records import MEASURED, OpRecord, OpTrace
+from tests import trace_fixtures
+from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
+
+
+@pytest.fixture(scope="module")
+def tf1_run_metadata():
+    return trace_fixtures.lenet_tf1_run_metadata(partition_graphs=False)
+
+
+@pytest.fixture(scope="module")
+def op_trace(tf1_run_metadata) -> OpTrace:
+    return reduce_run_metadata(tf1_run_metadata)
+
+
+def by_name(trace: OpTrace) -> Dict[str, OpRecord]:
+    return {op.name: op for op in trace.ops}
+
+
+def test_lenet_output_bytes_are_measured_with_their_shapes(op_trace):
+    ops = by_name(op_trace)
+    expected = {"conv2d/Relu": (CONV1_BYTES, "[1,28,28,32]"), "conv2d_1/Relu": (CONV2_BYTES, "[1,14,14,64]"),
+                "dense/Relu": (DENSE_BYTES, "[1,1024]")}
+    for name, (nbytes, shape) in expected.items():
+        op = ops[name]
+        assert (op.output_bytes, op.output_shape, op.output_dtype, op.bytes_source) == \
+            (nbytes, shape, "float32", MEASURED)
+        assert op.alloc_bytes >= nbytes  # output plus the kernel's scratch space
+
+
+def test_fused_kernels_name_the_ops_they_stand_for_and_keep_the_layer(op_trace):
+    ops = by_name(op_trace)
+    assert ops["conv2d/Relu"].op_type.endswith("FusedConv2D")
+    assert ops["conv2d/Relu"].fused == ["Conv2D", "BiasAdd", "Relu"]
+    assert ops["dense_1/BiasAdd"].fused == ["MatMul", "BiasAdd"]
+    assert [ops[n].layer for n in ("conv2d/Relu", "conv2d_1/Relu", "dense/Relu")] == ["conv2d", "conv2d_1", "dense"]
+
+
+def test_partition_graphs_give_the_exact_fused_ops():
+    trace = reduce_run_metadata(trace_fixtures.lenet_tf1_run_metadata(partition_graphs=True))
+    assert by_name(trace)["conv2d_1/Relu"].fused == ["Conv2D", "BiasAdd", "Relu"]
+
+
+def test_fused_ops_from_kernel_names():
+    assert fused_ops("_FusedConv2D", "block/Relu6_1") == ["Conv2D", "BiasAdd", "Relu6"]
+    assert fused_ops("_MklNativeConv2DBackpropFilterWithBias", "g/Conv2DBackpropFilter") == \
+        ["Conv2DBackpropFilter", "BiasAddGrad"]
+    assert fused_ops("_MklNativeMaxPool", "pool/MaxPool") == ["MaxPool"]
+    assert fused_ops("_Arg", "x") == [] and fused_ops("Relu", "r") == []
+
+
+def test_every_op_is_timed(op_trace):
+    assert len(op_trace.ops) > 20
+    assert all(op.time_us > 0 and op.calls == 1 for op in op_trace.ops)
+
+
+def test_peak_and_timeline_come_from_the_allocation_records(op_trace):
+    assert op_trace.peak_bytes == max(b for _, b in op_trace.timeline)
+    assert [op_trace.peak_time_us, op_trace.peak_bytes] in op_trace.timeline
+    assert op_trace.peak_bytes >= CONV1_BYTES  # conv1's output is live while conv2 runs
+    assert op_trace.devices == ["/job:localhost/replica:0/task:0/device:CPU:0"]
+
+
+def test_tf_proto_tensorboard_proto_and_bytes_reduce_alike(tf1_run_metadata, op_trace):
+    from tensorboard.compat.proto import config_pb2
+
+    data = tf1_run_metadata.SerializeToString()
+    assert reduce_run_metadata(data) == op_trace
+    assert reduce_run_metadata(config_pb2.RunMetadata.FromString(data)) == op_trace
+
+
+def test_payload_round_trips_and_is_smaller_than_the_trace(tf1_run_metadata, op_trace):
+    blob = payload.encode(op_trace)
+    assert payload.decode(blob) == op_trace
+    assert len(blob) < tf1_run_metadata.ByteSize()
+
+
+def test_old_logdir_written_by_plain_filewriter(tmp_path, tf1_run_metadata):
+    import tensorflow as tf
+
+    with tf.Graph().as_default():
+        writer = tf.compat.v1.summary.FileWriter(str(tmp_path))
+        writer.add_run_metadata(tf1_run_metadata, "step1")
+        writer.close()
+    (path,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    # TensorBoard's loader turns the event into a blob under plugin graph_tagged_run_metadata.
+    values = [v for e in EventFileLoader(path).Load() for v in e.summary.value
+              if v.metadata.plugin_data.plugin_name == "graph_tagged_run_metadata"]
+    assert [v.tag for v in values] == ["step1"]
+    trace = reduce_run_metadata(values[0].tensor.string_val[0])
+    assert by_name(trace)["conv2d/Relu"].output_bytes == CONV1_BYTES
+
+
+def test_foreign_bytes_and_types_are_refused_clearly():
+    with pytest.raises(ValueError, match="not a serialized RunMetadata"):
+        reduce_run_metadata(b"\xff\xff\xff not a proto")
+    with pytest.raises(TypeError, match="RunMetadata"):
+        reduce_run_metadata(42)
+
+
+def test_a_20000_op_trace_reduces_to_one_row_per_op_with_a_bounded_timeline():
+    trace = reduce_run_metadata(trace_fixtures.synthetic_run_metadata(20_000))
+    assert len(trace.ops) == 20_000
+    assert len(trace.timeline) <= 2_000
+    assert [trace.peak_time_us, trace.peak_bytes] in trace.timeline
+
+
+def test_downsample_keeps_the_peak_and_the_order():
+    timeline = [[float(t), float((t * 7919) % 10_007)] for t in range(50_000)]
+    timeline[31_337][1] = 1e9
+    kept = downsample(timeline, 2_000)
+    assert len(kept) <= 2_000
+    assert [31_337.0, 1e9] in kept
+    assert kept == sorted(kept)
