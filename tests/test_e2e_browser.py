@@ -1,0 +1,73 @@
+"""End to end: the demo's log dir, a real `tensorboard` process (both loaders), a real Chromium.
+
+Chromium is Debian's (/usr/bin/chromium) driven by Playwright; TensorBoard loads our ES
+module in an iframe under its CSP, so anything inline or from a CDN would fail here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.tensorboard_process import TensorBoardProcess
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def demo_logdir(tmp_path_factory) -> str:
+    logdir = str(tmp_path_factory.mktemp("demo_logs"))
+    subprocess.run([sys.executable, os.path.join(ROOT, "demo", "make_logdir.py"), "--logdir", logdir,
+                    "--loadbench", "none"], check=True, timeout=900,
+                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian chromium is missing: run scripts/setup_env.sh (apt-get install chromium)")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def _open_tab(browser, tb: TensorBoardProcess):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    console_errors = []
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: console_errors.append(str(e)))
+    page.goto(f"{tb.url}/#modelmem", wait_until="domcontentloaded")
+    frame = page.frame_locator("iframe").first
+    return page, frame, console_errors
+
+
+def _select_run(frame, run_substring: str) -> None:
+    select = frame.locator('[data-testid="run-select"]')
+    select.wait_for(timeout=60_000)
+    value = next(v for v in select.locator("option").evaluate_all("os => os.map(o => o.value)") if run_substring in v)
+    select.select_option(value)
+
+
+@pytest.mark.parametrize("load_fast", [True, False], ids=["rust-data-server", "python-loader"])
+def test_storage_view_shows_seed001_figures(demo_logdir, browser, load_fast):
+    with TensorBoardProcess(demo_logdir, load_fast=load_fast) as tb:
+        tb.wait_for_tab(expect_tags=4)
+        page, frame, console_errors = _open_tab(browser, tb)
+        _select_run(frame, "tf1_convnet_adam")
+        frame.locator('[data-testid="total-weight"]').filter(has_text="13,098,536").wait_for(timeout=60_000)
+        frame.locator('[data-testid="total-optimizer_slot"]').filter(has_text="26,197,072").wait_for()
+        frame.locator('[data-testid="total-all"]').filter(has_text="37.48 MiB").wait_for()
+        layer_table = frame.locator('[data-testid="layer-table"]')
+        for derivation in ("(5*5*1+1)*32 = 832", "51,264", "3,212,288", "10,250"):
+            layer_table.get_by_text(derivation, exact=False).first.wait_for()
+        assert not [e for e in console_errors if "Content Security Policy" in e], console_errors
+        page.close()
