@@ -67,7 +67,12 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     objects = tf.train.TrackableView(checkpoint).descendants()
     keras_layers = [o for o in objects if _is_keras_layer(o)]
     inner = {id(sub) for layer in keras_layers for sub in layer_capture.sublayers(layer, recursive=True)}
-    models = [layer for layer in keras_layers if id(layer) not in inner]
+    models, covered = [], set()
+    for layer in keras_layers:  # breadth first: a model comes before its internals (Sequential._functional)
+        own = {id(v) for v in layer.variables}
+        if id(layer) not in inner and not own <= covered:
+            models.append(layer)
+            covered |= own
     if optimizer is None:
         optimizer = next((o for o in objects if _is_optimizer(o)), None)
     layer_of: Dict[int, str] = {}
