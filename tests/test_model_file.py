@@ -1,0 +1,91 @@
+"""Model-file breakdowns (.keras, .h5, .weights.h5, SavedModel) of the seed-001 ConvNet."""
+
+import zipfile
+
+import h5py
+import pytest
+
+from tests.test_checkpoint import SLOT_BYTES, WEIGHT_BYTES, assert_reconciled, by_role, keras_convnet
+from tb_modelmem.capture.checkpoint import InspectError
+from tb_modelmem.capture.model_file import read_path
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+
+
+@pytest.fixture(scope="session")
+def saved(tmp_path_factory):
+    import keras
+
+    model = keras_convnet()
+    folder = tmp_path_factory.mktemp("files")
+    paths = {"keras": folder / "convnet.keras", "h5": folder / "convnet.h5",
+             "weights": folder / "convnet.weights.h5", "savedmodel": folder / "savedmodel"}
+    model.save(paths["keras"])
+    model.save(paths["h5"])
+    model.save_weights(paths["weights"])
+    model.export(str(paths["savedmodel"]), verbose=False)
+    return {k: str(v) for k, v in paths.items()}
+
+
+@pytest.mark.parametrize("fmt", ["keras", "h5", "weights"])
+def test_same_weight_and_slot_figures_as_the_checkpoints(saved, fmt):
+    bd = read_path(saved[fmt])
+    roles = by_role(bd)
+    assert (roles[WEIGHT], roles[OPTIMIZER_SLOT], roles[NON_TRAINABLE]) == (WEIGHT_BYTES, SLOT_BYTES, 0)
+    assert roles[OTHER] == 8 + 4  # Keras 3 iterations (int64) and learning_rate (float32)
+    assert_reconciled(bd)
+
+
+@pytest.mark.parametrize("fmt", ["keras", "h5", "weights"])
+def test_every_slot_points_at_a_weight_of_its_shape(saved, fmt):
+    bd = read_path(saved[fmt])
+    weights = {v.name: v for v in bd.variables if v.role == WEIGHT}
+    slots = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
+    assert len(slots) == 2 * len(weights) == 16
+    for s in slots:
+        assert s.slot in ("momentum", "velocity")
+        assert weights[s.slot_of].shape == s.shape
+
+
+@pytest.mark.parametrize("fmt", ["keras", "h5"])
+def test_names_how_the_model_was_compiled(saved, fmt):
+    opt = read_path(saved[fmt]).optimizer
+    assert opt["class_name"] == "Adam"
+    assert opt["config"]["learning_rate"] == pytest.approx(1e-4)
+
+
+def test_keras_archive_overhead_lines(saved):
+    bd = read_path(saved["keras"])
+    lines = {o["what"]: o["bytes"] for o in bd.overhead}
+    with zipfile.ZipFile(saved["keras"]) as zf:
+        assert lines["config.json in the archive"] == zf.getinfo("config.json").compress_size
+    assert any(w.startswith("zip container") for w in lines)
+    assert any(w.startswith("HDF5 structure") for w in lines)
+
+
+def test_savedmodel_weights_and_graph_overhead(saved):
+    bd = read_path(saved["savedmodel"])
+    assert_reconciled(bd)
+    assert by_role(bd)[OPTIMIZER_SLOT] == 0  # model.export keeps no optimizer
+    # Keras 3.15's export tracks the weights under both `variables` and `all_variables`,
+    # and the checkpoint stores each copy: the file really holds the weights twice.
+    assert by_role(bd)[WEIGHT] in (WEIGHT_BYTES, 2 * WEIGHT_BYTES)
+    assert any(o["what"].startswith("saved_model.pb") and o["bytes"] > 0 for o in bd.overhead)
+
+
+def test_batchnorm_stats_are_non_trainable_in_a_keras_file(tmp_path):
+    path = tmp_path / "bn.keras"
+    keras_convnet(batchnorm=True).save(path)
+    roles = by_role(read_path(str(path)))
+    assert roles[NON_TRAINABLE] == 2 * 32 * 4
+    assert roles[OPTIMIZER_SLOT] == 2 * roles[WEIGHT] == 2 * (WEIGHT_BYTES + 2 * 32 * 4)
+
+
+def test_foreign_zip_and_hdf5_files_are_errors(tmp_path):
+    with zipfile.ZipFile(tmp_path / "x.keras", "w") as zf:
+        zf.writestr("hello.txt", "not a model")
+    with pytest.raises(InspectError, match="not a .keras archive"):
+        read_path(str(tmp_path / "x.keras"))
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["data"] = [1, 2, 3]
+    with pytest.raises(InspectError, match="not a Keras model"):
+        read_path(str(tmp_path / "x.h5"))
