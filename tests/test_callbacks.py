@@ -1,0 +1,82 @@
+"""MemoryCallback in real model.fit runs; event files read back and decoded."""
+
+import glob
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # noqa: E402
+
+from tb_modelmem import metadata, payload, records  # noqa: E402
+from tb_modelmem.callbacks import MemoryCallback  # noqa: E402
+
+X = np.zeros((6, 8), "float32")
+Y = np.zeros((6,), "int64")  # 3 batches of 2 per epoch
+
+
+def model_and_data():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, name="hidden"),
+                              keras.layers.Dense(3, name="logits")], name="mlp")
+    model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def fit(model, callback, epochs=2):
+    return model.fit(X, Y, batch_size=2, epochs=epochs, verbose=0, callbacks=[callback])
+
+
+def written(run_dir):
+    """[(step, tag, Breakdown)] of every tb_modelmem summary in ``run_dir``."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
+        for event in EventFileLoader(path).Load():
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == metadata.PLUGIN_NAME:
+                    found.append((event.step, value.tag, payload.decode(value.tensor.string_val[0])))
+    return found
+
+
+def test_records_once_after_first_batch(tmp_path):
+    model = model_and_data()
+    fit(model, MemoryCallback(str(tmp_path)))  # 2 epochs x 3 batches
+    ((step, tag, found),) = written(tmp_path / "train")
+    assert (step, tag) == (1, "storage")
+    assert isinstance(found, records.Breakdown) and found.model_name == "mlp"
+    weight_bytes = sum(v.bytes for v in found.variables if v.role == records.WEIGHT)
+    slot_bytes = sum(v.bytes for v in found.variables if v.role == records.OPTIMIZER_SLOT)
+    assert weight_bytes == ((8 + 1) * 16 + (16 + 1) * 3) * 4
+    assert slot_bytes == 2 * weight_bytes  # the optimizer was built when the callback recorded
+    assert found.optimizer["class_name"] == "Adam"
+    assert [layer.derivation for layer in found.layers] == ["(8+1)*16 = 144", "(16+1)*3 = 51"]
+
+
+def test_records_again_only_when_variables_change(tmp_path):
+    model = model_and_data()
+    callback = MemoryCallback(str(tmp_path), name="mem", subdir="storage_run")
+    fit(model, callback)  # steps 1..6: recorded at 1
+    fit(model, callback)  # steps 7..12: same variables, nothing new
+    model.get_layer("hidden").trainable = False
+    model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    fit(model, callback, epochs=1)  # steps 13..15: new optimizer, fewer slots: recorded at 13
+    found = written(tmp_path / "storage_run")
+    assert [(step, tag) for step, tag, _ in found] == [(1, "mem"), (13, "mem")]
+    roles = [{v.name: v.role for v in b.variables} for _, _, b in found]
+    assert roles[0]["mlp/hidden/kernel"] == records.WEIGHT
+    assert roles[1]["mlp/hidden/kernel"] == records.NON_TRAINABLE
+    slots = [sum(v.role == records.OPTIMIZER_SLOT for v in b.variables) for _, _, b in found]
+    assert slots == [8, 4]
+
+
+def test_capture_failure_warns_and_training_goes_on(tmp_path, monkeypatch):
+    def broken(model=None, optimizer=None):
+        raise RuntimeError("capture exploded")
+
+    monkeypatch.setattr("tb_modelmem.capture.variables.breakdown", broken)
+    model = model_and_data()
+    with pytest.warns(RuntimeWarning, match="capture exploded"):
+        history = fit(model, MemoryCallback(str(tmp_path)), epochs=3)
+    assert len(history.history["loss"]) == 3
+    assert written(tmp_path / "train") == []
