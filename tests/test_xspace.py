@@ -1,0 +1,146 @@
+"""TF2 profiler XSpace -> OpTrace, on two real LeNet training steps (USER_PROBLEMS.md #3)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+from typing import List
+
+import pytest
+
+from tb_modelmem import payload
+from tb_modelmem.capture import xspace
+from tb_modelmem.records import DERIVED, MEASURED, OpRecord, OpTrace
+from tests import trace_fixtures
+from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
+
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """(train_step, path of the .xplane.pb) for STEPS profiled LeNet training steps, batch 1."""
+    import tensorflow as tf
+
+    train_step, batch = trace_fixtures.lenet_train_step(trace_fixtures.lenet_keras())
+    logdir = str(tmp_path_factory.mktemp("profile"))
+    tf.profiler.experimental.start(logdir)
+    for _ in range(STEPS):
+        train_step(*batch)
+    tf.profiler.experimental.stop()
+    (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    return train_step, path
+
+
+@pytest.fixture(scope="module")
+def op_trace(profiled) -> OpTrace:
+    train_step, path = profiled
+    return xspace.reduce_xspace(xspace.load_xspace(path), xspace.graph_outputs(train_step))
+
+
+def forward(trace: OpTrace, fused: List[str]) -> List[OpRecord]:
+    """Forward-pass kernels standing for ``fused`` (Keras 3 scopes are not the layer names)."""
+    return [op for op in trace.ops if op.fused == fused and not op.name.startswith("gradient_tape/")]
+
+
+def test_lenet_output_bytes_derived_from_the_graph_and_labelled(op_trace):
+    convs = sorted(forward(op_trace, ["Conv2D", "BiasAdd", "Relu"]), key=lambda op: -op.output_bytes)
+    (dense,) = forward(op_trace, ["MatMul", "BiasAdd", "Relu"])
+    got = [(op.output_bytes, op.output_shape, op.output_dtype, op.bytes_source) for op in convs + [dense]]
+    assert got == [(CONV1_BYTES, "[1,28,28,32]", "float32", DERIVED),
+                   (CONV2_BYTES, "[1,14,14,64]", "float32", DERIVED),
+                   (DENSE_BYTES, "[1,1024]", "float32", DERIVED)]
+    assert all(op.op_type.endswith(("FusedConv2D", "FusedMatMul")) for op in convs + [dense])
+    assert all(op.calls == STEPS for op in convs + [dense])
+
+
+def test_large_allocations_are_measured_by_the_allocator(op_trace):
+    measured = [op for op in op_trace.ops if op.bytes_source == MEASURED]
+    # The dense kernel's gradient and Adam temporaries: [3136,1024] float32.
+    assert measured and all(op.output_bytes == 3136 * 1024 * 4 for op in measured)
+    assert all(op.output_shape == "[3136,1024]" and op.alloc_bytes >= op.output_bytes for op in measured)
+
+
+def test_every_op_event_is_timed_and_steps_counted(op_trace):
+    timed = [op for op in op_trace.ops if op.op_type]
+    assert len(timed) > 100
+    assert all(op.time_us > 0 for op in timed)
+    assert op_trace.steps == STEPS
+    assert op_trace.devices == ["/host:CPU"]
+
+
+def test_peak_and_timeline_from_memory_events(op_trace):
+    assert op_trace.timeline
+    assert op_trace.peak_bytes >= max(b for _, b in op_trace.timeline)
+    assert 0 <= op_trace.peak_time_us <= op_trace.timeline[-1][0]
+
+
+def test_payload_is_a_small_fraction_of_the_xplane(profiled, op_trace, record_property):
+    blob = payload.encode(op_trace)
+    ratio = len(blob) / os.path.getsize(profiled[1])
+    record_property("payload_bytes", len(blob))
+    record_property("xplane_bytes", os.path.getsize(profiled[1]))
+    print(f"\nxplane.pb {os.path.getsize(profiled[1]):,} B -> OpTrace payload {len(blob):,} B, ratio {ratio:.3f}")
+    assert ratio < 1
+    assert payload.decode(blob) == op_trace
+
+
+def conv1_name(trace: OpTrace) -> str:
+    (op,) = [op for op in forward(trace, ["Conv2D", "BiasAdd", "Relu"]) if op.output_bytes == CONV1_BYTES]
+    return op.name
+
+
+def test_without_the_graph_unmeasured_bytes_stay_unknown(profiled):
+    trace = xspace.reduce_xspace(xspace.load_xspace(profiled[1]))
+    convs = forward(trace, ["Conv2D", "BiasAdd", "Relu"])
+    assert len(convs) == 2
+    assert all((op.output_bytes, op.output_shape, op.bytes_source) == (0, "", DERIVED) for op in convs)
+
+
+def test_unknown_batch_dimension_takes_the_given_batch_size(profiled, op_trace):
+    import tensorflow as tf
+
+    polymorphic = profiled[0].get_concrete_function(tf.TensorSpec([None, 28, 28, 1], tf.float32),
+                                                    tf.TensorSpec([None], tf.int32))
+    space = xspace.load_xspace(profiled[1])
+    for batch_size, want in ((1, (CONV1_BYTES, "[1,28,28,32]")), (None, (0, "[?,28,28,32]"))):
+        trace = xspace.reduce_xspace(space, xspace.graph_outputs(polymorphic), batch_size)
+        conv1 = {op.name: op for op in trace.ops}[conv1_name(op_trace)]
+        assert (conv1.output_bytes, conv1.output_shape) == want
+
+
+def _space(plane_name: str, with_memory: bool):
+    """A one-op XSpace built by hand."""
+    space = xspace._xplane_pb2().XSpace()
+    plane = space.planes.add(name=plane_name)
+    plane.event_metadata[1].CopyFrom(type(plane.event_metadata[1])(id=1, name="dense/Relu:Relu",
+                                                                    display_name="Relu"))
+    line = plane.lines.add(name="tf_Compute/1", timestamp_ns=1000)
+    line.events.add(metadata_id=1, offset_ps=0, duration_ps=5_000_000)
+    if with_memory:
+        plane.event_metadata[2].name = "MemoryAllocation"
+        plane.stat_metadata[1].name = "bytes_allocated"
+        event = line.events.add(metadata_id=2, offset_ps=1_000_000)
+        event.stats.add(metadata_id=1, int64_value=4096)
+    return space
+
+
+def test_no_allocation_events_warns_and_still_gives_the_table():
+    with pytest.warns(RuntimeWarning, match="no allocation events"):
+        trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=False))
+    assert [(op.name, op.time_us, op.layer) for op in trace.ops] == [("dense/Relu", 5.0, "dense")]
+    assert (trace.peak_bytes, trace.timeline) == (0, [])
+
+
+def test_unknown_device_plane_warns_and_is_skipped():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = xspace.reduce_xspace(_space("/custom:FPGA", with_memory=True))
+    assert (trace.ops, trace.timeline) == ([], [])
+    assert ["no TensorFlow op events" in str(w.message) for w in caught] == [True, False]
+
+
+def test_hand_built_memory_event_makes_the_timeline():
+    trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=True))
+    assert (trace.timeline, trace.peak_bytes, trace.peak_time_us) == ([[1.0, 4096.0]], 4096, 1.0)
