@@ -1,0 +1,123 @@
+"""tb_modelmem.trace: profile real LeNet steps into an op-trace summary; never stop training."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+import pytest
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+import tb_modelmem
+from tb_modelmem import metadata, payload
+from tb_modelmem.records import DERIVED, OpTrace
+from tb_modelmem.trace import Trace
+from tests import trace_fixtures
+from tests.trace_fixtures import CONV1_BYTES
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    """(train_step, batch): a traced LeNet training step, batch 1."""
+    return trace_fixtures.lenet_train_step(trace_fixtures.lenet_keras())
+
+
+def profiler_is_idle() -> bool:
+    """True if nobody holds the profiler (starting and stopping one works)."""
+    import tensorflow as tf
+
+    try:
+        tf.profiler.experimental.start(os.devnull + "_unused")
+    except tf.errors.AlreadyExistsError:
+        return False
+    tf.profiler.experimental.stop(save=False)
+    return True
+
+
+def conv1(record: OpTrace):
+    (op,) = [op for op in record.ops if op.fused == ["Conv2D", "BiasAdd", "Relu"] and
+             op.output_bytes == CONV1_BYTES and not op.name.startswith("gradient_tape/")]
+    return op
+
+
+def test_trace_writes_the_op_table_at_the_step_and_cleans_up(tmp_path, lenet):
+    import tensorflow as tf
+
+    train_step, batch = lenet
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    with tf.summary.create_file_writer(str(tmp_path / "logs")).as_default():
+        with tb_modelmem.trace("ops", step=3, function=train_step, tmpdir=str(profiles)) as t:
+            train_step(*batch)
+            train_step(*batch)
+    assert os.listdir(profiles) == []
+    (path,) = glob.glob(str(tmp_path / "logs" / "events.out.tfevents.*"))
+    written = [(e.step, v) for e in EventFileLoader(path).Load() for v in e.summary.value
+               if v.metadata.plugin_data.plugin_name == metadata.PLUGIN_NAME]
+    assert [(step, v.tag) for step, v in written] == [(3, "ops")]
+    record = payload.decode(written[0][1].tensor.string_val[0])
+    assert record == t.record
+    assert (conv1(record).output_bytes, conv1(record).bytes_source, record.steps) == (CONV1_BYTES, DERIVED, 2)
+    assert 0 < len(payload.encode(record)) < t.xplane_bytes
+
+
+def test_start_stop_api_for_callbacks(lenet):
+    import tensorflow as tf
+
+    train_step, batch = lenet
+    window = Trace("ops", step=1, function=train_step)
+    assert window.start() and window.active
+    train_step(*batch)
+    with tf.summary.create_noop_writer().as_default(), pytest.warns(RuntimeWarning, match="was not written"):
+        record = window.stop()
+    assert record is window.record and conv1(record).calls == 1
+    assert not window.active and window.stop() is None
+
+
+def test_profiler_already_running_warns_and_the_step_runs(tmp_path, lenet):
+    import tensorflow as tf
+
+    train_step, batch = lenet
+    tf.profiler.experimental.start(str(tmp_path / "theirs"))
+    try:
+        with pytest.warns(RuntimeWarning, match="could not start the profiler"):
+            with tb_modelmem.trace("ops", step=0, function=train_step) as t:
+                loss = train_step(*batch)
+        assert loss.shape == () and t.record is None
+    finally:
+        tf.profiler.experimental.stop()  # still theirs to stop: trace() left it running
+
+
+def test_unwritable_tmpdir_warns_and_the_step_runs(tmp_path, lenet):
+    train_step, batch = lenet
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    with pytest.warns(RuntimeWarning, match="could not start the profiler"):
+        with tb_modelmem.trace("ops", step=0, tmpdir=str(not_a_dir / "sub")) as t:
+            loss = train_step(*batch)
+    assert loss.shape == () and t.record is None
+    assert profiler_is_idle()
+
+
+def test_profile_dir_lost_mid_step_warns_and_releases_the_profiler(lenet):
+    train_step, batch = lenet
+    with pytest.warns(RuntimeWarning, match="could not record the trace"):
+        with tb_modelmem.trace("ops", step=0) as t:
+            train_step(*batch)
+            profile_dir = t._dir
+            shutil.rmtree(profile_dir)
+            open(profile_dir, "w").close()  # the profiler can no longer write there
+    os.remove(profile_dir)
+    assert t.record is None and profiler_is_idle()
+
+
+def test_exception_in_the_body_propagates_unchanged(tmp_path, lenet):
+    train_step, batch = lenet
+    error = ValueError("the step itself failed")
+    with pytest.raises(ValueError) as raised, pytest.warns(RuntimeWarning, match="was not written"):
+        with tb_modelmem.trace("ops", step=0, tmpdir=str(tmp_path)):
+            train_step(*batch)
+            raise error
+    assert raised.value is error
+    assert os.listdir(tmp_path) == [] and profiler_is_idle()
