@@ -1,0 +1,75 @@
+// Reshaping of API responses for charts and comparison tables. Pure.
+
+import { ROLES } from "./roles.js";
+
+/** Breakdown responses of several runs -> one row per run with bytes by role. */
+export function compareTotals(breakdowns) {
+  const rows = breakdowns.map((b) => {
+    const row = { run: b.run, tag: b.tag, step: b.step, optimizer: b.optimizer?.class_name || "" };
+    for (const role of ROLES) row[role] = b.totals?.[role] ?? 0;
+    row.total = b.total_bytes ?? ROLES.reduce((sum, role) => sum + row[role], 0);
+    return row;
+  });
+  const base = rows[0]?.total || 0;
+  for (const row of rows) row.ratio = base ? row.total / base : null;
+  return rows;
+}
+
+/** The n largest rows by `key` (ties keep input order), largest first. */
+export function topN(rows, key, n) {
+  return rows
+    .map((row, index) => ({ row, index }))
+    .filter(({ row }) => Number(row[key]) > 0)
+    .sort((a, b) => b.row[key] - a.row[key] || a.index - b.index)
+    .slice(0, n)
+    .map(({ row }) => row);
+}
+
+/**
+ * Load results -> formats (categories) x modes (series) for grouped bars.
+ * Errored results give null so the bar is absent rather than zero.
+ */
+export function loadGrid(results, metric) {
+  const formats = unique(results.map((r) => r.format));
+  const modes = unique(results.map((r) => r.mode));
+  const series = modes.map((mode) => ({
+    mode,
+    values: formats.map((format) => {
+      const r = results.find((x) => x.format === format && x.mode === mode);
+      return r && !r.error ? r[metric] : null;
+    }),
+  }));
+  return { formats, series };
+}
+
+/** Index of the timeline point at the peak: the one nearest peak_time_us, else the max. */
+export function peakIndex(timeline, peakTimeUs) {
+  if (!timeline.length) return -1;
+  let best = 0;
+  if (Number.isFinite(peakTimeUs) && peakTimeUs > 0) {
+    for (let i = 1; i < timeline.length; i++) {
+      if (Math.abs(timeline[i][0] - peakTimeUs) < Math.abs(timeline[best][0] - peakTimeUs)) best = i;
+    }
+    return best;
+  }
+  for (let i = 1; i < timeline.length; i++) if (timeline[i][1] > timeline[best][1]) best = i;
+  return best;
+}
+
+/** Timeline points within `radius` of the peak, each with its change in bytes. */
+export function aroundPeak(timeline, index, radius) {
+  if (index < 0) return [];
+  const from = Math.max(0, index - radius);
+  const to = Math.min(timeline.length, index + radius + 1);
+  const rows = [];
+  for (let i = from; i < to; i++) {
+    const [t, bytes, op] = timeline[i];
+    const delta = i > 0 ? bytes - timeline[i - 1][1] : bytes;
+    rows.push({ index: i, t_us: t, bytes, delta, op: op ?? "", isPeak: i === index });
+  }
+  return rows;
+}
+
+function unique(values) {
+  return [...new Set(values)];
+}

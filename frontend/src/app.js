@@ -1,0 +1,85 @@
+// The page: view tabs for the kinds of data present, a box for unreadable
+// tags, and polling so a tab watched during training keeps up.
+
+import { el } from "./dom.js";
+import { formatWallTime } from "./format.js";
+import { availableViews, tagErrors } from "./selection.js";
+import { emptyState } from "./views/empty.js";
+import { createLoadView } from "./views/load.js";
+import { createOpsView } from "./views/ops.js";
+import { createStorageView } from "./views/storage.js";
+import { createTimelineView } from "./views/timeline.js";
+import { errorBox } from "./components/widgets.js";
+
+const POLL_MS = 20000;
+const FACTORIES = { storage: createStorageView, ops: createOpsView, timeline: createTimelineView, load: createLoadView };
+
+export function createApp(root, api) {
+  // id -> {element, update}, created on first show. Only the active view is in
+  // the document, so test ids such as "run-select" stay unique.
+  const views = new Map();
+  let active = "";
+  let listing = null;
+  let busy = false;
+
+  const nav = el("nav", { class: "mm-nav", role: "tablist" });
+  const updated = el("span", { testid: "updated" });
+  const reload = el("button", { class: "icon", title: "Reload now", "aria-label": "Reload now" }, "⟳");
+  reload.style.cssText = "border:0;background:none;cursor:pointer;font-size:16px;color:#616161";
+  const problems = el("div", { testid: "problems" });
+  const slot = el("div");
+  const main = el("main", { class: "mm-main" }, problems, slot);
+  root.append(el("header", { class: "mm-header" }, el("div", { class: "mm-title" }, "Model Memory"), nav,
+    el("div", { class: "mm-status" }, updated, reload)), main);
+
+  reload.addEventListener("click", () => refresh());
+
+  function show(id) {
+    active = id;
+    if (!views.has(id)) views.set(id, FACTORIES[id](api));
+    if (slot.firstChild !== views.get(id).element) slot.replaceChildren(views.get(id).element);
+    for (const button of nav.children) button.setAttribute("aria-selected", String(button.dataset.view === id));
+    views.get(id).update(listing);
+  }
+
+  function renderNav(list) {
+    nav.replaceChildren(...list.map((v) => {
+      const button = el("button", { role: "tab", testid: `view-${v.id}` }, v.label);
+      button.dataset.view = v.id;
+      button.addEventListener("click", () => show(v.id));
+      return button;
+    }));
+  }
+
+  async function refresh() {
+    if (busy) return;
+    busy = true;
+    try {
+      listing = await api.runs();
+      updated.textContent = `updated ${formatWallTime(Date.now() / 1000).slice(11)} UTC`;
+    } catch (e) {
+      problems.replaceChildren(errorBox(e.message, "Listing runs"));
+      busy = false;
+      return;
+    }
+    busy = false;
+    problems.replaceChildren(...tagErrors(listing).map((t) => errorBox(t.error, `${t.run} / ${t.tag}`)));
+    const list = availableViews(listing);
+    const ids = list.map((v) => v.id).join();
+    if (nav.dataset.ids !== ids) {
+      nav.dataset.ids = ids;
+      renderNav(list);
+    }
+    if (!list.length) {
+      active = "";
+      slot.replaceChildren(emptyState());
+      return;
+    }
+    show(list.some((v) => v.id === active) ? active : list[0].id);
+  }
+
+  refresh();
+  setInterval(() => {
+    if (!document.hidden) refresh();
+  }, POLL_MS);
+}

@@ -1,0 +1,48 @@
+// ECharts with only the parts the tab uses (bar, line, SVG renderer), so the
+// bundle stays small. Tooltips are DOM nodes built with textContent: a layer
+// called "<img onerror=...>" stays text.
+
+import * as echarts from "echarts/core";
+import { BarChart, LineChart } from "echarts/charts";
+import {
+  GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent, TooltipComponent,
+} from "echarts/components";
+import { SVGRenderer } from "echarts/renderers";
+import { el } from "./dom.js";
+
+echarts.use([BarChart, LineChart, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
+  TooltipComponent, SVGRenderer]);
+
+export const TEXT_STYLE = { fontFamily: "Roboto, 'Segoe UI', Arial, sans-serif", color: "#616161" };
+
+/** A chart in `container` that follows the container's size; returns {set, dispose}. */
+export function createChart(container) {
+  const chart = echarts.init(container, null, { renderer: "svg" });
+  const observer = new ResizeObserver(() => chart.resize());
+  observer.observe(container);
+  return {
+    set(option) {
+      chart.setOption({ textStyle: TEXT_STYLE, animationDuration: 300, ...option }, { notMerge: true });
+    },
+    dispose() {
+      observer.disconnect();
+      chart.dispose();
+    },
+  };
+}
+
+/** Axis tooltip as a DOM node: heading plus one "● series  value" line per series. */
+export function axisTooltip(formatValue) {
+  return (params) => {
+    const list = Array.isArray(params) ? params : [params];
+    const rows = list
+      .filter((p) => p.value !== null && p.value !== undefined && p.value !== "-")
+      .map((p) => el("div", { style: { display: "flex", gap: "10px", justifyContent: "space-between" } },
+        el("span", { class: "chip" }, el("span", { class: "swatch", style: { background: p.color } }), p.seriesName),
+        el("b", {}, formatValue(Array.isArray(p.value) ? p.value[1] : p.value))));
+    return el("div", { style: { fontSize: "12px" } },
+      el("div", { style: { fontWeight: "500", marginBottom: "2px" } }, list[0]?.axisValueLabel ?? list[0]?.name ?? ""),
+      rows);
+  };
+}
+

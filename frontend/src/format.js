@@ -1,0 +1,78 @@
+// Number formatting shared by cards, tables and chart labels. Pure, no DOM.
+
+const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+
+/** 13098536 -> "13,098,536" (exact, locale-independent so tests can match it). */
+export function formatInt(n) {
+  if (n === null || n === undefined || !Number.isFinite(Number(n))) return "—";
+  const sign = n < 0 ? "-" : "";
+  const digits = String(Math.round(Math.abs(n)));
+  return sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+/** 13098536 -> "12.49 MiB"; binary units, two decimals above bytes. */
+export function formatHuman(bytes) {
+  if (bytes === null || bytes === undefined || !Number.isFinite(Number(bytes))) return "—";
+  let value = Math.abs(bytes);
+  let unit = 0;
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  const sign = bytes < 0 ? "-" : "";
+  return unit === 0 ? `${sign}${value} B` : `${sign}${value.toFixed(2)} ${UNITS[unit]}`;
+}
+
+/** Always MiB, as users compare against the MiB figures in their reports. */
+export function formatMiB(bytes) {
+  return `${(bytes / 1048576).toFixed(2)} MiB`;
+}
+
+/** 13098536 -> "13,098,536 B (12.49 MiB)": exact and readable at once. */
+export function formatBytesFull(bytes) {
+  if (bytes === null || bytes === undefined) return "—";
+  return `${formatInt(bytes)} B (${formatHuman(bytes)})`;
+}
+
+/** Microseconds -> "850 µs", "12.3 ms", "1.42 s". */
+export function formatMicros(us) {
+  if (us === null || us === undefined || !Number.isFinite(Number(us))) return "—";
+  if (Math.abs(us) < 1000) return `${Number(us.toFixed(us < 10 ? 2 : 0))} µs`;
+  if (Math.abs(us) < 1e6) return `${(us / 1000).toFixed(2)} ms`;
+  return `${(us / 1e6).toFixed(2)} s`;
+}
+
+export function formatSeconds(s) {
+  if (s === null || s === undefined || !Number.isFinite(Number(s))) return "—";
+  return s < 1 ? `${(s * 1000).toFixed(0)} ms` : `${s.toFixed(2)} s`;
+}
+
+/** [1, 28, 28, 32] -> "[1,28,28,32]"; scalars -> "[]". */
+export function formatShape(shape) {
+  if (!Array.isArray(shape)) return String(shape ?? "");
+  return `[${shape.join(",")}]`;
+}
+
+/** Wall time in seconds since the epoch -> "2026-11-22 04:30:12" (UTC). */
+export function formatWallTime(seconds) {
+  if (!Number.isFinite(Number(seconds))) return "";
+  return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19);
+}
+
+/** Optimizer config values: scalars as they are, the rest as compact JSON. */
+export function formatConfigValue(value) {
+  if (value === null || value === undefined) return "None";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+/** Keep the end of long names (the distinctive part of a scope path) for axis labels. */
+export function ellipsize(text, max = 28) {
+  const s = String(text);
+  return s.length > max ? `…${s.slice(s.length - max + 1)}` : s;
+}
+
+/** "/job:localhost/replica:0/task:0/device:CPU:0" -> "CPU:0" for narrow columns. */
+export function shortDevice(device) {
+  return String(device || "").replace(/^\/job:[^/]+\/replica:\d+\/task:\d+\/device:/, "");
+}

@@ -1,0 +1,93 @@
+// The tab's stylesheet, bundled as text and added as one <style> element
+// (TensorBoard's CSP allows inline styles, not inline scripts).
+
+export const CSS = `
+:root {
+  --fg: #212121; --fg2: #616161; --fg3: #9e9e9e; --line: #e0e0e0; --bg: #fff; --bg2: #f5f5f5;
+  --accent: #f57c00; --link: #1976d2; --err: #c62828; --err-bg: #ffebee; --row: 26px;
+}
+* { box-sizing: border-box; }
+body { margin: 0; font: 13px/1.4 Roboto, "Segoe UI", "Helvetica Neue", Arial, sans-serif; color: var(--fg); background: var(--bg2); }
+code, pre, .mono { font-family: "Roboto Mono", Menlo, Consolas, monospace; font-size: 12px; }
+button, input, select { font: inherit; color: inherit; }
+
+.mm-header { display: flex; align-items: center; gap: 16px; padding: 0 16px; height: 44px; background: var(--bg); border-bottom: 1px solid var(--line); position: sticky; top: 0; z-index: 5; }
+.mm-title { font-size: 15px; font-weight: 500; white-space: nowrap; }
+.mm-nav { display: flex; gap: 2px; height: 100%; }
+.mm-nav button { border: 0; background: none; padding: 0 14px; cursor: pointer; color: var(--fg2); border-bottom: 2px solid transparent; text-transform: uppercase; font-size: 12px; font-weight: 500; letter-spacing: .04em; }
+.mm-nav button:hover { color: var(--fg); background: var(--bg2); }
+.mm-nav button[aria-selected="true"] { color: var(--accent); border-bottom-color: var(--accent); }
+.mm-status { margin-left: auto; color: var(--fg3); font-size: 12px; white-space: nowrap; display: flex; gap: 8px; align-items: center; }
+.mm-main { padding: 12px 16px 32px; max-width: 1600px; }
+
+.toolbar { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-end; margin-bottom: 12px; }
+.toolbar label { display: flex; flex-direction: column; font-size: 11px; color: var(--fg2); gap: 2px; }
+.toolbar select { min-width: 140px; max-width: 320px; padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); }
+.meta { color: var(--fg2); font-size: 12px; padding-bottom: 5px; }
+.meta b { color: var(--fg); font-weight: 500; }
+
+.panel { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; margin-bottom: 12px; min-width: 0; }
+.panel h2 { font-size: 13px; font-weight: 500; margin: 0 0 8px; display: flex; gap: 8px; align-items: baseline; }
+.panel h2 small { color: var(--fg3); font-weight: 400; font-size: 12px; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; }
+.grid2 > .panel { margin-bottom: 0; }
+.stack { display: flex; flex-direction: column; gap: 12px; margin-bottom: 12px; }
+
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(210px, 1fr)); gap: 10px; margin-bottom: 12px; }
+.card { background: var(--bg); border: 1px solid var(--line); border-top: 3px solid var(--c, var(--fg)); border-radius: 6px; padding: 8px 12px; min-width: 0; }
+.card .label { font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: var(--fg2); display: flex; align-items: center; gap: 6px; }
+.card .value { font-size: 16px; font-weight: 500; margin-top: 2px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); flex: none; }
+
+.chart { width: 100%; height: 260px; }
+
+.msg { border-radius: 6px; padding: 10px 12px; margin-bottom: 12px; white-space: pre-wrap; word-break: break-word; }
+.msg.error { background: var(--err-bg); color: var(--err); border: 1px solid #ffcdd2; }
+.msg.info { background: #e3f2fd; color: #0d47a1; border: 1px solid #bbdefb; }
+.msg .what { font-weight: 500; }
+.loading { color: var(--fg3); padding: 8px 0; }
+
+.empty { max-width: 760px; margin: 40px auto; background: var(--bg); border: 1px solid var(--line); border-radius: 8px; padding: 24px 28px; }
+.empty h1 { font-size: 18px; font-weight: 500; margin: 0 0 8px; }
+.empty pre { background: var(--bg2); border-radius: 4px; padding: 10px 12px; overflow: auto; }
+
+.table-tools { display: flex; gap: 10px; align-items: center; margin-bottom: 6px; }
+.table-tools input { flex: 0 1 320px; padding: 4px 8px; border: 1px solid var(--line); border-radius: 4px; }
+.table-tools .count { color: var(--fg3); font-size: 12px; }
+.table-scroll { overflow: auto; border: 1px solid var(--line); border-radius: 4px; position: relative; }
+.table-head, .table-row { display: grid; grid-template-columns: var(--cols); min-width: var(--minw); }
+.table-head { position: sticky; top: 0; z-index: 1; background: var(--bg2); border-bottom: 1px solid var(--line); }
+.table-head button { border: 0; background: none; text-align: left; padding: 0 8px; height: var(--row); cursor: pointer; font-weight: 500; font-size: 12px; color: var(--fg2); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.table-head button:hover { color: var(--fg); }
+.table-head button.num { text-align: right; }
+.table-head button[aria-sort="ascending"]::after { content: " ▲"; font-size: 9px; }
+.table-head button[aria-sort="descending"]::after { content: " ▼"; font-size: 9px; }
+.table-body { position: relative; }
+.table-rows { position: absolute; left: 0; right: 0; }
+.table-row { height: var(--row); border-bottom: 1px solid #f0f0f0; }
+.table-row:hover { background: #fff8e1; }
+.table-row.hl { background: #fff3e0; }
+.cell { padding: 0 8px; line-height: var(--row); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.cell.num { text-align: right; font-variant-numeric: tabular-nums; }
+.table-empty { padding: 10px; color: var(--fg3); }
+
+.chip { display: inline-flex; align-items: center; gap: 5px; }
+.badge { display: inline-block; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px; margin-left: 6px; vertical-align: 1px; text-transform: uppercase; letter-spacing: .03em; }
+.badge.measured { background: #e8f5e9; color: #2e7d32; }
+.badge.derived { background: #ede7f6; color: #5e35b1; }
+.err-text { color: var(--err); }
+
+.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: 12px; }
+.kv dt { color: var(--fg2); }
+.kv dd { margin: 0; font-family: "Roboto Mono", Menlo, Consolas, monospace; word-break: break-all; }
+.recon { width: 100%; border-collapse: collapse; font-size: 12px; }
+.recon td { padding: 3px 6px; border-bottom: 1px solid #f0f0f0; }
+.recon td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.recon tr.sum td { font-weight: 500; border-top: 1px solid var(--line); }
+.ok { color: #2e7d32; }
+
+.compare-runs { display: flex; flex-wrap: wrap; gap: 4px 14px; margin-bottom: 8px; }
+.compare-runs label { display: inline-flex; gap: 4px; align-items: center; cursor: pointer; }
+.hint { color: var(--fg3); font-size: 12px; }
+`;

@@ -1,0 +1,104 @@
+// Compare mode of the Storage view: totals by role of 2+ runs side by side
+// (e.g. the same model trained with SGD and with Adam).
+
+import { el } from "../dom.js";
+import { formatHuman, formatInt } from "../format.js";
+import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
+import { compareTotals } from "../aggregate.js";
+import { axisTooltip, createChart } from "../charts.js";
+import { createTable } from "../components/table.js";
+import { chartBox, errorBox, panel } from "../components/widgets.js";
+import { compareTag, runsOfKind } from "../selection.js";
+
+const COLUMNS = [
+  { key: "run", label: "Run", width: "minmax(140px, 2fr)", minWidth: 140 },
+  { key: "optimizer", label: "Optimizer", width: "minmax(90px, 1fr)" },
+  ...ROLES.map((role) => ({ key: role, label: ROLE_LABEL[role], width: "130px", numeric: true, text: (r) => formatInt(r[role]) })),
+  { key: "total", label: "Total bytes", width: "130px", numeric: true, text: (r) => formatInt(r.total) },
+  { key: "ratio", label: "× first run", width: "90px", numeric: true, text: (r) => (r.ratio === null ? "" : `${r.ratio.toFixed(2)}×`) },
+];
+
+export function createCompare(api) {
+  const checked = new Set();
+  let listing = null;
+  let preferredTag = "";
+  let loadedKey = "";
+  let token = 0;
+
+  const runsBox = el("div", { class: "compare-runs" });
+  const errors = el("div");
+  const chartEl = chartBox(220);
+  const table = createTable({ testid: "compare-table", columns: COLUMNS, sort: { key: "run", direction: "asc" } });
+  const result = el("div", {}, chartEl, table.element);
+  result.hidden = true;
+  const chart = createChart(chartEl);
+  const element = panel("Compare runs", "tick two or more runs, e.g. SGD vs Adam", runsBox, errors, result);
+  element.dataset.testid = "compare";
+
+  function renderRunList() {
+    const runs = runsOfKind(listing, "breakdown").map((r) => r.run);
+    element.hidden = runs.length < 2;
+    for (const run of [...checked]) if (!runs.includes(run)) checked.delete(run);
+    runsBox.replaceChildren(...runs.map((run) => {
+      const box = el("input", { type: "checkbox", value: run, testid: "compare-run" });
+      box.checked = checked.has(run);
+      box.addEventListener("change", () => {
+        if (box.checked) checked.add(run);
+        else checked.delete(run);
+        load();
+      });
+      return el("label", {}, box, run);
+    }));
+  }
+
+  async function load() {
+    const runs = [...checked];
+    if (runs.length < 2) {
+      result.hidden = true;
+      errors.replaceChildren();
+      loadedKey = "";
+      return;
+    }
+    const items = runs.map((run) => ({ run, tag: compareTag(listing, run, preferredTag) })).filter((i) => i.tag);
+    const stamp = (i) => runsOfKind(listing, "breakdown").find((r) => r.run === i.run)?.tags.find((t) => t.tag === i.tag)?.max_step;
+    const key = JSON.stringify(items.map((i) => [i.run, i.tag, stamp(i)]));
+    if (key === loadedKey) return;
+    const mine = ++token;
+    const settled = await Promise.allSettled(items.map((i) => api.breakdown(i.run, i.tag)));
+    if (mine !== token) return;
+    loadedKey = key;
+    const ok = settled.filter((s) => s.status === "fulfilled").map((s) => s.value);
+    errors.replaceChildren(...settled.map((s, i) => (s.status === "rejected" ? errorBox(s.reason.message, `${items[i].run} / ${items[i].tag}`) : null))
+      .filter(Boolean));
+    const rows = compareTotals(ok);
+    result.hidden = rows.length === 0;
+    table.setRows(rows);
+    chart.set(compareChartOption(rows));
+  }
+
+  return {
+    element,
+    update(next) {
+      listing = next;
+      renderRunList();
+      load();
+    },
+    prefer(tag) {
+      preferredTag = tag;
+    },
+  };
+}
+
+function compareChartOption(rows) {
+  return {
+    grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
+    legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10 },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
+    xAxis: { type: "value", axisLabel: { formatter: formatHuman }, splitLine: { lineStyle: { color: "#eee" } } },
+    yAxis: { type: "category", inverse: true, data: rows.map((r) => r.run), axisTick: { show: false } },
+    series: ROLES.map((role) => ({
+      name: ROLE_LABEL[role], type: "bar", stack: "bytes", barMaxWidth: 28,
+      itemStyle: { color: ROLE_COLOR[role] }, data: rows.map((r) => r[role]),
+    })),
+  };
+}

@@ -1,0 +1,65 @@
+// "Load": what each save format costs to load in a fresh process.
+
+import { el } from "../dom.js";
+import { formatHuman, formatInt, formatSeconds } from "../format.js";
+import { loadGrid } from "../aggregate.js";
+import { axisTooltip, createChart } from "../charts.js";
+import { createTable } from "../components/table.js";
+import { chartBox, panel } from "../components/widgets.js";
+import { createItemView } from "./item-view.js";
+
+// Modes get their own palette: they are not roles.
+const MODE_COLORS = ["#1976d2", "#f57c00", "#388e3c", "#7b1fa2", "#00838f", "#c2185b", "#5d4037"];
+
+const METRICS = [
+  { key: "file_bytes", title: "File size", format: formatHuman },
+  { key: "load_seconds", title: "Load time", format: formatSeconds },
+  { key: "peak_rss_bytes", title: "Peak RSS", format: formatHuman },
+];
+
+// A failed format has no figures: sort it last rather than as zero.
+const measured = (key) => (r) => (r.error ? null : r[key]);
+
+const COLUMNS = [
+  { key: "format", label: "Format", width: "minmax(100px, 1fr)" },
+  { key: "mode", label: "Mode", width: "minmax(130px, 1.3fr)", minWidth: 130 },
+  { key: "file_bytes", label: "File bytes", width: "130px", numeric: true, value: measured("file_bytes"), text: (r) => (r.error ? "" : formatInt(r.file_bytes)) },
+  { key: "load_seconds", label: "Load time", width: "100px", numeric: true, value: measured("load_seconds"), text: (r) => (r.error ? "" : formatSeconds(r.load_seconds)) },
+  { key: "peak_rss_bytes", label: "Peak RSS", width: "130px", numeric: true, value: measured("peak_rss_bytes"), text: (r) => (r.error ? "" : formatHuman(r.peak_rss_bytes)) },
+  { key: "repeats", label: "Repeats", width: "70px", numeric: true },
+  { key: "error", label: "Problem", width: "minmax(200px, 3fr)", minWidth: 200, render: (r) => el("span", { class: "err-text" }, r.error || "") },
+];
+
+export function createLoadView(api) {
+  const charts = METRICS.map((m) => {
+    const box = chartBox(260);
+    return { ...m, box, chart: createChart(box) };
+  });
+  const table = createTable({ testid: "load-table", columns: COLUMNS, sort: { key: "load_seconds", direction: "asc" } });
+  const body = el("div", {},
+    el("div", { class: "grid2", style: { gridTemplateColumns: "repeat(auto-fit, minmax(320px, 1fr))", marginBottom: "12px" } },
+      charts.map((c) => panel(c.title, "median over repeats", c.box))),
+    panel("Formats", "each loaded in a fresh process", table.element));
+
+  function render(data) {
+    const results = data.results || [];
+    for (const c of charts) c.chart.set(groupedOption(loadGrid(results, c.key), c.format));
+    table.setRows(results);
+    return [data.model_name ? el("b", {}, data.model_name) : "", ` · step ${formatInt(data.step)} · ${results.length} results`];
+  }
+
+  return createItemView({ api, kind: "loadbench", fetch: api.loadbench, body, render });
+}
+
+function groupedOption(grid, format) {
+  return {
+    grid: { left: 8, right: 16, top: 30, bottom: 8, containLabel: true },
+    legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10, type: "plain" },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(format) },
+    xAxis: { type: "category", data: grid.formats, axisTick: { show: false }, axisLabel: { interval: 0, hideOverlap: true } },
+    yAxis: { type: "value", axisLabel: { formatter: format }, splitLine: { lineStyle: { color: "#eee" } } },
+    series: grid.series.map((s, i) => ({
+      name: s.mode, type: "bar", barMaxWidth: 22, itemStyle: { color: MODE_COLORS[i % MODE_COLORS.length] }, data: s.values,
+    })),
+  };
+}

@@ -1,0 +1,96 @@
+// "Ops": per-op memory and compute time of a traced step, per-layer roll-up,
+// and what the allocator's peak holds by role.
+
+import { el } from "../dom.js";
+import { ellipsize, formatHuman, formatInt, formatMicros, shortDevice } from "../format.js";
+import { PEAK_ROLES, ROLE_COLOR } from "../roles.js";
+import { topN } from "../aggregate.js";
+import { axisTooltip, createChart } from "../charts.js";
+import { createTable } from "../components/table.js";
+import { bytesCard, chartBox, panel } from "../components/widgets.js";
+import { createItemView } from "./item-view.js";
+
+const TOP_N = 12;
+
+/** "[1,28,28,32] float32 = 100,352 B" + a measured/derived badge. */
+function outputCell(op) {
+  if (!op.output_bytes && !op.output_shape) return "";
+  const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
+  return el("span", {}, `${shape ? `${shape} = ` : ""}${formatInt(op.output_bytes)} B`,
+    op.output_bytes ? el("span", { class: `badge ${op.bytes_source}` }, op.bytes_source) : null);
+}
+
+const OP_COLUMNS = [
+  { key: "name", label: "Op", width: "minmax(200px, 2.5fr)", minWidth: 200 },
+  { key: "op_type", label: "Type", width: "minmax(150px, 1.2fr)", minWidth: 150 },
+  { key: "fused", label: "Fused ops", width: "minmax(150px, 1.2fr)", minWidth: 150, value: (o) => (o.fused || []).join(", ") },
+  { key: "layer", label: "Layer", width: "minmax(110px, 1fr)", minWidth: 110 },
+  { key: "device", label: "Device", width: "80px", minWidth: 80, render: (o) => shortDevice(o.device) },
+  { key: "calls", label: "Calls", width: "64px", minWidth: 64, numeric: true, text: (o) => formatInt(o.calls) },
+  { key: "time_us", label: "Total time", width: "96px", numeric: true, text: (o) => formatMicros(o.time_us) },
+  { key: "mean_us", label: "Mean time", width: "96px", numeric: true, text: (o) => formatMicros(o.mean_us) },
+  { key: "output_bytes", label: "Output", width: "minmax(270px, 2fr)", minWidth: 270, numeric: true, left: true,
+    text: (o) => `${o.output_shape || ""} ${o.output_dtype || ""} = ${formatInt(o.output_bytes)} B ${o.bytes_source}`.trim(),
+    value: (o) => o.output_bytes, render: outputCell },
+  { key: "alloc_bytes", label: "Alloc bytes", width: "110px", numeric: true, text: (o) => formatInt(o.alloc_bytes) },
+];
+
+const LAYER_COLUMNS = [
+  { key: "layer", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160 },
+  { key: "weight_bytes", label: "Weights", width: "120px", numeric: true, text: (l) => formatInt(l.weight_bytes) },
+  { key: "slot_bytes", label: "Optimizer slots", width: "120px", numeric: true, text: (l) => formatInt(l.slot_bytes) },
+  { key: "output_bytes", label: "Activations", width: "120px", numeric: true, text: (l) => formatInt(l.output_bytes) },
+  { key: "alloc_bytes", label: "Alloc bytes", width: "120px", numeric: true, text: (l) => formatInt(l.alloc_bytes) },
+  { key: "time_us", label: "Time", width: "100px", numeric: true, text: (l) => formatMicros(l.time_us) },
+  { key: "ops", label: "Op calls", width: "80px", numeric: true, text: (l) => formatInt(l.ops) },
+];
+
+export function createOpsView(api) {
+  const peakCards = el("div", { class: "cards", testid: "peak-by-role" });
+  const timeEl = chartBox(300);
+  const memEl = chartBox(300);
+  const timeChart = createChart(timeEl);
+  const memChart = createChart(memEl);
+  const layers = createTable({ testid: "op-layer-table", columns: LAYER_COLUMNS, sort: { key: "time_us", direction: "desc" } });
+  const ops = createTable({ testid: "op-table", columns: OP_COLUMNS, sort: { key: "time_us", direction: "desc" }, maxHeight: 520,
+    placeholder: "Filter ops, e.g. conv type:fused" });
+  const body = el("div", {}, peakCards,
+    el("div", { class: "grid2", style: { marginBottom: "12px" } },
+      panel(`Top ${TOP_N} ops by time`, "total over all calls", timeEl),
+      panel(`Top ${TOP_N} ops by memory`, "output bytes", memEl)),
+    panel("Layers", "activations and time joined with the layer's weights and slots", layers.element),
+    panel("Ops", "one row per op or fused kernel", ops.element));
+
+  function render(data) {
+    const peak = data.peak_by_role || {};
+    peakCards.replaceChildren(
+      ...PEAK_ROLES.map((role) => bytesCard(`peak-${role}`, role, peak[role] || 0,
+        data.peak_bytes ? `${((100 * (peak[role] || 0)) / data.peak_bytes).toFixed(1)}% of peak` : "")),
+      bytesCard("peak-all", "total", data.peak_bytes || 0, "allocator's high-water mark", "Peak in use"),
+    );
+    const rows = data.ops || [];
+    timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, "#1976d2"));
+    memChart.set(topChartOption(topN(rows, "output_bytes", TOP_N), "output_bytes", formatHuman, ROLE_COLOR.activations));
+    layers.setRows(data.layers || []);
+    ops.setRows(rows);
+    return [
+      `${data.source} · step ${formatInt(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
+      `${formatInt(rows.length)} ops · ${(data.devices || []).map(shortDevice).join(", ") || "no device recorded"}`,
+    ];
+  }
+
+  return createItemView({ api, kind: "ops", fetch: api.ops, body, render });
+}
+
+function topChartOption(rows, key, format, color) {
+  return {
+    grid: { left: 8, right: 56, top: 4, bottom: 4, containLabel: true },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(format) },
+    xAxis: { type: "value", axisLabel: { formatter: format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
+    yAxis: { type: "category", inverse: true, data: rows.map((o) => o.name), axisLabel: { formatter: (n) => ellipsize(n, 26) },
+      axisTick: { show: false } },
+    series: [{ name: key === "time_us" ? "time" : "output bytes", type: "bar", barMaxWidth: 16, itemStyle: { color },
+      label: { show: true, position: "right", formatter: (p) => format(p.value), fontSize: 10, color: "#616161" },
+      data: rows.map((o) => o[key]) }],
+  };
+}

@@ -1,0 +1,150 @@
+// "Storage": what the variables of one breakdown cost, by role, layer and variable.
+
+import { el } from "../dom.js";
+import { formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, ellipsize, shortDevice } from "../format.js";
+import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
+import { axisTooltip, createChart } from "../charts.js";
+import { createTable } from "../components/table.js";
+import { bytesCard, chartBox, panel, roleChip } from "../components/widgets.js";
+import { createItemView } from "./item-view.js";
+import { createCompare } from "./compare.js";
+
+const VARIABLE_COLUMNS = [
+  { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220 },
+  { key: "layer", label: "Layer", width: "minmax(120px, 1.5fr)", minWidth: 120 },
+  { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", value: (v) => v.params, text: (v) => formatShape(v.shape) },
+  { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
+  { key: "params", label: "Params", width: "100px", numeric: true, text: (v) => formatInt(v.params) },
+  { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (v) => formatInt(v.bytes) },
+  { key: "role", label: "Role", width: "130px", minWidth: 130, render: (v) => roleChip(v.role) },
+  { key: "slot", label: "Slot", width: "80px", minWidth: 70 },
+  { key: "slot_of", label: "Slot of", width: "minmax(120px, 1.5fr)", minWidth: 120 },
+  { key: "device", label: "Device", width: "minmax(90px, 1fr)", text: (v) => (v.replicas > 1 ? `${v.device} ×${v.replicas}` : v.device),
+    render: (v) => (v.replicas > 1 ? `${shortDevice(v.device)} ×${v.replicas}` : shortDevice(v.device)) },
+];
+
+const LAYER_COLUMNS = [
+  { key: "name", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160, text: (l) => l.name || "(no layer)" },
+  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)" },
+  { key: "params", label: "Params", width: "110px", numeric: true, text: (l) => formatInt(l.params) },
+  { key: "derivation", label: "Derivation", width: "minmax(200px, 2.5fr)", minWidth: 200 },
+  ...ROLES.map((role) => ({
+    key: role, label: ROLE_LABEL[role], width: "120px", numeric: true,
+    value: (l) => l.bytes?.[role] ?? 0, text: (l) => formatInt(l.bytes?.[role] ?? 0),
+  })),
+  { key: "total_bytes", label: "Total bytes", width: "120px", numeric: true, text: (l) => formatInt(l.total_bytes) },
+];
+
+export function createStorageView(api) {
+  const cards = el("div", { class: "cards" });
+  const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
+  const chartEl = chartBox();
+  const chart = createChart(chartEl);
+  const layers = createTable({ testid: "layer-table", columns: LAYER_COLUMNS, placeholder: "Filter layers" });
+  const variables = createTable({ testid: "variable-table", columns: VARIABLE_COLUMNS, sort: { key: "bytes", direction: "desc" },
+    placeholder: "Filter variables, e.g. conv2d role:slot" });
+  const body = el("div", {}, cards, extras,
+    panel("Bytes per layer", "optimizer slots are charged to the layer of their weight", chartEl),
+    panel("Layers", "parameter count and how it is derived", layers.element),
+    panel("Variables", "click a header to sort", variables.element));
+  const compare = createCompare(api);
+
+  function render(data) {
+    renderCards(cards, data);
+    extras.replaceChildren(optimizerPanel(data.optimizer), reconciliationPanel(data));
+    chart.set(layerChartOption(data.layers || []));
+    chartEl.style.height = `${Math.max(180, Math.min(640, 60 + (data.layers || []).length * 22))}px`;
+    layers.setRows(data.layers || []);
+    variables.setRows(data.variables || []);
+    compare.prefer(data.tag);
+    return metaLine(data);
+  }
+
+  const view = createItemView({ api, kind: "breakdown", fetch: api.breakdown, body, render });
+  view.element.insertBefore(compare.element, view.element.children[1]); // compare sits right under the pickers
+  return { element: view.element, update: (listing) => { view.update(listing); compare.update(listing); } };
+}
+
+function metaLine(data) {
+  const parts = [];
+  if (data.model_name) parts.push(el("b", {}, data.model_name));
+  parts.push(`${data.source || "unknown source"} · step ${formatInt(data.step)}`);
+  if (data.wall_time) parts.push(formatWallTime(data.wall_time));
+  parts.push(`${formatInt(data.total_params)} params`);
+  return parts.flatMap((p, i) => (i ? [" · ", p] : [p]));
+}
+
+function renderCards(container, data) {
+  const totals = data.totals || {};
+  const total = data.total_bytes ?? ROLES.reduce((s, r) => s + (totals[r] || 0), 0);
+  const share = (b) => (total ? `${((100 * b) / total).toFixed(1)}% of total` : "");
+  const weightParams = (data.variables || []).filter((v) => v.role === "weight").reduce((s, v) => s + (v.params || 0), 0);
+  container.replaceChildren(
+    bytesCard("total-weight", "weight", totals.weight || 0, `${formatInt(weightParams)} params · ${share(totals.weight || 0)}`),
+    bytesCard("total-non_trainable", "non_trainable", totals.non_trainable || 0, share(totals.non_trainable || 0)),
+    bytesCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0, optimizerHint(data, totals)),
+    bytesCard("total-other", "other", totals.other || 0, share(totals.other || 0)),
+    bytesCard("total-all", "total", total, `${formatInt((data.variables || []).length)} variables`),
+  );
+}
+
+/** "2.00× weights (Adam)": the ratio users are asking about in the first place. */
+function optimizerHint(data, totals) {
+  const name = data.optimizer?.class_name;
+  if (!totals.weight) return name || "";
+  const ratio = `${((totals.optimizer_slot || 0) / totals.weight).toFixed(2)}× weights`;
+  return name ? `${ratio} (${name})` : ratio;
+}
+
+function optimizerPanel(optimizer) {
+  if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
+  const config = optimizer.config || {};
+  const list = el("dl", { class: "kv" });
+  for (const [key, value] of Object.entries(config)) list.append(el("dt", {}, key), el("dd", {}, formatConfigValue(value)));
+  return panel("Optimizer", "how the model was compiled",
+    el("div", { testid: "optimizer-class", style: { fontWeight: "500", marginBottom: "6px" } }, optimizer.class_name || "(unnamed)"),
+    Object.keys(config).length ? list : el("div", { class: "hint" }, "No config recorded."));
+}
+
+/** Variables + overhead lines = bytes on disk; any difference shows as its own line. */
+function reconciliationPanel(data) {
+  const overhead = data.overhead || [];
+  if (data.file_bytes === null || data.file_bytes === undefined) {
+    if (!overhead.length) {
+      return panel("Reconciliation", "", el("div", { class: "hint" },
+        "Recorded from live variables: no file to reconcile with. Use `tb-modelmem inspect FILE --logdir DIR` for checkpoints and model files."));
+    }
+  }
+  const row = (label, bytes, cls) => el("tr", { class: cls || "" }, el("td", {}, label), el("td", { class: "num" }, formatBytesFull(bytes)));
+  const table = el("table", { class: "recon", testid: "reconciliation" }, row("Variables", data.total_bytes));
+  let sum = data.total_bytes || 0;
+  for (const line of overhead) {
+    table.append(row(line.what, line.bytes));
+    sum += line.bytes || 0;
+  }
+  if (data.file_bytes !== null && data.file_bytes !== undefined) {
+    const diff = data.file_bytes - sum;
+    table.append(row("File on disk", data.file_bytes, "sum"));
+    table.append(el("tr", {}, el("td", { colspan: "2", class: diff === 0 ? "ok" : "err-text" },
+      diff === 0 ? "✓ reconciled to the byte" : `${formatInt(diff)} B (${formatHuman(diff)}) not explained by the lines above`)));
+  } else {
+    table.append(row("Sum", sum, "sum"));
+  }
+  return panel("Reconciliation", "bytes on disk, line by line", table);
+}
+
+function layerChartOption(layers) {
+  const names = layers.map((l) => l.name || "(no layer)");
+  return {
+    grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
+    legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10, data: ROLES.map((r) => ROLE_LABEL[r]) },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
+    xAxis: { type: "value", axisLabel: { formatter: formatHuman }, splitLine: { lineStyle: { color: "#eee" } } },
+    yAxis: { type: "category", inverse: true, data: names, axisLabel: { formatter: (n) => ellipsize(n, 30) },
+      axisTick: { show: false } },
+    series: ROLES.map((role) => ({
+      name: ROLE_LABEL[role], type: "bar", stack: "bytes", barMaxWidth: 18,
+      itemStyle: { color: ROLE_COLOR[role] }, data: layers.map((l) => l.bytes?.[role] ?? 0),
+    })),
+  };
+}

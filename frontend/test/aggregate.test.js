@@ -1,0 +1,55 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { aroundPeak, compareTotals, loadGrid, peakIndex, topN } from "../src/aggregate.js";
+
+test("compare rows: totals by role per run, ratio to the first run", () => {
+  const sgd = { run: "sgd", tag: "vars", step: 1, optimizer: { class_name: "SGD" },
+    totals: { weight: 100, non_trainable: 0, optimizer_slot: 0, other: 8 }, total_bytes: 108 };
+  const adam = { run: "adam", tag: "vars", step: 1, optimizer: { class_name: "Adam" },
+    totals: { weight: 100, non_trainable: 0, optimizer_slot: 200, other: 16 }, total_bytes: 316 };
+  const rows = compareTotals([sgd, adam]);
+  assert.equal(rows[1].optimizer_slot, 200);
+  assert.equal(rows[1].optimizer, "Adam");
+  assert.equal(rows[0].ratio, 1);
+  assert.ok(Math.abs(rows[1].ratio - 316 / 108) < 1e-12);
+});
+
+test("compare falls back to summing roles and tolerates missing totals", () => {
+  const rows = compareTotals([{ run: "a", totals: { weight: 4, other: 1 } }, { run: "b" }]);
+  assert.equal(rows[0].total, 5);
+  assert.equal(rows[0].non_trainable, 0);
+  assert.equal(rows[1].total, 0);
+});
+
+test("topN keeps the largest positive rows", () => {
+  const ops = [{ n: "a", t: 3 }, { n: "b", t: 0 }, { n: "c", t: 9 }, { n: "d", t: 3 }];
+  assert.deepEqual(topN(ops, "t", 3).map((o) => o.n), ["c", "a", "d"]);
+  assert.deepEqual(topN(ops, "t", 1).map((o) => o.n), ["c"]);
+});
+
+test("load results become formats x modes, errors as gaps", () => {
+  const results = [
+    { format: "keras", mode: "compile=True", file_bytes: 10, load_seconds: 2 },
+    { format: "keras", mode: "compile=False", file_bytes: 10, load_seconds: 1 },
+    { format: "tflite", mode: "interpreter", file_bytes: 5, load_seconds: 0.1, error: "" },
+    { format: "h5", mode: "compile=True", error: "not supported" },
+  ];
+  const grid = loadGrid(results, "load_seconds");
+  assert.deepEqual(grid.formats, ["keras", "tflite", "h5"]);
+  assert.deepEqual(grid.series.map((s) => s.mode), ["compile=True", "compile=False", "interpreter"]);
+  assert.deepEqual(grid.series[0].values, [2, null, null]);
+  assert.deepEqual(grid.series[2].values, [null, 0.1, null]);
+});
+
+test("peak index: nearest to the reported time, else the maximum", () => {
+  const tl = [[0, 10], [5, 50], [9, 40], [12, 60]];
+  assert.equal(peakIndex(tl, 9.2), 2);
+  assert.equal(peakIndex(tl, 0), 3);
+  assert.equal(peakIndex([], 3), -1);
+});
+
+test("points around the peak carry their change in bytes", () => {
+  const tl = [[0, 10], [5, 50, "conv1"], [9, 40], [12, 60]];
+  const rows = aroundPeak(tl, 1, 1);
+  assert.deepEqual(rows.map((r) => [r.index, r.delta, r.op, r.isPeak]), [[0, 10, "", false], [1, 40, "conv1", true], [2, -10, "", false]]);
+});

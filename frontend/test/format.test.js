@@ -1,0 +1,52 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  ellipsize, formatBytesFull, formatHuman, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue,
+} from "../src/format.js";
+
+test("exact byte counts get thousands separators", () => {
+  assert.equal(formatInt(13098536), "13,098,536");
+  assert.equal(formatInt(832), "832");
+  assert.equal(formatInt(0), "0");
+  assert.equal(formatInt(-1234567), "-1,234,567");
+  assert.equal(formatInt(null), "—");
+});
+
+test("human sizes use binary units", () => {
+  assert.equal(formatHuman(8), "8 B");
+  assert.equal(formatHuman(100352), "98.00 KiB");
+  assert.equal(formatHuman(13098536), "12.49 MiB");
+  assert.equal(formatHuman(39295616), "37.48 MiB");
+  assert.equal(formatHuman(5 * 1024 ** 3), "5.00 GiB");
+});
+
+test("cards show exact and human bytes together", () => {
+  assert.equal(formatBytesFull(13098536), "13,098,536 B (12.49 MiB)");
+  assert.equal(formatBytesFull(26197072), "26,197,072 B (24.98 MiB)");
+});
+
+test("durations pick a readable unit", () => {
+  assert.equal(formatMicros(850), "850 µs");
+  assert.equal(formatMicros(1.234), "1.23 µs");
+  assert.equal(formatMicros(12345), "12.35 ms");
+  assert.equal(formatMicros(1420000), "1.42 s");
+});
+
+test("shapes and config values", () => {
+  assert.equal(formatShape([5, 5, 1, 32]), "[5,5,1,32]");
+  assert.equal(formatShape([]), "[]");
+  assert.equal(formatConfigValue(0.001), "0.001");
+  assert.equal(formatConfigValue(null), "None");
+  assert.equal(formatConfigValue({ a: 1 }), '{"a":1}');
+});
+
+test("long names keep their distinctive end", () => {
+  assert.equal(ellipsize("dense", 28), "dense");
+  assert.equal(ellipsize("model/block_1/conv2d_3/kernel", 10), "…_3/kernel");
+});
+
+test("device names keep the device part", () => {
+  assert.equal(shortDevice("/job:localhost/replica:0/task:0/device:CPU:0"), "CPU:0");
+  assert.equal(shortDevice("/device:GPU:1"), "/device:GPU:1");
+  assert.equal(shortDevice(""), "");
+});
