@@ -8,6 +8,7 @@ downsampling) are shared with ``capture.xspace`` so both sources read the same w
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -95,6 +96,7 @@ def fused_ops(kernel: str, node_name: str) -> List[str]:
     return [core]
 
 
+@functools.lru_cache(maxsize=None)
 def dtype_name(dtype: int) -> str:
     """numpy-style name of a DataType enum value: DT_FLOAT -> "float32"."""
     try:
@@ -190,8 +192,8 @@ def _outputs(node: step_stats_pb2.NodeExecStats) -> Tuple[int, str, str]:
         alloc = desc.allocation_description
         total += alloc.requested_bytes or alloc.allocated_bytes
         shapes.append(format_shape(d.size for d in desc.shape.dim) if not desc.shape.unknown_rank else "?")
-        if dtype_name(desc.dtype) not in dtypes:
-            dtypes.append(dtype_name(desc.dtype))
+        dtype = dtype_name(desc.dtype)
+        dtypes += [] if dtype in dtypes else [dtype]
     return total, ";".join(shapes), ";".join(dtypes)
 
 
