@@ -164,6 +164,22 @@ def test_adafactor_factored_slot_shapes():
     assert (slots[(bias, "r")].shape, slots[(bias, "r")].dtype) == ([], "int32")
 
 
+def test_custom_optimizer_slots_found_by_keras_naming():
+    """Slots kept in a dict (no per-weight list to match): add_variable_from_reference names them."""
+    class TracingSGD(keras.optimizers.Optimizer):
+        def build(self, variables):
+            super().build(variables)
+            self.traces = {id(v): self.add_variable_from_reference(v, "grad_trace") for v in variables}
+
+        def update_step(self, gradient, variable, learning_rate):
+            self.assign_sub(variable, learning_rate * gradient)
+
+    model = train_one_step(small_model(), TracingSGD(learning_rate=0.1), (6, 6, 2))
+    slots = [v for v in breakdown(model).variables if v.role == records.OPTIMIZER_SLOT]
+    assert sorted(v.slot_of for v in slots) == sorted(w.path for w in model.trainable_variables)
+    assert {v.slot for v in slots} == {"grad_trace"}
+
+
 @pytest.fixture
 def mixed_float16():
     previous = keras.config.dtype_policy()

@@ -3,7 +3,10 @@
 Reads shapes, dtypes and devices only, never values, so the cost is
 O(#variables) however big the model is. Optimizer slots are found by
 identity in the optimizer's own per-weight lists (Keras 3) or through
-``get_slot`` (TF1), and by name patterns only when there is no optimizer.
+``get_slot`` (TF1), and by name patterns only when that finds nothing.
+A slot's ``layer`` is its weight's layer, so a layer's roll-up shows what
+training it costs; other optimizer state stays under the optimizer's scope.
+The one value Keras reads is the learning rate, inside ``get_config``.
 """
 
 from __future__ import annotations
@@ -208,18 +211,17 @@ def _keras_slot_name(slot: Any, weight: Any, attr: str) -> str:
 
 
 def _keras_slots_by_name(optimizer: Any, candidates: List[Any], unclaimed: set) -> Dict[int, Slot]:
-    """Fallback for custom optimizers: ``add_variable_from_reference`` naming."""
-    weights = sorted(((_name(w).replace("/", "_") + "_", w) for w in candidates
-                      if getattr(w, "trainable", False)), key=lambda p: -len(p[0]))
+    """Fallback for custom optimizers: ``add_variable_from_reference`` names slots
+    "<weight path with _>_<slot>"; the longest matching weight prefix wins."""
+    weights = {_name(w).replace("/", "_") + "_": w for w in candidates if getattr(w, "trainable", False)}
     slots: Dict[int, Slot] = {}
     for var in _optimizer_variables(optimizer):
+        name = getattr(var, "name", "")
         if id(var) not in unclaimed:
             continue
-        name = getattr(var, "name", "")
-        for prefix, weight in weights:
-            if name.startswith(prefix) and len(name) > len(prefix):
-                slots[id(var)] = (name[len(prefix):], weight)
-                break
+        prefixes = [name[:i + 1] for i, ch in enumerate(name[:-1]) if ch == "_" and name[:i + 1] in weights]
+        if prefixes:
+            slots[id(var)] = (name[len(prefixes[-1]):], weights[prefixes[-1]])
     return slots
 
 
