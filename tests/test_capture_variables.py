@@ -259,16 +259,20 @@ def test_tf_module_and_plain_variable_list():
     assert found.source == "tf.Module" and found.model_name == "affine"
     listed = breakdown([module.w, module.b])
     assert listed.source == "variables" and [v.bytes for v in listed.variables] == [48, 32]
+    with pytest.raises(ValueError, match="executing eagerly"):
+        breakdown(None)  # None means a TF1 graph; eagerly there is none to read
 
 
 def test_checkpoint_walk_finds_model_and_optimizer():
     model = train_one_step(seed001_convnet("ckpt_net"), keras.optimizers.Adam(), (28, 28, 1))
     step = tf.Variable(7, dtype=tf.int64, trainable=False, name="step")
-    found = breakdown(tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step))
+    average = tf.Variable(tf.zeros([10]), trainable=False, name="average")
+    found = breakdown(tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step, average=average))
     totals = by_role(found)
     assert totals[records.WEIGHT] == SEED001_WEIGHT_BYTES
     assert totals[records.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
     assert totals[records.OTHER] == 12 + 8  # iteration, learning_rate, and the checkpoint's own step
+    assert totals[records.NON_TRAINABLE] == 40  # a tracked float state variable beside the model
     assert found.source == "checkpoint" and found.model_name == "ckpt_net"
     assert found.optimizer["class_name"] == "Adam"
     assert [layer.params for layer in found.layers if layer.params] == [832, 51_264, 3_212_288, 10_250]

@@ -36,6 +36,9 @@ def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint,
     list of variables, or None for the TF1 default graph) and ``optimizer``."""
     if model is None:
+        if tf.executing_eagerly():
+            raise ValueError("model=None means the TF1 default graph's global variables, but TensorFlow is "
+                             "executing eagerly; pass the model, a tf.Module or a list of variables")
         return _from_variables(tf.compat.v1.global_variables(), optimizer, source="tf1")
     if isinstance(model, tf.train.Checkpoint):
         return _from_checkpoint(model, optimizer)
@@ -58,7 +61,7 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     layer_of = layer_capture.variable_layers(model)
     weights = list(model.variables)
     found = _from_variables(weights, optimizer, source="keras", layer_of=layer_of,
-                            non_trainable={id(v) for v in model.non_trainable_weights})
+                            model_state={id(v) for v in model.non_trainable_weights})
     found.layers = layers
     found.model_name = model.name
     return found
@@ -79,17 +82,17 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     if optimizer is None:
         optimizer = next((o for o in objects if _is_optimizer(o)), None)
     layer_of: Dict[int, str] = {}
-    non_trainable: set = set()
+    model_state: set = set()
     variables: List[Any] = []
     layers: List[records.LayerRecord] = []
     for model in models:
         layer_of.update(layer_capture.variable_layers(model))
-        non_trainable.update(id(v) for v in model.non_trainable_weights)
+        model_state.update(id(v) for v in model.non_trainable_weights)
         variables.extend(model.variables)
         layers.extend(layer_capture.layer_records(model))
     variables.extend(o for o in objects if _is_variable(o))
     found = _from_variables(variables, optimizer, source="checkpoint", layer_of=layer_of,
-                            non_trainable=non_trainable if models else None)
+                            model_state=model_state)
     found.layers = layers
     found.model_name = ",".join(m.name for m in models)
     return found
@@ -97,8 +100,9 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
 
 def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
                     layer_of: Optional[Dict[int, str]] = None,
-                    non_trainable: Optional[set] = None) -> records.Breakdown:
-    """Classify model variables plus the optimizer's, each variable once."""
+                    model_state: frozenset = frozenset()) -> records.Breakdown:
+    """Classify model variables plus the optimizer's, each variable once.
+    ``model_state``: ids of variables Keras lists as non-trainable weights."""
     layer_of = layer_of or {}
     all_vars = _unique(list(variables) + _optimizer_variables(optimizer))
     slots, optimizer_state = _optimizer_slots(optimizer, all_vars)
@@ -112,20 +116,20 @@ def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
             role = records.OPTIMIZER_SLOT
             layer = layer_of.get(id(slot[1]), _scope(_name(slot[1])))
         else:
-            role = _role(var, name, optimizer_state, non_trainable)
+            role = _role(var, name, optimizer_state, model_state)
             layer = layer_of.get(id(var), _scope(name))
         out.append(_record(var, name, layer, role, slot))
     return records.Breakdown(source=source, variables=out, optimizer=optimizer_summary(optimizer))
 
 
-def _role(var: Any, name: str, optimizer_state: set, non_trainable: Optional[set]) -> str:
+def _role(var: Any, name: str, optimizer_state: set, model_state: frozenset) -> str:
     if id(var) in optimizer_state:
         return records.OTHER
     if getattr(var, "trainable", False):
         return records.WEIGHT
-    if non_trainable is not None:  # Keras knows its model state (BatchNorm stats, ...)
-        return records.NON_TRAINABLE if id(var) in non_trainable else records.OTHER
-    if _OTHER_NAMES.search(name) or _is_integer(var):
+    if id(var) in model_state:  # BatchNorm moving stats, frozen layers' weights, ...
+        return records.NON_TRAINABLE
+    if _OTHER_NAMES.search(name) or _is_integer(var):  # counters, seed state, ...
         return records.OTHER
     return records.NON_TRAINABLE
 
