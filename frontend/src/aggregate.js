@@ -2,7 +2,10 @@
 
 import { ROLES } from "./roles.js";
 
-/** Breakdown responses of several runs -> one row per run with bytes by role. */
+/**
+ * Breakdown responses of several runs -> one row per run with bytes by role,
+ * and each total as a multiple of the smallest ("Adam: 3.00× SGD").
+ */
 export function compareTotals(breakdowns) {
   const rows = breakdowns.map((b) => {
     const row = { run: b.run, tag: b.tag, step: b.step, optimizer: b.optimizer?.class_name || "" };
@@ -10,8 +13,8 @@ export function compareTotals(breakdowns) {
     row.total = b.total_bytes ?? ROLES.reduce((sum, role) => sum + row[role], 0);
     return row;
   });
-  const base = rows[0]?.total || 0;
-  for (const row of rows) row.ratio = base ? row.total / base : null;
+  const base = Math.min(...rows.map((r) => r.total).filter((t) => t > 0));
+  for (const row of rows) row.ratio = Number.isFinite(base) ? row.total / base : null;
   return rows;
 }
 

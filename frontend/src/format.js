@@ -31,6 +31,7 @@ export function formatMiB(bytes) {
 /** 13098536 -> "13,098,536 B (12.49 MiB)": exact and readable at once. */
 export function formatBytesFull(bytes) {
   if (bytes === null || bytes === undefined) return "—";
+  if (Math.abs(bytes) < 1024) return `${formatInt(bytes)} B`;
   return `${formatInt(bytes)} B (${formatHuman(bytes)})`;
 }
 
@@ -59,11 +60,20 @@ export function formatWallTime(seconds) {
   return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19);
 }
 
-/** Optimizer config values: scalars as they are, the rest as compact JSON. */
+/**
+ * Optimizer config values: compact JSON for objects; floats to 7 significant
+ * digits, as configs read from graphs are float32 (0.0001 not 0.00009999999747).
+ */
 export function formatConfigValue(value) {
   if (value === null || value === undefined) return "None";
   if (typeof value === "object") return JSON.stringify(value);
+  if (typeof value === "number" && !Number.isInteger(value)) return String(Number(value.toPrecision(7)));
   return String(value);
+}
+
+/** "tf.compat.v1.train.AdamOptimizer" -> "AdamOptimizer". */
+export function shortClassName(name) {
+  return String(name || "").split(".").pop();
 }
 
 /** Keep the end of long names (the distinctive part of a scope path) for axis labels. */

@@ -2,16 +2,16 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { aroundPeak, compareTotals, loadGrid, peakIndex, topN } from "../src/aggregate.js";
 
-test("compare rows: totals by role per run, ratio to the first run", () => {
+test("compare rows: totals by role per run, ratio to the smallest run", () => {
   const sgd = { run: "sgd", tag: "vars", step: 1, optimizer: { class_name: "SGD" },
     totals: { weight: 100, non_trainable: 0, optimizer_slot: 0, other: 8 }, total_bytes: 108 };
   const adam = { run: "adam", tag: "vars", step: 1, optimizer: { class_name: "Adam" },
     totals: { weight: 100, non_trainable: 0, optimizer_slot: 200, other: 16 }, total_bytes: 316 };
-  const rows = compareTotals([sgd, adam]);
-  assert.equal(rows[1].optimizer_slot, 200);
-  assert.equal(rows[1].optimizer, "Adam");
-  assert.equal(rows[0].ratio, 1);
-  assert.ok(Math.abs(rows[1].ratio - 316 / 108) < 1e-12);
+  const rows = compareTotals([adam, sgd]);
+  assert.equal(rows[0].optimizer_slot, 200);
+  assert.equal(rows[0].optimizer, "Adam");
+  assert.equal(rows[1].ratio, 1);
+  assert.ok(Math.abs(rows[0].ratio - 316 / 108) < 1e-12);
 });
 
 test("compare falls back to summing roles and tolerates missing totals", () => {
@@ -19,6 +19,8 @@ test("compare falls back to summing roles and tolerates missing totals", () => {
   assert.equal(rows[0].total, 5);
   assert.equal(rows[0].non_trainable, 0);
   assert.equal(rows[1].total, 0);
+  assert.equal(rows[1].ratio, 0);
+  assert.equal(compareTotals([{ run: "empty" }])[0].ratio, null);
 });
 
 test("topN keeps the largest positive rows", () => {

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  ellipsize, formatBytesFull, formatHuman, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue,
+  ellipsize, formatBytesFull, formatHuman, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
 } from "../src/format.js";
 
 test("exact byte counts get thousands separators", () => {
@@ -23,6 +23,7 @@ test("human sizes use binary units", () => {
 test("cards show exact and human bytes together", () => {
   assert.equal(formatBytesFull(13098536), "13,098,536 B (12.49 MiB)");
   assert.equal(formatBytesFull(26197072), "26,197,072 B (24.98 MiB)");
+  assert.equal(formatBytesFull(8), "8 B");
 });
 
 test("durations pick a readable unit", () => {
@@ -38,6 +39,13 @@ test("shapes and config values", () => {
   assert.equal(formatConfigValue(0.001), "0.001");
   assert.equal(formatConfigValue(null), "None");
   assert.equal(formatConfigValue({ a: 1 }), '{"a":1}');
+  assert.equal(formatConfigValue(9.999999747378752e-05), "0.0001");
+  assert.equal(formatConfigValue(0.8999999761581421), "0.9");
+  assert.equal(formatConfigValue(9.99999993922529e-09), "1e-8");
+  assert.equal(formatConfigValue(100), "100");
+  assert.equal(formatConfigValue(true), "true");
+  assert.equal(shortClassName("tf.compat.v1.train.AdamOptimizer"), "AdamOptimizer");
+  assert.equal(shortClassName("Adam"), "Adam");
 });
 
 test("long names keep their distinctive end", () => {

@@ -29,8 +29,12 @@ export function createTable({ testid, columns, sort = {}, maxHeight = 420, place
   const body = el("div", { class: "table-body" }, rows);
   const scroller = el("div", { class: "table-scroll" }, head, body);
   const element = el("div", { class: "table", testid, role: "table" }, el("div", { class: "table-tools" }, filter, count), scroller);
-  element.style.setProperty("--cols", columns.map((c) => c.width || "minmax(80px, 1fr)").join(" "));
-  element.style.setProperty("--minw", `${columns.reduce((w, c) => w + (c.minWidth || 90), 0)}px`);
+  layoutColumns();
+
+  function layoutColumns() {
+    element.style.setProperty("--cols", columns.map((c) => c.width || "minmax(80px, 1fr)").join(" "));
+    element.style.setProperty("--minw", `${columns.reduce((w, c) => w + (c.minWidth || 90), 0)}px`);
+  }
 
   filter.addEventListener("input", () => {
     query = filter.value;
@@ -93,6 +97,13 @@ export function createTable({ testid, columns, sort = {}, maxHeight = 420, place
     element,
     setRows(next) {
       allRows = next || [];
+      refresh();
+    },
+    /** Swap the column set (e.g. drop a column the data has nothing for). */
+    setColumns(next) {
+      if (next.length === columns.length && next.every((c, i) => c === columns[i])) return;
+      columns = next;
+      layoutColumns();
       refresh();
     },
   };

@@ -15,7 +15,7 @@ const COLUMNS = [
   { key: "optimizer", label: "Optimizer", width: "minmax(90px, 1fr)" },
   ...ROLES.map((role) => ({ key: role, label: ROLE_LABEL[role], width: "130px", numeric: true, text: (r) => formatInt(r[role]) })),
   { key: "total", label: "Total bytes", width: "130px", numeric: true, text: (r) => formatInt(r.total) },
-  { key: "ratio", label: "× first run", width: "90px", numeric: true, text: (r) => (r.ratio === null ? "" : `${r.ratio.toFixed(2)}×`) },
+  { key: "ratio", label: "× smallest", width: "90px", numeric: true, text: (r) => (r.ratio === null ? "" : `${r.ratio.toFixed(2)}×`) },
 ];
 
 export function createCompare(api) {
@@ -27,7 +27,7 @@ export function createCompare(api) {
 
   const runsBox = el("div", { class: "compare-runs" });
   const errors = el("div");
-  const chartEl = chartBox(220);
+  const chartEl = chartBox();
   const table = createTable({ testid: "compare-table", columns: COLUMNS, sort: { key: "run", direction: "asc" } });
   const result = el("div", {}, chartEl, table.element);
   result.hidden = true;
@@ -73,6 +73,7 @@ export function createCompare(api) {
     const rows = compareTotals(ok);
     result.hidden = rows.length === 0;
     table.setRows(rows);
+    chartEl.style.height = `${70 + 36 * rows.length}px`;
     chart.set(compareChartOption(rows));
   }
 

@@ -1,7 +1,7 @@
 // "Storage": what the variables of one breakdown cost, by role, layer and variable.
 
 import { el } from "../dom.js";
-import { formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, ellipsize, shortDevice } from "../format.js";
+import { formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, ellipsize, shortClassName, shortDevice } from "../format.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { axisTooltip, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
@@ -90,7 +90,7 @@ function renderCards(container, data) {
 
 /** "2.00× weights (Adam)": the ratio users are asking about in the first place. */
 function optimizerHint(data, totals) {
-  const name = data.optimizer?.class_name;
+  const name = shortClassName(data.optimizer?.class_name);
   if (!totals.weight) return name || "";
   const ratio = `${((totals.optimizer_slot || 0) / totals.weight).toFixed(2)}× weights`;
   return name ? `${ratio} (${name})` : ratio;
@@ -100,8 +100,10 @@ function optimizerPanel(optimizer) {
   if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
   const config = optimizer.config || {};
   const list = el("dl", { class: "kv" });
-  for (const [key, value] of Object.entries(config)) list.append(el("dt", {}, key), el("dd", {}, formatConfigValue(value)));
-  return panel("Optimizer", "how the model was compiled",
+  for (const [key, value] of Object.entries(config)) {
+    list.append(el("dt", {}, key), el("dd", { title: JSON.stringify(value) }, formatConfigValue(value)));
+  }
+  return panel("Optimizer", optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled",
     el("div", { testid: "optimizer-class", style: { fontWeight: "500", marginBottom: "6px" } }, optimizer.class_name || "(unnamed)"),
     Object.keys(config).length ? list : el("div", { class: "hint" }, "No config recorded."));
 }

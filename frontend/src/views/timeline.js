@@ -12,6 +12,7 @@ import { createItemView } from "./item-view.js";
 
 const RADIUS = 12; // points listed either side of the peak
 
+// "op" is filled when the trace names the op behind each allocator event.
 const COLUMNS = [
   { key: "t_us", label: "Time from start", width: "130px", numeric: true, text: (r) => formatMicros(r.t_us) },
   { key: "bytes", label: "Bytes in use", width: "150px", numeric: true, text: (r) => formatInt(r.bytes) },
@@ -35,7 +36,9 @@ export function createTimelineView(api) {
     const index = peakIndex(relative, data.peak_time_us ? data.peak_time_us - t0 : NaN);
     note.replaceChildren(timeline.length ? "" : infoBox("This trace recorded no memory timeline (no allocator events)."));
     chart.set(timelineOption(relative, index));
-    table.setRows(aroundPeak(relative, index, RADIUS));
+    const rows = aroundPeak(relative, index, RADIUS);
+    table.setColumns(rows.some((r) => r.op) ? COLUMNS : COLUMNS.filter((c) => c.key !== "op"));
+    table.setRows(rows);
     return [`${data.source} · step ${formatInt(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(data.peak_bytes)} B`),
       ` (${formatHuman(data.peak_bytes)}) at ${formatMicros((data.peak_time_us || 0) - t0)}`];
   }
