@@ -48,7 +48,7 @@ def profile_payload(steps: int) -> None:
         tf.profiler.experimental.stop()
         (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
         raw = os.path.getsize(path)
-        record = xspace.reduce_xspace(xspace.load_xspace(path), xspace.graph_outputs(train_step))
+        record = xspace.reduce_xspace(xspace.load_xspace(path), xspace.graph_info(train_step))
     blob = payload.encode(record)
     print(f"LeNet train step x{steps} (TF2 profiler): .xplane.pb {raw:,} B | OpTrace payload {len(blob):,} B "
           f"({len(record.ops)} ops, {len(record.timeline)} timeline points) | ratio {len(blob) / raw:.3f}")

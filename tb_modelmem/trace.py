@@ -31,7 +31,7 @@ class Trace:
                  batch_size: Optional[int] = None, description: Optional[str] = None,
                  tmpdir: Optional[str] = None) -> None:
         """``function``: the tf.function (or ConcreteFunction / tf.Graph) the steps run, used to
-        derive output bytes the allocator does not report; ``tmpdir``: where the raw profile
+        derive output bytes the allocator does not report and map scopes to Keras layers; ``tmpdir``: where the raw profile
         is written before reduction (system temp dir by default)."""
         self.name, self.step, self.function = name, step, function
         self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
@@ -100,7 +100,7 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
-        graph = xspace.graph_outputs(self.function) if self.function is not None else None
+        graph = xspace.graph_info(self.function) if self.function is not None else None
         return xspace.reduce_xspace(space, graph, self.batch_size)
 
     def _cleanup(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from typing import List
+from typing import Any, List, NamedTuple
 
 import pytest
 
@@ -18,25 +18,31 @@ from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 STEPS = 2
 
 
+class Profiled(NamedTuple):
+    model: Any
+    train_step: Any
+    path: str  # the .xplane.pb
+
+
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory):
-    """(train_step, path of the .xplane.pb) for STEPS profiled LeNet training steps, batch 1."""
+def profiled(tmp_path_factory) -> Profiled:
+    """STEPS profiled LeNet training steps, batch 1."""
     import tensorflow as tf
 
-    train_step, batch = trace_fixtures.lenet_train_step(trace_fixtures.lenet_keras())
+    model = trace_fixtures.lenet_keras()
+    train_step, batch = trace_fixtures.lenet_train_step(model)
     logdir = str(tmp_path_factory.mktemp("profile"))
     tf.profiler.experimental.start(logdir)
     for _ in range(STEPS):
         train_step(*batch)
     tf.profiler.experimental.stop()
     (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    return train_step, path
+    return Profiled(model, train_step, path)
 
 
 @pytest.fixture(scope="module")
 def op_trace(profiled) -> OpTrace:
-    train_step, path = profiled
-    return xspace.reduce_xspace(xspace.load_xspace(path), xspace.graph_outputs(train_step))
+    return xspace.reduce_xspace(xspace.load_xspace(profiled.path), xspace.graph_info(profiled.train_step))
 
 
 def forward(trace: OpTrace, fused: List[str]) -> List[OpRecord]:
@@ -53,6 +59,18 @@ def test_lenet_output_bytes_derived_from_the_graph_and_labelled(op_trace):
                    (DENSE_BYTES, "[1,1024]", "float32", DERIVED)]
     assert all(op.op_type.endswith(("FusedConv2D", "FusedMatMul")) for op in convs + [dense])
     assert all(op.calls == STEPS for op in convs + [dense])
+
+
+def test_uniquified_keras_scopes_join_the_layers_that_own_the_weights(profiled, op_trace):
+    model_layers = {v.path.rpartition("/")[0] for v in profiled.model.weights}
+    convs = sorted(forward(op_trace, ["Conv2D", "BiasAdd", "Relu"]), key=lambda op: -op.output_bytes)
+    (dense,) = forward(op_trace, ["MatMul", "BiasAdd", "Relu"])
+    assert [op.layer for op in convs + [dense]] == ["sequential/conv2d", "sequential/conv2d_1", "sequential/dense"]
+    assert {op.layer for op in convs + [dense]} <= model_layers
+    pools = sorted(op.layer for op in forward(op_trace, ["MaxPool"]))
+    assert pools == ["sequential/max_pooling2d", "sequential/max_pooling2d_1"]  # no weights: named like siblings
+    grads = {op.layer for op in op_trace.ops if op.name.startswith("gradient_tape/") and "Conv2DBackprop" in op.name}
+    assert grads == {"gradient_tape/sequential/conv2d/convolution", "gradient_tape/sequential/conv2d_1/convolution"}
 
 
 def test_large_allocations_are_measured_by_the_allocator(op_trace):
@@ -78,10 +96,10 @@ def test_peak_and_timeline_from_memory_events(op_trace):
 
 def test_payload_is_a_small_fraction_of_the_xplane(profiled, op_trace, record_property):
     blob = payload.encode(op_trace)
-    ratio = len(blob) / os.path.getsize(profiled[1])
+    ratio = len(blob) / os.path.getsize(profiled.path)
     record_property("payload_bytes", len(blob))
-    record_property("xplane_bytes", os.path.getsize(profiled[1]))
-    print(f"\nxplane.pb {os.path.getsize(profiled[1]):,} B -> OpTrace payload {len(blob):,} B, ratio {ratio:.3f}")
+    record_property("xplane_bytes", os.path.getsize(profiled.path))
+    print(f"\nxplane.pb {os.path.getsize(profiled.path):,} B -> OpTrace payload {len(blob):,} B, ratio {ratio:.3f}")
     assert ratio < 1
     assert payload.decode(blob) == op_trace
 
@@ -92,7 +110,7 @@ def conv1_name(trace: OpTrace) -> str:
 
 
 def test_without_the_graph_unmeasured_bytes_stay_unknown(profiled):
-    trace = xspace.reduce_xspace(xspace.load_xspace(profiled[1]))
+    trace = xspace.reduce_xspace(xspace.load_xspace(profiled.path))
     convs = forward(trace, ["Conv2D", "BiasAdd", "Relu"])
     assert len(convs) == 2
     assert all((op.output_bytes, op.output_shape, op.bytes_source) == (0, "", DERIVED) for op in convs)
@@ -101,11 +119,11 @@ def test_without_the_graph_unmeasured_bytes_stay_unknown(profiled):
 def test_unknown_batch_dimension_takes_the_given_batch_size(profiled, op_trace):
     import tensorflow as tf
 
-    polymorphic = profiled[0].get_concrete_function(tf.TensorSpec([None, 28, 28, 1], tf.float32),
+    polymorphic = profiled.train_step.get_concrete_function(tf.TensorSpec([None, 28, 28, 1], tf.float32),
                                                     tf.TensorSpec([None], tf.int32))
-    space = xspace.load_xspace(profiled[1])
+    space = xspace.load_xspace(profiled.path)
     for batch_size, want in ((1, (CONV1_BYTES, "[1,28,28,32]")), (None, (0, "[?,28,28,32]"))):
-        trace = xspace.reduce_xspace(space, xspace.graph_outputs(polymorphic), batch_size)
+        trace = xspace.reduce_xspace(space, xspace.graph_info(polymorphic), batch_size)
         conv1 = {op.name: op for op in trace.ops}[conv1_name(op_trace)]
         assert (conv1.output_bytes, conv1.output_shape) == want
 
@@ -144,3 +162,10 @@ def test_unknown_device_plane_warns_and_is_skipped():
 def test_hand_built_memory_event_makes_the_timeline():
     trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=True))
     assert (trace.timeline, trace.peak_bytes, trace.peak_time_us) == ([[1.0, 4096.0]], 4096, 1.0)
+
+
+def test_scopes_are_renamed_only_when_they_are_their_layer_uniquified():
+    ops = ["model_1/dense_1/MatMul", "model_1/dropout_1/Mul", "decoder/embedding/Gather", "dropout/Mul"]
+    reads = [("model_1/dense_1/MatMul/ReadVariableOp/resource", "model/dense/kernel"),
+             ("decoder/embedding/ReadVariableOp/resource", "encoder/embedding/embeddings")]  # tied weights
+    assert xspace._scope_layers(reads, ops) == {"model_1/dense_1": "model/dense", "model_1/dropout_1": "model/dropout"}

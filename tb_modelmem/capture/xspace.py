@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -21,9 +22,17 @@ from tb_modelmem.records import DERIVED, MEASURED, OpRecord, OpTrace
 Dims = Optional[Tuple[Optional[int], ...]]  # None: unknown rank
 # One output of a graph op: (dims, dtype name, bytes per element; 0 if not a plain array).
 OutputSpec = Tuple[Dims, str, int]
-GraphOutputs = Dict[str, List[OutputSpec]]
 
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
+_UNIQUIFIED = re.compile(r"(?:_\d+)+")  # what tf.name_scope appends to a scope name already taken
+
+
+@dataclasses.dataclass
+class GraphInfo:
+    """What the traced graph says about the ops a profile ran."""
+
+    outputs: Dict[str, List[OutputSpec]]  # op name -> its outputs
+    layers: Dict[str, str] = dataclasses.field(default_factory=dict)  # scope as traced -> layer path
 
 
 def load_xspace(source: Union[str, bytes, "os.PathLike[str]"]) -> Any:
@@ -33,31 +42,38 @@ def load_xspace(source: Union[str, bytes, "os.PathLike[str]"]) -> Any:
     return xplane_pb2.XSpace.FromString(data)
 
 
-def graph_outputs(source: Any) -> GraphOutputs:
-    """{op name: output specs} of a tf.function, ConcreteFunction or tf.Graph, nested functions included.
+def graph_info(source: Any) -> GraphInfo:
+    """Output specs and layer scopes of a tf.function, ConcreteFunction or tf.Graph, nested functions included.
 
     A tf.function contributes every concrete function traced so far, so call it once
-    before profiling. Reads shapes and dtypes only.
+    before profiling. Reads shapes, dtypes and names only.
+
+    Keras 3 traces a layer under a uniquified scope ("sequential_1/conv2d_1" for the layer
+    "sequential/conv2d"), which would join the wrong layer; the variables each scope reads
+    say which layer it is, and scopes without variables follow their siblings' pattern.
     """
-    pending = list(_graphs_of(source))
-    seen, out = set(), {}  # type: ignore[var-annotated]
+    pending, seen = list(_graphs_of(source)), set()
+    outputs: Dict[str, List[OutputSpec]] = {}
+    reads: List[Tuple[str, str]] = []
     while pending:
         graph = pending.pop()
         if id(graph) in seen:
             continue
         seen.add(id(graph))
         for op in graph.get_operations():
-            out.setdefault(op.name, [_spec(t) for t in op.outputs])
+            outputs.setdefault(op.name, [_spec(t) for t in op.outputs])
+        reads.extend(_variable_reads(graph))
         pending.extend(f.graph for f in getattr(graph, "_functions", {}).values()
                        if getattr(f, "graph", None) is not None)
-    return out
+    return GraphInfo(outputs, _scope_layers(reads, outputs))
 
 
-def reduce_xspace(xspace: Any, graph: Optional[GraphOutputs] = None, batch_size: Optional[int] = None) -> OpTrace:
+def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Optional[int] = None) -> OpTrace:
     """Per-op table and bytes-in-use timeline of the steps in ``xspace``.
 
-    ``graph`` (from ``graph_outputs``) fills in output bytes the allocator did not report;
-    unknown leading dimensions take ``batch_size``, or the batch seen in measured shapes.
+    ``graph`` (from ``graph_info``) fills in output bytes the allocator did not report and
+    maps scopes to Keras layers; unknown leading dimensions take ``batch_size``, or the
+    batch seen in measured shapes.
     Warns (and still returns what it found) when there are no op or allocation events.
     """
     calls: Dict[Tuple[str, str], _Calls] = {}
@@ -91,7 +107,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphOutputs] = None, batch_size:
         warnings.warn("tb_modelmem: the profile has no allocation events; output bytes are derived from "
                       "shapes and the peak is unknown", RuntimeWarning, stacklevel=2)
     origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory], default=0)
-    rows = _rows(calls.values(), memory, graph or {}, batch_size)
+    rows = _rows(calls.values(), memory, graph or GraphInfo({}), batch_size)
     timeline, peak_bytes, peak_time = _memory_timeline(memory, origin_ps)
     return OpTrace(source="xspace", ops=rows, peak_bytes=peak_bytes, peak_time_us=peak_time,
                    timeline=downsample(timeline), devices=sorted({r.device for r in rows}),
@@ -181,18 +197,19 @@ def _outermost_function_calls(plane: Any, line: Any, stat_names: Dict[int, str])
     return count
 
 
-def _rows(calls: Iterable[_Calls], memory: List[_MemoryEvent], graph: GraphOutputs,
+def _rows(calls: Iterable[_Calls], memory: List[_MemoryEvent], graph: GraphInfo,
           batch_size: Optional[int]) -> List[OpRecord]:
     measured = _measured_outputs(memory)
-    batch = batch_size or _batch_seen(measured, graph)
+    batch = batch_size or _batch_seen(measured, graph.outputs)
     rows = []
     for acc in calls:
-        row = OpRecord(name=acc.name, op_type=acc.op_type, layer=layer_of(acc.name), device=acc.device,
-                       calls=acc.count, time_us=acc.duration_ps / 1e6, fused=fused_ops(acc.op_type, acc.name))
-        _fill_bytes(row, measured.pop(acc.name, None), _lookup(graph, acc.name), batch)
+        row = OpRecord(name=acc.name, op_type=acc.op_type, layer=_layer(acc.name, graph.layers),
+                       device=acc.device, calls=acc.count, time_us=acc.duration_ps / 1e6,
+                       fused=fused_ops(acc.op_type, acc.name))
+        _fill_bytes(row, measured.pop(acc.name, None), _lookup(graph.outputs, acc.name), batch)
         rows.append(row)
     for name, m in measured.items():  # allocations by ops with no op event: keep every byte
-        row = OpRecord(name=name, op_type="", layer=layer_of(name), device=m.device, calls=m.steps)
+        row = OpRecord(name=name, op_type="", layer=_layer(name, graph.layers), device=m.device, calls=m.steps)
         _fill_bytes(row, m, None, batch)
         rows.append(row)
     return rows
@@ -249,7 +266,7 @@ def _fill_bytes(row: OpRecord, measured: Optional[_Measured], specs: Optional[Li
         row.output_dtype = ";".join(dict.fromkeys(name for _, name, _ in specs))
 
 
-def _lookup(graph: GraphOutputs, name: str) -> Optional[List[OutputSpec]]:
+def _lookup(graph: Dict[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
     """Graph specs of an executed node; inlined function bodies carry the call node as a prefix."""
     parts = name.split("/")
     for i in range(len(parts)):
@@ -259,7 +276,7 @@ def _lookup(graph: GraphOutputs, name: str) -> Optional[List[OutputSpec]]:
     return None
 
 
-def _batch_seen(measured: Dict[str, _Measured], graph: GraphOutputs) -> Optional[int]:
+def _batch_seen(measured: Dict[str, _Measured], graph: Dict[str, List[OutputSpec]]) -> Optional[int]:
     """The batch size of the profiled steps, from a measured output whose graph shape has it unknown."""
     for name, m in measured.items():
         specs = graph.get(name)
@@ -305,3 +322,56 @@ def _memory_timeline(memory: List[_MemoryEvent], origin_ps: int) -> Tuple[List[L
         if candidate > peak:
             peak, peak_t = int(candidate), t
     return timeline, peak, peak_t
+
+
+def _variable_reads(graph: Any) -> Iterator[Tuple[str, str]]:
+    """(name of the placeholder a captured variable enters ``graph`` as, the variable's name)."""
+    names = {id(v.handle): v.name.partition(":")[0] for v in getattr(graph, "variables", ())}
+    for external, internal in getattr(graph, "captures", ()):
+        if id(external) in names:
+            yield internal.op.name, names[id(external)]
+
+
+def _scope_layers(reads: Iterable[Tuple[str, str]], ops: Iterable[str]) -> Dict[str, str]:
+    """{scope as traced: layer path} for scopes that differ from their layer's path."""
+    found: Dict[str, set] = {}
+    for reader, variable in reads:
+        layer = variable.rpartition("/")[0].split("/")
+        scope = reader.split("/")[:len(layer)]
+        if layer != [""] and len(reader.split("/")) > len(layer) and all(map(_same_name, scope, layer)):
+            found.setdefault("/".join(scope), set()).add("/".join(layer))
+    renames = {scope: layers.pop() for scope, layers in found.items() if len(layers) == 1}
+    # Parents whose every renamed child carries exactly one extra "_N": rename the others alike.
+    pattern: Dict[str, Tuple[str, bool]] = {}
+    for scope, layer in renames.items():
+        parent, _, child = scope.rpartition("/")
+        one_more = re.fullmatch(r"_\d+", child[len(layer.rpartition("/")[2]):]) is not None
+        seen_parent, all_one_more = pattern.get(parent, (layer.rpartition("/")[0], True))
+        pattern[parent] = (seen_parent, all_one_more and one_more)
+    for name in ops:
+        parts = name.split("/")
+        for depth in range(2, len(parts)):
+            scope, parent = "/".join(parts[:depth]), "/".join(parts[:depth - 1])
+            base = re.fullmatch(r"(.+)_\d+", parts[depth - 1])
+            if scope not in renames and base and pattern.get(parent, ("", False))[1]:
+                renames[scope] = pattern[parent][0] + "/" + base.group(1)
+    return {scope: layer for scope, layer in renames.items() if scope != layer}
+
+
+def _same_name(traced: str, given: str) -> bool:
+    """True if ``traced`` is ``given`` as tf.name_scope may have uniquified it."""
+    return traced == given or (traced.startswith(given) and _UNIQUIFIED.fullmatch(traced[len(given):]) is not None)
+
+
+def _layer(name: str, renames: Dict[str, str]) -> str:
+    """The node's scope with the longest renamed run of components replaced by its layer path."""
+    layer = layer_of(name)
+    if not renames:
+        return layer
+    parts = layer.split("/")
+    for start in range(len(parts)):  # gradient_tape/..., inlined call prefixes come first
+        for end in range(len(parts), start, -1):
+            layer_path = renames.get("/".join(parts[start:end]))
+            if layer_path is not None:
+                return "/".join(parts[:start] + [layer_path] + parts[end:])
+    return layer
