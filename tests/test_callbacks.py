@@ -70,6 +70,17 @@ def test_records_again_only_when_variables_change(tmp_path):
     assert slots == [8, 4]
 
 
+def test_change_without_new_optimizer_is_recorded_at_epoch_end(tmp_path):
+    model = model_and_data()
+    callback = MemoryCallback(str(tmp_path))
+    fit(model, callback, epochs=1)  # steps 1..3: recorded at 1
+    model.get_layer("logits").trainable = False  # no recompile: same optimizer, same slots
+    fit(model, callback, epochs=1)  # steps 4..6: noticed when the epoch ends
+    found = written(tmp_path / "train")
+    assert [step for step, _, _ in found] == [1, 6]
+    assert {v.name: v.role for v in found[1][2].variables}["mlp/logits/kernel"] == records.NON_TRAINABLE
+
+
 def test_capture_failure_warns_and_training_goes_on(tmp_path, monkeypatch):
     def broken(model=None, optimizer=None):
         raise RuntimeError("capture exploded")
