@@ -100,8 +100,19 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
-        graph = xspace.graph_info(self.function) if self.function is not None else None
-        return xspace.reduce_xspace(space, graph, self.batch_size)
+        return xspace.reduce_xspace(space, self._graph_info(), self.batch_size)
+
+    def _graph_info(self) -> Any:
+        """The traced graph's shapes and scopes; without them the table still has measured bytes."""
+        from tb_modelmem.capture import xspace
+
+        if self.function is None:
+            return None
+        try:
+            return xspace.graph_info(self.function)
+        except Exception as e:
+            _warn(self.name, "could not read the traced graph (output bytes stay unknown)", e)
+            return None
 
     def _cleanup(self) -> None:
         if self._dir is not None:

@@ -75,6 +75,35 @@ def test_start_stop_api_for_callbacks(lenet):
     assert not window.active and window.stop() is None
 
 
+def test_a_window_of_keras_fit_steps_from_a_callback(tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    model = trace_fixtures.lenet_keras()
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    class ProfileSteps(tf.keras.callbacks.Callback):
+        """What a ``profile_steps=(2, 3)`` option does: start before step 2, stop after step 3."""
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 2:
+                self.window = Trace("ops", step=batch, function=self.model.train_function)
+                self.window.start()
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 3:
+                self.window.stop()
+
+    callback = ProfileSteps()
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        model.fit(np.ones((6, 28, 28, 1), np.float32), np.zeros((6,), np.int32), batch_size=1, verbose=0,
+                  callbacks=[callback])
+    record = callback.window.record
+    assert record.steps == 2 and conv1(record).calls == 2
+    # Keras 3 traces a layer under a uniquified scope; the row still names the layer owning the kernel.
+    assert conv1(record).layer.endswith(f"{model.name}/{model.layers[0].name}")
+
+
 def test_profiler_already_running_warns_and_the_step_runs(tmp_path, lenet):
     import tensorflow as tf
 

@@ -62,15 +62,16 @@ def test_lenet_output_bytes_derived_from_the_graph_and_labelled(op_trace):
 
 
 def test_uniquified_keras_scopes_join_the_layers_that_own_the_weights(profiled, op_trace):
-    model_layers = {v.path.rpartition("/")[0] for v in profiled.model.weights}
+    # Keras layer paths as the Storage view has them: conv, pool, conv, pool, flatten, dense, dense.
+    paths = [f"{profiled.model.name}/{layer.name}" for layer in profiled.model.layers]
+    assert {v.path.rpartition("/")[0] for v in profiled.model.weights} == {paths[0], paths[2], paths[5], paths[6]}
     convs = sorted(forward(op_trace, ["Conv2D", "BiasAdd", "Relu"]), key=lambda op: -op.output_bytes)
     (dense,) = forward(op_trace, ["MatMul", "BiasAdd", "Relu"])
-    assert [op.layer for op in convs + [dense]] == ["sequential/conv2d", "sequential/conv2d_1", "sequential/dense"]
-    assert {op.layer for op in convs + [dense]} <= model_layers
+    assert [op.layer for op in convs + [dense]] == [paths[0], paths[2], paths[5]]
     pools = sorted(op.layer for op in forward(op_trace, ["MaxPool"]))
-    assert pools == ["sequential/max_pooling2d", "sequential/max_pooling2d_1"]  # no weights: named like siblings
+    assert pools == [paths[1], paths[3]]  # no weights: renamed like their siblings
     grads = {op.layer for op in op_trace.ops if op.name.startswith("gradient_tape/") and "Conv2DBackprop" in op.name}
-    assert grads == {"gradient_tape/sequential/conv2d/convolution", "gradient_tape/sequential/conv2d_1/convolution"}
+    assert grads == {f"gradient_tape/{paths[0]}/convolution", f"gradient_tape/{paths[2]}/convolution"}
 
 
 def test_large_allocations_are_measured_by_the_allocator(op_trace):

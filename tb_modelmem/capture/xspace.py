@@ -10,6 +10,7 @@ allocations, so the output bytes of every other op are derived from the traced g
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import re
@@ -37,9 +38,10 @@ class GraphInfo:
 
 def load_xspace(source: Union[str, bytes, "os.PathLike[str]"]) -> Any:
     """Parse an ``.xplane.pb`` file (path) or its bytes into an XSpace proto."""
-    xplane_pb2 = _xplane_pb2()
-    data = source if isinstance(source, bytes) else open(source, "rb").read()
-    return xplane_pb2.XSpace.FromString(data)
+    if not isinstance(source, bytes):
+        with open(source, "rb") as f:
+            source = f.read()
+    return _xplane_pb2().XSpace.FromString(source)
 
 
 def graph_info(source: Any) -> GraphInfo:
@@ -154,8 +156,24 @@ def _graphs_of(source: Any) -> Iterator[Any]:
         yield source.graph
     elif hasattr(source, "_list_all_concrete_functions"):  # tf.function: every signature traced so far
         yield from (f.graph for f in source._list_all_concrete_functions())
+    elif inspect.isfunction(source):  # Python code calling tf.functions, e.g. Keras 3 model.train_function
+        yield from (g for f in _wrapped_tf_functions(source) for g in _graphs_of(f))
     else:
-        raise TypeError(f"expected a tf.function, ConcreteFunction or tf.Graph, got {type(source).__name__}")
+        raise TypeError(f"expected a tf.function, ConcreteFunction, tf.Graph or a Python function calling "
+                        f"tf.functions, got {type(source).__name__}")
+
+
+def _wrapped_tf_functions(fn: Any, depth: int = 3) -> Iterator[Any]:
+    """tf.functions a Python function closes over, looking ``depth`` closures deep."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if hasattr(inner, "_list_all_concrete_functions"):
+            yield inner
+        elif depth > 1 and inspect.isfunction(inner):
+            yield from _wrapped_tf_functions(inner, depth - 1)
 
 
 def _spec(tensor: Any) -> OutputSpec:
