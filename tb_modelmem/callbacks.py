@@ -43,10 +43,7 @@ class MemoryCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         self._step += 1
-        optimizer = getattr(self.model, "optimizer", None)
-        state = (id(optimizer), len(optimizer.variables) if optimizer is not None else 0)
-        if state != self._optimizer_state:  # cheap per batch: a list length, no model walk
-            self._optimizer_state = state
+        if self._optimizer_changed():
             self._record_if_changed()
         # Op tracing over a step range (a later ``profile_steps`` option) belongs
         # here, as its own method next to this one.
@@ -57,6 +54,16 @@ class MemoryCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._writer is not None:
             self._writer.flush()
+
+    def _optimizer_changed(self) -> bool:
+        """Cheap enough for every batch: the optimizer's identity and variable count."""
+        optimizer = getattr(self.model, "optimizer", None)
+        try:
+            state = (id(optimizer), len(optimizer.variables) if optimizer is not None else 0)
+        except Exception:  # no usable variable list: the epoch-end check still runs
+            return False
+        changed, self._optimizer_state = state != self._optimizer_state, state
+        return changed
 
     def _record_if_changed(self) -> None:
         """Write a breakdown if the optimizer is built and the variables differ from last time."""
