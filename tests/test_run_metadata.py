@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import glob
+import os
+import subprocess
+import sys
+import textwrap
 from typing import Dict
 
 import pytest
@@ -124,3 +128,25 @@ def test_downsample_keeps_the_peak_and_the_order():
     assert len(kept) <= 2_000
     assert [31_337.0, 1e9] in kept
     assert kept == sorted(kept)
+
+
+def test_reduces_without_tensorflow_as_the_backend_does():
+    script = textwrap.dedent("""
+        import importlib.abc, sys
+
+        class NoTensorFlow(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] in ("tensorflow", "keras"):
+                    raise ImportError("TensorFlow is blocked in this test")
+
+        sys.meta_path.insert(0, NoTensorFlow())
+        from tb_modelmem.capture.run_metadata import reduce_run_metadata
+        from tests.trace_fixtures import synthetic_run_metadata
+
+        trace = reduce_run_metadata(synthetic_run_metadata(100).SerializeToString())
+        print(len(trace.ops), trace.ops[0].output_bytes)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["100", str(8 * 56 * 56 * 64 * 4)]
