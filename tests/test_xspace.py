@@ -170,3 +170,19 @@ def test_scopes_are_renamed_only_when_they_are_their_layer_uniquified():
     reads = [("model_1/dense_1/MatMul/ReadVariableOp/resource", "model/dense/kernel"),
              ("decoder/embedding/ReadVariableOp/resource", "encoder/embedding/embeddings")]  # tied weights
     assert xspace._scope_layers(reads, ops) == {"model_1/dense_1": "model/dense", "model_1/dropout_1": "model/dropout"}
+
+
+def test_eager_ops_are_rows_named_by_their_type(tmp_path):
+    import tensorflow as tf
+
+    x, kernel = tf.ones([1, 28, 28, 1]), tf.ones([5, 5, 1, 32])
+    tf.profiler.experimental.start(str(tmp_path))
+    for _ in range(3):
+        tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME"))
+    tf.profiler.experimental.stop()
+    (path,) = glob.glob(str(tmp_path / "**" / "*.xplane.pb"), recursive=True)
+    with pytest.warns(RuntimeWarning, match="no allocation events"):
+        trace = xspace.reduce_xspace(xspace.load_xspace(path))
+    rows = {op.name: op for op in trace.ops}
+    assert [(rows[t].op_type, rows[t].calls, rows[t].time_us > 0) for t in ("Conv2D", "Relu")] == \
+        [("Conv2D", 3, True), ("Relu", 3, True)]

@@ -25,6 +25,7 @@ Dims = Optional[Tuple[Optional[int], ...]]  # None: unknown rank
 OutputSpec = Tuple[Dims, str, int]
 
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
+_EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
 _UNIQUIFIED = re.compile(r"(?:_\d+)+")  # what tf.name_scope appends to a scope name already taken
 
 
@@ -89,7 +90,6 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
         for line in plane.lines:
             if host and line.name == "python":
                 steps += _outermost_function_calls(plane, line, stat_names)
-                continue
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
                 meta = plane.event_metadata[event.metadata_id]
@@ -191,11 +191,13 @@ def _stats(stats: Iterable[Any], stat_names: Dict[int, str]) -> Dict[str, Any]:
 
 
 def _op_of(meta: Any, event: Any, stat_names: Dict[int, str], host: bool) -> Optional[Tuple[str, str]]:
-    """(node, type) of a TF op event: host executor events are named "node:Type"."""
+    """(node, type) of a TF op event: host executor events are named "node:Type"; an eager op
+    has no node, so its type names the row; tf.function calls are left to their own ops."""
     if host:
         if meta.display_name and meta.name.endswith(":" + meta.display_name):
             return meta.name[:-len(meta.display_name) - 1], meta.display_name
-        return None
+        eager = meta.name[len(_EAGER):] if meta.name.startswith(_EAGER) else ""
+        return (eager, eager) if eager and not eager.startswith("__") else None
     tf_op = _stats(list(meta.stats) + list(event.stats), stat_names).get("tf_op")
     if isinstance(tf_op, str) and ":" in tf_op:
         name, _, op_type = tf_op.rpartition(":")
