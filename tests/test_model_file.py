@@ -89,3 +89,22 @@ def test_foreign_zip_and_hdf5_files_are_errors(tmp_path):
         f["data"] = [1, 2, 3]
     with pytest.raises(InspectError, match="not a Keras model"):
         read_path(str(tmp_path / "x.h5"))
+
+
+def test_keras2_savedmodel_metadata_names_the_optimizer(saved, tmp_path):
+    """Keras 2 SavedModels keep the compile config in keras_metadata.pb; it is read, and counted."""
+    import json
+    import shutil
+
+    from tensorflow.python.keras.protobuf import saved_metadata_pb2
+
+    folder = tmp_path / "keras2_savedmodel"
+    shutil.copytree(saved["savedmodel"], folder)
+    training = {"optimizer_config": {"class_name": "Adam", "config": {"learning_rate": 0.001}}}
+    meta = saved_metadata_pb2.SavedMetadata(nodes=[saved_metadata_pb2.SavedObject(
+        node_path="root", metadata=json.dumps({"training_config": training}))])
+    (folder / "keras_metadata.pb").write_bytes(meta.SerializeToString())
+    bd = read_path(str(folder))
+    assert bd.optimizer["class_name"] == "Adam"
+    assert any(o["what"].startswith("keras_metadata.pb") for o in bd.overhead)
+    assert_reconciled(bd)

@@ -22,12 +22,12 @@ _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_BYTES = 48
 
 # Last name component of counters, hyper-parameters and other non-model state.
-_OTHER_NAMES = {
+OTHER_NAMES = {
     "global_step", "beta1_power", "beta2_power", "iter", "iteration", "iterations", "learning_rate", "lr",
     "decay", "beta_1", "beta_2", "epsilon", "rho", "save_counter", "loss_scale", "current_loss_scale",
     "good_steps", "momentum_cache", "u_product",
 }
-_NON_TRAINABLE_NAMES = {"moving_mean", "moving_variance", "moving_avg", "moving_stddev", "num_batches_tracked"}
+NON_TRAINABLE_NAMES = {"moving_mean", "moving_variance", "moving_avg", "moving_stddev", "num_batches_tracked"}
 # TF1 optimizers name slots "<var>/<Optimizer>", "<var>/<Optimizer>_1", ... in creation order.
 _TF1_SLOTS = {
     "Adam": ["m", "v"], "Momentum": ["momentum"], "RMSProp": ["rms", "momentum"],
@@ -49,15 +49,6 @@ _TF1_APPLY_OPS = {
 
 class InspectError(ValueError):
     """This path cannot be read as a model or checkpoint; the message is one line for the user."""
-
-
-def is_checkpoint(path: str) -> bool:
-    """True if ``path`` names a checkpoint prefix, one of its files, or a folder holding one."""
-    try:
-        find_prefix(path)
-    except InspectError:
-        return False
-    return True
 
 
 def find_prefix(path: str) -> str:
@@ -213,7 +204,11 @@ def _reconcile(prefix: str, num_shards: int, entries: Dict[str, object], numeric
     missing = [s for s in shards if not os.path.exists(s)]
     if missing:
         raise InspectError(f"{prefix}: data shard missing: {os.path.basename(missing[0])}")
-    data_bytes = sum(os.path.getsize(s) for s in shards)
+    shard_bytes = [os.path.getsize(s) for s in shards]
+    for key, entry in entries.items():
+        if entry.size and (entry.shard_id >= num_shards or entry.offset + entry.size > shard_bytes[entry.shard_id]):
+            raise InspectError(f"{prefix}: truncated or corrupt checkpoint ({key!r} runs past the end of its .data shard)")
+    data_bytes = sum(shard_bytes)
     accounted = sum(size_of.values())
     for key in sorted(k for k in entries if k not in numeric and entries[k].size):
         what = "object graph (_CHECKPOINTABLE_OBJECT_GRAPH)" if key == OBJECT_GRAPH_KEY else f"non-numeric tensor {key!r}"
@@ -258,7 +253,7 @@ def _trainable_names(meta) -> Optional[Set[str]]:
     return names
 
 
-def _slot_match(name: str, stored: Set[str]) -> Optional[Tuple[str, str]]:
+def slot_match(name: str, stored: Set[str]) -> Optional[Tuple[str, str]]:
     """(slot_of, suffix) if ``name`` is a slot of another stored variable (TF1 or Keras 2 naming)."""
     if "/" not in name:
         return None
@@ -286,7 +281,7 @@ def _tf1_slot_name(suffix: str, siblings: Set[str]) -> str:
 def _classify_names(shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], size_of: Dict[str, int],
                     trainable: Optional[Set[str]]) -> List[VariableRecord]:
     stored = set(shape_of)
-    slots = {k: _slot_match(k, stored) for k in stored}
+    slots = {k: slot_match(k, stored) for k in stored}
     suffixes: Dict[str, Set[str]] = {}
     for k, hit in slots.items():
         if hit:
@@ -309,9 +304,9 @@ def _classify_names(shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], si
 
 def _role_by_name(name: str, dtype: str, shape: List[int], trainable: Optional[Set[str]]) -> str:
     last = name.rsplit("/", 1)[-1]
-    if last in _OTHER_NAMES or (not shape and dtype.startswith("int")):
+    if last in OTHER_NAMES or (not shape and dtype.startswith("int")):
         return OTHER
-    if last in _NON_TRAINABLE_NAMES:
+    if last in NON_TRAINABLE_NAMES:
         return NON_TRAINABLE
     if trainable is not None and name not in trainable:
         return NON_TRAINABLE
@@ -335,9 +330,13 @@ def _tf1_optimizer(meta, variables: List[VariableRecord]) -> Optional[dict]:
                         config[arg] = value
                 return {"class_name": f"tf.compat.v1.train.{_TF1_APPLY_OPS[op]}", "config": config,
                         "recorded_in": f".meta graph (op {node.op})"}
-    opts = sorted({v.name.rsplit("/", 1)[1].split("_")[0] for v in variables if v.role == OPTIMIZER_SLOT})
+    opts = set()
+    for v in variables:
+        if v.role == OPTIMIZER_SLOT:  # "<var>/Adam_1" (TF1) or "Adam/<var>/m" (Keras 2)
+            base = re.sub(r"_\d+$", "", v.name.rsplit("/", 1)[1])
+            opts.add(base if base in _TF1_SLOTS else v.name.split("/", 1)[0])
     if opts:
-        return {"class_name": "/".join(opts), "config": {}, "recorded_in": "slot variable names only"}
+        return {"class_name": "/".join(sorted(opts)), "config": {}, "recorded_in": "slot variable names only"}
     return None
 
 
@@ -409,7 +408,7 @@ def _classify_object_graph(graph, shape_of, dtype_of, size_of) -> Tuple[List[Var
                 if local not in ("_variables", "_trainable_variables") and items and len(items) == len(weights):
                     for w, s in zip(weights, items):
                         slot_info.setdefault(s, (w, _singular(local)))
-            for cid in _list_items(graph, child.get("_variables", -1)) if "_variables" in child else []:
+            for cid in (_list_items(graph, child["_variables"]) if "_variables" in child else []):
                 roles.setdefault(cid, OPTIMIZER_SLOT)
             for local in ("_iterations", "_learning_rate"):
                 if local in child:

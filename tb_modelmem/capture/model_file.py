@@ -125,7 +125,7 @@ def _keras2_metadata_optimizer(path: str) -> Optional[Dict[str, Any]]:
     if not os.path.exists(path):
         return None
     try:
-        from tensorflow.core.protobuf import saved_metadata_pb2  # type: ignore[attr-defined]
+        from tensorflow.python.keras.protobuf import saved_metadata_pb2
 
         with open(path, "rb") as f:
             meta = saved_metadata_pb2.SavedMetadata.FromString(f.read())
@@ -195,7 +195,7 @@ def _keras3_variables(h5, config: Optional[Dict[str, Any]], optimizer: Optional[
 
     def visit(name: str, obj: Any) -> None:
         nonlocal opt_group
-        if name.endswith("vars") and hasattr(obj, "keys") and len(obj):
+        if (name == "vars" or name.endswith("/vars")) and hasattr(obj, "keys") and len(obj):
             if name == "optimizer/vars":
                 opt_group = obj
             else:
@@ -205,11 +205,12 @@ def _keras3_variables(h5, config: Optional[Dict[str, Any]], optimizer: Optional[
     weights: List[VariableRecord] = []
     for name, group in sorted(groups, key=lambda g: _layer_rank(g[1], order)):
         layer = _attr_str(group.attrs.get("name")) or name[: -len("/vars")]
-        class_name, trainable = layers.get(layer, ("", True))
+        # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
+        class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
         datasets = [group[k] for k in sorted(group.keys(), key=_index_key)]
         for i, ds in enumerate(datasets):
             role = WEIGHT if trainable else NON_TRAINABLE
-            if "BatchNormalization" in class_name and i >= len(datasets) - 2:
+            if re.search(r"BatchNormalization|batch_normalization", class_name) and i >= len(datasets) - 2:
                 role = NON_TRAINABLE  # moving_mean, moving_variance come last
             weights.append(_record(f"{layer}/{ds.name.rsplit('/', 1)[-1]}", layer, ds, role))
     if opt_group is None:
@@ -218,7 +219,7 @@ def _keras3_variables(h5, config: Optional[Dict[str, Any]], optimizer: Optional[
     opt_vars = [opt_group[k] for k in sorted(opt_group.keys(), key=_index_key)]
     if not config:
         _mark_trainable_by_slots(weights, opt_vars)
-    cls = (optimizer or {}).get("class_name") or _DEFAULT_OPTIMIZER_NAMES.get(opt_name, "")
+    cls = (optimizer or {}).get("class_name") or _DEFAULT_OPTIMIZER_NAMES.get(re.sub(r"_\d+$", "", opt_name), "")
     calls = _keras3_slot_calls(cls, (optimizer or {}).get("config", {}))
     return weights + _keras3_optimizer_vars(opt_name, opt_vars, [w for w in weights if w.role == WEIGHT], calls)
 
