@@ -30,9 +30,11 @@ class Trace:
     def __init__(self, name: str, step: Optional[int] = None, function: Any = None,
                  batch_size: Optional[int] = None, description: Optional[str] = None,
                  tmpdir: Optional[str] = None) -> None:
-        """``function``: the tf.function (or ConcreteFunction / tf.Graph) the steps run, used to
-        derive output bytes the allocator does not report and map scopes to Keras layers; ``tmpdir``: where the raw profile
-        is written before reduction (system temp dir by default)."""
+        """``function``: the tf.function the steps run (or a ConcreteFunction, tf.Graph, or Python
+        function calling tf.functions such as Keras 3 ``model.train_function``): its graph gives
+        the output bytes the allocator does not report and the Keras layer of each scope.
+        ``batch_size`` fills unknown batch dimensions. ``tmpdir``: where the raw profile is
+        written before reduction (the system temp dir by default)."""
         self.name, self.step, self.function = name, step, function
         self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
@@ -45,12 +47,12 @@ class Trace:
 
     def start(self) -> bool:
         """Start the profiler; False (with a warning) if it cannot, e.g. another profile is running."""
-        import tensorflow as tf
-
         if self.active:
             warnings.warn(f"tb_modelmem: trace {self.name!r} is already started", RuntimeWarning, stacklevel=2)
             return False
         try:
+            import tensorflow as tf
+
             self._dir = tempfile.mkdtemp(prefix="tb_modelmem_trace_", dir=self.tmpdir)
             tf.profiler.experimental.start(self._dir)
             return True
@@ -61,11 +63,11 @@ class Trace:
 
     def stop(self) -> Optional[OpTrace]:
         """Stop the profiler, reduce its XSpace and write it; the OpTrace, or None on failure."""
-        import tensorflow as tf
-
         if not self.active:
             return None
         try:
+            import tensorflow as tf
+
             tf.profiler.experimental.stop()
             self.record = self._reduce()
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
