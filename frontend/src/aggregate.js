@@ -45,6 +45,20 @@ export function loadGrid(results, metric) {
   return { formats, series };
 }
 
+/**
+ * Split off the "baseline" row (a process that only imports TensorFlow): it is
+ * the floor every load's peak RSS stands on, not a format to compare.
+ */
+export function splitBaseline(results) {
+  const baseline = results.find((r) => r.format === "baseline" && !r.error) || null;
+  const formats = results.filter((r) => r.format !== "baseline");
+  const floor = baseline?.peak_rss_bytes;
+  return {
+    baseline,
+    results: formats.map((r) => ({ ...r, rss_above_baseline: floor && !r.error ? r.peak_rss_bytes - floor : null })),
+  };
+}
+
 /** Index of the timeline point at the peak: the one nearest peak_time_us, else the max. */
 export function peakIndex(timeline, peakTimeUs) {
   if (!timeline.length) return -1;

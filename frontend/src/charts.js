@@ -9,6 +9,7 @@ import {
 } from "echarts/components";
 import { SVGRenderer } from "echarts/renderers";
 import { el } from "./dom.js";
+import { byteAxisInterval, formatHumanShort } from "./format.js";
 
 echarts.use([BarChart, LineChart, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
   TooltipComponent, SVGRenderer]);
@@ -46,3 +47,12 @@ export function axisTooltip(formatValue) {
   };
 }
 
+
+/** A value axis in bytes with ticks on round binary units, ending on a tick past `max`. */
+export function bytesAxis(max) {
+  const interval = byteAxisInterval(max);
+  return {
+    type: "value", min: 0, max: interval ? Math.ceil(max / interval) * interval : undefined, interval,
+    axisLabel: { formatter: formatHumanShort, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } },
+  };
+}

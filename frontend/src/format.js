@@ -12,6 +12,15 @@ export function formatInt(n) {
 
 /** 13098536 -> "12.49 MiB"; binary units, two decimals above bytes. */
 export function formatHuman(bytes) {
+  return human(bytes, (value) => value.toFixed(2));
+}
+
+/** Axis labels: "10 MiB", "12.5 MiB" (no trailing zeros). */
+export function formatHumanShort(bytes) {
+  return human(bytes, (value) => String(Number(value.toFixed(2))));
+}
+
+function human(bytes, digits) {
   if (bytes === null || bytes === undefined || !Number.isFinite(Number(bytes))) return "—";
   let value = Math.abs(bytes);
   let unit = 0;
@@ -20,7 +29,7 @@ export function formatHuman(bytes) {
     unit += 1;
   }
   const sign = bytes < 0 ? "-" : "";
-  return unit === 0 ? `${sign}${value} B` : `${sign}${value.toFixed(2)} ${UNITS[unit]}`;
+  return unit === 0 ? `${sign}${value} B` : `${sign}${digits(value)} ${UNITS[unit]}`;
 }
 
 /** Always MiB, as users compare against the MiB figures in their reports. */
@@ -85,4 +94,17 @@ export function ellipsize(text, max = 28) {
 /** "/job:localhost/replica:0/task:0/device:CPU:0" -> "CPU:0" for narrow columns. */
 export function shortDevice(device) {
   return String(device || "").replace(/^\/job:[^/]+\/replica:\d+\/task:\d+\/device:/, "");
+}
+
+/**
+ * Tick spacing for a byte axis that lands on round binary units (200 MiB, not
+ * 286.10 MiB): a 1/2/5 x 10^n step in the largest unit below `max`.
+ */
+export function byteAxisInterval(max, ticks = 5) {
+  if (!(max > 0)) return undefined;
+  const unit = 1024 ** Math.min(Math.max(0, Math.floor(Math.log(max) / Math.log(1024))), UNITS.length - 1);
+  const raw = max / unit / ticks;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].find((m) => m * power >= raw) * power;
+  return Math.max(1, step * unit);
 }

@@ -29,7 +29,7 @@ button, input, select { font: inherit; color: inherit; }
 .panel { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; margin-bottom: 12px; min-width: 0; }
 .panel h2 { font-size: 13px; font-weight: 500; margin: 0 0 8px; display: flex; gap: 8px; align-items: baseline; }
 .panel h2 small { color: var(--fg3); font-weight: 400; font-size: 12px; }
-.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; }
+.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; align-items: start; }
 .grid2 > .panel { margin-bottom: 0; }
 .stack { display: flex; flex-direction: column; gap: 12px; margin-bottom: 12px; }
 
@@ -41,6 +41,7 @@ button, input, select { font: inherit; color: inherit; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); flex: none; }
 
 .chart { width: 100%; height: 260px; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px 2px; font-size: 12px; color: var(--fg2); }
 
 .msg { border-radius: 6px; padding: 10px 12px; margin-bottom: 12px; white-space: pre-wrap; word-break: break-word; }
 .msg.error { background: var(--err-bg); color: var(--err); border: 1px solid #ffcdd2; }
@@ -78,9 +79,10 @@ button, input, select { font: inherit; color: inherit; }
 .badge.derived { background: #ede7f6; color: #5e35b1; }
 .err-text { color: var(--err); }
 
-.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; font-size: 12px; }
-.kv dt { color: var(--fg2); }
-.kv dd { margin: 0; font-family: "Roboto Mono", Menlo, Consolas, monospace; word-break: break-all; }
+.kv { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 2px 16px; font-size: 12px; margin: 0; }
+.kv div { display: flex; gap: 8px; min-width: 0; }
+.kv dt { color: var(--fg2); white-space: nowrap; }
+.kv dd { margin: 0; font-family: "Roboto Mono", Menlo, Consolas, monospace; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .recon { width: 100%; border-collapse: collapse; font-size: 12px; }
 .recon td { padding: 3px 6px; border-bottom: 1px solid #f0f0f0; }
 .recon td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }

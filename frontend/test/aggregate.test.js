@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { aroundPeak, compareTotals, loadGrid, peakIndex, topN } from "../src/aggregate.js";
+import { aroundPeak, compareTotals, loadGrid, peakIndex, splitBaseline, topN } from "../src/aggregate.js";
 
 test("compare rows: totals by role per run, ratio to the smallest run", () => {
   const sgd = { run: "sgd", tag: "vars", step: 1, optimizer: { class_name: "SGD" },
@@ -54,4 +54,15 @@ test("points around the peak carry their change in bytes", () => {
   const tl = [[0, 10], [5, 50, "conv1"], [9, 40], [12, 60]];
   const rows = aroundPeak(tl, 1, 1);
   assert.deepEqual(rows.map((r) => [r.index, r.delta, r.op, r.isPeak]), [[0, 10, "", false], [1, 40, "conv1", true], [2, -10, "", false]]);
+});
+
+test("the import-only baseline is split off and subtracted from peak RSS", () => {
+  const { baseline, results } = splitBaseline([
+    { format: "baseline", mode: "import tensorflow", peak_rss_bytes: 500 },
+    { format: "keras", mode: "compile=True", peak_rss_bytes: 700 },
+    { format: "h5", mode: "compile=True", peak_rss_bytes: 0, error: "cannot save" },
+  ]);
+  assert.equal(baseline.mode, "import tensorflow");
+  assert.deepEqual(results.map((r) => [r.format, r.rss_above_baseline]), [["keras", 200], ["h5", null]]);
+  assert.equal(splitBaseline([{ format: "tflite", peak_rss_bytes: 9 }]).results[0].rss_above_baseline, null);
 });

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  ellipsize, formatBytesFull, formatHuman, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
+  byteAxisInterval, ellipsize, formatBytesFull, formatHuman, formatHumanShort, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
 } from "../src/format.js";
 
 test("exact byte counts get thousands separators", () => {
@@ -18,6 +18,9 @@ test("human sizes use binary units", () => {
   assert.equal(formatHuman(13098536), "12.49 MiB");
   assert.equal(formatHuman(39295616), "37.48 MiB");
   assert.equal(formatHuman(5 * 1024 ** 3), "5.00 GiB");
+  assert.equal(formatHumanShort(10 * 1048576), "10 MiB");
+  assert.equal(formatHumanShort(12.5 * 1048576), "12.5 MiB");
+  assert.equal(formatHumanShort(0), "0 B");
 });
 
 test("cards show exact and human bytes together", () => {
@@ -57,4 +60,12 @@ test("device names keep the device part", () => {
   assert.equal(shortDevice("/job:localhost/replica:0/task:0/device:CPU:0"), "CPU:0");
   assert.equal(shortDevice("/device:GPU:1"), "/device:GPU:1");
   assert.equal(shortDevice(""), "");
+});
+
+test("byte axes tick on round binary units", () => {
+  assert.equal(byteAxisInterval(718110720), 200 * 1048576); // 684.8 MiB -> 200 MiB steps
+  assert.equal(byteAxisInterval(40 * 1048576), 10 * 1048576);
+  assert.equal(byteAxisInterval(100352), 20 * 1024);
+  assert.equal(byteAxisInterval(12), 5);
+  assert.equal(byteAxisInterval(0), undefined);
 });

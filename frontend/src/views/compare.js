@@ -5,7 +5,7 @@ import { el } from "../dom.js";
 import { formatHuman, formatInt } from "../format.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { compareTotals } from "../aggregate.js";
-import { axisTooltip, createChart } from "../charts.js";
+import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, errorBox, panel } from "../components/widgets.js";
 import { compareTag, runsOfKind } from "../selection.js";
@@ -95,7 +95,7 @@ function compareChartOption(rows) {
     grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
     legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10 },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
-    xAxis: { type: "value", axisLabel: { formatter: formatHuman }, splitLine: { lineStyle: { color: "#eee" } } },
+    xAxis: bytesAxis(Math.max(0, ...rows.map((r) => r.total))),
     yAxis: { type: "category", inverse: true, data: rows.map((r) => r.run), axisTick: { show: false } },
     series: ROLES.map((role) => ({
       name: ROLE_LABEL[role], type: "bar", stack: "bytes", barMaxWidth: 28,

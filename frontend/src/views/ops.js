@@ -86,7 +86,8 @@ function topChartOption(rows, key, format, color) {
   return {
     grid: { left: 8, right: 56, top: 4, bottom: 4, containLabel: true },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(format) },
-    xAxis: { type: "value", axisLabel: { formatter: format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
+    xAxis: format === formatHuman ? bytesAxis(rows[0]?.[key] || 0)
+      : { type: "value", axisLabel: { formatter: format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
     yAxis: { type: "category", inverse: true, data: rows.map((o) => o.name), axisLabel: { formatter: (n) => ellipsize(n, 26) },
       axisTick: { show: false } },
     series: [{ name: key === "time_us" ? "time" : "output bytes", type: "bar", barMaxWidth: 16, itemStyle: { color },

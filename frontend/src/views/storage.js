@@ -3,7 +3,7 @@
 import { el } from "../dom.js";
 import { formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, ellipsize, shortClassName, shortDevice } from "../format.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
-import { axisTooltip, createChart } from "../charts.js";
+import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { bytesCard, chartBox, panel, roleChip } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
@@ -101,7 +101,7 @@ function optimizerPanel(optimizer) {
   const config = optimizer.config || {};
   const list = el("dl", { class: "kv" });
   for (const [key, value] of Object.entries(config)) {
-    list.append(el("dt", {}, key), el("dd", { title: JSON.stringify(value) }, formatConfigValue(value)));
+    list.append(el("div", {}, el("dt", {}, key), el("dd", { title: JSON.stringify(value) }, formatConfigValue(value))));
   }
   return panel("Optimizer", optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled",
     el("div", { testid: "optimizer-class", style: { fontWeight: "500", marginBottom: "6px" } }, optimizer.class_name || "(unnamed)"),
@@ -141,7 +141,7 @@ function layerChartOption(layers) {
     grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
     legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10, data: ROLES.map((r) => ROLE_LABEL[r]) },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
-    xAxis: { type: "value", axisLabel: { formatter: formatHuman }, splitLine: { lineStyle: { color: "#eee" } } },
+    xAxis: bytesAxis(Math.max(0, ...layers.map((l) => l.total_bytes || 0))),
     yAxis: { type: "category", inverse: true, data: names, axisLabel: { formatter: (n) => ellipsize(n, 30) },
       axisTick: { show: false } },
     series: ROLES.map((role) => ({

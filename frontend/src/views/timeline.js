@@ -5,7 +5,7 @@ import { el } from "../dom.js";
 import { formatHuman, formatInt, formatMicros } from "../format.js";
 import { ROLE_COLOR } from "../roles.js";
 import { aroundPeak, peakIndex } from "../aggregate.js";
-import { createChart } from "../charts.js";
+import { bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, infoBox, panel } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
@@ -61,7 +61,7 @@ function timelineOption(points, index) {
     },
     xAxis: { type: "value", max: "dataMax", axisLabel: { formatter: formatMicros, hideOverlap: true },
       splitLine: { show: false } },
-    yAxis: { type: "value", axisLabel: { formatter: formatHuman }, splitLine: { lineStyle: { color: "#eee" } } },
+    yAxis: bytesAxis(points.reduce((m, p) => Math.max(m, p[1]), 0)),
     series: [{
       name: "bytes in use", type: "line", step: "end", symbol: "none", sampling: "lttb",
       lineStyle: { color: ROLE_COLOR.activations, width: 1.5 }, areaStyle: { color: "rgba(56,142,60,0.12)" },
