@@ -171,3 +171,31 @@ def test_corrupt_index_is_an_error(tf1_prefix, tmp_path):
 def test_folder_without_checkpoint_is_an_error(tmp_path):
     with pytest.raises(InspectError, match="no checkpoint in this folder"):
         read_checkpoint(str(tmp_path))
+
+
+def test_tf1_partitioned_frozen_and_centered_rmsprop(tmp_path):
+    """Slices of a partitioned variable count as that variable; the .meta graph says what is trainable."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        x = v1.placeholder(tf.float32, [None, 8])
+        emb = v1.get_variable("emb", [100, 16], partitioner=v1.fixed_size_partitioner(3))
+        with v1.variable_scope("fc"):
+            h = x @ v1.get_variable("kernel", [8, 16])
+        with v1.variable_scope("bn"):
+            mean = v1.get_variable("moving_mean", [16], trainable=False, initializer=v1.zeros_initializer())
+            frozen = v1.get_variable("frozen_scale", [16], trainable=False)
+            h = (h - mean) * frozen + tf.reduce_sum(tf.nn.embedding_lookup(emb, [1, 2]))
+        step = v1.train.get_or_create_global_step()
+        train = v1.train.RMSPropOptimizer(0.01, momentum=0.9, centered=True).minimize(
+            tf.reduce_mean(h ** 2), global_step=step)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(train, {x: np.ones([4, 8])})
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+    bd = read_checkpoint(prefix)
+    weights = (100 * 16 + 8 * 16) * 4
+    assert by_role(bd) == {WEIGHT: weights, NON_TRAINABLE: 2 * 16 * 4, OPTIMIZER_SLOT: 3 * weights, OTHER: 8}
+    assert not any(".data" in o["what"] for o in bd.overhead)  # slices are the variable's own bytes
+    assert_reconciled(bd)
+    assert {v.slot for v in bd.variables if v.slot_of == "emb"} == {"rms", "mg", "momentum"}
+    assert bd.optimizer["class_name"] == "tf.compat.v1.train.RMSPropOptimizer"

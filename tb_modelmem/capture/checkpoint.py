@@ -210,7 +210,8 @@ def _reconcile(prefix: str, num_shards: int, entries: Dict[str, object], numeric
             raise InspectError(f"{prefix}: truncated or corrupt checkpoint ({key!r} runs past the end of its .data shard)")
     data_bytes = sum(shard_bytes)
     accounted = sum(size_of.values())
-    for key in sorted(k for k in entries if k not in numeric and entries[k].size):
+    # Keys starting with NUL are slices of partitioned variables: their bytes are the variable's.
+    for key in sorted(k for k in entries if k not in numeric and not k.startswith("\x00") and entries[k].size):
         what = "object graph (_CHECKPOINTABLE_OBJECT_GRAPH)" if key == OBJECT_GRAPH_KEY else f"non-numeric tensor {key!r}"
         overhead.append({"what": f"{what} in .data", "bytes": int(entries[key].size)})
         accounted += int(entries[key].size)
