@@ -150,3 +150,10 @@ def test_reduces_without_tensorflow_as_the_backend_does():
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["100", str(8 * 56 * 56 * 64 * 4)]
+
+
+def test_run_metadata_without_step_stats_says_what_to_do():
+    from tensorboard.compat.proto import config_pb2
+
+    with pytest.raises(ValueError, match="FULL_TRACE"):
+        reduce_run_metadata(config_pb2.RunMetadata())

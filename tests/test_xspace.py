@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
+import textwrap
 import warnings
 from typing import Any, List, NamedTuple
 
@@ -186,3 +189,17 @@ def test_eager_ops_are_rows_named_by_their_type(tmp_path):
     rows = {op.name: op for op in trace.ops}
     assert [(rows[t].op_type, rows[t].calls, rows[t].time_us > 0) for t in ("Conv2D", "Relu")] == \
         [("Conv2D", 3, True), ("Relu", 3, True)]
+
+
+def test_reading_a_profile_does_not_import_tensorflow(profiled):
+    script = textwrap.dedent(f"""
+        import sys
+        from tb_modelmem.capture import xspace
+
+        trace = xspace.reduce_xspace(xspace.load_xspace({profiled.path!r}))
+        print(len(trace.ops) > 100, trace.steps, "tensorflow" in sys.modules)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["True", str(STEPS), "False"]

@@ -35,8 +35,14 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
     ``run_metadata``: a ``tf.compat.v1.RunMetadata``, TensorBoard's ``config_pb2.RunMetadata``
     or its serialized bytes. Rows are keyed by (node, device) and aggregated over calls:
     ``time_us`` sums the calls, ``output_bytes`` and ``alloc_bytes`` are the largest call.
+    The timeline counts the bytes allocated during the step (allocation records) from 0 at
+    its start, so memory held before the step (weights, slots) is not in it.
+    Raises ValueError for a RunMetadata without step stats.
     """
     rm = _as_run_metadata(run_metadata)
+    if not rm.step_stats.dev_stats:
+        raise ValueError("this RunMetadata has no step stats: run the step with RunOptions(trace_level=FULL_TRACE); "
+                         "TF2 trace_export keeps its profile in <logdir>/plugins/profile/*/*.xplane.pb")
     exact_fused = _fused_from_partition_graphs(rm)
     dev_stats = _without_duplicate_streams(rm.step_stats.dev_stats)
     start = min((n.all_start_micros for d in dev_stats for n in d.node_stats if n.all_start_micros),

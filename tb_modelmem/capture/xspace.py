@@ -5,15 +5,20 @@ events ("node:Type" on the host executor lines, or a ``tf_op`` stat on device li
 MemoryAllocation/MemoryDeallocation events. On CPU the profiler records only large
 allocations, so the output bytes of every other op are derived from the traced graph
 (output shape x dtype size at the step's batch size) and labelled DERIVED.
+Reading and reducing a profile does not import TensorFlow, so the plugin backend can
+reduce the ``plugins/profile/*/*.xplane.pb`` of a TF2 ``trace_export`` log dir.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import inspect
 import math
 import os
 import re
+import sys
 import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -141,11 +146,26 @@ class _MemoryEvent:
     stats: Dict[str, Any]
 
 
+@functools.lru_cache(maxsize=None)
 def _xplane_pb2() -> Any:
-    try:
+    """The XSpace proto classes TF ships; loaded from their file unless TF is already imported,
+    so that reading a profile (e.g. in the TensorBoard backend) does not import TensorFlow."""
+    if "tensorflow" in sys.modules:
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
-    except ImportError:  # standalone tsl / xprof installs
-        from tsl.profiler.protobuf import xplane_pb2  # type: ignore[no-redef]
+
+        return xplane_pb2
+    tf_spec = importlib.util.find_spec("tensorflow")
+    for root in (tf_spec.submodule_search_locations or []) if tf_spec else []:
+        path = os.path.join(root, "tsl", "profiler", "protobuf", "xplane_pb2.py")
+        spec = importlib.util.spec_from_file_location("tb_modelmem.capture._xplane_pb2", path)
+        if spec and spec.loader and os.path.exists(path):
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    try:
+        from tsl.profiler.protobuf import xplane_pb2  # standalone tsl / xprof installs
+    except ImportError:
+        raise ImportError("reading an .xplane.pb needs TensorFlow (or tsl) installed for its proto classes") from None
     return xplane_pb2
 
 
