@@ -4,6 +4,7 @@ import zipfile
 
 import h5py
 import pytest
+import tensorflow as tf
 
 from tests.test_checkpoint import SLOT_BYTES, WEIGHT_BYTES, assert_reconciled, by_role, keras_convnet
 from tb_modelmem.capture.checkpoint import InspectError
@@ -18,15 +19,17 @@ def saved(tmp_path_factory):
     model = keras_convnet()
     folder = tmp_path_factory.mktemp("files")
     paths = {"keras": folder / "convnet.keras", "h5": folder / "convnet.h5",
-             "weights": folder / "convnet.weights.h5", "savedmodel": folder / "savedmodel"}
+             "weights": folder / "convnet.weights.h5", "savedmodel": folder / "savedmodel",
+             "tf_savedmodel": folder / "tf_savedmodel"}
     model.save(paths["keras"])
     model.save(paths["h5"])
     model.save_weights(paths["weights"])
     model.export(str(paths["savedmodel"]), verbose=False)
+    tf.saved_model.save(model, str(paths["tf_savedmodel"]))  # tracks the optimizer too
     return {k: str(v) for k, v in paths.items()}
 
 
-@pytest.mark.parametrize("fmt", ["keras", "h5", "weights"])
+@pytest.mark.parametrize("fmt", ["keras", "h5", "weights", "tf_savedmodel"])
 def test_same_weight_and_slot_figures_as_the_checkpoints(saved, fmt):
     bd = read_path(saved[fmt])
     roles = by_role(bd)
