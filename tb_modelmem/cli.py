@@ -87,9 +87,10 @@ def _write_summary(logdir: str, name: str, record: Any) -> None:
 
     from tb_modelmem import summary
 
+    write = summary.breakdown if isinstance(record, Breakdown) else summary.load_bench
     writer = tf.summary.create_file_writer(logdir)
     with writer.as_default():
-        ok = summary.write(name, record, step=0)
+        ok = write(name, record, step=0)
     writer.close()
     if not ok:
         raise RuntimeError(f"could not write the summary to {logdir}")

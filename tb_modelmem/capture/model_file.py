@@ -365,7 +365,7 @@ def _read_legacy_h5(path: str, h5) -> Breakdown:
     optimizer = None
     if training.get("optimizer_config"):
         optimizer = {**training["optimizer_config"], "recorded_in": "training_config attribute"}
-    overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(h5.attrs[key])}
+    overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(_attr_str(h5.attrs[key]).encode())}
                 for key in ("model_config", "training_config") if key in h5.attrs]
     return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead)
 
