@@ -74,7 +74,7 @@ button, input, select { font: inherit; color: inherit; }
 .table-empty { padding: 10px; color: var(--fg3); }
 
 .chip { display: inline-flex; align-items: center; gap: 5px; }
-.badge { display: inline-block; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px; margin-left: 6px; vertical-align: 1px; text-transform: uppercase; letter-spacing: .03em; }
+.badge { display: inline-block; min-width: 62px; text-align: center; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px; margin-right: 6px; vertical-align: 1px; text-transform: uppercase; letter-spacing: .03em; }
 .badge.measured { background: #e8f5e9; color: #2e7d32; }
 .badge.derived { background: #ede7f6; color: #5e35b1; }
 .err-text { color: var(--err); }

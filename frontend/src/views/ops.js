@@ -5,19 +5,19 @@ import { el } from "../dom.js";
 import { ellipsize, formatHuman, formatInt, formatMicros, shortDevice } from "../format.js";
 import { PEAK_ROLES, ROLE_COLOR } from "../roles.js";
 import { topN } from "../aggregate.js";
-import { axisTooltip, createChart } from "../charts.js";
+import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { bytesCard, chartBox, panel } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 
 const TOP_N = 12;
 
-/** "[1,28,28,32] float32 = 100,352 B" + a measured/derived badge. */
+/** A measured/derived badge, then "[1,28,28,32] float32 = 100,352 B" (badge first: never cut off). */
 function outputCell(op) {
   if (!op.output_bytes && !op.output_shape) return "";
   const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
-  return el("span", {}, `${shape ? `${shape} = ` : ""}${formatInt(op.output_bytes)} B`,
-    op.output_bytes ? el("span", { class: `badge ${op.bytes_source}` }, op.bytes_source) : null);
+  return el("span", {}, el("span", { class: `badge ${op.bytes_source}` }, op.bytes_source),
+    `${shape ? `${shape} = ` : ""}${formatInt(op.output_bytes)} B`);
 }
 
 const OP_COLUMNS = [
