@@ -18,6 +18,13 @@ export function compareTotals(breakdowns) {
   return rows;
 }
 
+/** The n layers with the most bytes, in model order (a chart of 300 layers is unreadable). */
+export function largestLayers(layers, n) {
+  if (layers.length <= n) return layers;
+  const keep = new Set(topN(layers, "total_bytes", n));
+  return layers.filter((l) => keep.has(l));
+}
+
 /** The n largest rows by `key` (ties keep input order), largest first. */
 export function topN(rows, key, n) {
   return rows

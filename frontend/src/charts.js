@@ -16,18 +16,13 @@ echarts.use([BarChart, LineChart, GridComponent, LegendComponent, MarkLineCompon
 
 export const TEXT_STYLE = { fontFamily: "Roboto, 'Segoe UI', Arial, sans-serif", color: "#616161" };
 
-/** A chart in `container` that follows the container's size; returns {set, dispose}. */
+/** A chart in `container` that follows the container's size (views live as long as the page). */
 export function createChart(container) {
   const chart = echarts.init(container, null, { renderer: "svg" });
-  const observer = new ResizeObserver(() => chart.resize());
-  observer.observe(container);
+  new ResizeObserver(() => chart.resize()).observe(container);
   return {
     set(option) {
       chart.setOption({ textStyle: TEXT_STYLE, animationDuration: 300, ...option }, { notMerge: true });
-    },
-    dispose() {
-      observer.disconnect();
-      chart.dispose();
     },
   };
 }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { aroundPeak, compareTotals, loadGrid, peakIndex, splitBaseline, topN } from "../src/aggregate.js";
+import { aroundPeak, compareTotals, largestLayers, loadGrid, peakIndex, splitBaseline, topN } from "../src/aggregate.js";
 
 test("compare rows: totals by role per run, ratio to the smallest run", () => {
   const sgd = { run: "sgd", tag: "vars", step: 1, optimizer: { class_name: "SGD" },
@@ -65,4 +65,10 @@ test("the import-only baseline is split off and subtracted from peak RSS", () =>
   assert.equal(baseline.mode, "import tensorflow");
   assert.deepEqual(results.map((r) => [r.format, r.rss_above_baseline]), [["keras", 200], ["h5", null]]);
   assert.equal(splitBaseline([{ format: "tflite", peak_rss_bytes: 9 }]).results[0].rss_above_baseline, null);
+});
+
+test("the layer chart keeps the largest layers in model order", () => {
+  const layers = [{ name: "a", total_bytes: 5 }, { name: "b", total_bytes: 50 }, { name: "c", total_bytes: 0 }, { name: "d", total_bytes: 20 }];
+  assert.deepEqual(largestLayers(layers, 2).map((l) => l.name), ["b", "d"]);
+  assert.equal(largestLayers(layers, 4), layers);
 });

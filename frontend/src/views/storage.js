@@ -8,6 +8,9 @@ import { createTable } from "../components/table.js";
 import { bytesCard, chartBox, panel, roleChip } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 import { createCompare } from "./compare.js";
+import { largestLayers } from "../aggregate.js";
+
+const CHART_LAYERS = 30;
 
 const VARIABLE_COLUMNS = [
   { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220 },
@@ -40,11 +43,13 @@ export function createStorageView(api) {
   const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
   const chartEl = chartBox();
   const chart = createChart(chartEl);
+  const chartPanel = panel("Bytes per layer", " ", chartEl);
+  const chartTitle = chartPanel.querySelector("h2 small");
   const layers = createTable({ testid: "layer-table", columns: LAYER_COLUMNS, placeholder: "Filter layers" });
   const variables = createTable({ testid: "variable-table", columns: VARIABLE_COLUMNS, sort: { key: "bytes", direction: "desc" },
     placeholder: "Filter variables, e.g. conv2d role:slot" });
   const body = el("div", {}, cards, extras,
-    panel("Bytes per layer", "optimizer slots are charged to the layer of their weight", chartEl),
+    chartPanel,
     panel("Layers", "parameter count and how it is derived", layers.element),
     panel("Variables", "click a header to sort", variables.element));
   const compare = createCompare(api);
@@ -52,8 +57,12 @@ export function createStorageView(api) {
   function render(data) {
     renderCards(cards, data);
     extras.replaceChildren(optimizerPanel(data.optimizer), reconciliationPanel(data));
-    chart.set(layerChartOption(data.layers || []));
-    chartEl.style.height = `${Math.max(180, Math.min(640, 60 + (data.layers || []).length * 22))}px`;
+    const charted = largestLayers(data.layers || [], CHART_LAYERS);
+    chartTitle.textContent = charted.length < (data.layers || []).length
+      ? `the ${CHART_LAYERS} largest of ${formatInt(data.layers.length)} layers; optimizer slots are charged to the layer of their weight`
+      : "optimizer slots are charged to the layer of their weight";
+    chart.set(layerChartOption(charted));
+    chartEl.style.height = `${Math.max(180, 60 + charted.length * 22)}px`;
     layers.setRows(data.layers || []);
     variables.setRows(data.variables || []);
     compare.prefer(data.tag);
