@@ -13,7 +13,7 @@ __all__ = ["summary", "MemoryCallback", "trace", "__version__"]
 _LAZY = {
     "summary": ("tb_modelmem.summary", None),
     "MemoryCallback": ("tb_modelmem.callbacks", "MemoryCallback"),
-    "trace": ("tb_modelmem.trace", "trace"),
+    "trace": ("tb_modelmem.tracing", "trace"),
 }
 
 

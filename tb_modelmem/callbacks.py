@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
 
 from tb_modelmem import summary
+from tb_modelmem.tracing import Trace
 
 
 class MemoryCallback(keras.callbacks.Callback):
@@ -27,33 +28,57 @@ class MemoryCallback(keras.callbacks.Callback):
     ``subdir`` defaults to "train", the run the TensorBoard callback writes
     to, so the Storage tab shows up next to the training scalars. The step
     is the number of train batches seen by this callback (across ``fit`` calls).
+
+    ``profile_steps=(10, 12)`` (or ``10``) profiles those train batches (1-based, as
+    counted by the step) with the TF profiler and writes their per-op table under tag
+    ``ops_name`` at the last of them; off by default, like ``profile_batch``.
     """
 
     def __init__(self, log_dir: str, name: str = "storage", subdir: str = "train",
-                 description: Optional[str] = None) -> None:
+                 description: Optional[str] = None,
+                 profile_steps: Union[None, int, Tuple[int, int]] = None, ops_name: str = "ops") -> None:
         super().__init__()
         self.log_dir = os.fspath(log_dir)
         self.name = name
         self.subdir = subdir
         self.description = description
+        self.profile_steps = _step_range(profile_steps)
+        self.ops_name = ops_name
         self._writer: Any = None
         self._step = 0
         self._signature: Optional[Tuple[Any, ...]] = None
         self._optimizer_state: Optional[Tuple[int, int]] = None
+        self._trace: Optional[Trace] = None
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
+        if self.profile_steps and self._step + 1 == self.profile_steps[0]:
+            self._trace = Trace(self.ops_name, step=self.profile_steps[1],
+                                function=getattr(self.model, "train_function", None))
+            self._trace.start()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         self._step += 1
         if self._optimizer_changed():
             self._record_if_changed()
-        # Op tracing over a step range (a later ``profile_steps`` option) belongs
-        # here, as its own method next to this one.
+        if self._trace is not None and self._step >= self.profile_steps[1]:
+            self._stop_trace()
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._record_if_changed()
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
+        if self._trace is not None:  # fit ended inside the profiled range
+            self._stop_trace()
         if self._writer is not None:
             self._writer.flush()
+
+    def _stop_trace(self) -> None:
+        """Stop the profiler and write the op table (Trace warns on any failure)."""
+        trace, self._trace = self._trace, None
+        trace.step = self._step
+        with self._file_writer().as_default():
+            if trace.stop() is not None:
+                self._writer.flush()
 
     def _optimizer_changed(self) -> bool:
         """Cheap enough for every batch: the optimizer's identity and variable count."""
@@ -94,3 +119,12 @@ def _signature(model: Any, optimizer: Any) -> Tuple[Any, ...]:
     variables = list(model.variables) + (list(optimizer.variables) if optimizer is not None else [])
     return tuple((id(v), tuple(v.shape), bool(v.trainable)) for v in variables)
 
+
+def _step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """Normalise ``profile_steps``; like TensorBoard's ``profile_batch``, bad values fail early."""
+    if steps is None or steps == 0:
+        return None
+    start, stop = (steps, steps) if isinstance(steps, int) else tuple(steps)
+    if not (1 <= start <= stop):
+        raise ValueError(f"profile_steps must be a step or a (start, stop) pair with 1 <= start <= stop, got {steps!r}")
+    return int(start), int(stop)

@@ -13,9 +13,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import sys
 import tempfile
-import types
 import warnings
 from types import TracebackType
 from typing import Any, Optional, Type
@@ -131,14 +129,3 @@ def trace(name: str, step: Optional[int] = None, function: Any = None, batch_siz
 def _warn(name: str, what: str, error: BaseException) -> None:
     warnings.warn(f"tb_modelmem: {what} for trace {name!r}: {type(error).__name__}: {error}", RuntimeWarning,
                   stacklevel=3)
-
-
-class _CallableModule(types.ModuleType):
-    """``tb_modelmem.trace(...)`` must work after this module is imported, when the package
-    attribute ``trace`` becomes the module itself rather than the lazily exported function."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Trace:
-        return trace(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

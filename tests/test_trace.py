@@ -1,4 +1,4 @@
-"""tb_modelmem.trace: profile real LeNet steps into an op-trace summary; never stop training."""
+"""tb_modelmem.trace (tracing.py): profile real LeNet steps into an op-trace summary; never stop training."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 import tb_modelmem
 from tb_modelmem import metadata, payload
 from tb_modelmem.records import DERIVED, OpTrace
-from tb_modelmem.trace import Trace
+from tb_modelmem.tracing import Trace
 from tests import trace_fixtures
 from tests.trace_fixtures import CONV1_BYTES
 

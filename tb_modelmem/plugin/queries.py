@@ -122,20 +122,22 @@ def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str,
 
 
 def peak_by_role(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, int]:
-    """Split the allocator's peak into weights, slots, activations and an explicit remainder.
+    """What is live at the peak: weights, slots, the step's activations/temporaries, the rest.
 
-    Weights and slots come from the run's breakdown; activations are the measured
-    output bytes of ops; whatever the peak holds beyond those is ``unattributed``.
-    Each part is capped so the parts never sum past the peak.
+    The lowest bytes-in-use over the trace is what stays resident through the step;
+    the peak minus it is what the step itself allocated (activations, gradients,
+    temporaries). The TF2 profiler's counter includes weights and slots, so they are
+    taken out of the resident bytes and what remains is ``unattributed``. RunMetadata
+    counts only the step's own allocations (lowest point 0), so the run's weights and
+    slots, from its breakdown, are added on top. Parts always sum to ``total``.
     """
-    remaining = max(trace.peak_bytes, 0)
     totals = totals_by_role(breakdown.variables) if breakdown else {r: 0 for r in ROLES}
-    parts: Dict[str, int] = {}
-    for role, amount in ((WEIGHT, totals[WEIGHT] + totals[NON_TRAINABLE]), (OPTIMIZER_SLOT, totals[OPTIMIZER_SLOT]),
-                         (ACTIVATIONS, sum(op.output_bytes for op in trace.ops))):
-        parts[role] = min(amount, remaining)
-        remaining -= parts[role]
-    parts[UNATTRIBUTED] = remaining
+    weights, slots = totals[WEIGHT] + totals[NON_TRAINABLE], totals[OPTIMIZER_SLOT]
+    resident = min((int(b) for _, b in trace.timeline), default=0)
+    parts = {WEIGHT: weights, OPTIMIZER_SLOT: slots,
+             ACTIVATIONS: max(trace.peak_bytes - resident, 0),
+             UNATTRIBUTED: max(resident - weights - slots, 0)}
+    parts["total"] = sum(parts.values())
     return parts
 
 

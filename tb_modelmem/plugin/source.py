@@ -8,8 +8,10 @@ plugins (``FileWriter.add_run_metadata``, ``tf.summary.trace_export``).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import Any, Dict, List, Optional
+import threading
+from typing import Any, Dict, Hashable, List, Optional
 
 from tensorboard import errors
 from tensorboard.data import provider
@@ -23,6 +25,7 @@ RUN_METADATA = "run_metadata"  # origin: RunMetadata written by plain TensorFlow
 # Plugin names under which TensorBoard files RunMetadata from old log dirs.
 RUN_METADATA_PLUGINS = ("graph_tagged_run_metadata", "graph_run_metadata", "graph_run_metadata_graph")
 MAX_STEPS = 100_000  # ask the provider for every step it kept
+DECODED_CACHE_SIZE = 32  # decoded records kept, keyed by blob key and wall time
 
 
 class UnreadableError(errors.PublicError):
@@ -54,6 +57,7 @@ class DataSource:
 
     def __init__(self, data_provider: provider.DataProvider):
         self._provider = data_provider
+        self._decoded = _LruCache(DECODED_CACHE_SIZE)  # reducing a big trace costs far more than reading it
 
     def list_tags(self, ctx: Any, experiment_id: str, run: Optional[str] = None,
                   tag: Optional[str] = None) -> List[TagInfo]:
@@ -98,8 +102,12 @@ class DataSource:
             datum = matches[-1]
         if not datum.values:
             raise UnreadableError(f"{info.run}/{info.tag} step {datum.step}: empty summary")
-        blob = self._provider.read_blob(ctx, blob_key=datum.values[0].blob_key)
-        return datum, self._decode(info, datum.step, blob)
+        key = (experiment_id, datum.values[0].blob_key, datum.wall_time)
+        record = self._decoded.get(key)
+        if record is None:
+            blob = self._provider.read_blob(ctx, blob_key=datum.values[0].blob_key)
+            record = self._decoded.put(key, self._decode(info, datum.step, blob))
+        return datum, record
 
     @staticmethod
     def _decode(info: TagInfo, step: int, blob: bytes) -> Any:
@@ -107,8 +115,9 @@ class DataSource:
         if info.origin == RUN_METADATA:
             try:
                 return reduce_run_metadata(blob)
-            except Exception as e:  # foreign bytes under a graph plugin name
-                raise UnreadableError(f"{where}: not a readable RunMetadata ({type(e).__name__})") from None
+            except Exception as e:  # no step stats, or foreign bytes under a graph plugin name
+                reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise UnreadableError(f"{where}: cannot read this RunMetadata: {reason}") from None
         try:
             return payload.decode(blob)
         except payload.PayloadError as e:
@@ -125,3 +134,27 @@ def _tag_info(plugin_name: str, run: str, tag: str, series: provider.BlobSequenc
     except metadata.MetadataError as e:
         info.error = str(e)
     return info
+
+
+class _LruCache:
+    """A small thread-safe LRU map (TensorBoard serves requests from several threads)."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._items: "collections.OrderedDict[Hashable, Any]" = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            return None
+
+    def put(self, key: Hashable, value: Any) -> Any:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value
