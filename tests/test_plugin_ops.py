@@ -1,0 +1,111 @@
+"""Issue 3 acceptance through the backend: real traces -> event files -> plugin JSON."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import pytest
+import tensorflow as tf
+
+import tb_modelmem
+from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
+from tb_modelmem import summary
+from tb_modelmem.capture.run_metadata import reduce_run_metadata
+from tb_modelmem.records import DERIVED, MEASURED
+from tests.plugin_harness import Served, write_events
+from tests.trace_fixtures import synthetic_run_metadata
+
+LENET_OUTPUTS = {"conv1": 100_352, "conv2": 50_176, "fc1": 4_096}  # batch 1, float32
+
+
+def _tf1_old_logdir(run_dir: str) -> None:
+    """A log dir written by plain TF1 (no tb_modelmem call): FileWriter.add_run_metadata."""
+    v1 = tf.compat.v1
+    x_data, y_data = mnist_like(1)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        x, y, _, train_op = seed001_tf1_graph("adam")
+        sess.run(v1.global_variables_initializer())
+        run_metadata = v1.RunMetadata()
+        sess.run(train_op, {x: x_data, y: y_data},
+                 options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+        writer = v1.summary.FileWriter(run_dir, sess.graph)
+        writer.add_run_metadata(run_metadata, "step_1", global_step=1)
+        writer.close()
+
+
+def _forward_output(ops, layer: str) -> dict:
+    """The op whose output is the layer's activation (the largest forward output in its scope)."""
+    forward = [op for op in ops if op["layer"].split("/")[-1] == layer and "grad" not in op["name"]
+               and op["op_type"] != "ReadVariableOp"]
+    return max(forward, key=lambda op: op["output_bytes"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Served:
+    logdir = str(tmp_path_factory.mktemp("logs"))
+    _tf1_old_logdir(os.path.join(logdir, "tf1_plain"))
+    model = seed001_convnet()
+    model.compile(optimizer=keras.optimizers.Adam(), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = mnist_like(4)
+    model.fit(x, y, batch_size=1, epochs=1, verbose=0,
+              callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="keras", profile_steps=(2, 3))])
+    big = reduce_run_metadata(synthetic_run_metadata(20_000))
+    write_events(os.path.join(logdir, "big"), [(step, summary.pb("ops", big)) for step in range(3)])
+    with tf.Graph().as_default():  # trace_export without profiler: RunMetadata with no step stats
+        writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "no_stats"))
+        writer.add_run_metadata(tf.compat.v1.RunMetadata(), "empty")
+        writer.close()
+    return Served(logdir)
+
+
+def test_plain_tf1_log_dir_shows_its_ops_without_conversion(served):
+    tag = served.tags()[("tf1_plain", "step_1")]
+    assert tag["origin"] == "run_metadata" and tag["kind"] == "ops"
+    body = served.json("/ops", run="tf1_plain", tag="step_1")
+    for layer, expected in LENET_OUTPUTS.items():
+        op = _forward_output(body["ops"], layer)
+        assert op["output_bytes"] == expected and op["bytes_source"] == MEASURED, op
+    conv1 = _forward_output(body["ops"], "conv1")
+    assert conv1["output_shape"] == "[1,28,28,32]" and conv1["output_dtype"] == "float32"
+    timed = [op for op in body["ops"] if op["op_type"] not in ("_Arg", "_Retval", "NoOp")]
+    assert timed and all(op["time_us"] > 0 for op in timed)
+
+
+def test_fused_onednn_kernel_names_the_ops_it_stands_for(served):
+    ops = served.json("/ops", run="tf1_plain", tag="step_1")["ops"]
+    fused = [op for op in ops if op["fused"]]
+    if not fused:
+        pytest.skip("this TensorFlow build does not fuse Conv2D+BiasAdd+Relu")
+    conv = _forward_output(ops, "conv1")
+    assert conv["fused"] == ["Conv2D", "BiasAdd", "Relu"], conv
+
+
+def test_profiled_keras_steps_have_lenet_outputs_and_a_reconciled_peak(served):
+    body = served.json("/ops", run="keras", tag="ops")
+    assert body["step"] == 3 and body["source"] == "xspace"
+    for layer, expected in LENET_OUTPUTS.items():
+        op = _forward_output(body["ops"], layer)
+        assert op["output_bytes"] == expected and op["bytes_source"] in (MEASURED, DERIVED), op
+    peak = body["peak_by_role"]
+    assert peak["weight"] == 13_098_536 and peak["optimizer_slot"] == 26_197_072  # joined from the run's breakdown
+    assert sum(v for k, v in peak.items() if k != "total") == peak["total"] >= body["peak_bytes"] > 0
+    layers = {row["layer"].split("/")[-1]: row for row in body["layers"]}
+    assert layers["fc1"]["weight_bytes"] == 12_849_152 and layers["fc1"]["time_us"] > 0
+
+
+def test_a_20000_op_trace_reads_one_blob_per_request(served, monkeypatch):
+    provider = served.plugin._source._provider
+    reads = []
+    real_read_blob = provider.read_blob
+    monkeypatch.setattr(provider, "read_blob", lambda ctx=None, *, blob_key: reads.append(blob_key)
+                        or real_read_blob(ctx, blob_key=blob_key))
+    body = served.json("/ops", run="big", tag="ops", step=1)
+    assert len(body["ops"]) == 20_000 and body["step"] == 1
+    assert len(reads) == 1  # not the other steps, not the other runs
+
+
+def test_run_metadata_without_step_stats_is_a_clear_422(served):
+    response = served.get("/ops", run="no_stats", tag="empty")
+    assert response.status_code == 422
+    assert "step stats" in response.get_data(as_text=True)
