@@ -40,6 +40,7 @@ function route(path, q) {
 
 createServer((req, res) => {
   const url = new URL(req.url, "http://localhost");
+  if (url.pathname === "/favicon.ico") return res.writeHead(204).end();
   if (url.pathname === "/" || url.pathname === "/data/plugin_entry.html") {
     if (url.pathname === "/") return res.writeHead(302, { Location: "/data/plugin_entry.html?name=modelmem" }).end();
     return res.writeHead(200, { "Content-Type": "text/html", "Content-Security-Policy": CSP }).end(PAGE);

@@ -7,6 +7,7 @@ export const CSS = `
   --accent: #f57c00; --link: #1976d2; --err: #c62828; --err-bg: #ffebee; --row: 26px;
 }
 * { box-sizing: border-box; }
+[hidden] { display: none !important; }
 body { margin: 0; font: 13px/1.4 Roboto, "Segoe UI", "Helvetica Neue", Arial, sans-serif; color: var(--fg); background: var(--bg2); }
 code, pre, .mono { font-family: "Roboto Mono", Menlo, Consolas, monospace; font-size: 12px; }
 button, input, select { font: inherit; color: inherit; }

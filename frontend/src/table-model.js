@@ -52,9 +52,12 @@ function isEmpty(value) {
   return value === null || value === undefined || value === "";
 }
 
+// One collator for all comparisons: localeCompare with options builds one per call.
+const collator = new Intl.Collator("en", { numeric: true, sensitivity: "base" });
+
 function compareValues(a, b) {
   if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), "en", { numeric: true, sensitivity: "base" });
+  return collator.compare(String(a), String(b));
 }
 
 /** Next sort state when a header is clicked: numbers start descending (largest first). */
