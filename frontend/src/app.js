@@ -24,8 +24,7 @@ export function createApp(root, api) {
 
   const nav = el("nav", { class: "mm-nav", role: "tablist" });
   const updated = el("span", { testid: "updated" });
-  const reload = el("button", { class: "icon", title: "Reload now", "aria-label": "Reload now" }, "⟳");
-  reload.style.cssText = "border:0;background:none;cursor:pointer;font-size:16px;color:#616161";
+  const reload = el("button", { class: "mm-reload", title: "Reload now", "aria-label": "Reload now", testid: "reload" }, "⟳");
   const problems = el("div", { testid: "problems" });
   const slot = el("div");
   const main = el("main", { class: "mm-main" }, problems, slot);
@@ -52,17 +51,17 @@ export function createApp(root, api) {
   }
 
   async function refresh() {
-    if (busy) return;
+    if (busy) return; // a slow answer must not pile up requests
     busy = true;
     try {
       listing = await api.runs();
       updated.textContent = `updated ${formatWallTime(Date.now() / 1000).slice(11)} UTC`;
     } catch (e) {
       problems.replaceChildren(errorBox(e.message, "Listing runs"));
-      busy = false;
       return;
+    } finally {
+      busy = false;
     }
-    busy = false;
     problems.replaceChildren(...tagErrors(listing).map((t) => errorBox(t.error, `${t.run} / ${t.tag}`)));
     const list = availableViews(listing);
     const ids = list.map((v) => v.id).join();

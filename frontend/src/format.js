@@ -93,7 +93,7 @@ export function ellipsize(text, max = 28) {
 
 /** "/job:localhost/replica:0/task:0/device:CPU:0" -> "CPU:0" for narrow columns. */
 export function shortDevice(device) {
-  return String(device || "").replace(/^\/job:[^/]+\/replica:\d+\/task:\d+\/device:/, "");
+  return String(device || "").replace(/^(\/job:[^/]+\/replica:\d+\/task:\d+)?\/device:/, "");
 }
 
 /**

@@ -24,3 +24,6 @@ export const ROLE_COLOR = {
 };
 
 export const PEAK_ROLES = ["weight", "optimizer_slot", "activations", "unattributed"];
+
+// For series that are not roles (compute time, save-format modes): hues no role uses.
+export const OTHER_COLORS = ["#3949ab", "#00897b", "#d81b60", "#8d6e63", "#9e9d24", "#00acc1"];

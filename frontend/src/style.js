@@ -18,6 +18,8 @@ button, input, select { font: inherit; color: inherit; }
 .mm-nav button { border: 0; background: none; padding: 0 14px; cursor: pointer; color: var(--fg2); border-bottom: 2px solid transparent; text-transform: uppercase; font-size: 12px; font-weight: 500; letter-spacing: .04em; }
 .mm-nav button:hover { color: var(--fg); background: var(--bg2); }
 .mm-nav button[aria-selected="true"] { color: var(--accent); border-bottom-color: var(--accent); }
+.mm-reload { border: 0; background: none; cursor: pointer; font-size: 16px; color: var(--fg2); border-radius: 50%; width: 28px; height: 28px; }
+.mm-reload:hover { background: var(--bg2); color: var(--fg); }
 .mm-status { margin-left: auto; color: var(--fg3); font-size: 12px; white-space: nowrap; display: flex; gap: 8px; align-items: center; }
 .mm-main { padding: 12px 16px 32px; max-width: 1600px; }
 

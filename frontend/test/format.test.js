@@ -58,7 +58,8 @@ test("long names keep their distinctive end", () => {
 
 test("device names keep the device part", () => {
   assert.equal(shortDevice("/job:localhost/replica:0/task:0/device:CPU:0"), "CPU:0");
-  assert.equal(shortDevice("/device:GPU:1"), "/device:GPU:1");
+  assert.equal(shortDevice("/device:GPU:1"), "GPU:1");
+  assert.equal(shortDevice("/job:worker/task:1"), "/job:worker/task:1");
   assert.equal(shortDevice(""), "");
 });
 

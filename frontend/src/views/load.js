@@ -6,10 +6,10 @@ import { loadGrid, splitBaseline } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, panel } from "../components/widgets.js";
+import { OTHER_COLORS } from "../roles.js";
 import { createItemView } from "./item-view.js";
 
-// Modes get their own palette: they are not roles.
-const MODE_COLORS = ["#1976d2", "#f57c00", "#388e3c", "#7b1fa2", "#00838f", "#c2185b", "#5d4037"];
+const MODE_COLORS = OTHER_COLORS; // modes are not roles: keep role colours unambiguous
 
 const METRICS = [
   { key: "file_bytes", title: "File size", format: formatHuman },

@@ -3,7 +3,7 @@
 
 import { el } from "../dom.js";
 import { ellipsize, formatHuman, formatInt, formatMicros, shortDevice } from "../format.js";
-import { PEAK_ROLES, ROLE_COLOR } from "../roles.js";
+import { OTHER_COLORS, PEAK_ROLES, ROLE_COLOR } from "../roles.js";
 import { topN } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
@@ -21,9 +21,9 @@ function outputCell(op) {
 }
 
 const OP_COLUMNS = [
-  { key: "name", label: "Op", width: "minmax(200px, 2.5fr)", minWidth: 200 },
-  { key: "op_type", label: "Type", width: "minmax(150px, 1.2fr)", minWidth: 150 },
-  { key: "fused", label: "Fused ops", width: "minmax(150px, 1.2fr)", minWidth: 150, value: (o) => (o.fused || []).join(", ") },
+  { key: "name", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240 },
+  { key: "op_type", label: "Type", width: "minmax(140px, 1fr)", minWidth: 140 },
+  { key: "fused", label: "Fused ops", width: "minmax(140px, 1fr)", minWidth: 140, value: (o) => (o.fused || []).join(", ") },
   { key: "layer", label: "Layer", width: "minmax(110px, 1fr)", minWidth: 110 },
   { key: "device", label: "Device", width: "80px", minWidth: 80, render: (o) => shortDevice(o.device) },
   { key: "calls", label: "Calls", width: "64px", minWidth: 64, numeric: true, text: (o) => formatInt(o.calls) },
@@ -69,7 +69,7 @@ export function createOpsView(api) {
       bytesCard("peak-all", "total", data.peak_bytes || 0, "allocator's high-water mark", "Peak in use"),
     );
     const rows = data.ops || [];
-    timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, "#1976d2"));
+    timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, OTHER_COLORS[0]));
     memChart.set(topChartOption(topN(rows, "output_bytes", TOP_N), "output_bytes", formatHuman, ROLE_COLOR.activations));
     layers.setRows(data.layers || []);
     ops.setRows(rows);
