@@ -18,7 +18,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph  # noqa: E402
+from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph, traced_step  # noqa: E402
 
 
 def keras_runs(logdir: str) -> None:
@@ -47,13 +47,10 @@ def tf1_run(logdir: str) -> None:
 
     v1 = tf.compat.v1
     run_dir = os.path.join(logdir, "tf1_convnet_adam")
-    x_data, y_data = mnist_like(1)
     with tf.Graph().as_default(), v1.Session() as sess:
         x, y, _, train_op = seed001_tf1_graph("adam")
         sess.run(v1.global_variables_initializer())
-        run_metadata = v1.RunMetadata()
-        sess.run(train_op, {x: x_data, y: y_data},
-                 options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+        run_metadata = traced_step(sess, x, y, train_op)
         writer = v1.summary.FileWriter(run_dir)
         writer.add_run_metadata(run_metadata, "step_1", global_step=1)  # plain TF1: what old log dirs hold
         writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def seed001_convnet():
+def seed001_convnet(name: str = "lenet"):
     """USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases)."""
     import keras
 
@@ -17,8 +17,8 @@ def seed001_convnet():
         keras.layers.MaxPooling2D(name="pool2"),
         keras.layers.Flatten(name="flatten"),
         keras.layers.Dense(1024, activation="relu", name="fc1"),
-        keras.layers.Dense(10, name="logits"),
-    ], name="lenet")
+        keras.layers.Dense(10, name="fc2"),
+    ], name=name)
 
 
 def mnist_like(n: int, seed: int = 0):
@@ -53,9 +53,21 @@ def seed001_tf1_graph(optimizer: str = "adam"):
     h = conv("conv2", h, [5, 5, 32, 64])
     h = tf.reshape(h, [-1, 7 * 7 * 64], name="flatten")
     h = layer("fc1", h, [7 * 7 * 64, 1024], tf.matmul, tf.nn.relu)
-    logits = layer("logits", h, [1024, 10], tf.matmul)
+    logits = layer("fc2", h, [1024, 10], tf.matmul)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
     opt = {"adam": lambda: v1.train.AdamOptimizer(1e-4),
            "momentum": lambda: v1.train.MomentumOptimizer(1e-3, 0.9),
            "sgd": lambda: v1.train.GradientDescentOptimizer(1e-3)}[optimizer]()
     return x, y, loss, opt.minimize(loss)
+
+
+def traced_step(sess, x, y, train_op, batch: int = 1):
+    """Run one training step of ``seed001_tf1_graph`` with FULL_TRACE; its RunMetadata."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    x_data, y_data = mnist_like(batch)
+    run_metadata = v1.RunMetadata()
+    sess.run(train_op, {x: x_data, y: y_data},
+             options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+    return run_metadata

@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.ops import resource_variable_ops  # noqa: E402
 
+from demo.models import seed001_convnet  # noqa: E402
 from tb_modelmem import records  # noqa: E402
 from tb_modelmem.capture import layers as layer_capture  # noqa: E402
 from tb_modelmem.capture.variables import breakdown  # noqa: E402
@@ -35,19 +36,6 @@ def stored_bytes(variables):
     return sum(int(np.prod(v.shape, dtype=np.int64)) * tf.as_dtype(v.dtype).size for v in variables)
 
 
-def seed001_convnet(name="convnet"):
-    return keras.Sequential([
-        keras.Input((28, 28, 1)),
-        keras.layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
-        keras.layers.MaxPooling2D(name="pool1"),
-        keras.layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
-        keras.layers.MaxPooling2D(name="pool2"),
-        keras.layers.Flatten(name="flatten"),
-        keras.layers.Dense(1024, activation="relu", name="fc1"),
-        keras.layers.Dense(10, name="fc2"),
-    ], name=name)
-
-
 def train_one_step(model, optimizer, x_shape):
     model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.train_on_batch(np.zeros((2,) + x_shape, "float32"), np.zeros((2,), "int64"))
@@ -55,7 +43,7 @@ def train_one_step(model, optimizer, x_shape):
 
 
 def test_seed001_convnet_adam_keras3():
-    model = train_one_step(seed001_convnet(), keras.optimizers.Adam(), (28, 28, 1))
+    model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
     found = breakdown(model)
     totals = by_role(found)
     assert totals[records.WEIGHT] == SEED001_WEIGHT_BYTES
@@ -74,7 +62,7 @@ def test_seed001_convnet_adam_keras3():
 
 
 def test_seed001_layers_and_dtype():
-    model = train_one_step(seed001_convnet(), keras.optimizers.Adam(), (28, 28, 1))
+    model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
     found = breakdown(model)
     assert {v.dtype for v in found.variables if v.role != records.OTHER} == {"float32"}
     kernel = next(v for v in found.variables if v.name == "convnet/conv1/kernel")
@@ -340,21 +328,8 @@ def test_tf1_optimizers_get_slot(make, slot_names):
 
 # --- per-layer params and derivations (USER_PROBLEMS.md #3) ---
 
-def lenet():
-    return keras.Sequential([
-        keras.Input((28, 28, 1)),
-        keras.layers.Conv2D(32, (5, 5), padding="same", activation="relu", name="conv1"),
-        keras.layers.MaxPooling2D(name="pool1"),
-        keras.layers.Conv2D(64, (5, 5), padding="same", activation="relu", name="conv2"),
-        keras.layers.MaxPooling2D(name="pool2"),
-        keras.layers.Flatten(name="flatten"),
-        keras.layers.Dense(1024, activation="relu", name="fc1"),
-        keras.layers.Dense(10, name="fc2"),
-    ], name="lenet")
-
-
 def test_lenet_param_derivations():
-    model = lenet()
+    model = seed001_convnet("lenet")
     found = {r.name: r for r in layer_capture.layer_records(model)}
     assert {name: (r.params, r.derivation) for name, r in found.items() if r.params} == {
         "lenet/conv1": (832, "(5*5*1+1)*32 = 832"),

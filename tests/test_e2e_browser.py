@@ -66,8 +66,11 @@ def test_storage_view_shows_seed001_figures(demo_logdir, browser, load_fast):
         frame.locator('[data-testid="total-weight"]').filter(has_text="13,098,536").wait_for(timeout=60_000)
         frame.locator('[data-testid="total-optimizer_slot"]').filter(has_text="26,197,072").wait_for()
         frame.locator('[data-testid="total-all"]').filter(has_text="37.48 MiB").wait_for()
+        _select_run(frame, "convnet_adam")
+        frame.locator('[data-testid="total-optimizer_slot"]').filter(has_text="26,197,072").wait_for()
         layer_table = frame.locator('[data-testid="layer-table"]')
-        for derivation in ("(5*5*1+1)*32 = 832", "51,264", "3,212,288", "10,250"):
+        for derivation in ("(5*5*1+1)*32 = 832", "(5*5*32+1)*64 = 51,264", "3,212,288", "10,250"):
             layer_table.get_by_text(derivation, exact=False).first.wait_for()
+        page.screenshot(path=os.path.join(str(demo_logdir), f"storage-{load_fast}.png"), full_page=True)
         assert not [e for e in console_errors if "Content Security Policy" in e], console_errors
         page.close()

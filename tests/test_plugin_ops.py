@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import tb_modelmem
-from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
+from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph, traced_step
 from tb_modelmem import summary
 from tb_modelmem.capture.run_metadata import reduce_run_metadata
 from tb_modelmem.records import DERIVED, MEASURED
@@ -22,13 +22,10 @@ LENET_OUTPUTS = {"conv1": 100_352, "conv2": 50_176, "fc1": 4_096}  # batch 1, fl
 def _tf1_old_logdir(run_dir: str) -> None:
     """A log dir written by plain TF1 (no tb_modelmem call): FileWriter.add_run_metadata."""
     v1 = tf.compat.v1
-    x_data, y_data = mnist_like(1)
     with tf.Graph().as_default(), v1.Session() as sess:
         x, y, _, train_op = seed001_tf1_graph("adam")
         sess.run(v1.global_variables_initializer())
-        run_metadata = v1.RunMetadata()
-        sess.run(train_op, {x: x_data, y: y_data},
-                 options=v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE), run_metadata=run_metadata)
+        run_metadata = traced_step(sess, x, y, train_op)
         writer = v1.summary.FileWriter(run_dir, sess.graph)
         writer.add_run_metadata(run_metadata, "step_1", global_step=1)
         writer.close()

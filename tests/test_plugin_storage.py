@@ -61,7 +61,7 @@ def test_tf1_adam_is_37_48_mib_with_beta_powers(served):
 def test_lenet_layers_params_and_derivations_match_keras(served):
     model = seed001_convnet()
     layers = {row["name"].split("/")[-1]: row for row in served.json("/breakdown", run="adam", tag="storage")["layers"]}
-    for name, params in (("conv1", 832), ("conv2", 51_264), ("fc1", 3_212_288), ("logits", 10_250)):
+    for name, params in (("conv1", 832), ("conv2", 51_264), ("fc1", 3_212_288), ("fc2", 10_250)):
         assert layers[name]["params"] == params == model.get_layer(name).count_params()
         assert layers[name]["derivation"].endswith(f"= {params:,}")
     assert layers["conv1"]["derivation"] == "(5*5*1+1)*32 = 832"

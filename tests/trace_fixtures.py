@@ -53,21 +53,10 @@ def synthetic_run_metadata(n_ops: int = 20_000, seed: int = 0) -> config_pb2.Run
 
 
 def lenet_keras() -> Any:
-    """Conv2D(32,5,same,relu) -> MaxPool -> Conv2D(64,5,same,relu) -> MaxPool -> Flatten ->
-    Dense(1024,relu) -> Dense(10), on 28x28x1 float32 input."""
-    import tensorflow as tf
+    """The LeNet of USER_PROBLEMS.md #3 (the demo's model), on 28x28x1 float32 input."""
+    from demo.models import seed001_convnet
 
-    layers = tf.keras.layers
-    return tf.keras.Sequential([
-        layers.Input((28, 28, 1)),
-        layers.Conv2D(32, 5, padding="same", activation="relu"),
-        layers.MaxPool2D(),
-        layers.Conv2D(64, 5, padding="same", activation="relu"),
-        layers.MaxPool2D(),
-        layers.Flatten(),
-        layers.Dense(1024, activation="relu"),
-        layers.Dense(10),
-    ])
+    return seed001_convnet()
 
 
 def lenet_train_step(model: Any) -> Tuple[Any, Any]:
