@@ -16,10 +16,14 @@ echarts.use([BarChart, LineChart, GridComponent, LegendComponent, MarkLineCompon
 
 export const TEXT_STYLE = { fontFamily: "Roboto, 'Segoe UI', Arial, sans-serif", color: "#616161" };
 
-/** A chart in `container` that follows the container's size (views live as long as the page). */
-export function createChart(container) {
+/**
+ * A chart in `container` that follows the container's size (views live as long
+ * as the page). onCategoryClick(name) fires for clicks on a bar's category.
+ */
+export function createChart(container, onCategoryClick) {
   const chart = echarts.init(container, null, { renderer: "svg" });
   new ResizeObserver(() => chart.resize()).observe(container);
+  if (onCategoryClick) chart.on("click", (params) => onCategoryClick(params.name));
   return {
     set(option) {
       chart.setOption({ textStyle: TEXT_STYLE, animationDuration: 300, ...option }, { notMerge: true });

@@ -72,6 +72,7 @@ button, input, select { font: inherit; color: inherit; }
 .table-row { height: var(--row); border-bottom: 1px solid #f0f0f0; }
 .table-row:hover { background: #fff8e1; }
 .table-row.hl { background: #fff3e0; }
+.table-row.clickable { cursor: pointer; }
 .cell { padding: 0 8px; line-height: var(--row); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .cell.num { text-align: right; font-variant-numeric: tabular-nums; }
 .table-empty { padding: 10px; color: var(--fg3); }

@@ -15,7 +15,7 @@ const ROW_HEIGHT = 26;
  * Sort, filter and scroll position survive setRows(), so live updates do not
  * disturb what the user is looking at.
  */
-export function createTable({ testid, columns, sort = {}, maxHeight = 420, placeholder = "Filter", highlight }) {
+export function createTable({ testid, columns, sort = {}, maxHeight = 420, placeholder = "Filter", highlight, onRowClick }) {
   let allRows = [];
   let shown = [];
   let state = { key: sort.key, direction: sort.direction || "desc" };
@@ -90,7 +90,8 @@ export function createTable({ testid, columns, sort = {}, maxHeight = 420, place
       else cell.textContent = text;
       return cell;
     });
-    return el("div", { class: highlight?.(row) ? "table-row hl" : "table-row", role: "row" }, cells);
+    const classes = ["table-row", highlight?.(row) ? "hl" : "", onRowClick ? "clickable" : ""].filter(Boolean).join(" ");
+    return el("div", { class: classes, role: "row", onclick: onRowClick && (() => onRowClick(row)) }, cells);
   }
 
   return {
@@ -98,6 +99,13 @@ export function createTable({ testid, columns, sort = {}, maxHeight = 420, place
     setRows(next) {
       allRows = next || [];
       refresh();
+    },
+    /** Set the filter box as if the user typed `text`, and show the table. */
+    setFilter(text) {
+      filter.value = text;
+      query = text;
+      refresh();
+      element.scrollIntoView({ behavior: "smooth", block: "nearest" });
     },
     /** Swap the column set (e.g. drop a column the data has nothing for). */
     setColumns(next) {

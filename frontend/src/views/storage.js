@@ -11,6 +11,7 @@ import { createCompare } from "./compare.js";
 import { largestLayers } from "../aggregate.js";
 
 const CHART_LAYERS = 30;
+const NO_LAYER = "(no layer)"; // variables outside any layer (counters, beta powers, ...)
 
 const VARIABLE_COLUMNS = [
   { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220 },
@@ -27,7 +28,7 @@ const VARIABLE_COLUMNS = [
 ];
 
 const LAYER_COLUMNS = [
-  { key: "name", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160, text: (l) => l.name || "(no layer)" },
+  { key: "name", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160, text: (l) => l.name || NO_LAYER },
   { key: "class_name", label: "Class", width: "minmax(100px, 1fr)" },
   { key: "params", label: "Params", width: "110px", numeric: true, text: (l) => formatInt(l.params) },
   { key: "derivation", label: "Derivation", width: "minmax(200px, 2.5fr)", minWidth: 200 },
@@ -42,15 +43,18 @@ export function createStorageView(api) {
   const cards = el("div", { class: "cards" });
   const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
   const chartEl = chartBox();
-  const chart = createChart(chartEl);
+  const chart = createChart(chartEl, (name) => showLayer(name === NO_LAYER ? "" : name));
   const chartPanel = panel("Bytes per layer", " ", chartEl);
   const chartTitle = chartPanel.querySelector("h2 small");
-  const layers = createTable({ testid: "layer-table", columns: LAYER_COLUMNS, placeholder: "Filter layers" });
+  // A click on a layer (row or bar) lists its variables, optimizer slots included (their slot_of names it).
+  const showLayer = (name) => name && variables.setFilter(name);
+  const layers = createTable({ testid: "layer-table", columns: LAYER_COLUMNS, placeholder: "Filter layers",
+    onRowClick: (row) => showLayer(row.name) });
   const variables = createTable({ testid: "variable-table", columns: VARIABLE_COLUMNS, sort: { key: "bytes", direction: "desc" },
     placeholder: "Filter variables, e.g. conv2d role:slot" });
   const body = el("div", {}, cards, extras,
     chartPanel,
-    panel("Layers", "parameter count and how it is derived", layers.element),
+    panel("Layers", "parameter count and how it is derived; click a layer to list its variables", layers.element),
     panel("Variables", "click a header to sort", variables.element));
   const compare = createCompare(api);
 
@@ -145,7 +149,7 @@ function reconciliationPanel(data) {
 }
 
 function layerChartOption(layers) {
-  const names = layers.map((l) => l.name || "(no layer)");
+  const names = layers.map((l) => l.name || NO_LAYER);
   return {
     grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
     legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10, data: ROLES.map((r) => ROLE_LABEL[r]) },
