@@ -72,3 +72,14 @@ test("the layer chart keeps the largest layers in model order", () => {
   assert.deepEqual(largestLayers(layers, 2).map((l) => l.name), ["b", "d"]);
   assert.equal(largestLayers(layers, 4), layers);
 });
+
+test("seed-001 fixtures (API contract): Adam adds two slots per weight over SGD", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const load = async (name) => JSON.parse(await readFile(new URL(`./fixtures/${name}`, import.meta.url), "utf8"));
+  const [adam, sgd] = compareTotals([await load("breakdown-adam.json"), await load("breakdown-sgd.json")]);
+  assert.equal(adam.weight, 13098536);
+  assert.equal(adam.optimizer_slot, 26197072);
+  assert.equal(sgd.optimizer_slot, 0);
+  assert.equal(adam.optimizer, "Adam");
+  assert.ok(adam.ratio > 2.99 && adam.ratio < 3.01);
+});
