@@ -27,6 +27,6 @@ export function bigTrace(count) {
   return {
     run: "big_trace", tag: "trace", step: 0, wall_time: 1795400000, source: "xspace", steps: 2, devices: ["/device:CPU:0"],
     peak_bytes: peak[1], peak_time_us: peak[0], timeline, ops, layers: [],
-    peak_by_role: { weight: 0, optimizer_slot: 0, activations: 0, unattributed: peak[1] },
+    peak_by_role: { weight: 0, optimizer_slot: 0, activations: 0, unattributed: peak[1], total: peak[1] },
   };
 }

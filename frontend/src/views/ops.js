@@ -62,12 +62,7 @@ export function createOpsView(api) {
     panel("Ops", "one row per op or fused kernel", ops.element));
 
   function render(data) {
-    const peak = data.peak_by_role || {};
-    peakCards.replaceChildren(
-      ...PEAK_ROLES.map((role) => bytesCard(`peak-${role}`, role, peak[role] || 0,
-        data.peak_bytes ? `${((100 * (peak[role] || 0)) / data.peak_bytes).toFixed(1)}% of peak` : "")),
-      bytesCard("peak-all", "total", data.peak_bytes || 0, "allocator's high-water mark", "Peak in use"),
-    );
+    peakCards.replaceChildren(...peakCardList(data));
     const rows = data.ops || [];
     timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, OTHER_COLORS[0]));
     memChart.set(topChartOption(topN(rows, "output_bytes", TOP_N), "output_bytes", formatHuman, ROLE_COLOR.activations));
@@ -80,6 +75,24 @@ export function createOpsView(api) {
   }
 
   return createItemView({ api, kind: "ops", fetch: api.ops, body, render });
+}
+
+/**
+ * What is live at the peak, by role. The parts sum to peak_by_role.total, which
+ * exceeds the allocator's own peak when the trace (RunMetadata) counted only the
+ * step's allocations and the run's weights and slots were added from its breakdown.
+ */
+function peakCardList(data) {
+  const peak = data.peak_by_role || {};
+  const total = peak.total ?? data.peak_bytes ?? 0;
+  const share = (bytes) => (total ? `${((100 * bytes) / total).toFixed(1)}% of peak` : "");
+  const note = total === data.peak_bytes
+    ? "allocator's high-water mark"
+    : `step's own allocations peak at ${formatHuman(data.peak_bytes)}; weights and slots added`;
+  return [
+    ...PEAK_ROLES.map((role) => bytesCard(`peak-${role}`, role, peak[role] || 0, share(peak[role] || 0))),
+    bytesCard("peak-all", "total", total, note, "Peak in use"),
+  ];
 }
 
 function topChartOption(rows, key, format, color) {
