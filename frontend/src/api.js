@@ -1,7 +1,7 @@
 // HTTP access to the plugin backend. URLs are relative ("./runs"): the iframe's
 // <base href="plugin/modelmem/"> makes them work under --path_prefix too.
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(status, message) {
     super(message);
     this.status = status;

@@ -32,11 +32,6 @@ function human(bytes, digits) {
   return unit === 0 ? `${sign}${value} B` : `${sign}${digits(value)} ${UNITS[unit]}`;
 }
 
-/** Always MiB, as users compare against the MiB figures in their reports. */
-export function formatMiB(bytes) {
-  return `${(bytes / 1048576).toFixed(2)} MiB`;
-}
-
 /** 13098536 -> "13,098,536 B (12.49 MiB)": exact and readable at once. */
 export function formatBytesFull(bytes) {
   if (bytes === null || bytes === undefined) return "—";
