@@ -8,14 +8,12 @@ then times, in this one process and side by side:
 Each is the median of --repeats runs; the OS page cache is warm after the first read,
 so the ratio understates the cost of a cold restore.
 
-    python benchmarks/bench_inspect.py [--model ResNet50] [--repeats 3] [--workdir DIR]
+    python -m benchmarks.bench_inspect [--model ResNet50] [--repeats 3] [--workdir DIR]
 """
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,16 +21,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from tb_modelmem.capture.checkpoint import read_checkpoint  # noqa: E402
 
-
-def median_seconds(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def read_all_values(prefix):

@@ -12,29 +12,20 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import statistics
 import sys
 import tempfile
-import time
 from typing import Callable, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tensorboard.compat.proto import config_pb2  # noqa: E402
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from tb_modelmem import payload  # noqa: E402
 from tb_modelmem.capture import xspace  # noqa: E402
 from tb_modelmem.capture.run_metadata import reduce_run_metadata  # noqa: E402
 from tests import trace_fixtures  # noqa: E402
 
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    times: List[float] = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def profile_payload(steps: int) -> None:

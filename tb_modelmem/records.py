@@ -8,6 +8,7 @@ Each record round-trips through ``to_dict`` / ``from_dict`` (JSON-safe).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
 
@@ -31,15 +32,23 @@ class Record:
     _nested: ClassVar[Dict[str, Type["Record"]]] = {}
 
     def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+        """JSON-ready dict (no deep copy: fast enough for 20,000-op traces)."""
+        out = {}
+        for name in _field_hints(type(self)):
+            value = getattr(self, name)
+            if name in self._nested:
+                value = [item.to_dict() for item in value]
+            elif isinstance(value, list):
+                value = list(value)
+            out[name] = value
+        return out
 
     @classmethod
     def from_dict(cls: Type[T], data: Dict[str, Any]) -> T:
         if not isinstance(data, dict):
             raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        kwargs = {k: v for k, v in data.items() if k in known}
-        hints = typing.get_type_hints(cls)
+        hints = _field_hints(cls)
+        kwargs = {k: v for k, v in data.items() if k in hints}
         for key, value in kwargs.items():
             if key in cls._nested:
                 if not isinstance(value, list):
@@ -51,6 +60,13 @@ class Record:
             return cls(**kwargs)
         except TypeError as e:
             raise ValueError(f"{cls.__name__}: {e}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _field_hints(cls: type) -> Dict[str, Any]:
+    """Each dataclass field's resolved annotation (resolving is slow: once per class)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def _fits(value: Any, hint: Any) -> bool:
