@@ -51,14 +51,16 @@ export function createOpsView(api) {
   const memEl = chartBox(300);
   const timeChart = createChart(timeEl);
   const memChart = createChart(memEl);
-  const layers = createTable({ testid: "op-layer-table", columns: LAYER_COLUMNS, sort: { key: "time_us", direction: "desc" } });
+  // A layer's ops sit under scopes that end with its name (forward, gradients/..., optimizer updates).
+  const layers = createTable({ testid: "op-layer-table", columns: LAYER_COLUMNS, sort: { key: "time_us", direction: "desc" },
+    onRowClick: (row) => row.layer !== "(no layer)" && ops.setFilter(row.layer.split("/").pop()) });
   const ops = createTable({ testid: "op-table", columns: OP_COLUMNS, sort: { key: "time_us", direction: "desc" }, maxHeight: 520,
     placeholder: "Filter ops, e.g. conv type:fused" });
   const body = el("div", {}, peakCards,
     el("div", { class: "grid2", style: { marginBottom: "12px" } },
       panel(`Top ${TOP_N} ops by time`, "total over all calls", timeEl),
       panel(`Top ${TOP_N} ops by memory`, "output bytes", memEl)),
-    panel("Layers", "activations and time joined with the layer's weights and slots", layers.element),
+    panel("Layers", "activations and time joined with the layer's weights and slots; click a layer to list its ops", layers.element),
     panel("Ops", "one row per op or fused kernel", ops.element));
 
   function render(data) {
