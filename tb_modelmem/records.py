@@ -166,7 +166,7 @@ class OpTrace(Record):
     ops: List[OpRecord]
     peak_bytes: int = 0  # allocator's peak bytes in use during the trace
     peak_time_us: float = 0.0
-    timeline: List[List[float]] = dataclasses.field(default_factory=list)  # [[t_us, bytes_in_use]]
+    timeline: List[List[Any]] = dataclasses.field(default_factory=list)  # [[t_us, bytes_in_use, op_name?]]
     devices: List[str] = dataclasses.field(default_factory=list)
     steps: int = 1
 
