@@ -56,6 +56,10 @@ def test_tf1_adam_is_37_48_mib_with_beta_powers(served):
     assert body["totals"] == {"weight": 13_098_536, "non_trainable": 0, "optimizer_slot": 26_197_072, "other": 8}
     assert body["total_bytes"] == 39_295_616
     assert round(body["total_bytes"] / 2**20, 2) == 37.48
+    # no Keras layers in a TF1 graph: layers and derivations come from variable scopes
+    derivations = {row["name"]: row["derivation"] for row in body["layers"]}
+    assert derivations["conv1"] == "(5*5*1+1)*32 = 832" and derivations["fc1"] == "(3136+1)*1024 = 3,212,288"
+    assert derivations["(no layer)"] == ""  # beta1_power, beta2_power: optimizer state, no params
 
 
 def test_lenet_layers_params_and_derivations_match_keras(served):

@@ -27,6 +27,26 @@ def layer_records(model: Any) -> List[records.LayerRecord]:
     return out
 
 
+def scope_layer_records(variables: Sequence[records.VariableRecord]) -> List[records.LayerRecord]:
+    """Layers of a source without Keras layer objects (TF1 graph, checkpoint, old payload):
+    one per variable scope, from stored shapes. A kernel + bias scope reads as an affine
+    layer, "(5*5*1+1)*32 = 832"; anything else as the plain sum of its shapes."""
+    by_layer: Dict[str, Dict[str, List[int]]] = {}
+    for v in variables:
+        if v.role in (records.WEIGHT, records.NON_TRAINABLE):
+            by_layer.setdefault(v.layer, {})[v.name.rsplit("/", 1)[-1]] = [int(d) for d in v.shape]
+    out = []
+    for layer, shapes in by_layer.items():
+        params = sum(_product(shape) for shape in shapes.values())
+        if set(shapes) <= {"kernel", "bias"} and "kernel" in shapes:
+            expression = _affine_terms(shapes["kernel"], shapes.get("bias"))
+        else:
+            expression = " + ".join("*".join(map(str, shape)) or "1" for shape in shapes.values())
+        out.append(records.LayerRecord(name=layer, class_name="", params=params,
+                                       derivation=f"{expression} = {params:,}"))
+    return out
+
+
 def variable_layers(model: Any) -> Dict[int, str]:
     """id(variable) -> path of the leaf layer that owns it (same paths as ``layer_records``)."""
     owner: Dict[int, str] = {}
@@ -106,8 +126,12 @@ def _shape(var: Any) -> List[int]:
 
 
 def _size(var: Any) -> int:
+    return _product(_shape(var))
+
+
+def _product(shape: Sequence[int]) -> int:
     n = 1
-    for d in _shape(var):
+    for d in shape:
         n *= d
     return n
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Dict, Iterable, List, Optional
 
+from tb_modelmem.capture.layers import scope_layer_records
 from tb_modelmem.records import (
     NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LoadBench, OpTrace, VariableRecord,
 )
@@ -28,14 +29,17 @@ def _layer_of_variables(record: Breakdown) -> Dict[str, str]:
 
 
 def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
-    """One row per layer: params with derivation, bytes by role, total. Model order kept."""
+    """One row per layer: params with derivation, bytes by role, total. Model order kept.
+
+    Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
+    """
     owner = _layer_of_variables(record)
     rows: Dict[str, Dict[str, Any]] = {}
-    for layer in record.layers:
+    for layer in record.layers or scope_layer_records(record.variables):
         rows[layer.name] = {"name": layer.name, "class_name": layer.class_name, "params": layer.params,
                             "derivation": layer.derivation, "bytes": {r: 0 for r in ROLES}}
     for v in record.variables:
-        name = owner[v.name]
+        name = owner[v.name] or "(no layer)"
         row = rows.setdefault(name, {"name": name, "class_name": "", "params": 0, "derivation": "",
                                      "bytes": {r: 0 for r in ROLES}, "_count_params": True})
         row["bytes"][v.role if v.role in ROLES else OTHER] += v.bytes
@@ -133,7 +137,7 @@ def peak_by_role(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, in
     """
     totals = totals_by_role(breakdown.variables) if breakdown else {r: 0 for r in ROLES}
     weights, slots = totals[WEIGHT] + totals[NON_TRAINABLE], totals[OPTIMIZER_SLOT]
-    resident = min((int(b) for _, b in trace.timeline), default=0)
+    resident = min((int(point[1]) for point in trace.timeline), default=0)
     parts = {WEIGHT: weights, OPTIMIZER_SLOT: slots,
              ACTIVATIONS: max(trace.peak_bytes - resident, 0),
              UNATTRIBUTED: max(resident - weights - slots, 0)}
