@@ -74,3 +74,42 @@ def test_storage_view_shows_seed001_figures(demo_logdir, browser, load_fast):
         page.screenshot(path=os.path.join(str(demo_logdir), f"storage-{load_fast}.png"), full_page=True)
         assert not [e for e in console_errors if "Content Security Policy" in e], console_errors
         page.close()
+
+
+def test_ops_view_shows_a_plain_tf1_log_dir(demo_logdir, browser):
+    """tf1_convnet_adam/step_1 was written by FileWriter.add_run_metadata alone (issue 3)."""
+    with TensorBoardProcess(demo_logdir, load_fast=True) as tb:
+        tb.wait_for_tab(expect_tags=4)
+        page, frame, console_errors = _open_tab(browser, tb)
+        frame.locator('[data-testid="view-ops"]').click()
+        _select_run(frame, "tf1_convnet_adam")
+        frame.locator('[data-testid="tag-select"]').select_option("step_1")
+        frame.locator('[data-testid="op-table-filter"]').fill("conv1/Relu")
+        ops = frame.locator('[data-testid="op-table"]')
+        ops.get_by_text("100,352", exact=False).first.wait_for(timeout=60_000)
+        ops.get_by_text("[1,28,28,32]", exact=False).first.wait_for()
+        page.screenshot(path=os.path.join(str(demo_logdir), "ops.png"))
+        assert not console_errors, console_errors
+        page.close()
+
+
+def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser):
+    from tests.test_plugin_bad_input import XSS, _good, _raw_summary
+    from tests.plugin_harness import write_events
+    from tb_modelmem import summary
+
+    write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", _good())),
+                                                      (1, _raw_summary("garbage", [b"\x00not zlib"]))])
+    with TensorBoardProcess(str(tmp_path), load_fast=False) as tb:
+        tb.wait_for_tab(expect_tags=2)
+        page, frame, _ = _open_tab(browser, tb)
+        dialogs = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        frame.locator('[data-testid="tag-select"]').wait_for(timeout=60_000)
+        frame.locator('[data-testid="tag-select"]').select_option("garbage")
+        frame.locator('[data-testid="error"]').filter(has_text="corrupt or foreign").first.wait_for(timeout=30_000)
+        frame.locator('[data-testid="tag-select"]').select_option("storage")
+        frame.locator('[data-testid="total-weight"]').filter(has_text="48 B").wait_for(timeout=30_000)
+        frame.locator('[data-testid="variable-table"]').get_by_text(f"{XSS}/kernel").first.wait_for()
+        assert frame.locator("img").count() == 0 and not dialogs
+        page.close()

@@ -7,10 +7,14 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from tb_modelmem.capture.layers import scope_layer_records
 from tb_modelmem.records import (
-    NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LoadBench, OpTrace, VariableRecord,
+    MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LoadBench, OpRecord, OpTrace,
+    VariableRecord,
 )
 
 ACTIVATIONS = "activations"
+# Ops whose output is a view of an existing buffer (a variable, an input): no new bytes.
+ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
+                          "VarHandleOp", "Const", "NoOp", "StopGradient"})
 UNATTRIBUTED = "unattributed"
 
 
@@ -87,6 +91,14 @@ def _match_layer(op_layer: str, layer_names: List[str]) -> Optional[str]:
     return None
 
 
+def _new_bytes(op: OpRecord) -> int:
+    """Output bytes the op newly allocated: measured ops that got no allocation, and
+    aliasing ops (a ReadVariableOp "outputs" the whole kernel), add nothing."""
+    if op.op_type in ALIASING_OPS or (op.bytes_source == MEASURED and op.alloc_bytes == 0):
+        return 0
+    return op.output_bytes
+
+
 def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str, Any]:
     """Per-op table, per-layer join with weights/slots, and what is live at the peak."""
     ops = []
@@ -102,7 +114,7 @@ def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str,
         key = _match_layer(op.layer, names) or (op.layer.split("/")[0] if op.layer else "(no layer)")
         agg = joined[key]
         agg["time_us"] += op.time_us
-        agg["output_bytes"] += op.output_bytes
+        agg["output_bytes"] += _new_bytes(op)
         agg["alloc_bytes"] += op.alloc_bytes
         agg["ops"] += op.calls
     by_name = {row["name"]: row for row in layers}
