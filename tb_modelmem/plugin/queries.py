@@ -105,6 +105,7 @@ def ops_view(trace: OpTrace, breakdown: Optional[Breakdown] = None) -> Dict[str,
     for op in trace.ops:
         row = op.to_dict()
         row["mean_us"] = op.time_us / op.calls if op.calls else 0.0
+        row["new_bytes"] = _new_bytes(op)
         ops.append(row)
     layers = layer_rollup(breakdown) if breakdown else []
     names = [row["name"] for row in layers]

@@ -59,7 +59,7 @@ export function createOpsView(api) {
   const body = el("div", {}, peakCards,
     el("div", { class: "grid2", style: { marginBottom: "12px" } },
       panel(`Top ${TOP_N} ops by time`, "total over all calls", timeEl),
-      panel(`Top ${TOP_N} ops by memory`, "output bytes", memEl)),
+      panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEl)),
     panel("Layers", "activations and time joined with the layer's weights and slots; click a layer to list its ops", layers.element),
     panel("Ops", "one row per op or fused kernel", ops.element));
 
@@ -67,7 +67,7 @@ export function createOpsView(api) {
     peakCards.replaceChildren(...peakCardList(data));
     const rows = data.ops || [];
     timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, OTHER_COLORS[0]));
-    memChart.set(topChartOption(topN(rows, "output_bytes", TOP_N), "output_bytes", formatHuman, ROLE_COLOR.activations));
+    memChart.set(topChartOption(topN(rows, "new_bytes", TOP_N), "new_bytes", formatHuman, ROLE_COLOR.activations));
     layers.setRows(data.layers || []);
     ops.setRows(rows);
     return [
