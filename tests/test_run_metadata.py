@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Dict
+from typing import Any, Dict, List
 
 import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -31,6 +31,11 @@ def op_trace(tf1_run_metadata) -> OpTrace:
 
 def by_name(trace: OpTrace) -> Dict[str, OpRecord]:
     return {op.name: op for op in trace.ops}
+
+
+def peak_point(trace: OpTrace) -> List[Any]:
+    """The timeline point the Timeline view marks as the peak."""
+    return next(p for p in trace.timeline if p[:2] == [trace.peak_time_us, trace.peak_bytes])
 
 
 def test_lenet_output_bytes_are_measured_with_their_shapes(op_trace):
@@ -71,8 +76,9 @@ def test_every_op_is_timed(op_trace):
 
 
 def test_peak_and_timeline_come_from_the_allocation_records(op_trace):
-    assert op_trace.peak_bytes == max(b for _, b in op_trace.timeline)
-    assert [op_trace.peak_time_us, op_trace.peak_bytes] in op_trace.timeline
+    assert op_trace.peak_bytes == max(p[1] for p in op_trace.timeline)
+    assert peak_point(op_trace)[2] in by_name(op_trace)  # the node that allocated at the peak
+    assert {p[2] for p in op_trace.timeline} <= set(by_name(op_trace))  # every point names an op
     assert op_trace.peak_bytes >= CONV1_BYTES  # conv1's output is live while conv2 runs
     assert op_trace.devices == ["/job:localhost/replica:0/task:0/device:CPU:0"]
 
@@ -118,15 +124,16 @@ def test_a_20000_op_trace_reduces_to_one_row_per_op_with_a_bounded_timeline():
     trace = reduce_run_metadata(trace_fixtures.synthetic_run_metadata(20_000))
     assert len(trace.ops) == 20_000
     assert len(trace.timeline) <= 2_000
-    assert [trace.peak_time_us, trace.peak_bytes] in trace.timeline
+    assert peak_point(trace)[2] in by_name(trace)  # downsampling kept the peak and its op
 
 
 def test_downsample_keeps_the_peak_and_the_order():
-    timeline = [[float(t), float((t * 7919) % 10_007)] for t in range(50_000)]
+    timeline = [[float(t), float((t * 7919) % 10_007), f"op{t}"] for t in range(50_000)]
     timeline[31_337][1] = 1e9
     kept = downsample(timeline, 2_000)
     assert len(kept) <= 2_000
-    assert [31_337.0, 1e9] in kept
+    assert [31_337.0, 1e9, "op31337"] in kept
+    assert all(p[2] == f"op{p[0]:.0f}" for p in kept)  # each kept point keeps its own op
     assert kept == sorted(kept)
 
 

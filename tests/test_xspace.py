@@ -94,8 +94,16 @@ def test_every_op_event_is_timed_and_steps_counted(op_trace):
 
 def test_peak_and_timeline_from_memory_events(op_trace):
     assert op_trace.timeline
-    assert op_trace.peak_bytes >= max(b for _, b in op_trace.timeline)
+    assert op_trace.peak_bytes >= max(p[1] for p in op_trace.timeline)
     assert 0 <= op_trace.peak_time_us <= op_trace.timeline[-1][0]
+
+
+def test_timeline_points_name_ops_of_the_table(op_trace):
+    names = {op.name for op in op_trace.ops}
+    peak = max((p for p in op_trace.timeline if p[0] == op_trace.peak_time_us), key=lambda p: p[1])
+    assert peak[2] in names  # the op whose allocation made the peak
+    assert {p[2] for p in op_trace.timeline if p[2]} <= names
+    assert all(len(p) == 3 for p in op_trace.timeline)
 
 
 def test_payload_is_a_small_fraction_of_the_xplane(profiled, op_trace, record_property):
@@ -140,11 +148,18 @@ def _space(plane_name: str, with_memory: bool):
                                                                     display_name="Relu"))
     line = plane.lines.add(name="tf_Compute/1", timestamp_ns=1000)
     line.events.add(metadata_id=1, offset_ps=0, duration_ps=5_000_000)
-    if with_memory:
+    if with_memory:  # dense/Relu allocates 4096 B at 1 us; it is freed at 3 us
         plane.event_metadata[2].name = "MemoryAllocation"
-        plane.stat_metadata[1].name = "bytes_allocated"
+        plane.event_metadata[3].name = "MemoryDeallocation"
+        for stat_id, stat in enumerate(("bytes_allocated", "addr", "tf_op"), 1):
+            plane.stat_metadata[stat_id].name = stat
         event = line.events.add(metadata_id=2, offset_ps=1_000_000)
         event.stats.add(metadata_id=1, int64_value=4096)
+        event.stats.add(metadata_id=2, uint64_value=7)
+        event.stats.add(metadata_id=3, str_value="dense/Relu:Relu")
+        event = line.events.add(metadata_id=3, offset_ps=3_000_000)
+        event.stats.add(metadata_id=1, int64_value=0)
+        event.stats.add(metadata_id=2, uint64_value=7)
     return space
 
 
@@ -163,9 +178,11 @@ def test_unknown_device_plane_warns_and_is_skipped():
     assert ["no TensorFlow op events" in str(w.message) for w in caught] == [True, False]
 
 
-def test_hand_built_memory_event_makes_the_timeline():
+def test_hand_built_memory_events_make_the_timeline_named_by_op():
     trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=True))
-    assert (trace.timeline, trace.peak_bytes, trace.peak_time_us) == ([[1.0, 4096.0]], 4096, 1.0)
+    # tf_op "node:Type" keeps the node; the free (no tf_op) names the op that allocated the address.
+    assert trace.timeline == [[1.0, 4096.0, "dense/Relu"], [3.0, 0.0, "dense/Relu"]]
+    assert (trace.peak_bytes, trace.peak_time_us) == (4096, 1.0)
 
 
 def test_scopes_are_renamed_only_when_they_are_their_layer_uniquified():

@@ -36,7 +36,8 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
     or its serialized bytes. Rows are keyed by (node, device) and aggregated over calls:
     ``time_us`` sums the calls, ``output_bytes`` and ``alloc_bytes`` are the largest call.
     The timeline counts the bytes allocated during the step (allocation records) from 0 at
-    its start, so memory held before the step (weights, slots) is not in it.
+    its start, so memory held before the step (weights, slots) is not in it. Each point names
+    the node whose allocation record it is (a free is recorded by the node that allocated).
     Raises ValueError for a RunMetadata without step stats.
     """
     rm = _as_run_metadata(run_metadata)
@@ -48,7 +49,7 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
     start = min((n.all_start_micros for d in dev_stats for n in d.node_stats if n.all_start_micros),
                 default=0)
     rows: Dict[Tuple[str, str], OpRecord] = {}
-    deltas: List[Tuple[float, int]] = []
+    deltas: List[Tuple[float, int, str]] = []
     node_peak = (0, 0.0)
     for dev in dev_stats:
         for node in dev.node_stats:
@@ -67,7 +68,8 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
                 row.output_bytes, row.output_shape, row.output_dtype = out_bytes, shape, dtype
             row.alloc_bytes = max(row.alloc_bytes, alloc)
             for mem in node.memory:
-                deltas.extend((float(r.alloc_micros - start), r.alloc_bytes) for r in mem.allocation_records)
+                deltas.extend((float(r.alloc_micros - start), r.alloc_bytes, node.node_name)
+                              for r in mem.allocation_records)
                 if mem.peak_bytes > node_peak[0]:
                     node_peak = (mem.peak_bytes, float(node.all_start_micros - start))
     timeline = in_use_timeline(deltas)
@@ -118,27 +120,33 @@ def format_shape(dims: Iterable[Optional[int]]) -> str:
     return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
 
 
-def in_use_timeline(deltas: Iterable[Tuple[float, int]]) -> List[List[float]]:
-    """[[t_us, bytes_in_use]] from signed allocation deltas, counted from the trace start."""
+def in_use_timeline(deltas: Iterable[Tuple[float, int, str]]) -> List[List[Any]]:
+    """[[t_us, bytes_in_use, op_name]] from signed allocation deltas, counted from the trace start.
+
+    Simultaneous records count frees first (never by name), so a tie does not inflate the peak.
+    """
     in_use, points = 0, []
-    for t, delta in sorted(deltas):
+    for t, delta, op in sorted(deltas, key=lambda d: (d[0], d[1])):
         in_use += delta
-        points.append([t, float(in_use)])
+        points.append([t, float(in_use), op])
     return points
 
 
-def peak_of(timeline: Sequence[Sequence[float]]) -> Tuple[float, float]:
+def peak_of(timeline: Sequence[Sequence[Any]]) -> Tuple[float, float]:
     """(peak bytes, time of the first peak) of a timeline."""
-    t, peak = max(timeline, key=lambda p: (p[1], -p[0]))
-    return peak, t
+    point = max(timeline, key=lambda p: (p[1], -p[0]))
+    return point[1], point[0]
 
 
-def downsample(timeline: List[List[float]], limit: int = MAX_TIMELINE_POINTS) -> List[List[float]]:
-    """At most ~``limit`` points: each bucket keeps its lowest and highest point, so the peak stays."""
+def downsample(timeline: List[List[Any]], limit: int = MAX_TIMELINE_POINTS) -> List[List[Any]]:
+    """At most ~``limit`` points: each bucket keeps its lowest and highest point, so the peak stays.
+
+    Points are kept whole, so a kept point still names the op behind it.
+    """
     if len(timeline) <= limit:
         return timeline
     size = -(-len(timeline) * 2 // limit)
-    kept: List[List[float]] = []
+    kept: List[List[Any]] = []
     for i in range(0, len(timeline), size):
         bucket = timeline[i:i + size]
         lo = min(bucket, key=lambda p: p[1])

@@ -270,7 +270,7 @@ class _Measured:
 def _measured_outputs(memory: List[_MemoryEvent]) -> Dict[str, _Measured]:
     per_step: Dict[Tuple[str, Any], _Measured] = {}
     for m in memory:
-        op = m.stats.get("tf_op")
+        op = _op_name(m.stats)
         if not m.is_alloc or not op:
             continue
         acc = per_step.setdefault((op, m.stats.get("id")), _Measured(device=m.device))
@@ -340,21 +340,36 @@ def _nbytes(dims: Dims, itemsize: int) -> int:
     return math.prod(dims) * itemsize  # type: ignore[arg-type]
 
 
-def _memory_timeline(memory: List[_MemoryEvent], origin_ps: int) -> Tuple[List[List[float]], int, float]:
-    """Bytes in use (all allocators) after each allocation event, and the peak during the trace.
+def _op_name(stats: Dict[str, Any]) -> str:
+    """The op a memory event's ``tf_op`` stat names ("scope/MatMul" or "scope/MatMul:MatMul"),
+    without the type, as the op table names it; "" if it names none."""
+    tf_op = stats.get("tf_op")
+    return tf_op.partition(":")[0] if isinstance(tf_op, str) else ""
 
+
+def _memory_timeline(memory: List[_MemoryEvent], origin_ps: int) -> Tuple[List[List[Any]], int, float]:
+    """[[t_us, bytes_in_use (all allocators), op_name]] after each memory event, and the trace's peak.
+
+    Deallocations carry no ``tf_op``: they name the op that allocated the same address during
+    the trace (as RunMetadata attributes a free to the allocating node), else "".
     The allocator's lifetime ``peak_bytes_in_use`` counts only if it rose while profiling:
     then the true peak (small allocations included) happened inside the trace.
     """
     in_use: Dict[str, int] = {}
     first_peak: Dict[str, int] = {}
-    timeline: List[List[float]] = []
+    owners: Dict[Tuple[str, Any], str] = {}  # (allocator, address) -> op that allocated it
+    timeline: List[List[Any]] = []
     peak, peak_t = 0, 0.0
     for m in sorted(memory, key=lambda e: e.time_ps):
         allocator = str(m.stats.get("allocator_name", ""))
         t = (m.time_ps - origin_ps) / 1e6
         in_use[allocator] = int(m.stats.get("bytes_allocated") or 0)
-        timeline.append([t, float(sum(in_use.values()))])
+        address = (allocator, m.stats.get("addr"))
+        if m.is_alloc:
+            op = owners[address] = _op_name(m.stats)
+        else:
+            op = owners.pop(address, "")
+        timeline.append([t, float(sum(in_use.values())), op])
         lifetime_peak = int(m.stats.get("peak_bytes_in_use") or 0)
         first_peak.setdefault(allocator, lifetime_peak)
         rose = lifetime_peak > first_peak[allocator]
