@@ -6,6 +6,7 @@ Runs (each a folder of the log dir):
                         the per-op table, and the saved checkpoint inspected to the byte (#2, #3)
   lenet_trace           LeNet batch 1 traced with the TF2 profiler: per-op memory and time (#3)
   loadbench             load cost of each save format in fresh processes (#1, #4; --loadbench)
+  model_file            the saved .keras file inspected: weights vs slots, its optimizer (#1)
 """
 
 from __future__ import annotations
@@ -76,10 +77,16 @@ def lenet_trace_run(logdir: str) -> None:
 
 
 def loadbench_run(logdir: str, model: str, repeats: int) -> None:
-    """#1 and #4: each save format's size, load time and peak RSS, in fresh processes."""
+    """#1 and #4: each save format's size, load time and peak RSS, in fresh processes; then
+    what the saved .keras file holds (weights vs Adam slots, the optimizer it was compiled with)."""
+    import tempfile
+
     from tb_modelmem import cli
 
-    cli.main(["loadbench", model, "--logdir", os.path.join(logdir, "loadbench"), "--repeats", str(repeats)])
+    with tempfile.TemporaryDirectory() as workdir:
+        cli.main(["loadbench", model, "--logdir", os.path.join(logdir, "loadbench"), "--repeats", str(repeats),
+                  "--workdir", workdir])
+        cli.main(["inspect", os.path.join(workdir, "model.keras"), "--logdir", os.path.join(logdir, "model_file")])
 
 
 def main() -> None:
