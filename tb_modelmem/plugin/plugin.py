@@ -114,8 +114,8 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     def _latest_breakdown(self, ctx: Any, experiment: str, run: str) -> Optional[Breakdown]:
         """The run's newest readable breakdown, to join ops with weights and slots."""
-        for info in self._source.list_tags(ctx, experiment):
-            if info.run == run and info.kind == metadata.BREAKDOWN and not info.error:
+        for info in self._source.list_tags(ctx, experiment, run):
+            if info.kind == metadata.BREAKDOWN and not info.error:
                 try:
                     return self._source.read(ctx, experiment, info, None)[1]
                 except errors.PublicError:

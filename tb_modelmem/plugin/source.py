@@ -61,8 +61,11 @@ class DataSource:
 
     def list_tags(self, ctx: Any, experiment_id: str, run: Optional[str] = None,
                   tag: Optional[str] = None) -> List[TagInfo]:
-        """Every tag we can show (optionally one run/tag), unreadable ones with their error."""
-        tag_filter = provider.RunTagFilter(runs=[run], tags=[tag]) if run is not None else None
+        """Every tag we can show (optionally of one run, or one run and tag), unreadable ones
+        with their error."""
+        tag_filter = None
+        if run is not None:
+            tag_filter = provider.RunTagFilter(runs=[run], tags=None if tag is None else [tag])
         tags = []
         for plugin_name in (MODELMEM_PLUGIN,) + RUN_METADATA_PLUGINS:
             listing = self._provider.list_blob_sequences(
