@@ -11,6 +11,7 @@ training goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from typing import Any, Optional, Tuple, Union
@@ -69,16 +70,18 @@ class MemoryCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # fit ended inside the profiled range
             self._stop_trace()
-        if self._writer is not None:
-            self._writer.flush()
+        self._flush()
 
     def _stop_trace(self) -> None:
-        """Stop the profiler and write the op table (Trace warns on any failure)."""
+        """Stop the profiler and write the op table. The profiler is stopped even when no
+        writer can be made (the trace then warns it was not written): one left running
+        would keep every later profile from starting."""
         trace, self._trace = self._trace, None
         trace.step = self._step
-        with self._file_writer().as_default():
+        writer = self._writer_or_warn(self.ops_name)
+        with writer.as_default() if writer is not None else contextlib.nullcontext():
             if trace.stop() is not None:
-                self._writer.flush()
+                self._flush()
 
     def _optimizer_changed(self) -> bool:
         """Cheap enough for every batch: the optimizer's identity and variable count."""
@@ -105,13 +108,33 @@ class MemoryCallback(keras.callbacks.Callback):
                                      description=self.description):
                     self._writer.flush()
         except Exception as e:  # recording must never stop training
-            warnings.warn(f"tb_modelmem: MemoryCallback could not record {self.name!r}: "
-                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+            _warn(self.name, e)
 
     def _file_writer(self) -> Any:
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, self.subdir))
         return self._writer
+
+    def _writer_or_warn(self, tag: str) -> Any:
+        """The file writer, or None (with a warning) if it cannot be made, e.g. an unwritable log dir."""
+        try:
+            return self._file_writer()
+        except Exception as e:
+            _warn(tag, e)
+            return None
+
+    def _flush(self) -> None:
+        """Flush what was written; a failing disk warns rather than ending ``fit``."""
+        try:
+            if self._writer is not None:
+                self._writer.flush()
+        except Exception as e:
+            _warn(self.name, e)
+
+
+def _warn(tag: str, error: BaseException) -> None:
+    warnings.warn(f"tb_modelmem: MemoryCallback could not record {tag!r}: {type(error).__name__}: {error}",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _signature(model: Any, optimizer: Any) -> Tuple[Any, ...]:

@@ -111,3 +111,17 @@ def test_profile_window_cut_short_by_the_end_of_fit_is_still_written(tmp_path):
 def test_bad_profile_steps_fail_early_like_profile_batch(bad):
     with pytest.raises(ValueError, match="profile_steps"):
         MemoryCallback("unused", profile_steps=bad)
+
+
+def test_unwritable_log_dir_with_profile_steps_warns_and_leaves_the_profiler_idle(tmp_path):
+    """A log dir that is a file: no writer can be made. Training still runs every epoch and
+    the profiled window is still closed, so a later profile can start."""
+    import tensorflow as tf
+
+    not_a_dir = tmp_path / "a_file"
+    not_a_dir.write_text("not a directory")
+    with pytest.warns(RuntimeWarning, match="not a directory"):
+        history = fit(model_and_data(), MemoryCallback(str(not_a_dir), profile_steps=(1, 2)), epochs=2)
+    assert len(history.history["loss"]) == 2
+    tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # raises AlreadyExistsError if left running
+    tf.profiler.experimental.stop(save=False)
