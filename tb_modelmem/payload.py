@@ -53,20 +53,24 @@ def decode(blob: bytes) -> Payload:
         doc = json.loads(raw.decode("utf-8"))
     except PayloadError:
         raise
+    except RecursionError:  # "[[[[...": the stdlib parser recurses per level
+        raise PayloadError("not a tb_modelmem payload (JSON nested too deep to parse)") from None
     except (zlib.error, UnicodeDecodeError, ValueError):
         raise PayloadError("not a tb_modelmem payload (corrupt or foreign bytes)") from None
     if not isinstance(doc, dict) or "schema" not in doc or "kind" not in doc:
         raise PayloadError("not a tb_modelmem payload (no schema/kind)")
     schema = doc["schema"]
-    if not isinstance(schema, int) or schema < 1:
-        raise PayloadError(f"invalid schema version {schema!r}")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise PayloadError(f"invalid schema version {schema!r:.40}")
+    if not isinstance(doc["kind"], str):
+        raise PayloadError(f"unknown payload kind {doc['kind']!r:.40}")
     if schema > metadata.SCHEMA_VERSION:
         raise PayloadError(
             f"written by a newer tb_modelmem (schema {schema} > {metadata.SCHEMA_VERSION}); upgrade to read it"
         )
     cls = RECORD_TYPES.get(doc["kind"])
     if cls is None:
-        raise PayloadError(f"unknown payload kind {doc['kind']!r}")
+        raise PayloadError(f"unknown payload kind {doc['kind']!r:.40}")
     try:
         return cls.from_dict(doc.get("data"))  # type: ignore[return-value]
     except (ValueError, TypeError) as e:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
 # Variable roles. Every stored byte belongs to exactly one of these.
 WEIGHT = "weight"  # trainable parameters
@@ -23,13 +24,20 @@ ROLES = (WEIGHT, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER)
 MEASURED = "measured"  # reported by the allocator / step stats
 DERIVED = "derived"  # output shape x dtype size, from the traced graph
 
+MAX_NESTING = 32  # deepest free-form JSON (optimizer config, timeline point) a record accepts
+
 T = TypeVar("T", bound="Record")
 
 
 class Record:
-    """Mixin: dict round-trip that tolerates unknown keys (newer writers)."""
+    """Mixin: dict round-trip that tolerates unknown keys (newer writers).
+
+    ``from_dict`` validates what it reads (types, non-negative sizes and counts, finite
+    numbers) so a record that decodes is one every view can compute on.
+    """
 
     _nested: ClassVar[Dict[str, Type["Record"]]] = {}
+    _non_negative: ClassVar[Tuple[str, ...]] = ()  # int/float fields (or lists of them) that must be >= 0
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (no deep copy: fast enough for 20,000-op traces)."""
@@ -45,6 +53,7 @@ class Record:
 
     @classmethod
     def from_dict(cls: Type[T], data: Dict[str, Any]) -> T:
+        """The record in ``data``; ValueError naming the first field that is not valid."""
         if not isinstance(data, dict):
             raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
         hints = _field_hints(cls)
@@ -55,11 +64,19 @@ class Record:
                     raise ValueError(f"{cls.__name__}.{key}: expected a list")
                 kwargs[key] = [cls._nested[key].from_dict(x) for x in value]
             elif not _fits(value, hints[key]):
-                raise ValueError(f"{cls.__name__}.{key}: unexpected value {value!r:.60}")
+                raise ValueError(f"{cls.__name__}.{key}: {_misfit(value)} {_preview(value)}")
+            elif key in cls._non_negative and any(v < 0 for v in (value if isinstance(value, list) else [value])
+                                                  if v is not None):
+                raise ValueError(f"{cls.__name__}.{key}: must be >= 0, got {_preview(value)}")
         try:
-            return cls(**kwargs)
+            record = cls(**kwargs)
         except TypeError as e:
             raise ValueError(f"{cls.__name__}: {e}") from None
+        record._check()
+        return record
+
+    def _check(self) -> None:
+        """Constraints across a field's items (beyond its type); raise ValueError."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,8 +86,23 @@ def _field_hints(cls: type) -> Dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def _misfit(value: Any) -> str:
+    """Why a value that does not fit its field was refused, in a few words."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    if _nesting(value) > MAX_NESTING:
+        return f"nested deeper than {MAX_NESTING} levels"
+    return "unexpected value"
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _fits(value: Any, hint: Any) -> bool:
-    """Shallow type check of decoded JSON against a field's annotation."""
+    """Type check of decoded JSON against a field's annotation; numbers must be finite and
+    free-form values (``Any``, dicts) at most MAX_NESTING deep."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union:
         return any(_fits(value, a) for a in args)
@@ -79,14 +111,31 @@ def _fits(value: Any, hint: Any) -> bool:
     if origin in (list, List):
         return isinstance(value, list) and all(_fits(v, args[0]) for v in value) if args else isinstance(value, list)
     if origin in (dict, Dict):
-        return isinstance(value, dict)
+        return isinstance(value, dict) and _nesting(value) <= MAX_NESTING
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return is_number(value)
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is Any:
-        return True
+        return _nesting(value) <= MAX_NESTING
     return isinstance(value, hint)
+
+
+def is_number(value: Any) -> bool:
+    """A finite JSON number (not a bool, not NaN or Infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and dicts nest in ``value`` (0 for a scalar); stops counting past MAX_NESTING."""
+    depth, level = 0, [value]
+    while depth <= MAX_NESTING:
+        containers = [item for item in level if isinstance(item, (list, dict))]
+        if not containers:
+            break
+        depth += 1
+        level = [v for c in containers for v in (c.values() if isinstance(c, dict) else c)]
+    return depth
 
 
 @dataclasses.dataclass
@@ -103,6 +152,8 @@ class VariableRecord(Record):
     replicas: int = 1  # > 1 for variables mirrored over several devices
     slot: Optional[str] = None  # optimizer slot name (m, v, momentum, ...)
     slot_of: Optional[str] = None  # name of the weight a slot belongs to
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("shape", "bytes", "replicas")
 
     @property
     def params(self) -> int:
@@ -121,6 +172,8 @@ class LayerRecord(Record):
     params: int
     derivation: str = ""  # e.g. "(5*5*1+1)*32 = 832"
 
+    _non_negative: ClassVar[Tuple[str, ...]] = ("params",)
+
 
 @dataclasses.dataclass
 class Breakdown(Record):
@@ -138,6 +191,14 @@ class Breakdown(Record):
         "variables": VariableRecord,
         "layers": LayerRecord,
     }
+    _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes",)
+
+    def _check(self) -> None:
+        for i, line in enumerate(self.overhead):  # bytes may be negative: zip compression saves bytes
+            if not (isinstance(line.get("what"), str) and isinstance(line.get("bytes"), int)
+                    and not isinstance(line["bytes"], bool)):
+                raise ValueError(f"Breakdown.overhead[{i}]: expected {{\"what\": str, \"bytes\": int}}, "
+                                 f"got {_preview(line)}")
 
 
 @dataclasses.dataclass
@@ -157,6 +218,8 @@ class OpRecord(Record):
     alloc_bytes: int = 0  # bytes the allocator handed out for this op
     fused: List[str] = dataclasses.field(default_factory=list)  # ops a fused kernel stands for
 
+    _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
+
 
 @dataclasses.dataclass
 class OpTrace(Record):
@@ -171,6 +234,14 @@ class OpTrace(Record):
     steps: int = 1
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpRecord}
+    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps")
+
+    def _check(self) -> None:
+        for i, point in enumerate(self.timeline):
+            if not (2 <= len(point) <= 3 and is_number(point[0]) and is_number(point[1])
+                    and (len(point) == 2 or isinstance(point[2], str))):
+                raise ValueError(f"OpTrace.timeline[{i}]: expected [t_us, bytes_in_use, op_name?], "
+                                 f"got {_preview(point)}")
 
 
 @dataclasses.dataclass
@@ -184,6 +255,8 @@ class LoadResult(Record):
     peak_rss_bytes: int = 0  # median over repeats of the process high-water mark
     repeats: int = 0
     error: str = ""  # why this format could not be produced or loaded
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes", "load_seconds", "peak_rss_bytes", "repeats")
 
 
 @dataclasses.dataclass
