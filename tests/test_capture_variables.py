@@ -397,3 +397,38 @@ def test_nested_models_flatten_to_paths_and_generic_fallback():
     variables = breakdown(outer).variables
     assert {v.layer for v in variables} == set(found)  # variables roll up to the same layer paths
     assert [v.layer for v in variables if v.name.endswith("d/kernel")] == ["outer/inner/d"]
+
+
+def test_variables_with_unknown_static_shape_count_their_current_bytes():
+    """shape=[None, 3] or an unknown rank is legal for a tf.Variable; the bytes it holds
+    come from the resource's own shape (VariableShape reads no values)."""
+    class Growing(tf.Module):
+        def __init__(self):
+            super().__init__(name="growing")
+            with self.name_scope:
+                self.rows = tf.Variable(tf.zeros([2, 3]), shape=tf.TensorShape([None, 3]), name="rows")
+                self.any = tf.Variable(tf.zeros([5], tf.float64), shape=tf.TensorShape(None), name="any")
+                self.nested = [{"ids": tf.Variable(tf.zeros([4], tf.int32), shape=[None], name="ids")}]
+
+    found = {v.name: (v.shape, v.bytes) for v in breakdown(Growing()).variables}
+    assert found == {"growing/rows": ([2, 3], 24), "growing/any": ([5], 40), "growing/ids": ([4], 16)}
+
+
+def test_tf1_variable_of_unknown_rank_is_recorded_not_fatal():
+    with tf.Graph().as_default():
+        v1 = tf.compat.v1
+        known = v1.Variable(tf.zeros([3, 4]), name="known")
+        v1.Variable(v1.placeholder_with_default(tf.zeros([2]), shape=None), validate_shape=False, name="free")
+        found = {v.name: (v.shape, v.bytes) for v in breakdown().variables}
+    assert known.shape == [3, 4]
+    assert found == {"known": ([3, 4], 48), "free": ([-1], 0)}  # unknown until run: no bytes claimed
+
+
+def test_nested_containers_of_variables_and_clear_errors_for_anything_else():
+    w, b = tf.Variable(tf.zeros([3, 4]), name="w"), tf.Variable(tf.zeros([4]), name="b")
+    found = breakdown({"dense": [w, {"bias": b}]})
+    assert [(v.name, v.bytes) for v in found.variables] == [("w", 48), ("b", 16)]
+    with pytest.raises(TypeError, match="str"):
+        breakdown("model.keras")
+    with pytest.raises(TypeError, match="EagerTensor"):
+        breakdown([w, tf.constant(1.0)])

@@ -48,12 +48,23 @@ def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
         found = _from_variables(model.variables, optimizer, source="tf.Module")
         found.model_name = model.name or ""
         return found
-    if isinstance(model, collections.abc.Iterable):
-        return _from_variables(list(model), optimizer, source="variables")
+    if isinstance(model, collections.abc.Iterable) and not isinstance(model, (str, bytes)):
+        return _from_variables(_flat_variables(model), optimizer, source="variables")
     raise TypeError(
         f"cannot take a variable breakdown of {type(model).__name__}; pass a Keras model or layer, "
         "a tf.Module, a tf.train.Checkpoint, a list of variables, or None (TF1 graph)"
     )
+
+
+def _flat_variables(container: Iterable[Any]) -> List[Any]:
+    """The variables of a (nested) list, tuple or dict, in ``tf.nest`` order; a TypeError
+    naming anything else, rather than an AttributeError deep inside the capture."""
+    nested = container if isinstance(container, (collections.abc.Mapping, list, tuple)) else list(container)
+    found = tf.nest.flatten(nested)
+    for item in found:
+        if not _is_variable(item):
+            raise TypeError(f"expected variables, got a {type(item).__name__} in the {type(container).__name__}")
+    return found
 
 
 def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
@@ -137,7 +148,7 @@ def _role(var: Any, name: str, optimizer_state: set, model_state: frozenset) -> 
 def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) -> records.VariableRecord:
     storage = _storage(var)
     components = list(storage.values) if isinstance(storage, tf.distribute.DistributedValues) else [storage]
-    shape = [-1 if d is None else int(d) for d in tf.TensorShape(var.shape).as_list()]
+    shape = _shape(var, components[0])
     dtype = tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
     elements = 0 if any(d < 0 for d in shape) else _product(shape)
     devices = sorted({c.device for c in components if c is not None and getattr(c, "device", "")})
@@ -146,6 +157,20 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
         bytes=elements * dtype.size * len(components), role=role, device=",".join(devices),
         replicas=len(components), slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
     )
+
+
+def _shape(var: Any, storage: Any) -> List[int]:
+    """The variable's shape; where the static shape is partly unknown (``shape=[None, 3]``,
+    or no rank), the shape it holds now, from the resource (VariableShape reads no values).
+    In a TF1 graph that shape exists only once run: -1 per unknown dimension, [-1] for an
+    unknown rank, and such a variable claims no bytes."""
+    static = tf.TensorShape(var.shape)
+    if static.is_fully_defined():
+        return [int(d) for d in static.as_list()]
+    handle = getattr(storage, "handle", None)
+    if tf.executing_eagerly() and handle is not None:
+        return [int(d) for d in tf.raw_ops.VariableShape(input=handle, out_type=tf.int64).numpy()]
+    return [-1] if static.rank is None else [-1 if d is None else int(d) for d in static.as_list()]
 
 
 def _optimizer_variables(optimizer: Any) -> List[Any]:
