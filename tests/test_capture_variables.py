@@ -432,3 +432,17 @@ def test_nested_containers_of_variables_and_clear_errors_for_anything_else():
         breakdown("model.keras")
     with pytest.raises(TypeError, match="EagerTensor"):
         breakdown([w, tf.constant(1.0)])
+
+
+def test_scope_layers_of_a_tf1_graph_with_an_unknown_shape_count_only_known_params():
+    with tf.Graph().as_default():
+        v1 = tf.compat.v1
+        with v1.variable_scope("dense"):
+            v1.Variable(tf.zeros([3, 4]), name="kernel")
+            v1.Variable(tf.zeros([4]), name="bias")
+            v1.Variable(v1.placeholder_with_default(tf.zeros([2, 4]), shape=[None, 4]), validate_shape=False,
+                        name="memory")
+        found = breakdown()
+    (layer,) = layer_capture.scope_layer_records(found.variables)
+    assert (layer.name, layer.params) == ("dense", 16)  # the [?,4] memory holds an unknown count
+    assert layer.derivation == "3*4 + 4 + ?*4 = 16 + ?"

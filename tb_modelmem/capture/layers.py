@@ -10,6 +10,7 @@ not add up falls back to the plain sum of variable shapes.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tb_modelmem import records
@@ -30,20 +31,25 @@ def layer_records(model: Any) -> List[records.LayerRecord]:
 def scope_layer_records(variables: Sequence[records.VariableRecord]) -> List[records.LayerRecord]:
     """Layers of a source without Keras layer objects (TF1 graph, checkpoint, old payload):
     one per variable scope, from stored shapes. A kernel + bias scope reads as an affine
-    layer, "(5*5*1+1)*32 = 832"; anything else as the plain sum of its shapes."""
+    layer, "(5*5*1+1)*32 = 832"; anything else as the plain sum of its shapes. A shape with
+    an unknown (-1) dimension (a TF1 variable of unknown shape) adds no parameters but a
+    "?" term, "3*4 + ?*4 = 12 + ?", so the count is never pulled down by a -1."""
     by_layer: Dict[str, Dict[str, List[int]]] = {}
     for v in variables:
         if v.role in (records.WEIGHT, records.NON_TRAINABLE):
             by_layer.setdefault(v.layer, {})[v.name.rsplit("/", 1)[-1]] = [int(d) for d in v.shape]
     out = []
     for layer, shapes in by_layer.items():
-        params = sum(_product(shape) for shape in shapes.values())
-        if set(shapes) <= {"kernel", "bias"} and "kernel" in shapes:
+        unknown = any(d < 0 for shape in shapes.values() for d in shape)
+        params = sum(math.prod(shape) for shape in shapes.values() if all(d >= 0 for d in shape))
+        if set(shapes) <= {"kernel", "bias"} and "kernel" in shapes and not unknown:
             expression = _affine_terms(shapes["kernel"], shapes.get("bias"))
         else:
-            expression = " + ".join("*".join(map(str, shape)) or "1" for shape in shapes.values())
+            expression = " + ".join("*".join("?" if d < 0 else str(d) for d in shape) or "1"
+                                    for shape in shapes.values())
+        total = f"{params:,} + ?" if unknown else f"{params:,}"
         out.append(records.LayerRecord(name=layer, class_name="", params=params,
-                                       derivation=f"{expression} = {params:,}"))
+                                       derivation=f"{expression} = {total}"))
     return out
 
 
@@ -126,14 +132,7 @@ def _shape(var: Any) -> List[int]:
 
 
 def _size(var: Any) -> int:
-    return _product(_shape(var))
-
-
-def _product(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(_shape(var))
 
 
 def _dims(var: Any) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections.abc
 import json
+import math
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -150,7 +151,7 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     components = list(storage.values) if isinstance(storage, tf.distribute.DistributedValues) else [storage]
     shape = _shape(var, components[0])
     dtype = tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
-    elements = 0 if any(d < 0 for d in shape) else _product(shape)
+    elements = 0 if any(d < 0 for d in shape) else math.prod(shape)
     devices = sorted({c.device for c in components if c is not None and getattr(c, "device", "")})
     return records.VariableRecord(
         name=name, layer=layer, shape=shape, dtype=dtype.name,
@@ -313,13 +314,6 @@ def _unique(variables: List[Any]) -> List[Any]:
             seen.add(key)
             out.append(var)
     return out
-
-
-def _product(shape: List[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _is_integer(var: Any) -> bool:
