@@ -446,3 +446,17 @@ def test_scope_layers_of_a_tf1_graph_with_an_unknown_shape_count_only_known_para
     (layer,) = layer_capture.scope_layer_records(found.variables)
     assert (layer.name, layer.params) == ("dense", 16)  # the [?,4] memory holds an unknown count
     assert layer.derivation == "3*4 + 4 + ?*4 = 16 + ?"
+
+
+def test_optimizer_whose_get_config_raises_still_gets_its_breakdown():
+    """A LearningRateSchedule without get_config is legal for training, but Adam.get_config
+    raises NotImplementedError; the slots still count and the config falls back to attributes."""
+    class Halving(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            return 0.01
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="fc")], name="scheduled")
+    model = train_one_step(model, keras.optimizers.Adam(learning_rate=Halving(), beta_1=0.8), (4,))
+    found = breakdown(model)
+    assert by_role(found)[records.OPTIMIZER_SLOT] == 2 * (4 + 1) * 3 * 4
+    assert found.optimizer["class_name"] == "Adam" and found.optimizer["config"]["beta_1"] == 0.8

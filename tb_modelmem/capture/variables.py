@@ -269,12 +269,18 @@ def _slots_by_name(variables: List[Any]) -> Dict[int, Slot]:
 
 
 def optimizer_summary(optimizer: Any) -> Optional[Dict[str, Any]]:
-    """{"class_name", "config"} with a JSON-safe config (what isn't JSON becomes a string)."""
+    """{"class_name", "config"} with a JSON-safe config (what isn't JSON becomes a string).
+
+    TF1 optimizers have no config, and a Keras one's ``get_config`` raises for a learning
+    rate schedule that does not define its own (legal for training): then the config is
+    the optimizer's plain hyper-parameter attributes, so the breakdown is never lost to it."""
     if optimizer is None:
         return None
-    if hasattr(optimizer, "get_config"):
-        config = optimizer.get_config()
-    else:  # TF1 optimizers have no config; their hyper-parameters are plain attributes
+    try:
+        config = optimizer.get_config() if hasattr(optimizer, "get_config") else None
+    except Exception:
+        config = None
+    if config is None:
         config = {k.lstrip("_"): v for k, v in vars(optimizer).items()
                   if isinstance(v, (bool, int, float, str)) and not k.startswith(("__", "_self_"))}
     return {"class_name": type(optimizer).__name__, "config": _json_safe(config)}
