@@ -89,3 +89,142 @@ def test_usage_errors_exit_2(capsys):
         cli.main(["inspect"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    """A real .keras, a real legacy .h5 and a real SavedModel of the seed-001 ConvNet + Adam."""
+    from tests.test_checkpoint import keras_convnet
+
+    folder = tmp_path_factory.mktemp("model_files")
+    model = keras_convnet()
+    model.save(folder / "convnet.keras")
+    model.save(folder / "convnet.h5")
+    model.export(str(folder / "savedmodel"), verbose=False)
+    return folder
+
+
+def _rewrite_keras(src, dst, **members):
+    """A copy of the .keras archive ``src`` with some members replaced (bytes or str)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            if item.filename not in members:
+                zout.writestr(item, zin.read(item.filename))
+        for name, data in members.items():
+            zout.writestr(name, data)
+    return str(dst)
+
+
+def _broken_model_files(model_files, folder):
+    """Real files broken in their structure, each still a zip / HDF5 / SavedModel on the outside."""
+    import shutil
+    import zipfile
+
+    import h5py
+
+    keras_path, h5_path = model_files / "convnet.keras", model_files / "convnet.h5"
+    with zipfile.ZipFile(keras_path) as zf:
+        config = json.loads(zf.read("config.json"))
+        weights = zf.read("model.weights.h5")
+    paths = {
+        "config.json is a JSON list": _rewrite_keras(keras_path, folder / "list_config.keras", **{
+            "config.json": "[1, 2]"}),
+        "config.json is not JSON": _rewrite_keras(keras_path, folder / "not_json.keras", **{
+            "config.json": "{'class_name': 'Sequential'"}),
+    }
+    (folder / "w.h5").write_bytes(weights)
+    with h5py.File(folder / "w.h5", "r+") as h5:
+        group = next(name for name in _vars_groups(h5))
+        del h5[group + "/0"]
+        h5.create_group(group + "/0")  # a group where a weight's dataset belongs
+    paths["a weight is a group"] = _rewrite_keras(keras_path, folder / "group_weight.keras", **{
+        "model.weights.h5": (folder / "w.h5").read_bytes()})
+    for what, edit in (("a listed layer is missing", lambda h5: h5.__delitem__("model_weights/conv1")),
+                       ("a listed optimizer weight is missing",
+                        lambda h5: h5.__delitem__("optimizer_weights/" + _first_optimizer_weight(h5)))):
+        path = folder / (what.replace(" ", "_") + ".h5")
+        shutil.copy(h5_path, path)
+        with h5py.File(path, "r+") as h5:
+            edit(h5)
+        paths[what] = str(path)
+    shutil.copytree(model_files / "savedmodel", folder / "junk_savedmodel")
+    (folder / "junk_savedmodel" / "saved_model.pb").write_bytes(b"\xff\xff\xff\xff not a SavedModel")
+    paths["saved_model.pb is junk"] = str(folder / "junk_savedmodel")
+    return paths
+
+
+def _vars_groups(h5):
+    found = []
+    h5.visititems(lambda name, obj: found.append(name) if name.endswith("/vars") and len(obj) else None)
+    return [name for name in found if not name.startswith("optimizer")]
+
+
+def _first_optimizer_weight(h5):
+    group = h5["optimizer_weights"]
+    names = [n.decode() if isinstance(n, bytes) else n for n in group.attrs["weight_names"]]
+    return next(n for n in names if group[n].shape != ())
+
+
+def test_structurally_broken_model_files_are_one_line_naming_the_file(model_files, tmp_path, capsys):
+    for what, path in _broken_model_files(model_files, tmp_path).items():
+        assert cli.main(["inspect", path]) == 2, what
+        captured = capsys.readouterr()
+        assert captured.out == "", what
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"tb-modelmem: error: {path}: "), (what, captured.err)
+        assert "object has no attribute" not in lines[0] and "Unable to synchronously" not in lines[0], lines[0]
+
+
+def test_wrong_typed_metadata_is_ignored_and_the_weights_still_read(model_files, tmp_path, capsys):
+    """A config whose optional parts have the wrong JSON type: the variables are still the file's."""
+    import shutil
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(model_files / "convnet.keras") as zf:
+        config = json.loads(zf.read("config.json"))
+    paths = [_rewrite_keras(model_files / "convnet.keras", tmp_path / "odd.keras", **{
+        "config.json": json.dumps({**config, "compile_config": 5, "config": "convnet"})})]
+    shutil.copy(model_files / "convnet.h5", tmp_path / "odd.h5")
+    with h5py.File(tmp_path / "odd.h5", "r+") as h5:
+        h5.attrs["training_config"] = "[2]"
+        h5.attrs["model_config"] = '"a string"'
+    paths.append(str(tmp_path / "odd.h5"))
+    for path in paths:
+        assert cli.main(["inspect", path, "--json"]) == 0, capsys.readouterr().err
+        report = json.loads(capsys.readouterr().out)
+        assert (report["by_role"]["weight"], report["by_role"]["optimizer_slot"]) == (WEIGHT_BYTES, SLOT_BYTES), path
+        assert report["optimizer"] is None and report["reconciled"] is True
+
+
+def test_symlinks_are_followed_and_dangling_ones_are_one_line(model_files, tmp_path, capsys):
+    link = tmp_path / "link.keras"
+    link.symlink_to(model_files / "convnet.keras")
+    assert cli.main(["inspect", str(link), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["by_role"]["optimizer_slot"] == SLOT_BYTES
+    (tmp_path / "dangling.keras").symlink_to(tmp_path / "gone.keras")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for path in (tmp_path / "dangling.keras", tmp_path / "loop"):
+        assert cli.main(["inspect", str(path)]) == 2
+        assert capsys.readouterr().err == f"tb-modelmem: error: {path}: no such file or folder\n"
+
+
+def test_a_garbage_checkpoint_state_file_falls_back_to_the_one_index(tf1_prefix, tmp_path, capsys):
+    import shutil
+
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(tf1_prefix + suffix, tmp_path / ("model.ckpt-1" + suffix))
+    (tmp_path / "checkpoint").write_bytes(b"\xff\xfe not a CheckpointState {{{")
+    assert cli.main(["inspect", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["total_bytes"] == SEED_DATA_BYTES and report["reconciled"] is True
+
+
+def test_a_checkpoint_state_file_pointing_nowhere_is_named(tmp_path, capsys):
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-9"\n')
+    assert cli.main(["inspect", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"tb-modelmem: error: {tmp_path}: no checkpoint in this folder "
+                                       "(its 'checkpoint' file names no checkpoint here and 0 *.index files)\n")

@@ -57,14 +57,19 @@ def find_prefix(path: str) -> str:
     if os.path.isdir(path):
         import tensorflow as tf
 
-        latest = tf.train.latest_checkpoint(path)
+        try:
+            latest = tf.train.latest_checkpoint(path)
+        except (ValueError, tf.errors.OpError):  # a 'checkpoint' state file that is not text (it only
+            # points at a prefix: fall back to the folder's .index files)
+            latest = None
         if latest and os.path.exists(latest + ".index"):
             return latest
         indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
         if len(indexes) == 1:
             return os.path.join(path, indexes[0][: -len(".index")])
-        raise InspectError(f"{path}: no checkpoint in this folder (no 'checkpoint' file and "
-                           f"{len(indexes)} *.index files)")
+        pointer = ("its 'checkpoint' file names no checkpoint here" if os.path.exists(os.path.join(path, "checkpoint"))
+                   else "no 'checkpoint' file")
+        raise InspectError(f"{path}: no checkpoint in this folder ({pointer} and {len(indexes)} *.index files)")
     prefix = re.sub(r"(\.index|\.data-\d{5}-of-\d{5}|\.meta)$", "", path)
     if os.path.exists(prefix + ".index"):
         return prefix

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import zipfile
+import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.capture.checkpoint import (NON_TRAINABLE_NAMES, OTHER_NAMES, InspectError, find_prefix,
@@ -85,6 +86,7 @@ def read_path(path: str) -> Breakdown:
 
 def read_saved_model(path: str) -> Breakdown:
     """Variables from ``variables/variables``; every other file in the folder is overhead."""
+    _check_saved_model_pb(os.path.join(path, "saved_model.pb"))
     prefix = os.path.join(path, "variables", "variables")
     if os.path.exists(prefix + ".index"):
         bd = read_checkpoint(prefix)
@@ -110,6 +112,20 @@ def read_saved_model(path: str) -> Breakdown:
     if bd.optimizer is None:
         bd.optimizer = _keras2_metadata_optimizer(os.path.join(path, "keras_metadata.pb"))
     return bd
+
+
+def _check_saved_model_pb(pb_path: str) -> None:
+    """InspectError unless ``pb_path`` parses as a SavedModel proto (graphs only, no tensor values)."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    try:
+        with open(pb_path, "rb") as f:
+            saved = saved_model_pb2.SavedModel.FromString(f.read())
+    except (OSError, DecodeError) as e:
+        raise InspectError(f"{os.path.dirname(pb_path)}: unreadable saved_model.pb ({_one_line(e)})") from None
+    if not saved.meta_graphs:
+        raise InspectError(f"{os.path.dirname(pb_path)}: saved_model.pb holds no MetaGraph (not a SavedModel)")
 
 
 def _checkpoint_files(prefix: str) -> List[str]:
@@ -150,7 +166,13 @@ def read_keras_archive(path: str) -> Breakdown:
             names = {m.filename: m for m in members}
             if "config.json" not in names:
                 raise InspectError(f"{path}: a zip file but not a .keras archive (no config.json)")
-            config = json.loads(zf.read("config.json"))
+            try:
+                config = json.loads(zf.read("config.json"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InspectError(f"{path}: config.json is not JSON ({_one_line(e)})") from None
+            if not isinstance(config, dict):
+                raise InspectError(f"{path}: config.json is not a Keras model config (a JSON "
+                                   f"{type(config).__name__}, not an object)")
             overhead = [{"what": f"{m.filename} in the archive", "bytes": m.compress_size}
                         for m in members if m.filename != "model.weights.h5"]
             variables: List[VariableRecord] = []
@@ -165,19 +187,24 @@ def read_keras_archive(path: str) -> Breakdown:
                 if member.compress_size != member.file_size:
                     overhead.append({"what": "zip compression of model.weights.h5",
                                      "bytes": member.compress_size - member.file_size})
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError) as e:
-        if isinstance(e, InspectError):
-            raise
-        raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {e})") from None
+    except InspectError:
+        raise
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
+        raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {_one_line(e)})") from None
+    except (KeyError, ValueError) as e:  # the weights file does not have the layout Keras writes
+        raise InspectError(f"{path}: inconsistent .keras archive ({_one_line(e)})") from None
     file_bytes = os.path.getsize(path)
     inside = sum(v.bytes for v in variables) + sum(o["bytes"] for o in overhead)
     overhead.append({"what": "zip container (local headers, central directory)", "bytes": file_bytes - inside})
-    return Breakdown(source="keras", variables=variables, model_name=config.get("config", {}).get("name", ""),
+    model_config = config.get("config")
+    name = model_config.get("name") if isinstance(model_config, dict) else None
+    return Breakdown(source="keras", variables=variables, model_name=name if isinstance(name, str) else "",
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
 def _compile_optimizer(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    opt = (config.get("compile_config") or {}).get("optimizer")
+    compile_config = config.get("compile_config")
+    opt = compile_config.get("optimizer") if isinstance(compile_config, dict) else None
     if isinstance(opt, dict):
         return {"class_name": opt.get("class_name", ""), "config": opt.get("config", {}),
                 "recorded_in": "config.json compile_config"}
@@ -300,6 +327,10 @@ def _attr_str(value: Any) -> str:
 
 
 def _record(name: str, layer: str, ds: Any, role: str) -> VariableRecord:
+    import h5py
+
+    if not isinstance(ds, h5py.Dataset):
+        raise ValueError(f"{ds.name}: expected a weight's dataset, found a {type(ds).__name__.lower()}")
     shape = [int(d) for d in ds.shape]
     n = ds.dtype.itemsize
     for d in shape:
@@ -321,13 +352,25 @@ def read_h5(path: str) -> Breakdown:
                 variables = _keras3_variables(h5, None, None)
                 opt = _keras3_weights_optimizer(h5)
                 return _h5_breakdown(path, "keras weights.h5", variables, opt, [])
+    except InspectError:
+        raise
     except OSError as e:
         raise InspectError(f"{path}: corrupt or truncated HDF5 file ({_one_line(e)})") from None
+    except (KeyError, ValueError) as e:  # h5py: a member the file's own attributes list is missing
+        raise InspectError(f"{path}: inconsistent Keras HDF5 file ({_one_line(e)})") from None
     raise InspectError(f"{path}: an HDF5 file but not a Keras model or weights file")
 
 
 def _one_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() is a repr
+    return (text.strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _member(group: Any, name: str) -> Any:
+    """``group[name]`` for a name the file's own attributes list; ValueError naming it if absent."""
+    if name not in group:
+        raise ValueError(f"{group.name.rstrip('/')}/{name} is listed in the file's attributes but missing")
+    return group[name]
 
 
 def _keras3_weights_optimizer(h5) -> Optional[Dict[str, Any]]:
@@ -354,12 +397,12 @@ def _read_legacy_h5(path: str, h5) -> Breakdown:
     layers = _config_layers(model_config) if model_config else {}
     variables: List[VariableRecord] = []
     for layer in [_attr_str(n) for n in weights_group.attrs.get("layer_names", [])]:
-        group = weights_group[layer]
+        group = _member(weights_group, layer)
         _, trainable = layers.get(layer, ("", True))
         for wname in [_attr_str(n) for n in group.attrs.get("weight_names", [])]:
             last = wname.split(":")[0].rsplit("/", 1)[-1]
             role = NON_TRAINABLE if (not trainable or last in NON_TRAINABLE_NAMES) else WEIGHT
-            variables.append(_record(wname.split(":")[0], layer, group[wname], role))
+            variables.append(_record(wname.split(":")[0], layer, _member(group, wname), role))
     if "optimizer_weights" in h5:
         variables += _legacy_optimizer_vars(h5["optimizer_weights"], variables)
     optimizer = None
@@ -375,9 +418,10 @@ def _json_attr(h5, key: str) -> Optional[Dict[str, Any]]:
     if raw is None:
         return None
     try:
-        return json.loads(_attr_str(raw))
+        value = json.loads(_attr_str(raw))
     except ValueError:
         return None
+    return value if isinstance(value, dict) else None
 
 
 def _legacy_optimizer_vars(group, weights: List[VariableRecord]) -> List[VariableRecord]:
@@ -388,7 +432,8 @@ def _legacy_optimizer_vars(group, weights: List[VariableRecord]) -> List[Variabl
     for raw in [_attr_str(n) for n in group.attrs.get("weight_names", [])]:
         name = raw.split(":")[0]
         opt, _, rest = name.partition("/")
-        rec = _record(name, opt, group[raw], OTHER if group[raw].shape == () else OPTIMIZER_SLOT)
+        ds = _member(group, raw)
+        rec = _record(name, opt, ds, OTHER if getattr(ds, "shape", None) == () else OPTIMIZER_SLOT)
         hit = slot_match(name, set(by_name))
         if hit:
             rec.slot_of, rec.slot = hit
