@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tb_modelmem import records
 
@@ -67,7 +67,7 @@ def sublayers(layer: Any, recursive: bool = False) -> List[Any]:
     return list(layer._flatten_layers(include_self=False, recursive=recursive))
 
 
-def derive(layer: Any, variables: Optional[Sequence[Any]] = None) -> tuple:
+def derive(layer: Any, variables: Optional[Sequence[Any]] = None) -> Tuple[int, str]:
     """(params, derivation) of ``layer``, or of just ``variables`` of it when given."""
     weights = list(layer.weights if variables is None else variables)
     params = sum(_size(w) for w in weights)
@@ -100,7 +100,7 @@ def evaluate(expression: str) -> int:
     return value(ast.parse(expression, mode="eval"))
 
 
-def _walk(layer: Any, path: str):
+def _walk(layer: Any, path: str) -> Iterator[Tuple[str, Any, Optional[List[Any]]]]:
     """Yield (path, layer, own_variables) for leaves; own_variables is None for a whole
     leaf, or a container's variables that none of its sublayers hold."""
     children = [] if _rule_for(layer) is not None else sublayers(layer)

@@ -15,7 +15,7 @@ import collections.abc
 import json
 import math
 import re
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -112,7 +112,7 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
 
 def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
                     layer_of: Optional[Dict[int, str]] = None,
-                    model_state: frozenset = frozenset()) -> records.Breakdown:
+                    model_state: AbstractSet[int] = frozenset()) -> records.Breakdown:
     """Classify model variables plus the optimizer's, each variable once.
     ``model_state``: ids of variables Keras lists as non-trainable weights."""
     layer_of = layer_of or {}
@@ -134,7 +134,7 @@ def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
     return records.Breakdown(source=source, variables=out, optimizer=optimizer_summary(optimizer))
 
 
-def _role(var: Any, name: str, optimizer_state: set, model_state: frozenset) -> str:
+def _role(var: Any, name: str, optimizer_state: AbstractSet[int], model_state: AbstractSet[int]) -> str:
     if id(var) in optimizer_state:
         return records.OTHER
     if getattr(var, "trainable", False):
