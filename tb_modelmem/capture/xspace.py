@@ -94,7 +94,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
         host = plane.name.startswith("/host:")
         for line in plane.lines:
             if host and line.name == "python":
-                steps += _outermost_function_calls(plane, line, stat_names)
+                steps += _outermost_function_calls(line, stat_names)
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
                 meta = plane.event_metadata[event.metadata_id]
@@ -225,9 +225,7 @@ def _op_of(meta: Any, event: Any, stat_names: Dict[int, str], host: bool) -> Opt
     return None
 
 
-
-
-def _outermost_function_calls(plane: Any, line: Any, stat_names: Dict[int, str]) -> int:
+def _outermost_function_calls(line: Any, stat_names: Dict[int, str]) -> int:
     """Steps = tf.function calls from Python that are not nested inside another one."""
     marker = {k for k, name in stat_names.items() if name == "tf_function_call"}
     count, end_ps = 0, -1
