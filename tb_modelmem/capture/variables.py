@@ -34,8 +34,8 @@ Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 
 
 def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
-    """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint,
-    list of variables, or None for the TF1 default graph) and ``optimizer``."""
+    """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint, a list
+    or dict of variables, nested or not, or None for the TF1 default graph) and ``optimizer``."""
     if model is None:
         if tf.executing_eagerly():
             raise ValueError("model=None means the TF1 default graph's global variables, but TensorFlow is "
@@ -53,7 +53,7 @@ def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
         return _from_variables(_flat_variables(model), optimizer, source="variables")
     raise TypeError(
         f"cannot take a variable breakdown of {type(model).__name__}; pass a Keras model or layer, "
-        "a tf.Module, a tf.train.Checkpoint, a list of variables, or None (TF1 graph)"
+        "a tf.Module, a tf.train.Checkpoint, a list or dict of variables, or None (TF1 graph)"
     )
 
 
