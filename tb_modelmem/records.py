@@ -24,6 +24,7 @@ ROLES = (WEIGHT, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER)
 MEASURED = "measured"  # reported by the allocator / step stats
 DERIVED = "derived"  # output shape x dtype size, from the traced graph
 
+UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 MAX_NESTING = 32  # deepest free-form JSON (optimizer config, timeline point) a record accepts
 
 T = TypeVar("T", bound="Record")
@@ -153,14 +154,19 @@ class VariableRecord(Record):
     slot: Optional[str] = None  # optimizer slot name (m, v, momentum, ...)
     slot_of: Optional[str] = None  # name of the weight a slot belongs to
 
-    _non_negative: ClassVar[Tuple[str, ...]] = ("shape", "bytes", "replicas")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "replicas")
+
+    def _check(self) -> None:
+        if any(d < UNKNOWN_DIM for d in self.shape):
+            raise ValueError(f"VariableRecord.shape: dimensions must be >= 0 ({UNKNOWN_DIM} for unknown), "
+                             f"got {_preview(self.shape)}")
 
     @property
     def params(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= int(d)
-        return n
+        """Element count; 0 while a dimension is unknown (a TF1 variable of unknown shape)."""
+        if any(d < 0 for d in self.shape):
+            return 0
+        return math.prod(self.shape)
 
 
 @dataclasses.dataclass

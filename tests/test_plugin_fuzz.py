@@ -243,7 +243,7 @@ def test_every_mutation_is_200_or_a_readable_422_and_the_rest_keeps_serving(serv
 
 
 @pytest.mark.parametrize("what, reason", [
-    ("shape.0 = -5", "must be >= 0"),
+    ("shape.0 = -5", "dimensions must be >= 0 (-1 for unknown)"),
     ("calls = -5", "must be >= 0"),
     ("timeline.0 = [[1]]", "timeline"),
     ("bytes = NaN", "finite"),

@@ -78,3 +78,26 @@ def test_totals_equal_sum_over_model_and_optimizer_variables(served):
     expected = sum(int(tf.TensorShape(v.shape).num_elements()) * tf.as_dtype(v.dtype).size
                    for v in model.variables + model.optimizer.variables)
     assert served.json("/breakdown", run="adam", tag="storage")["total_bytes"] == expected
+
+
+def test_tf1_variables_of_unknown_shape_are_served_with_no_params(tmp_path):
+    """capture records a TF1 variable of unknown shape as -1 dims and 0 bytes; the backend
+    reads that payload back and counts no parameters for it (never a negative count)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        with v1.variable_scope("dense"):
+            v1.Variable(tf.zeros([3, 4]), name="kernel")
+            v1.Variable(tf.zeros([4]), name="bias")
+            v1.Variable(v1.placeholder_with_default(tf.zeros([2, 4]), shape=[None, 4]), validate_shape=False,
+                        name="memory")
+        v1.Variable(v1.placeholder_with_default(tf.zeros([2]), shape=None), validate_shape=False, name="free")
+        writer = v1.summary.FileWriter(str(tmp_path / "tf1"))
+        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.close()
+    body = Served(str(tmp_path)).json("/breakdown", run="tf1", tag="storage")
+    variables = {v["name"]: v for v in body["variables"]}
+    assert (variables["free"]["shape"], variables["free"]["bytes"], variables["free"]["params"]) == ([-1], 0, 0)
+    assert (variables["dense/memory"]["shape"], variables["dense/memory"]["params"]) == ([-1, 4], 0)
+    assert body["total_params"] == 3 * 4 + 4 and body["totals"]["weight"] == (3 * 4 + 4) * 4
+    layers = {row["name"]: row for row in body["layers"]}
+    assert layers["dense"]["params"] == 16 and all(row["params"] >= 0 for row in layers.values()), layers
