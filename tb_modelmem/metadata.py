@@ -42,14 +42,16 @@ def parse_plugin_metadata(content: bytes) -> Tuple[int, str]:
     """Return (version, kind) from ``plugin_data.content``, or raise MetadataError."""
     try:
         meta = json.loads(bytes(content).decode("utf-8"))
-        version, kind = int(meta["version"]), str(meta["kind"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
+        version, kind = meta["version"], meta["kind"]
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: "[[[[..." content
         raise MetadataError("not tb_modelmem metadata (unreadable plugin content)") from None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1 or not isinstance(kind, str):
+        raise MetadataError("not tb_modelmem metadata (version must be an integer >= 1, kind a string)")
     if version > SCHEMA_VERSION:
         raise MetadataError(
             f"written by a newer tb_modelmem (schema {version} > {SCHEMA_VERSION}); "
             "upgrade tb_modelmem to read it"
         )
     if kind not in KINDS:
-        raise MetadataError(f"unknown payload kind {kind!r}")
+        raise MetadataError(f"unknown payload kind {kind[:40]!r}")
     return version, kind

@@ -10,7 +10,7 @@ import copy
 import json
 import os
 import zlib
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
@@ -131,8 +131,19 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
     yield "JSON not UTF-8", zlib.compress(json.dumps({"schema": 1, "kind": kind}).encode("utf-16"))
 
 
-def _blob_summary(tag: str, kind: str, blob: bytes) -> summary_pb2.Summary:
+# plugin_data.content that is not {"version": <int >= 1>, "kind": <known kind>}
+BAD_PLUGIN_CONTENT = [b"", b"\xff\xfe", b"null", b"[]", b'"breakdown"', b'{"kind": "breakdown"}',
+                      b'{"version": true, "kind": "breakdown"}', b'{"version": -1, "kind": "breakdown"}',
+                      b'{"version": 0, "kind": "breakdown"}', b'{"version": 1.5, "kind": "breakdown"}',
+                      b'{"version": NaN, "kind": "breakdown"}', b'{"version": 1e300, "kind": "breakdown"}',
+                      b'{"version": 1, "kind": ["breakdown"]}', b'{"version": 1, "kind": null}',
+                      b'{"version": 1, "kind": "' + b"x" * 100_000 + b'"}', b"[" * 100_000]
+
+
+def _blob_summary(tag: str, kind: str, blob: bytes, content: Optional[bytes] = None) -> summary_pb2.Summary:
     md = metadata.create_summary_metadata(kind)
+    if content is not None:
+        md.plugin_data.content = content
     tensor = tensor_pb2.TensorProto(
         dtype=types_pb2.DT_STRING, string_val=[blob],
         tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))
@@ -176,6 +187,9 @@ def served(tmp_path_factory) -> Served:
             tag = f"{kind}_{i}"
             CASES[tag] = (route, what)
             bad.append((0, _blob_summary(tag, kind, blob)))
+    for i, content in enumerate(BAD_PLUGIN_CONTENT):
+        CASES[f"meta_{i}"] = ("/breakdown", f"plugin content {content[:40]!r}")
+        bad.append((0, _blob_summary(f"meta_{i}", metadata.BREAKDOWN, payload.encode(_breakdown()), content)))
     write_events(os.path.join(logdir, "mutated"), bad)
     tagged = list(_run_metadata_mutations())
     for i, (what, _) in enumerate(tagged):
@@ -260,6 +274,15 @@ def test_faults_are_named(served, what, reason):
         response = served.get(CASES[tag][0], run=_run_of(tag), tag=tag)
         assert response.status_code == 422, (what, response.get_data(as_text=True))
         assert reason in response.get_data(as_text=True), (what, response.get_data(as_text=True))
+
+
+def test_bad_plugin_content_is_a_422_and_an_error_in_the_listing(served):
+    listing = served.tags("mutated")
+    for tag, (_, what) in CASES.items():
+        if tag.startswith("meta_"):
+            assert listing[("mutated", tag)]["error"], what
+            response = served.get("/breakdown", run="mutated", tag=tag)
+            assert response.status_code == 422, (what, response.get_data(as_text=True))
 
 
 @pytest.mark.parametrize("what", ["garbage", "empty", "a proto of no step stats", "truncated to 3 B"])
