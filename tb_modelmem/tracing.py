@@ -41,6 +41,7 @@ class Trace:
 
     @property
     def active(self) -> bool:
+        """True between a successful ``start`` and ``stop``: only then is the profiler ours to stop."""
         return self._dir is not None
 
     def start(self) -> bool:

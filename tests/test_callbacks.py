@@ -2,6 +2,7 @@
 
 import glob
 import os
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -120,8 +121,13 @@ def test_unwritable_log_dir_with_profile_steps_warns_and_leaves_the_profiler_idl
 
     not_a_dir = tmp_path / "a_file"
     not_a_dir.write_text("not a directory")
-    with pytest.warns(RuntimeWarning, match="not a directory"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         history = fit(model_and_data(), MemoryCallback(str(not_a_dir), profile_steps=(1, 2)), epochs=2)
     assert len(history.history["loss"]) == 2
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("could not record 'storage'" in m and "not a directory" in m for m in messages)
+    assert any("could not record 'ops'" in m and "not a directory" in m for m in messages)
+    assert any("trace 'ops' was not written" in m for m in messages)
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # raises AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
