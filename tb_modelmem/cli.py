@@ -13,7 +13,8 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence
 
-from tb_modelmem.records import ROLES, Breakdown
+from tb_modelmem.capture.checkpoint import first_line
+from tb_modelmem.records import OTHER, ROLES, Breakdown, bytes_by_role
 
 EXIT_BAD_INPUT = 2
 
@@ -52,8 +53,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # bad input of any kind: one line, no traceback
-        message = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        sys.stderr.write(f"tb-modelmem: error: {message}\n")
+        sys.stderr.write(f"tb-modelmem: error: {first_line(e, limit=None)}\n")
         return EXIT_BAD_INPUT
 
 
@@ -96,14 +96,6 @@ def _write_summary(logdir: str, name: str, record: Any) -> None:
         raise RuntimeError(f"could not write the summary to {logdir}")
 
 
-def by_role(bd: Breakdown) -> Dict[str, int]:
-    """Bytes per role; every role present, even at zero."""
-    out = {role: 0 for role in ROLES}
-    for v in bd.variables:
-        out[v.role] = out.get(v.role, 0) + v.bytes
-    return out
-
-
 def report(bd: Breakdown, path: str) -> Dict[str, Any]:
     """The ``--json`` report: ``total_bytes`` is the variables' bytes; plus overhead = ``file_bytes``."""
     total = sum(v.bytes for v in bd.variables)
@@ -112,7 +104,7 @@ def report(bd: Breakdown, path: str) -> Dict[str, Any]:
         "path": path, "source": bd.source, "model_name": bd.model_name,
         "file_bytes": bd.file_bytes, "total_bytes": total, "overhead_bytes": overhead,
         "reconciled": bd.file_bytes == total + overhead,
-        "by_role": by_role(bd), "optimizer": bd.optimizer, "overhead": bd.overhead,
+        "by_role": bytes_by_role(bd.variables), "optimizer": bd.optimizer, "overhead": bd.overhead,
         "variables": [v.to_dict() for v in bd.variables],
     }
 
@@ -130,7 +122,7 @@ def _table(headers: List[str], rows: List[List[str]]) -> str:
 
 def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
     """Terminal report: by role, by layer, largest variables, optimizer, reconciliation."""
-    roles = by_role(bd)
+    roles = bytes_by_role(bd.variables)
     total = sum(roles.values())
     out = [f"{path}  [{bd.source}]", ""]
     out.append(_table(["role", "bytes", "MiB", "share", "variables"], [
@@ -138,7 +130,7 @@ def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
          str(sum(1 for v in bd.variables if v.role == role))] for role, b in roles.items()]))
     layers: Dict[str, Dict[str, int]] = defaultdict(lambda: {role: 0 for role in ROLES})
     for v in bd.variables:
-        layers[v.layer][v.role] += v.bytes
+        layers[v.layer][v.role if v.role in ROLES else OTHER] += v.bytes
     out += ["", _table(["layer", *ROLES, "total"], [
         [layer, *(f"{b[r]:,}" for r in ROLES), f"{sum(b.values()):,}"]
         for layer, b in sorted(layers.items(), key=lambda kv: -sum(kv[1].values()))])]

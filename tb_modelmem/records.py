@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import math
 import typing
-from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
 # Variable roles. Every stored byte belongs to exactly one of these.
 WEIGHT = "weight"  # trainable parameters
@@ -85,6 +85,14 @@ def _field_hints(cls: type) -> Dict[str, Any]:
     """Each dataclass field's resolved annotation (resolving is slow: once per class)."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def bytes_by_role(variables: Iterable["VariableRecord"]) -> Dict[str, int]:
+    """Bytes per role, every role present even at zero; an unknown role counts as OTHER."""
+    totals = {role: 0 for role in ROLES}
+    for v in variables:
+        totals[v.role if v.role in totals else OTHER] += v.bytes
+    return totals
 
 
 def _misfit(value: Any) -> str:

@@ -116,12 +116,14 @@ def _shape_and_dtype_maps(prefix: str) -> Tuple[dict, dict]:
         reader = tf.train.load_checkpoint(prefix)
         return reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     except (tf.errors.OpError, ValueError) as e:
-        raise InspectError(f"{prefix}: unreadable checkpoint ({_first_line(e)})") from None
+        raise InspectError(f"{prefix}: unreadable checkpoint ({first_line(e)})") from None
 
 
-def _first_line(e: BaseException) -> str:
-    text = getattr(e, "message", None) or str(e) or type(e).__name__
-    return text.strip().splitlines()[0][:200]
+def first_line(e: BaseException, limit: Optional[int] = 200) -> str:
+    """The first line of an error's message (TF's can run for pages), at most ``limit`` characters."""
+    text = getattr(e, "message", None) or (e.args[0] if isinstance(e, KeyError) and e.args else str(e))
+    lines = str(text).strip().splitlines()  # KeyError: its args[0], as str() would quote it
+    return (lines[0] if lines else type(e).__name__)[:limit]
 
 
 # --- the .index file: a LevelDB-style table of BundleEntryProto ---------------------------
@@ -371,7 +373,7 @@ def _object_graph(prefix: str):
         raw = tf.train.load_checkpoint(prefix).get_tensor(OBJECT_GRAPH_KEY)
         return trackable_object_graph_pb2.TrackableObjectGraph.FromString(raw)
     except Exception as e:
-        raise InspectError(f"{prefix}: unreadable object graph ({_first_line(e)})") from None
+        raise InspectError(f"{prefix}: unreadable object graph ({first_line(e)})") from None
 
 
 def _list_items(graph, node_id: int) -> List[int]:

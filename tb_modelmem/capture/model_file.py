@@ -17,7 +17,7 @@ import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.capture.checkpoint import (NON_TRAINABLE_NAMES, OTHER_NAMES, InspectError, find_prefix,
-                                            read_checkpoint, slot_match)
+                                            first_line, read_checkpoint, slot_match)
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -123,7 +123,7 @@ def _check_saved_model_pb(pb_path: str) -> None:
         with open(pb_path, "rb") as f:
             saved = saved_model_pb2.SavedModel.FromString(f.read())
     except (OSError, DecodeError) as e:
-        raise InspectError(f"{os.path.dirname(pb_path)}: unreadable saved_model.pb ({_one_line(e)})") from None
+        raise InspectError(f"{os.path.dirname(pb_path)}: unreadable saved_model.pb ({first_line(e)})") from None
     if not saved.meta_graphs:
         raise InspectError(f"{os.path.dirname(pb_path)}: saved_model.pb holds no MetaGraph (not a SavedModel)")
 
@@ -169,7 +169,7 @@ def read_keras_archive(path: str) -> Breakdown:
             try:
                 config = json.loads(zf.read("config.json"))
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise InspectError(f"{path}: config.json is not JSON ({_one_line(e)})") from None
+                raise InspectError(f"{path}: config.json is not JSON ({first_line(e)})") from None
             if not isinstance(config, dict):
                 raise InspectError(f"{path}: config.json is not a Keras model config (a JSON "
                                    f"{type(config).__name__}, not an object)")
@@ -190,9 +190,9 @@ def read_keras_archive(path: str) -> Breakdown:
     except InspectError:
         raise
     except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
-        raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {_one_line(e)})") from None
+        raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {first_line(e)})") from None
     except (KeyError, ValueError) as e:  # the weights file does not have the layout Keras writes
-        raise InspectError(f"{path}: inconsistent .keras archive ({_one_line(e)})") from None
+        raise InspectError(f"{path}: inconsistent .keras archive ({first_line(e)})") from None
     file_bytes = os.path.getsize(path)
     inside = sum(v.bytes for v in variables) + sum(o["bytes"] for o in overhead)
     overhead.append({"what": "zip container (local headers, central directory)", "bytes": file_bytes - inside})
@@ -355,15 +355,10 @@ def read_h5(path: str) -> Breakdown:
     except InspectError:
         raise
     except OSError as e:
-        raise InspectError(f"{path}: corrupt or truncated HDF5 file ({_one_line(e)})") from None
+        raise InspectError(f"{path}: corrupt or truncated HDF5 file ({first_line(e)})") from None
     except (KeyError, ValueError) as e:  # h5py: a member the file's own attributes list is missing
-        raise InspectError(f"{path}: inconsistent Keras HDF5 file ({_one_line(e)})") from None
+        raise InspectError(f"{path}: inconsistent Keras HDF5 file ({first_line(e)})") from None
     raise InspectError(f"{path}: an HDF5 file but not a Keras model or weights file")
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)  # KeyError's str() is a repr
-    return (text.strip().splitlines() or [type(e).__name__])[0][:200]
 
 
 def _member(group: Any, name: str) -> Any:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, List, Optional
 
 from tb_modelmem.capture.layers import scope_layer_records
 from tb_modelmem.records import (
     MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LoadBench, OpRecord, OpTrace,
-    VariableRecord,
+    bytes_by_role,
 )
 
 ACTIVATIONS = "activations"
@@ -16,13 +16,6 @@ ACTIVATIONS = "activations"
 ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
                           "VarHandleOp", "Const", "NoOp", "StopGradient"})
 UNATTRIBUTED = "unattributed"
-
-
-def totals_by_role(variables: Iterable[VariableRecord]) -> Dict[str, int]:
-    totals = {role: 0 for role in ROLES}
-    for v in variables:
-        totals[v.role if v.role in totals else OTHER] += v.bytes
-    return totals
 
 
 def _layer_of_variables(record: Breakdown) -> Dict[str, str]:
@@ -56,7 +49,7 @@ def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
 
 
 def breakdown_view(record: Breakdown) -> Dict[str, Any]:
-    totals = totals_by_role(record.variables)
+    totals = bytes_by_role(record.variables)
     variables = []
     for v in record.variables:
         row = v.to_dict()
@@ -148,7 +141,7 @@ def peak_by_role(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, in
     counts only the step's own allocations (lowest point 0), so the run's weights and
     slots, from its breakdown, are added on top. Parts always sum to ``total``.
     """
-    totals = totals_by_role(breakdown.variables) if breakdown else {r: 0 for r in ROLES}
+    totals = bytes_by_role(breakdown.variables if breakdown else [])
     weights, slots = totals[WEIGHT] + totals[NON_TRAINABLE], totals[OPTIMIZER_SLOT]
     resident = min((int(point[1]) for point in trace.timeline), default=0)
     parts = {WEIGHT: weights, OPTIMIZER_SLOT: slots,
