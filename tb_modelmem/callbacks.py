@@ -50,15 +50,20 @@ class MemoryCallback(keras.callbacks.Callback):
         self._signature: Optional[Tuple[Any, ...]] = None
         self._optimizer_state: Optional[Tuple[int, int]] = None
         self._trace: Optional[Trace] = None
+        self._first_batch: Optional[int] = None  # the running call's first batch index
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
-        if self.profile_steps and self._step + 1 == self.profile_steps[0]:
+        self._first_batch = batch
+        if (self.profile_steps and self._trace is None
+                and self._step < self.profile_steps[0] <= self._step + self._batches_per_call()):
             self._trace = Trace(self.ops_name, step=self.profile_steps[1],
                                 function=getattr(self.model, "train_function", None))
             self._trace.start()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
-        self._step += 1
+        # Keras numbers the batches a call ran (begin, end); count them all, as optimizer.iterations does.
+        first, self._first_batch = self._first_batch, None
+        self._step += batch - first + 1 if first is not None and batch >= first else 1
         if self._optimizer_changed():
             self._record_if_changed()
         if self._trace is not None and self._step >= self.profile_steps[1]:
@@ -71,6 +76,14 @@ class MemoryCallback(keras.callbacks.Callback):
         if self._trace is not None:  # fit ended inside the profiled range
             self._stop_trace()
         self._flush()
+
+    def _batches_per_call(self) -> int:
+        """Batches one train_function call runs (``steps_per_execution``): the profiled window
+        starts with the call that holds its first step, even when that is not the call's first."""
+        try:
+            return max(int(getattr(self.model, "steps_per_execution", 1) or 1), 1)
+        except (TypeError, ValueError):
+            return 1
 
     def _stop_trace(self) -> None:
         """Stop the profiler and write the op table. The profiler is stopped even when no

@@ -131,3 +131,14 @@ def test_unwritable_log_dir_with_profile_steps_warns_and_leaves_the_profiler_idl
     assert any("trace 'ops' was not written" in m for m in messages)
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # raises AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
+
+
+@pytest.mark.filterwarnings("ignore:tb_modelmem. the profile has no allocation events")
+def test_steps_count_batches_when_one_call_runs_several(tmp_path):
+    """steps_per_execution=3: Keras calls the batch hooks once per 3 batches (begin 0, end 2);
+    the step still counts batches, like the TensorBoard callback's, and profile_steps too."""
+    model = model_and_data()
+    model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=3)
+    fit(model, MemoryCallback(str(tmp_path), profile_steps=(4, 6)), epochs=2)  # 2 calls of 3 batches
+    assert [(step, tag) for step, tag, _ in written(str(tmp_path / "train"))] == [(3, "storage"), (6, "ops")]
