@@ -72,10 +72,11 @@ def build_model(spec: str) -> Any:
     import keras
     import numpy as np
 
+    builder = None if spec.startswith("_") else getattr(keras.applications, spec, None)
     if os.path.exists(spec):
         model = keras.models.load_model(spec)
-    elif hasattr(keras.applications, spec):
-        model = getattr(keras.applications, spec)(weights=None)
+    elif callable(builder):  # not a submodule such as keras.applications.mobilenet_v2
+        model = builder(weights=None)
     else:
         raise ValueError(f"{spec}: neither a saved model path nor a keras.applications model name")
     if getattr(model, "optimizer", None) is None or not getattr(model, "compiled", False):
@@ -181,7 +182,7 @@ def run(spec: str, repeats: int = 3, workdir: Optional[str] = None, progress: bo
 
 def format_table(bench: LoadBench) -> str:
     """Readable table; RSS is also shown above the import-only baseline process."""
-    base = next((r.peak_rss_bytes for r in bench.results if r.format == BASELINE and not r.error), 0)
+    base = next((r.peak_rss_bytes for r in bench.results if r.format == BASELINE and not r.error), None)
     mib = 2 ** 20
     headers = ["format", "mode", "size MiB", "load s", "peak RSS MiB", "above baseline MiB", "note"]
     rows = []
@@ -189,7 +190,7 @@ def format_table(bench: LoadBench) -> str:
         if r.error:
             rows.append([r.format, r.mode, "-", "-", "-", "-", r.error])
             continue
-        above = "-" if r.format == BASELINE else f"{(r.peak_rss_bytes - base) / mib:,.1f}"
+        above = "-" if r.format == BASELINE or base is None else f"{(r.peak_rss_bytes - base) / mib:,.1f}"
         rows.append([r.format, r.mode, f"{r.file_bytes / mib:,.2f}" if r.file_bytes else "-",
                      f"{r.load_seconds:.3f}" if r.format != BASELINE else "-",
                      f"{r.peak_rss_bytes / mib:,.1f}", above, f"median of {r.repeats}"])

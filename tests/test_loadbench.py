@@ -63,6 +63,21 @@ def test_a_load_that_fails_reports_the_reason(tmp_path):
     assert "missing.keras" in str(exc.value) or "not found" in str(exc.value).lower()
 
 
-def test_unknown_model_name_is_a_one_line_error(capsys):
-    assert cli.main(["loadbench", "NoSuchNet", "--repeats", "1"]) == 2
-    assert "neither a saved model path nor a keras.applications model" in capsys.readouterr().err
+@pytest.mark.parametrize("name", ["NoSuchNet", "mobilenet_v2", "__doc__", "imagenet_utils"])
+def test_unknown_model_name_is_a_one_line_error(name, capsys):
+    """Names of keras.applications submodules and attributes are not model builders."""
+    assert cli.main(["loadbench", name, "--repeats", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tb-modelmem: error: {name}: neither a saved model path nor a keras.applications model name\n"
+
+
+def test_without_a_baseline_nothing_is_shown_above_it():
+    """A failed import-only child leaves no baseline: 'above baseline' is '-', not the whole peak RSS."""
+    from tb_modelmem.records import LoadBench, LoadResult
+
+    bench = LoadBench("tiny.keras", [
+        LoadResult(loadbench.BASELINE, "import tensorflow, keras", error="load failed: MemoryError"),
+        LoadResult("keras", "compile=True", file_bytes=24_576, load_seconds=0.412, peak_rss_bytes=805_306_368,
+                   repeats=3)])
+    row = loadbench.format_table(bench).splitlines()[-1].split()
+    assert row[:6] == ["keras", "compile=True", "0.02", "0.412", "768.0", "-"], row
