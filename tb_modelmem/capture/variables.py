@@ -15,7 +15,7 @@ import collections.abc
 import json
 import math
 import re
-from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import tensorflow as tf
 
@@ -73,7 +73,7 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     layer_of = layer_capture.variable_layers(model)
     weights = list(model.variables)
     found = _from_variables(weights, optimizer, source="keras", layer_of=layer_of,
-                            model_state={id(v) for v in model.non_trainable_weights})
+                            keras_non_trainable={id(v) for v in model.non_trainable_weights})
     found.layers = layers
     found.model_name = model.name
     return found
@@ -94,17 +94,17 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     if optimizer is None:
         optimizer = next((o for o in objects if _is_optimizer(o)), None)
     layer_of: Dict[int, str] = {}
-    model_state: set = set()
+    keras_non_trainable: Set[int] = set()
     variables: List[Any] = []
     layers: List[records.LayerRecord] = []
     for model in models:
         layer_of.update(layer_capture.variable_layers(model))
-        model_state.update(id(v) for v in model.non_trainable_weights)
+        keras_non_trainable.update(id(v) for v in model.non_trainable_weights)
         variables.extend(model.variables)
         layers.extend(layer_capture.layer_records(model))
     variables.extend(o for o in objects if _is_variable(o))
     found = _from_variables(variables, optimizer, source="checkpoint", layer_of=layer_of,
-                            model_state=model_state)
+                            keras_non_trainable=keras_non_trainable)
     found.layers = layers
     found.model_name = ",".join(m.name for m in models)
     return found
@@ -112,9 +112,9 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
 
 def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
                     layer_of: Optional[Dict[int, str]] = None,
-                    model_state: AbstractSet[int] = frozenset()) -> records.Breakdown:
+                    keras_non_trainable: AbstractSet[int] = frozenset()) -> records.Breakdown:
     """Classify model variables plus the optimizer's, each variable once.
-    ``model_state``: ids of variables Keras lists as non-trainable weights."""
+    ``keras_non_trainable``: ids of variables Keras lists as non-trainable weights."""
     layer_of = layer_of or {}
     all_vars = _unique(list(variables) + _optimizer_variables(optimizer))
     slots, optimizer_state = _optimizer_slots(optimizer, all_vars)
@@ -128,18 +128,18 @@ def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
             role = records.OPTIMIZER_SLOT
             layer = layer_of.get(id(slot[1]), _scope(_name(slot[1])))
         else:
-            role = _role(var, name, optimizer_state, model_state)
+            role = _role(var, name, optimizer_state, keras_non_trainable)
             layer = layer_of.get(id(var), _scope(name))
         out.append(_record(var, name, layer, role, slot))
     return records.Breakdown(source=source, variables=out, optimizer=optimizer_summary(optimizer))
 
 
-def _role(var: Any, name: str, optimizer_state: AbstractSet[int], model_state: AbstractSet[int]) -> str:
+def _role(var: Any, name: str, optimizer_state: AbstractSet[int], keras_non_trainable: AbstractSet[int]) -> str:
     if id(var) in optimizer_state:
         return records.OTHER
     if getattr(var, "trainable", False):
         return records.WEIGHT
-    if id(var) in model_state:  # BatchNorm moving stats, frozen layers' weights, ...
+    if id(var) in keras_non_trainable:  # BatchNorm moving stats, frozen layers' weights, ...
         return records.NON_TRAINABLE
     if _OTHER_NAMES.search(name) or _is_integer(var):  # counters, seed state, ...
         return records.OTHER
