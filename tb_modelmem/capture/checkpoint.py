@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
@@ -238,7 +238,7 @@ def _reconcile(prefix: str, num_shards: int, entries: Dict[str, object], numeric
 
 # --- TF1 name-based classification ---------------------------------------------------------
 
-def _meta_graph(path: str):
+def _meta_graph(path: str) -> Any:  # MetaGraphDef
     from tensorflow.core.protobuf import meta_graph_pb2
 
     try:
@@ -248,7 +248,7 @@ def _meta_graph(path: str):
         raise InspectError(f"{path}: unreadable .meta graph ({type(e).__name__})") from None
 
 
-def _trainable_names(meta) -> Optional[Set[str]]:
+def _trainable_names(meta: Any) -> Optional[Set[str]]:
     from tensorflow.core.framework import variable_pb2
 
     coll = meta.collection_def.get("trainable_variables")
@@ -321,7 +321,7 @@ def _role_by_name(name: str, dtype: str, shape: List[int], trainable: Optional[S
     return WEIGHT
 
 
-def _tf1_optimizer(meta, variables: List[VariableRecord]) -> Optional[dict]:
+def _tf1_optimizer(meta: Any, variables: List[VariableRecord]) -> Optional[dict]:
     """The TF1 optimizer class and its constant hyper-parameters from the graph's training ops."""
     if meta is not None:
         from tensorflow.python.framework import op_def_registry
@@ -348,7 +348,7 @@ def _tf1_optimizer(meta, variables: List[VariableRecord]) -> Optional[dict]:
     return None
 
 
-def _const_scalar(nodes: dict, name: str):
+def _const_scalar(nodes: Dict[str, Any], name: str) -> Any:
     """Value of a scalar Const feeding a training op (through Cast/Identity), else None."""
     import tensorflow as tf
 
@@ -365,7 +365,7 @@ def _const_scalar(nodes: dict, name: str):
 
 # --- TF2 object-based classification -------------------------------------------------------
 
-def _object_graph(prefix: str):
+def _object_graph(prefix: str) -> Any:  # TrackableObjectGraph
     import tensorflow as tf
     from tensorflow.core.protobuf import trackable_object_graph_pb2
 
@@ -376,7 +376,7 @@ def _object_graph(prefix: str):
         raise InspectError(f"{prefix}: unreadable object graph ({first_line(e)})") from None
 
 
-def _list_items(graph, node_id: int) -> List[int]:
+def _list_items(graph: Any, node_id: int) -> List[int]:
     """Children of a tracked list node in index order ("0", "1", ...), or [] if not a list."""
     children = graph.nodes[node_id].children
     if not children or not all(c.local_name.isdigit() for c in children):
@@ -391,7 +391,8 @@ def _singular(name: str) -> str:
     return name[:-1] if name.endswith("s") and len(name) > 2 else name
 
 
-def _classify_object_graph(graph, shape_of, dtype_of, size_of) -> Tuple[List[VariableRecord], Optional[dict]]:
+def _classify_object_graph(graph: Any, shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], size_of: Dict[str, int]
+                           ) -> Tuple[List[VariableRecord], Optional[dict]]:
     key_of: Dict[int, str] = {}
     for i, node in enumerate(graph.nodes):
         for attr in node.attributes:
@@ -457,7 +458,7 @@ def _classify_object_graph(graph, shape_of, dtype_of, size_of) -> Tuple[List[Var
     return records, optimizer
 
 
-def _object_paths(graph, optimizers: Set[int]) -> Dict[int, str]:
+def _object_paths(graph: Any, optimizers: Set[int]) -> Dict[int, str]:
     """A readable path per node: shortest path from the root, through the model before the optimizer."""
     paths: Dict[int, str] = {0: ""}
     for through_optimizer in (False, True):

@@ -213,7 +213,7 @@ def _compile_optimizer(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return None
 
 
-def _keras3_variables(h5, config: Optional[Dict[str, Any]], optimizer: Optional[Dict[str, Any]]) -> List[VariableRecord]:
+def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], optimizer: Optional[Dict[str, Any]]) -> List[VariableRecord]:
     """Model weights (``layers/.../vars/i``) then optimizer variables (``optimizer/vars/i``)."""
     layers = _config_layers(config) if config else {}
     order = list(layers)
@@ -368,7 +368,7 @@ def _member(group: Any, name: str) -> Any:
     return group[name]
 
 
-def _keras3_weights_optimizer(h5) -> Optional[Dict[str, Any]]:
+def _keras3_weights_optimizer(h5: Any) -> Optional[Dict[str, Any]]:
     group = h5.get("optimizer/vars")
     if group is None:
         return None
@@ -385,7 +385,7 @@ def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optim
                      file_bytes=file_bytes, overhead=overhead)
 
 
-def _read_legacy_h5(path: str, h5) -> Breakdown:
+def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
     weights_group = h5["model_weights"] if "model_weights" in h5 else h5
     model_config = _json_attr(h5, "model_config")
     training = _json_attr(h5, "training_config") or {}
@@ -408,7 +408,7 @@ def _read_legacy_h5(path: str, h5) -> Breakdown:
     return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead)
 
 
-def _json_attr(h5, key: str) -> Optional[Dict[str, Any]]:
+def _json_attr(h5: Any, key: str) -> Optional[Dict[str, Any]]:
     raw = h5.attrs.get(key)
     if raw is None:
         return None
@@ -419,7 +419,7 @@ def _json_attr(h5, key: str) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def _legacy_optimizer_vars(group, weights: List[VariableRecord]) -> List[VariableRecord]:
+def _legacy_optimizer_vars(group: Any, weights: List[VariableRecord]) -> List[VariableRecord]:
     """Optimizer weights named ``<opt>/<var>/<slot>`` (Keras 2) or ``<opt>/<var_path_>_<slot>`` (Keras 3)."""
     by_name = {w.name: w for w in weights}
     flat = sorted(((w.name.replace("/", "_"), w) for w in weights), key=lambda fw: -len(fw[0]))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
@@ -19,8 +19,8 @@ from werkzeug import wrappers
 
 from tb_modelmem import metadata
 from tb_modelmem.plugin import queries
-from tb_modelmem.plugin.source import RUN_METADATA_PLUGINS, DataSource
-from tb_modelmem.records import Breakdown
+from tb_modelmem.plugin.source import RUN_METADATA_PLUGINS, DataSource, TagInfo
+from tb_modelmem.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
@@ -48,7 +48,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     def is_active(self) -> bool:
         return False  # TensorBoard's list_plugins activates the tab when data exists
 
-    def data_plugin_names(self):
+    def data_plugin_names(self) -> Tuple[str, ...]:
         """Our own summaries, and RunMetadata of old log dirs (so the tab shows for those too)."""
         return (metadata.PLUGIN_NAME,) + RUN_METADATA_PLUGINS
 
@@ -94,7 +94,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_ops(self, request: wrappers.Request) -> wrappers.Response:
-        def view(trace, ctx, experiment, info):
+        def view(trace: OpTrace, ctx: Any, experiment: str, info: TagInfo) -> Dict[str, Any]:
             return queries.ops_view(trace, self._latest_breakdown(ctx, experiment, info.run))
 
         return self._respond_record(request, metadata.OPS, view)
@@ -133,7 +133,7 @@ def _respond_json(request: wrappers.Request, body: Dict[str, Any]) -> wrappers.R
     return http_util.Respond(request, content, "application/json")
 
 
-def _context(request: wrappers.Request):
+def _context(request: wrappers.Request) -> Tuple[Any, str]:
     return plugin_util.context(request.environ), plugin_util.experiment_id(request.environ)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
-from typing import Any, Dict, Hashable, List, Optional
+from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 from tensorboard import errors
 from tensorboard.data import provider
@@ -91,7 +91,8 @@ class DataSource:
         )
         return list(result.get(info.run, {}).get(info.tag, []))
 
-    def read(self, ctx: Any, experiment_id: str, info: TagInfo, step: Optional[int]) -> Any:
+    def read(self, ctx: Any, experiment_id: str, info: TagInfo,
+             step: Optional[int]) -> Tuple[provider.BlobSequenceDatum, payload.Payload]:
         """Decode the record at ``step`` (latest if None); reads only that one blob."""
         data = self.steps(ctx, experiment_id, info)
         if not data:
@@ -113,7 +114,7 @@ class DataSource:
         return datum, record
 
     @staticmethod
-    def _decode(info: TagInfo, step: int, blob: bytes) -> Any:
+    def _decode(info: TagInfo, step: int, blob: bytes) -> payload.Payload:
         where = f"{info.run}/{info.tag} step {step}"
         if info.origin == RUN_METADATA:
             try:
