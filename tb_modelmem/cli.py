@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence
@@ -88,7 +89,11 @@ def _write_summary(logdir: str, name: str, record: Any) -> None:
     from tb_modelmem import summary
 
     write = summary.breakdown if isinstance(record, Breakdown) else summary.load_bench
-    writer = tf.summary.create_file_writer(logdir)
+    try:
+        writer = tf.summary.create_file_writer(logdir)
+    except tf.errors.OpError as e:  # "{{function_node ...}} Not a directory [Op:CreateSummaryFileWriter] name: "
+        reason = re.sub(r"\{\{.*?\}\}|\[Op:.*$", "", first_line(e)).strip() or type(e).__name__
+        raise RuntimeError(f"{logdir}: cannot write summaries there ({reason})") from None
     with writer.as_default():
         ok = write(name, record, step=0)
     writer.close()

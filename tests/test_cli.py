@@ -228,3 +228,11 @@ def test_a_checkpoint_state_file_pointing_nowhere_is_named(tmp_path, capsys):
     assert cli.main(["inspect", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"tb-modelmem: error: {tmp_path}: no checkpoint in this folder "
                                        "(its 'checkpoint' file names no checkpoint here and 0 *.index files)\n")
+
+
+def test_a_logdir_that_is_a_file_is_one_line_naming_it(tf1_prefix, tmp_path, capsys):
+    logdir = tmp_path / "logs"
+    logdir.write_text("a file, not a folder")
+    assert cli.main(["inspect", tf1_prefix, "--logdir", str(logdir)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"tb-modelmem: error: {logdir}: cannot write summaries there (Not a directory)\n"
