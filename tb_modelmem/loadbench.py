@@ -116,11 +116,12 @@ def save_all(model: Any, workdir: str) -> Dict[str, Tuple[str, str]]:
                 save(path)
             out[fmt] = (path, "")
         except Exception as e:  # report why this format cannot be produced, keep going
-            out[fmt] = (path, f"save failed: {type(e).__name__}: {_one_line(e)}")
+            out[fmt] = (path, f"save failed: {type(e).__name__}: {_last_line(e)}")
     return out
 
 
-def _one_line(e: Any) -> str:
+def _last_line(e: Any) -> str:
+    """The last line of an error (Keras and the child's stderr put the cause last), at most 300 characters."""
     return (str(e).strip().splitlines() or [""])[-1][:300]
 
 
@@ -167,7 +168,7 @@ def run(spec: str, repeats: int = 3, workdir: Optional[str] = None, progress: bo
                 try:
                     samples.append(measure_once(fmt, mode, path))
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    result.error = f"load failed: {_one_line(e)}"
+                    result.error = f"load failed: {_last_line(e)}"
                     break
                 bar.update(1)
             bar.update(repeats - len(samples))  # skipped after a failure

@@ -56,9 +56,20 @@ def _bad_inputs(tf1_prefix, folder):
     (folder / "truncated.h5").write_bytes(b"\x89HDF\r\n\x1a\n" + head)
     (folder / "notes.txt").write_text("not a model")
     (folder / "empty").mkdir()
+    (folder / "folder.keras").mkdir()
+    (folder / "zero_bytes.keras").write_bytes(b"")
     (folder / "bad.ckpt.index").write_bytes(head[:300])
     (folder / "bad.ckpt.data-00000-of-00001").write_bytes(head)
-    return [str(folder / n) for n in ("truncated.keras", "truncated.h5", "notes.txt", "empty", "bad.ckpt",
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(folder / "checkpoint_zip.keras", "w") as zf:  # a zip of something else
+        zf.write(tf1_prefix + ".index", "model.ckpt.index")
+    with h5py.File(folder / "not_keras.h5", "w") as h5:
+        h5["measurements"] = [1.0, 2.0, 3.0]
+    return [str(folder / n) for n in ("truncated.keras", "truncated.h5", "notes.txt", "empty", "folder.keras",
+                                      "zero_bytes.keras", "checkpoint_zip.keras", "not_keras.h5", "bad.ckpt",
                                       "does-not-exist")]
 
 

@@ -9,6 +9,7 @@ named overhead line: ``sum(variables) + sum(overhead) == file_bytes``.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -88,7 +89,7 @@ def read_checkpoint(path: str) -> Breakdown:
                and dtypes[k].name not in ("string", "variant", "resource")}
     shape_of = {k: [int(d) for d in shapes[k]] for k in numeric}
     dtype_of = {k: dtypes[k].name for k in numeric}
-    size_of = {k: _nbytes(shape_of[k], dtypes[k].size) for k in numeric}
+    size_of = {k: math.prod(shape_of[k]) * dtypes[k].size for k in numeric}
     if graph is not None:
         variables, optimizer = _classify_object_graph(graph, shape_of, dtype_of, size_of)
         source = "checkpoint (TF2 object-based)"
@@ -100,13 +101,6 @@ def read_checkpoint(path: str) -> Breakdown:
     overhead, file_bytes = _reconcile(prefix, num_shards, entries, numeric, size_of)
     return Breakdown(source=source, variables=variables, model_name=os.path.basename(prefix),
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
-
-
-def _nbytes(shape: List[int], itemsize: int) -> int:
-    n = itemsize
-    for d in shape:
-        n *= d
-    return n
 
 
 def _shape_and_dtype_maps(prefix: str) -> Tuple[dict, dict]:

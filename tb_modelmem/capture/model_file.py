@@ -10,6 +10,7 @@ zip structure, graphs) is an overhead line, so variables + overhead == file_byte
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import zipfile
@@ -332,10 +333,8 @@ def _record(name: str, layer: str, ds: Any, role: str) -> VariableRecord:
     if not isinstance(ds, h5py.Dataset):
         raise ValueError(f"{ds.name}: expected a weight's dataset, found a {type(ds).__name__.lower()}")
     shape = [int(d) for d in ds.shape]
-    n = ds.dtype.itemsize
-    for d in shape:
-        n *= d
-    return VariableRecord(name=name, layer=layer, shape=shape, dtype=str(ds.dtype), bytes=n, role=role)
+    return VariableRecord(name=name, layer=layer, shape=shape, dtype=str(ds.dtype),
+                          bytes=math.prod(shape) * ds.dtype.itemsize, role=role)
 
 
 # --- HDF5 files: Keras 3 .weights.h5 and legacy Keras 2 .h5 ---------------------------------------
