@@ -220,3 +220,19 @@ def test_reading_a_profile_does_not_import_tensorflow(profiled):
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["True", str(STEPS), "False"]
+
+
+def test_events_without_metadata_are_read_from_their_own_stats_and_the_input_is_left_alone():
+    """A device event may carry its tf_op stat itself and point at no event metadata (a
+    truncated or merged profile); reducing must neither drop it nor add entries to the proto."""
+    space = xspace._xplane_pb2().XSpace()
+    plane = space.planes.add(name="/device:GPU:0")
+    plane.stat_metadata[1].name = "tf_op"
+    event = plane.lines.add(name="stream", timestamp_ns=0).events.add(metadata_id=9, duration_ps=2_000_000)
+    event.stats.add(metadata_id=1, str_value="dense/MatMul:MatMul")
+    before = space.SerializeToString()
+    with pytest.warns(RuntimeWarning, match="no allocation events"):
+        trace = xspace.reduce_xspace(space)
+    assert [(op.name, op.op_type, op.time_us, op.device) for op in trace.ops] == \
+        [("dense/MatMul", "MatMul", 2.0, "/device:GPU:0")]
+    assert space.SerializeToString() == before

@@ -97,7 +97,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                 steps += _outermost_function_calls(line, stat_names)
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
-                meta = plane.event_metadata[event.metadata_id]
+                meta = _event_metadata(plane, event)
                 if meta.name in (_ALLOC, _DEALLOC):
                     memory.append(_MemoryEvent(base_ps + event.offset_ps, meta.name == _ALLOC, plane.name,
                                                _stats(event.stats, stat_names)))
@@ -208,6 +208,13 @@ def _stats(stats: Iterable[Any], stat_names: Dict[int, str]) -> Dict[str, Any]:
         value = getattr(stat, kind) if kind else None
         out[stat_names.get(stat.metadata_id, "")] = stat_names.get(value, "") if kind == "ref_value" else value
     return out
+
+
+def _event_metadata(plane: Any, event: Any) -> Any:
+    """The event's metadata, or an empty one if the plane has none for it: indexing a proto map
+    with a missing key would add the entry, changing the caller's XSpace."""
+    found = plane.event_metadata.get(event.metadata_id)
+    return found if found is not None else _xplane_pb2().XEventMetadata()
 
 
 def _op_of(meta: Any, event: Any, stat_names: Dict[int, str], host: bool) -> Optional[Tuple[str, str]]:
