@@ -247,3 +247,25 @@ def test_a_logdir_that_is_a_file_is_one_line_naming_it(tf1_prefix, tmp_path, cap
     assert cli.main(["inspect", tf1_prefix, "--logdir", str(logdir)]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"tb-modelmem: error: {logdir}: cannot write summaries there (Not a directory)\n"
+
+
+@pytest.mark.parametrize("optimizer_config, shown", [
+    ("adam", "optimizer: adam()"),
+    ({"class_name": "Adam", "config": "learning_rate=0.001"}, "optimizer: Adam()"),
+    ({"class_name": ["Adam"], "config": {"learning_rate": 0.001}}, "optimizer: class not recorded(learning_rate=0.001)"),
+])
+def test_an_odd_optimizer_config_in_a_legacy_h5_is_shown_as_far_as_it_goes(model_files, tmp_path, capsys,
+                                                                         optimizer_config, shown):
+    import shutil
+
+    import h5py
+
+    path = tmp_path / "odd_optimizer.h5"
+    shutil.copy(model_files / "convnet.h5", path)
+    with h5py.File(path, "r+") as h5:
+        training = json.loads(h5.attrs["training_config"])
+        h5.attrs["training_config"] = json.dumps({**training, "optimizer_config": optimizer_config})
+    assert cli.main(["inspect", str(path)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert shown + "  [training_config attribute]" in out.splitlines()
+    assert "reconciled to the byte" in out

@@ -148,8 +148,8 @@ def _keras2_metadata_optimizer(path: str) -> Optional[Dict[str, Any]]:
             meta = saved_metadata_pb2.SavedMetadata.FromString(f.read())
         for node in meta.nodes:
             training = json.loads(node.metadata or "{}").get("training_config")
-            if training and training.get("optimizer_config"):
-                return {**training["optimizer_config"], "recorded_in": "keras_metadata.pb training_config"}
+            if isinstance(training, dict) and training.get("optimizer_config"):
+                return _optimizer_entry(training["optimizer_config"], "keras_metadata.pb training_config")
     except Exception:  # metadata is optional: a missing optimizer is shown as such
         return None
     return None
@@ -206,12 +206,21 @@ def read_keras_archive(path: str) -> Breakdown:
 def _compile_optimizer(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     compile_config = config.get("compile_config")
     opt = compile_config.get("optimizer") if isinstance(compile_config, dict) else None
-    if isinstance(opt, dict):
-        return {"class_name": opt.get("class_name", ""), "config": opt.get("config", {}),
-                "recorded_in": "config.json compile_config"}
-    if isinstance(opt, str):
-        return {"class_name": opt, "config": {}, "recorded_in": "config.json compile_config"}
-    return None
+    entry = _optimizer_entry(opt, "config.json compile_config")
+    return {k: entry[k] for k in ("class_name", "config", "recorded_in")} if entry else None
+
+
+def _optimizer_entry(raw: Any, recorded_in: str) -> Optional[Dict[str, Any]]:
+    """``{"class_name", "config", "recorded_in", ...}`` from a file's optimizer entry: an object
+    ``{"class_name", "config"}`` or a bare name ("adam"). A field of the wrong JSON type is
+    left empty rather than failing the whole inspection."""
+    if isinstance(raw, str) and raw:
+        return {"class_name": raw, "config": {}, "recorded_in": recorded_in}
+    if not isinstance(raw, dict) or not raw:
+        return None
+    class_name, config = raw.get("class_name"), raw.get("config")
+    return {**raw, "class_name": class_name if isinstance(class_name, str) else "",
+            "config": config if isinstance(config, dict) else {}, "recorded_in": recorded_in}
 
 
 def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], optimizer: Optional[Dict[str, Any]]) -> List[VariableRecord]:
@@ -399,9 +408,7 @@ def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
             variables.append(_record(wname.split(":")[0], layer, _member(group, wname), role))
     if "optimizer_weights" in h5:
         variables += _legacy_optimizer_vars(h5["optimizer_weights"], variables)
-    optimizer = None
-    if training.get("optimizer_config"):
-        optimizer = {**training["optimizer_config"], "recorded_in": "training_config attribute"}
+    optimizer = _optimizer_entry(training.get("optimizer_config"), "training_config attribute")
     overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(_attr_str(h5.attrs[key]).encode())}
                 for key in ("model_config", "training_config") if key in h5.attrs]
     return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead)
