@@ -63,7 +63,7 @@ class Record:
             if key in cls._nested:
                 if not isinstance(value, list):
                     raise ValueError(f"{cls.__name__}.{key}: expected a list")
-                kwargs[key] = [cls._nested[key].from_dict(x) for x in value]
+                kwargs[key] = [_nested_item(cls, key, i, x) for i, x in enumerate(value)]
             elif not _fits(value, hints[key]):
                 raise ValueError(f"{cls.__name__}.{key}: {_misfit(value)} {_preview(value)}")
             elif key in cls._non_negative and any(v < 0 for v in (value if isinstance(value, list) else [value])
@@ -78,6 +78,14 @@ class Record:
 
     def _check(self) -> None:
         """Constraints across a field's items (beyond its type); raise ValueError."""
+
+
+def _nested_item(cls: type, key: str, index: int, data: Any) -> "Record":
+    """One item of a nested list; its error says which one ("OpTrace.ops[17]: ...")."""
+    try:
+        return cls._nested[key].from_dict(data)
+    except ValueError as e:
+        raise ValueError(f"{cls.__name__}.{key}[{index}]: {e}") from None
 
 
 @functools.lru_cache(maxsize=None)

@@ -285,6 +285,12 @@ def test_bad_plugin_content_is_a_422_and_an_error_in_the_listing(served):
             assert response.status_code == 422, (what, response.get_data(as_text=True))
 
 
+def test_the_reason_names_the_item_of_a_long_list(served):
+    (tag,) = [tag for tag, (_, w) in CASES.items() if w == "ops.1.calls = -5"]
+    text = served.get("/ops", run="mutated", tag=tag).get_data(as_text=True)
+    assert text.endswith("malformed ops payload: OpTrace.ops[1]: OpRecord.calls: must be >= 0, got -5"), text
+
+
 @pytest.mark.parametrize("what", ["garbage", "empty", "a proto of no step stats", "truncated to 3 B"])
 def test_run_metadata_garbage_is_a_422(served, what):
     (tag,) = [tag for tag, (_, w) in CASES.items() if w == "RunMetadata " + what]
