@@ -297,3 +297,29 @@ def test_run_metadata_garbage_is_a_422(served, what):
     response = served.get("/ops", run="old_tf1", tag=tag)
     assert response.status_code == 422, response.get_data(as_text=True)
     assert "cannot read this RunMetadata" in response.get_data(as_text=True)
+
+
+def test_no_path_from_a_query_or_a_summary_is_opened(served, tmp_path, monkeypatch):
+    """Paths in summaries (model_name, variable names, tags) and queries are data, never opened."""
+    import builtins
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("never served")
+    record = _breakdown()
+    record.model_name, record.source = str(secret), f"file://{secret}"
+    record.variables[0].name = record.variables[0].layer = str(secret)
+    write_events(str(tmp_path / "logs" / "paths"), [(0, summary.pb(str(secret), record))])
+    paths = Served(str(tmp_path / "logs"))
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda file, *a, **k: opened.append(str(file)) or real_open(file, *a, **k))
+    body = paths.json("/breakdown", run="paths", tag=str(secret))
+    assert body["model_name"] == str(secret)
+    for route in ("/breakdown", "/ops", "/loadbench", "/steps"):
+        for run, tag in (("paths", str(secret)), (str(secret), str(secret)), ("../" * 8 + str(secret), "x")):
+            assert paths.get(route, run=run, tag=tag).status_code in (200, 404), (route, run, tag)
+    assert paths.get("/runs").status_code == 200
+    assert opened == []
+    paths.get("/index.js")  # the one file the backend reads, from its fixed allowlist: the probe sees it
+    assert [os.path.basename(p) for p in opened] == ["index.js"]
+    assert "never served" not in paths.get("/breakdown", run="paths", tag=str(secret)).get_data(as_text=True)
