@@ -12,7 +12,7 @@ import zlib
 from typing import Dict, Type, Union
 
 from tb_modelmem import metadata
-from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record
+from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record, preview
 
 RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.BREAKDOWN: Breakdown,
@@ -61,16 +61,16 @@ def decode(blob: bytes) -> Payload:
         raise PayloadError("not a tb_modelmem payload (no schema/kind)")
     schema = doc["schema"]
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
-        raise PayloadError(f"invalid schema version {schema!r:.40}")
+        raise PayloadError(f"invalid schema version {preview(schema)}")
     if not isinstance(doc["kind"], str):
-        raise PayloadError(f"unknown payload kind {doc['kind']!r:.40}")
+        raise PayloadError(f"unknown payload kind {preview(doc['kind'])}")
     if schema > metadata.SCHEMA_VERSION:
         raise PayloadError(
             f"written by a newer tb_modelmem (schema {schema} > {metadata.SCHEMA_VERSION}); upgrade to read it"
         )
     cls = RECORD_TYPES.get(doc["kind"])
     if cls is None:
-        raise PayloadError(f"unknown payload kind {doc['kind']!r:.40}")
+        raise PayloadError(f"unknown payload kind {preview(doc['kind'])}")
     try:
         return cls.from_dict(doc.get("data"))  # type: ignore[return-value]
     except (ValueError, TypeError) as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import reprlib
 import typing
 from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
@@ -65,10 +66,10 @@ class Record:
                     raise ValueError(f"{cls.__name__}.{key}: expected a list")
                 kwargs[key] = [_nested_item(cls, key, i, x) for i, x in enumerate(value)]
             elif not _fits(value, hints[key]):
-                raise ValueError(f"{cls.__name__}.{key}: {_misfit(value)} {_preview(value)}")
+                raise ValueError(f"{cls.__name__}.{key}: {_misfit(value)} {preview(value)}")
             elif key in cls._non_negative and any(v < 0 for v in (value if isinstance(value, list) else [value])
                                                   if v is not None):
-                raise ValueError(f"{cls.__name__}.{key}: must be >= 0, got {_preview(value)}")
+                raise ValueError(f"{cls.__name__}.{key}: must be >= 0, got {preview(value)}")
         try:
             record = cls(**kwargs)
         except TypeError as e:
@@ -112,8 +113,13 @@ def _misfit(value: Any) -> str:
     return "unexpected value"
 
 
-def _preview(value: Any) -> str:
-    text = repr(value)
+_PREVIEW = reprlib.Repr()  # bounded depth and length: repr() of decoded JSON could recurse past the limit
+_PREVIEW.maxlevel, _PREVIEW.maxstring, _PREVIEW.maxother = 4, 60, 60
+
+
+def preview(value: Any) -> str:
+    """A short repr of a value from untrusted JSON, for error messages (at most 60 characters)."""
+    text = _PREVIEW.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -175,7 +181,7 @@ class VariableRecord(Record):
     def _check(self) -> None:
         if any(d < UNKNOWN_DIM for d in self.shape):
             raise ValueError(f"VariableRecord.shape: dimensions must be >= 0 ({UNKNOWN_DIM} for unknown), "
-                             f"got {_preview(self.shape)}")
+                             f"got {preview(self.shape)}")
 
     @property
     def params(self) -> int:
@@ -220,7 +226,7 @@ class Breakdown(Record):
             if not (isinstance(line.get("what"), str) and isinstance(line.get("bytes"), int)
                     and not isinstance(line["bytes"], bool)):
                 raise ValueError(f"Breakdown.overhead[{i}]: expected {{\"what\": str, \"bytes\": int}}, "
-                                 f"got {_preview(line)}")
+                                 f"got {preview(line)}")
 
 
 @dataclasses.dataclass
@@ -263,7 +269,7 @@ class OpTrace(Record):
             if not (2 <= len(point) <= 3 and is_number(point[0]) and is_number(point[1])
                     and (len(point) == 2 or isinstance(point[2], str))):
                 raise ValueError(f"OpTrace.timeline[{i}]: expected [t_us, bytes_in_use, op_name?], "
-                                 f"got {_preview(point)}")
+                                 f"got {preview(point)}")
 
 
 @dataclasses.dataclass

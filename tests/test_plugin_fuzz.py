@@ -323,3 +323,18 @@ def test_no_path_from_a_query_or_a_summary_is_opened(served, tmp_path, monkeypat
     paths.get("/index.js")  # the one file the backend reads, from its fixed allowlist: the probe sees it
     assert [os.path.basename(p) for p in opened] == ["index.js"]
     assert "never served" not in paths.get("/breakdown", run="paths", tag=str(secret)).get_data(as_text=True)
+
+
+def test_from_dict_names_any_nesting_without_recursing():
+    """Messages preview the bad value to a bounded depth: a 5,000-deep value is named, not a RecursionError."""
+    deep: Any = []
+    for _ in range(5_000):
+        deep = [deep]
+    data = _breakdown().to_dict()
+    data["optimizer"] = {"class_name": "Adam", "config": {"schedule": deep}}
+    with pytest.raises(ValueError, match="Breakdown.optimizer: nested deeper than 32 levels"):
+        Breakdown.from_dict(data)
+    data = _trace().to_dict()
+    data["ops"][0]["fused"] = deep
+    with pytest.raises(ValueError, match=r"OpTrace.ops\[0\]: OpRecord.fused: nested deeper than 32 levels"):
+        OpTrace.from_dict(data)
