@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from tb_modelmem.capture.checkpoint import first_line
 from tb_modelmem.records import OTHER, ROLES, Breakdown, bytes_by_role
+from tb_modelmem.text_table import text_table
 
 EXIT_BAD_INPUT = 2
 
@@ -118,36 +119,29 @@ def _fmt(n: int) -> str:
     return f"{n:,} B ({n / 2**20:,.2f} MiB)"
 
 
-def _table(headers: List[str], rows: List[List[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
-                                   for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
-
-
 def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
     """Terminal report: by role, by layer, largest variables, optimizer, reconciliation."""
     roles = bytes_by_role(bd.variables)
     total = sum(roles.values())
     out = [f"{path}  [{bd.source}]", ""]
-    out.append(_table(["role", "bytes", "MiB", "share", "variables"], [
+    out.append(text_table(["role", "bytes", "MiB", "share", "variables"], [
         [role, f"{b:,}", f"{b / 2**20:,.2f}", f"{100 * b / total:.1f}%" if total else "-",
          str(sum(1 for v in bd.variables if v.role == role))] for role, b in roles.items()]))
     layers: Dict[str, Dict[str, int]] = defaultdict(lambda: {role: 0 for role in ROLES})
     for v in bd.variables:
         layers[v.layer][v.role if v.role in ROLES else OTHER] += v.bytes
-    out += ["", _table(["layer", *ROLES, "total"], [
+    out += ["", text_table(["layer", *ROLES, "total"], [
         [layer, *(f"{b[r]:,}" for r in ROLES), f"{sum(b.values()):,}"]
         for layer, b in sorted(layers.items(), key=lambda kv: -sum(kv[1].values()))])]
     biggest = sorted(bd.variables, key=lambda v: -v.bytes)[:max_variables]
-    out += ["", _table(["variable", "shape", "dtype", "role", "slot of", "bytes"], [
+    out += ["", text_table(["variable", "shape", "dtype", "role", "slot of", "bytes"], [
         [v.name, str(v.shape), v.dtype, v.role + (f" ({v.slot})" if v.slot else ""), v.slot_of or "", f"{v.bytes:,}"]
         for v in biggest])]
     if len(bd.variables) > max_variables:
         out.append(f"... {len(bd.variables) - max_variables} smaller variables not shown (use --json for all)")
     out += ["", "optimizer: " + _describe_optimizer(bd.optimizer), ""]
     overhead = sum(o["bytes"] for o in bd.overhead)
-    out.append(_table(["overhead", "bytes"], [[o["what"], f"{o['bytes']:,}"] for o in bd.overhead]))
+    out.append(text_table(["overhead", "bytes"], [[o["what"], f"{o['bytes']:,}"] for o in bd.overhead]))
     if bd.file_bytes is not None:
         status = "reconciled to the byte" if total + overhead == bd.file_bytes else "DOES NOT RECONCILE"
         out += ["", f"variables {total:,} B + overhead {overhead:,} B = {total + overhead:,} B; "

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from tb_modelmem.text_table import text_table
 from tb_modelmem.records import LoadBench, LoadResult
 
 BASELINE = "baseline"
@@ -195,7 +196,4 @@ def format_table(bench: LoadBench) -> str:
         rows.append([r.format, r.mode, f"{r.file_bytes / mib:,.2f}" if r.file_bytes else "-",
                      f"{r.load_seconds:.3f}" if r.format != BASELINE else "-",
                      f"{r.peak_rss_bytes / mib:,.1f}", above, f"median of {r.repeats}"])
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    fmt_row = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([f"load cost of {bench.model_name} (fresh process per load)", fmt_row(headers),
-                      fmt_row(["-" * w for w in widths])] + [fmt_row(r) for r in rows])
+    return f"load cost of {bench.model_name} (fresh process per load)\n" + text_table(headers, rows, left=2)
