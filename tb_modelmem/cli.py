@@ -14,7 +14,7 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Sequence
 
-from tb_modelmem.capture.checkpoint import first_line
+from tb_modelmem.messages import first_line
 from tb_modelmem.records import OTHER, ROLES, Breakdown, bytes_by_role
 from tb_modelmem.text_table import text_table
 

@@ -15,6 +15,7 @@ import re
 import struct
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
+from tb_modelmem.messages import first_line
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -111,13 +112,6 @@ def _shape_and_dtype_maps(prefix: str) -> Tuple[dict, dict]:
         return reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     except (tf.errors.OpError, ValueError) as e:
         raise InspectError(f"{prefix}: unreadable checkpoint ({first_line(e)})") from None
-
-
-def first_line(e: BaseException, limit: Optional[int] = 200) -> str:
-    """The first line of an error's message (TF's can run for pages), at most ``limit`` characters."""
-    text = getattr(e, "message", None) or (e.args[0] if isinstance(e, KeyError) and e.args else str(e))
-    lines = str(text).strip().splitlines()  # KeyError: its args[0], as str() would quote it
-    return (lines[0] if lines else type(e).__name__)[:limit]
 
 
 # --- the .index file: a LevelDB-style table of BundleEntryProto ---------------------------

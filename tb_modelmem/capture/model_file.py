@@ -18,7 +18,8 @@ import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.capture.checkpoint import (NON_TRAINABLE_NAMES, OTHER_NAMES, InspectError, find_prefix,
-                                            first_line, read_checkpoint, slot_match)
+                                            read_checkpoint, slot_match)
+from tb_modelmem.messages import first_line
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

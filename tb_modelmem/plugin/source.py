@@ -18,6 +18,7 @@ from tensorboard.data import provider
 
 from tb_modelmem import metadata, payload
 from tb_modelmem.capture.run_metadata import reduce_run_metadata
+from tb_modelmem.messages import first_line
 
 MODELMEM_PLUGIN = metadata.PLUGIN_NAME
 MODELMEM = "modelmem"  # origin: written by tb_modelmem
@@ -120,8 +121,7 @@ class DataSource:
             try:
                 return reduce_run_metadata(blob)
             except Exception as e:  # no step stats, or foreign bytes under a graph plugin name
-                reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                raise UnreadableError(f"{where}: cannot read this RunMetadata: {reason}") from None
+                raise UnreadableError(f"{where}: cannot read this RunMetadata: {first_line(e)}") from None
         try:
             return payload.decode(blob)
         except payload.PayloadError as e:
