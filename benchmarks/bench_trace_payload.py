@@ -14,7 +14,6 @@ import glob
 import os
 import sys
 import tempfile
-from typing import Callable, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

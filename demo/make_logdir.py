@@ -64,7 +64,6 @@ def tf1_run(logdir: str) -> None:
 def lenet_trace_run(logdir: str) -> None:
     """#3 in TF2: LeNet at batch 1, a few train steps traced with the profiler."""
     import keras
-    import tensorflow as tf
 
     import tb_modelmem
 

@@ -11,11 +11,11 @@ import json
 import os
 import re
 import sys
-from collections import defaultdict
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from tb_modelmem.messages import first_line
-from tb_modelmem.records import OTHER, ROLES, Breakdown, bytes_by_role
+from tb_modelmem.records import ROLES, Breakdown, bytes_by_role
+from tb_modelmem.rollup import layer_rollup
 from tb_modelmem.text_table import text_table
 
 EXIT_BAD_INPUT = 2
@@ -127,12 +127,9 @@ def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
     out.append(text_table(["role", "bytes", "MiB", "share", "variables"], [
         [role, f"{b:,}", f"{b / 2**20:,.2f}", f"{100 * b / total:.1f}%" if total else "-",
          str(sum(1 for v in bd.variables if v.role == role))] for role, b in roles.items()]))
-    layers: Dict[str, Dict[str, int]] = defaultdict(lambda: {role: 0 for role in ROLES})
-    for v in bd.variables:
-        layers[v.layer][v.role if v.role in ROLES else OTHER] += v.bytes
+    layers = sorted(layer_rollup(bd), key=lambda row: -row["total_bytes"])
     out += ["", text_table(["layer", *ROLES, "total"], [
-        [layer, *(f"{b[r]:,}" for r in ROLES), f"{sum(b.values()):,}"]
-        for layer, b in sorted(layers.items(), key=lambda kv: -sum(kv[1].values()))])]
+        [row["name"], *(f"{row['bytes'][r]:,}" for r in ROLES), f"{row['total_bytes']:,}"] for row in layers])]
     biggest = sorted(bd.variables, key=lambda v: -v.bytes)[:max_variables]
     out += ["", text_table(["variable", "shape", "dtype", "role", "slot of", "bytes"], [
         [v.name, str(v.shape), v.dtype, v.role + (f" ({v.slot})" if v.slot else ""), v.slot_of or "", f"{v.bytes:,}"]

@@ -137,7 +137,6 @@ def _broken_model_files(model_files, folder):
 
     keras_path, h5_path = model_files / "convnet.keras", model_files / "convnet.h5"
     with zipfile.ZipFile(keras_path) as zf:
-        config = json.loads(zf.read("config.json"))
         weights = zf.read("model.weights.h5")
     paths = {
         "config.json is a JSON list": _rewrite_keras(keras_path, folder / "list_config.keras", **{

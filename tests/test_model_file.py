@@ -14,8 +14,6 @@ from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 @pytest.fixture(scope="session")
 def saved(tmp_path_factory):
-    import keras
-
     model = keras_convnet()
     folder = tmp_path_factory.mktemp("files")
     paths = {"keras": folder / "convnet.keras", "h5": folder / "convnet.h5",

@@ -1,0 +1,38 @@
+"""Per-layer roll-up of a Breakdown, shared by the tab and the CLI so both charge bytes alike. No TF."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from tb_modelmem.capture.layers import scope_layer_records
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown
+
+
+def _layer_of_variables(record: Breakdown) -> Dict[str, str]:
+    """Layer that owns each variable; a slot is charged to the layer of its weight."""
+    by_name = {v.name: v.layer for v in record.variables}
+    return {v.name: by_name.get(v.slot_of or "", v.layer) if v.role == OPTIMIZER_SLOT else v.layer
+            for v in record.variables}
+
+
+def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
+    """One row per layer: params with derivation, bytes by role, total. Model order kept.
+
+    Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
+    """
+    owner = _layer_of_variables(record)
+    rows: Dict[str, Dict[str, Any]] = {}
+    for layer in record.layers or scope_layer_records(record.variables):
+        rows[layer.name] = {"name": layer.name, "class_name": layer.class_name, "params": layer.params,
+                            "derivation": layer.derivation, "bytes": {r: 0 for r in ROLES}}
+    for v in record.variables:
+        name = owner[v.name] or "(no layer)"
+        row = rows.setdefault(name, {"name": name, "class_name": "", "params": 0, "derivation": "",
+                                     "bytes": {r: 0 for r in ROLES}, "_count_params": True})
+        row["bytes"][v.role if v.role in ROLES else OTHER] += v.bytes
+        if row.get("_count_params") and v.role in (WEIGHT, NON_TRAINABLE):
+            row["params"] += v.params
+    for row in rows.values():
+        row.pop("_count_params", None)
+        row["total_bytes"] = sum(row["bytes"].values())
+    return list(rows.values())
