@@ -1,0 +1,174 @@
+"""Storage figures for real public training scripts (tests/corpus/), against ground truth.
+
+Each script runs once, in a subprocess, with tb_modelmem attached as a user attaches it
+(``tests/corpus/harness.py``). What tb_modelmem wrote is read back through the real plugin
+backend (``Served``); the truth comes from the live Keras/TF objects after training (byte
+counts from shapes and dtypes with numpy/TF, slots as Keras created them, Keras'
+``count_params()``), never from tb_modelmem. A failure lists every figure that differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Set, Tuple
+
+import pytest
+
+from tests.corpus import SCRIPTS, run
+from tests.plugin_harness import Served
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """name -> the harness result (modelmem mode); each script runs once for the module."""
+    base = tmp_path_factory.mktemp("corpus")
+    return lambda name: run(name, "modelmem", base)
+
+
+FIGURES = {
+    "weight": "weight bytes", "non_trainable": "non_trainable bytes",
+    "model_bytes": "weight + non_trainable bytes (= model variables)",
+    "optimizer_slot": "optimizer_slot bytes", "other": "other bytes",
+    "optimizer_bytes": "optimizer_slot + other bytes (= optimizer variables)",
+    "variables": "number of variables", "total_params": "total params",
+}
+
+
+def _keras_truth(result: Dict[str, Any], check: Dict[str, Any]) -> Dict[str, Any]:
+    models = [m for m in result["models"] if m["key"] in check["models"]]
+    optimizers = [o for o in result["optimizers"] if o["key"] in check["optimizers"]]
+    assert len(models) == len(check["models"]) and len(optimizers) == len(check["optimizers"]), check
+    model_vars = {v["path"]: v for m in models for v in m["variables"]}
+    opt_vars = {v["path"]: v for o in optimizers for v in o["variables"]}
+    slots = {s["variable"]: s for o in optimizers for s in o["slots"]}
+    weight = sum(v["bytes"] for v in model_vars.values() if v["trainable"])
+    non_trainable = sum(v["bytes"] for v in model_vars.values() if not v["trainable"])
+    optimizer_bytes = sum(v["bytes"] for v in opt_vars.values())
+    slot_bytes = sum(s["bytes"] for s in slots.values())
+    roles = {path: "weight" if v["trainable"] else "non_trainable" for path, v in model_vars.items()}
+    roles.update({path: "optimizer_slot" if path in slots else "other" for path in opt_vars})
+    layers = {m["name"]: m["count_params"] for m in models}
+    layers.update({layer["path"]: layer["count_params"] for m in models for layer in m["layers"]
+                   if layer["count_params"] is not None})
+    return {
+        "weight": weight, "non_trainable": non_trainable, "model_bytes": weight + non_trainable,
+        "optimizer_slot": slot_bytes, "other": optimizer_bytes - slot_bytes, "optimizer_bytes": optimizer_bytes,
+        "variables": len(model_vars) + len(opt_vars),
+        "total_params": sum(m["count_params"] for m in models),
+        "slots": {(path, s["weight"]) for path, s in slots.items()},
+        "roles": roles,
+        "layers": layers,
+    }
+
+
+def _tf1_truth(result: Dict[str, Any]) -> Dict[str, Any]:
+    tf1 = result["tf1"]
+    assert tf1 is not None, "the TF1 script traced no RunMetadata (no graph to take the truth from)"
+    opt_names = {name for o in tf1["optimizers"] for name in o["variables"]}
+    slots = {s["variable"]: s for o in tf1["optimizers"] for s in o["slots"]}
+    by_name = {v["name"]: v for v in tf1["global_variables"]}
+    weight = sum(v["bytes"] for v in by_name.values() if v["trainable"])
+    optimizer_bytes = sum(by_name[n]["bytes"] for n in opt_names)
+    slot_bytes = sum(s["bytes"] for s in slots.values())
+    model = [v for n, v in by_name.items() if n not in opt_names]
+    layers: Dict[str, int] = {}
+    for v in model:  # a TF1 "layer" is the top-level name scope its variables were made in
+        if "/" in v["name"]:
+            layers[v["name"].split("/")[0]] = layers.get(v["name"].split("/")[0], 0) + _params(v["shape"])
+    roles = {v["name"]: "weight" if v["trainable"] else "non_trainable" for v in model}
+    roles.update({name: "optimizer_slot" if name in slots else "other" for name in opt_names})
+    return {
+        "roles": roles,
+        "weight": weight, "non_trainable": sum(v["bytes"] for v in model if not v["trainable"]),
+        "model_bytes": sum(v["bytes"] for v in model),
+        "optimizer_slot": slot_bytes, "other": optimizer_bytes - slot_bytes, "optimizer_bytes": optimizer_bytes,
+        "variables": len(by_name), "total_params": sum(_params(v["shape"]) for v in model),
+        "slots": {(path, s["weight"]) for path, s in slots.items()},
+        "layers": layers,
+    }
+
+
+def _params(shape: List[int]) -> int:
+    count = 1
+    for d in shape:
+        count *= d
+    return count
+
+
+def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str, Any],
+             check: Dict[str, Any]) -> List[str]:
+    """Every figure of one breakdown that differs from the truth, as 'what: expected X, got Y'."""
+    where = f"{check['run']}/{check['tag']} ({check['source']})"
+    if (check["run"], check["tag"]) not in tags:
+        attach = [{k: (v if k != "calls" else {c: r.get("error", {}).get("type", r.get("returned"))
+                                                for c, r in v.items()})
+                   for k, v in a.items() if k != "error"} for a in result["attach"]]
+        return [f"{where}: no breakdown written; tags in the log dir: {sorted(tags)}; harness calls: {attach}"]
+    truth = _tf1_truth(result) if check.get("tf1") else _keras_truth(result, check)
+    body = served.json("/breakdown", run=check["run"], tag=check["tag"])
+    totals = body["totals"]
+    rows = body["variables"]
+    got = {
+        "weight": totals["weight"], "non_trainable": totals["non_trainable"],
+        "model_bytes": totals["weight"] + totals["non_trainable"],
+        "optimizer_slot": totals["optimizer_slot"], "other": totals["other"],
+        "optimizer_bytes": totals["optimizer_slot"] + totals["other"],
+        "variables": len(rows), "total_params": body["total_params"],
+    }
+    problems = [f"{where}: {FIGURES[figure]}: expected {truth[figure]:,}, got {got[figure]:,}"
+                for figure in got if got[figure] != truth[figure]]
+    got_roles = {v["name"]: v["role"] for v in rows}
+    wrong = [f"{name} expected {role}, got {got_roles[name]}" for name, role in truth["roles"].items()
+             if name in got_roles and got_roles[name] != role]
+    if wrong:
+        problems.append(f"{where}: {len(wrong)} variables in the wrong role: {wrong[:8]}")
+    absent = sorted(set(truth["roles"]) - set(got_roles))
+    if absent:
+        problems.append(f"{where}: {len(absent)} variables missing from the breakdown: {absent[:8]}")
+    foreign = sorted(set(got_roles) - set(truth["roles"]))
+    if foreign:
+        problems.append(f"{where}: {len(foreign)} variables in the breakdown that the truth does not have: "
+                        f"{foreign[:8]}")
+    got_slots: Set[Tuple[str, str]] = {(v["name"], v["slot_of"]) for v in rows if v["role"] == "optimizer_slot"}
+    missing, extra = sorted(truth["slots"] - got_slots), sorted(got_slots - truth["slots"])
+    if missing:
+        problems.append(f"{where}: {len(missing)} slot variables not recorded as slots of their weight: {missing[:6]}")
+    if extra:
+        problems.append(f"{where}: {len(extra)} variables recorded as slots that are not: {extra[:6]}")
+    layer_rows = body["layers"]
+    for path, expected in truth["layers"].items():
+        params = sum(r["params"] for r in layer_rows if r["name"] == path or r["name"].startswith(path + "/"))
+        if params != expected:
+            problems.append(f"{where}: layer {path}: params expected {expected:,} (count_params), got {params:,}")
+    unknown = [r["name"] for r in layer_rows if r["params"] and r["name"] not in truth["layers"]
+               and not check.get("tf1")]
+    if unknown:
+        problems.append(f"{where}: layer rows with params that are no layer of the model: {unknown[:6]}")
+    return problems
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_storage_matches_ground_truth(corpus, name):
+    result = corpus(name)
+    assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
+    assert result["checks"], f"{name}: the harness expected no breakdown (fit not called?)"
+    served = Served(result["logdir"])
+    tags = served.tags()
+    problems = []
+    for check in result["checks"]:
+        problems += _compare(served, tags, result, check)
+    warned = [w["message"] for w in result["modelmem_warnings"]]
+    assert not problems, "\n".join([f"{name}: tb_modelmem differs from the ground truth:"] + problems
+                                   + [f"tb_modelmem warned: {w}" for w in warned])
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_ops_summary_is_written(corpus, name):
+    """The profiled step's op table is there (MemoryCallback profile_steps, tb_modelmem.trace,
+    or summary.run_metadata next to add_run_metadata)."""
+    result = corpus(name)
+    assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
+    tags = Served(result["logdir"]).tags()
+    assert (result["run"], "ops") in tags, (
+        f"{name}: no ops summary; tags: {sorted(tags)}; harness calls: {result['attach']}; "
+        f"tb_modelmem warned: {[w['message'] for w in result['modelmem_warnings']]}")
+    assert tags[(result["run"], "ops")]["kind"] == "ops" and not tags[(result["run"], "ops")]["error"]
