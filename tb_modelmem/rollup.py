@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from tb_modelmem.capture.layers import scope_layer_records
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LayerRecord
 
 
-def _layer_of_variables(record: Breakdown) -> Dict[str, str]:
+def layer_owners(record: Breakdown) -> Dict[str, str]:
     """Layer that owns each variable; a slot is charged to the layer of its weight."""
     by_name = {v.name: v.layer for v in record.variables}
     return {v.name: by_name.get(v.slot_of or "", v.layer) if v.role == OPTIMIZER_SLOT else v.layer
@@ -20,9 +20,9 @@ def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
 
     Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
     """
-    owner = _layer_of_variables(record)
+    owner = layer_owners(record)
     rows: Dict[str, Dict[str, Any]] = {}
-    for layer in record.layers or scope_layer_records(record.variables):
+    for layer in _layer_records(record):
         rows[layer.name] = {"name": layer.name, "class_name": layer.class_name, "params": layer.params,
                             "derivation": layer.derivation, "bytes": {r: 0 for r in ROLES}}
     for v in record.variables:
@@ -36,3 +36,13 @@ def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
         row.pop("_count_params", None)
         row["total_bytes"] = sum(row["bytes"].values())
     return list(rows.values())
+
+
+def model_layers(record: Breakdown) -> List[str]:
+    """The breakdown's layer paths, in model order."""
+    return [layer.name for layer in _layer_records(record)]
+
+
+def _layer_records(record: Breakdown) -> List[LayerRecord]:
+    """Its Keras layers; sources without them (TF1 graphs, checkpoints) get one per variable scope."""
+    return record.layers or scope_layer_records(record.variables)
