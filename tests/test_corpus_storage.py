@@ -42,22 +42,31 @@ def _keras_truth(result: Dict[str, Any], check: Dict[str, Any]) -> Dict[str, Any
     slots = {s["variable"]: s for o in optimizers for s in o["slots"]}
     weight = sum(v["bytes"] for v in model_vars.values() if v["trainable"])
     non_trainable = sum(v["bytes"] for v in model_vars.values() if not v["trainable"])
+    extra = {v["name"]: v for v in check.get("extra_variables", [])}  # a checkpoint's save_counter
     optimizer_bytes = sum(v["bytes"] for v in opt_vars.values())
     slot_bytes = sum(s["bytes"] for s in slots.values())
     roles = {path: "weight" if v["trainable"] else "non_trainable" for path, v in model_vars.items()}
     roles.update({path: "optimizer_slot" if path in slots else "other" for path in opt_vars})
-    layers = {m["name"]: m["count_params"] for m in models}
-    layers.update({layer["path"]: layer["count_params"] for m in models for layer in m["layers"]
-                   if layer["count_params"] is not None})
+    roles.update({name: v["role"] for name, v in extra.items()})
+    other_extra = sum(v["bytes"] for v in extra.values() if v["role"] == "other")
+    layers = {m["name"]: _count(m) for m in models}
+    layers.update({layer["path"]: _count(layer) for m in models for layer in m["layers"]})
     return {
         "weight": weight, "non_trainable": non_trainable, "model_bytes": weight + non_trainable,
-        "optimizer_slot": slot_bytes, "other": optimizer_bytes - slot_bytes, "optimizer_bytes": optimizer_bytes,
-        "variables": len(model_vars) + len(opt_vars),
-        "total_params": sum(m["count_params"] for m in models),
+        "optimizer_slot": slot_bytes, "other": optimizer_bytes - slot_bytes + other_extra,
+        "optimizer_bytes": optimizer_bytes + other_extra,
+        "variables": len(model_vars) + len(opt_vars) + len(extra),
+        "total_params": sum(_count(m) for m in models),
         "slots": {(path, s["weight"]) for path, s in slots.items()},
         "roles": roles,
         "layers": layers,
     }
+
+
+def _count(layer: Dict[str, Any]) -> int:
+    """Keras' count_params(); for a layer Keras will not count (never built), the sum of its
+    weights' sizes, which is what count_params() returns once it does."""
+    return layer["count_params"] if layer["count_params"] is not None else layer["weights_params"]
 
 
 def _tf1_truth(result: Dict[str, Any]) -> Dict[str, Any]:
@@ -94,15 +103,29 @@ def _params(shape: List[int]) -> int:
     return count
 
 
+def _attach_outcomes(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The tb_modelmem calls the harness made, errors as "Type: first line"."""
+    def short(error: Dict[str, str]) -> str:
+        return f"{error['type']}: {error['message'].splitlines()[0][:160]}"
+
+    out = []
+    for call in result["attach"]:
+        row = {k: v for k, v in call.items() if k not in ("error", "calls")}
+        if "error" in call:
+            row["error"] = short(call["error"])
+        for what, outcome in call.get("calls", {}).items():
+            row[what] = short(outcome["error"]) if "error" in outcome else outcome.get("returned")
+        out.append(row)
+    return out
+
+
 def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str, Any],
              check: Dict[str, Any]) -> List[str]:
     """Every figure of one breakdown that differs from the truth, as 'what: expected X, got Y'."""
     where = f"{check['run']}/{check['tag']} ({check['source']})"
     if (check["run"], check["tag"]) not in tags:
-        attach = [{k: (v if k != "calls" else {c: r.get("error", {}).get("type", r.get("returned"))
-                                                for c, r in v.items()})
-                   for k, v in a.items() if k != "error"} for a in result["attach"]]
-        return [f"{where}: no breakdown written; tags in the log dir: {sorted(tags)}; harness calls: {attach}"]
+        return [f"{where}: no breakdown written; tags in the log dir: {sorted(tags)}; "
+                f"harness calls: {_attach_outcomes(result)}"]
     truth = _tf1_truth(result) if check.get("tf1") else _keras_truth(result, check)
     body = served.json("/breakdown", run=check["run"], tag=check["tag"])
     totals = body["totals"]
@@ -136,7 +159,10 @@ def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str,
         problems.append(f"{where}: {len(extra)} variables recorded as slots that are not: {extra[:6]}")
     layer_rows = body["layers"]
     for path, expected in truth["layers"].items():
-        params = sum(r["params"] for r in layer_rows if r["name"] == path or r["name"].startswith(path + "/"))
+        below = [r for r in layer_rows if r["name"] == path or r["name"].startswith(path + "/")]
+        if not below and any(path.startswith(r["name"] + "/") for r in layer_rows):
+            continue  # shown as part of an enclosing layer (MultiHeadAttention, LSTM): that row is checked
+        params = sum(r["params"] for r in below)
         if params != expected:
             problems.append(f"{where}: layer {path}: params expected {expected:,} (count_params), got {params:,}")
     unknown = [r["name"] for r in layer_rows if r["params"] and r["name"] not in truth["layers"]
@@ -169,6 +195,6 @@ def test_ops_summary_is_written(corpus, name):
     assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
     tags = Served(result["logdir"]).tags()
     assert (result["run"], "ops") in tags, (
-        f"{name}: no ops summary; tags: {sorted(tags)}; harness calls: {result['attach']}; "
+        f"{name}: no ops summary; tags: {sorted(tags)}; harness calls: {_attach_outcomes(result)}; "
         f"tb_modelmem warned: {[w['message'] for w in result['modelmem_warnings']]}")
     assert tags[(result["run"], "ops")]["kind"] == "ops" and not tags[(result["run"], "ops")]["error"]

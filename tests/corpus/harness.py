@@ -196,10 +196,10 @@ def _tf1_attach(state: State, file_writer: Any, run_metadata: Any, tag: str, ste
                 except Exception as e:
                     record["calls"][what] = {"error": _error(e)}
         session = tf.compat.v1.get_default_session()
-        if not tf.executing_eagerly() and session is not None:  # graph-mode summaries are ops to run
-            ops = [op for op in [writer.init(), tf.compat.v1.summary.all_v2_summary_ops(), writer.flush()]
-                   if op is not None]
-            session.run(ops)
+        if not tf.executing_eagerly() and session is not None:  # graph-mode summaries are ops to run, in order
+            for op in (writer.init(), tf.compat.v1.summary.all_v2_summary_ops(), writer.flush()):
+                if op is not None:
+                    session.run(op)
         else:
             writer.flush()
     except Exception as e:
@@ -283,7 +283,7 @@ def _layer_tree(layer: Any, path: str, depth: int = 0) -> List[Dict[str, Any]]:
         except Exception:  # not built: Keras refuses to count
             count = None
         out.append({"path": child_path, "class": type(child).__name__, "depth": depth + 1, "built": bool(child.built),
-                    "count_params": count, "weights": len(child.weights),
+                    "count_params": count, "weights_params": _params(child.weights), "weights": len(child.weights),
                     "trainable_params": _params(child.trainable_weights),
                     "non_trainable_params": _params(child.non_trainable_weights)})
         out.extend(_layer_tree(child, child_path, depth + 1))
@@ -333,7 +333,8 @@ def _model_truth(key: str, model: Any, optimizer_keys: Dict[int, str]) -> Dict[s
     own = optimizer_keys.get(id(getattr(model, "optimizer", None)))
     return {
         "key": key, "name": model.name, "class": type(model).__name__, "built": bool(model.built),
-        "count_params": count,
+        "count_params": count,  # None where Keras refuses (a subclassed model never built)
+        "weights_params": _params(model.weights),  # what count_params() sums when it counts
         "trainable_params": _params(model.trainable_weights),
         "non_trainable_params": _params(model.non_trainable_weights),
         "variables_bytes": sum(v["bytes"] for v in variables),
@@ -479,9 +480,15 @@ def _checks(state: State, kind: str, models: List[Dict[str, Any]], optimizers: L
             ckpt = g[key]
             # everything the checkpoint tracks directly: its models and optimizers
             tracked = [by_id.get(id(v)) for v in vars(ckpt).values() if id(v) in by_id]
+            # the checkpoint's own variable (made by its first save): training state, role "other"
+            counter = ckpt.save_counter if getattr(ckpt, "_save_counter", None) is not None else None
+            extra = [] if counter is None else [{"name": counter.name.split(":")[0], "role": "other",
+                                                 "shape": counter.shape.as_list(), "dtype": counter.dtype.name,
+                                                 "bytes": _var_bytes(counter.shape.as_list(), counter.dtype)}]
             out.append({"run": RUN, "tag": tag,
                         "models": [k for k in tracked if k in {m["key"] for m in models}],
                         "optimizers": [k for k in tracked if k in {o["key"] for o in optimizers}],
+                        "extra_variables": extra,
                         "source": "summary.variables(tf.train.Checkpoint)"})
         return out
     return [{"run": RUN, "tag": "storage", "tf1": True, "source": "summary.variables (TF1 graph)"}]
