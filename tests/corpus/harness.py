@@ -467,7 +467,7 @@ def _checks(state: State, kind: str, models: List[Dict[str, Any]], optimizers: L
     if kind == "fit":
         if not state.fit_models:
             return []
-        fitted = next(m for m in models if m["name"] == state.fit_calls[0]["model_name"])
+        fitted = next(m for m in models if m["key"] == state.fit_calls[0]["model_key"])
         return [{"run": RUN, "tag": "storage", "models": [fitted["key"]], "optimizers": fitted["optimizers"],
                  "source": "MemoryCallback"}]
     if kind == "custom_loop":
@@ -553,6 +553,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         models, optimizers, checkpoints = _reachable(g)
         optimizer_keys = {id(o): k for k, o in optimizers}
+        model_keys = {id(m): k for k, m in models}
+        for call, model in zip(state.fit_calls, state.fit_models):
+            call["model_key"] = model_keys.get(id(model))
         result["models"] = [_model_truth(k, m, optimizer_keys) for k, m in models]
         result["optimizers"] = [_optimizer_truth(k, o, state) for k, o in optimizers
                                 if not isinstance(o, tf.compat.v1.train.Optimizer)]
@@ -571,6 +574,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     result["tags"] = _tags(logdir) if os.path.isdir(logdir) else []
     result["profiles"] = sorted(os.path.relpath(p, logdir) for p in
                                 glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))
+    result["tb_modelmem_imported"] = any(m == "tb_modelmem" or m.startswith("tb_modelmem.") for m in sys.modules)
     result["wall_time_s"] = round(time.time() - started, 3)
     with open(out, "w") as f:
         json.dump(result, f, indent=1, sort_keys=True, default=str)
