@@ -119,4 +119,4 @@ gan.compile(
 )
 
 gan.fit(dataset, epochs=epochs, callbacks=[GANMonitor(num_img=3, latent_dim=latent_dim)])
-# The source then shows the last generated images with IPython.display (corpus patch: dropped, display only).
+# corpus patch: dropped the source's IPython.display of the last generated images (display only)

@@ -51,7 +51,7 @@ def make_generator_model():
 generator = make_generator_model()
 noise = tf.random.normal([1, 100])
 generated_image = generator(noise, training=False)
-# The notebook shows generated_image with plt.imshow here (corpus patch: dropped, display only).
+# corpus patch: dropped the notebook's plt.imshow(generated_image) (display only)
 
 
 def make_discriminator_model():
@@ -133,16 +133,16 @@ def train(dataset, epochs):
         for image_batch in dataset:
             train_step(image_batch)
 
-        # The notebook draws and saves images of the fixed seed here (corpus patch: dropped, display only).
+        # corpus patch: dropped display.clear_output and generate_and_save_images (matplotlib, display only)
 
         if (epoch + 1) % 1 == 0:  # corpus patch: checkpoint every epoch (the notebook: every 15; the corpus runs 1)
             checkpoint.save(file_prefix=checkpoint_prefix)
 
         print("Time for epoch {} is {} sec".format(epoch + 1, time.time() - start))
-    # The notebook draws and saves the final images here (corpus patch: dropped, display only).
+    # corpus patch: dropped the final display.clear_output and generate_and_save_images (display only)
 
 
 train(train_dataset, EPOCHS)
 
 checkpoint.restore(tf.train.latest_checkpoint(checkpoint_dir))
-# The notebook's GIF cells (PIL, imageio, IPython.display, google.colab) follow (corpus patch: dropped, display only).
+# corpus patch: dropped the notebook's display_image and GIF cells (PIL, imageio, IPython.display, google.colab)

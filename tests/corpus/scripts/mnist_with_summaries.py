@@ -93,14 +93,14 @@ def train():
   with tf.compat.v1.name_scope('dropout'):
     keep_prob = tf.compat.v1.placeholder(tf.float32)
     tf.compat.v1.summary.scalar('dropout_keep_probability', keep_prob)
-    dropped = tf.nn.dropout(hidden1, rate=1 - keep_prob)
+    dropped = tf.nn.dropout(hidden1, rate=1 - keep_prob)  # corpus patch: rate = 1 - keep_prob, as tf_upgrade_v2 writes it
 
   # Logits: the softmax is part of the loss below.
   y = nn_layer(dropped, 500, 10, 'layer2', act=tf.identity)
 
   with tf.compat.v1.name_scope('cross_entropy'):
     # softmax_cross_entropy_with_logits is the numerically stable form of -sum(y_ * log(softmax(y))).
-    diff = tf.nn.softmax_cross_entropy_with_logits(labels=tf.stop_gradient(y_), logits=y)
+    diff = tf.nn.softmax_cross_entropy_with_logits(labels=tf.stop_gradient(y_), logits=y)  # corpus patch: keyword arguments (positional (logits, labels) before TF 1.0)
     with tf.compat.v1.name_scope('total'):
       cross_entropy = tf.reduce_mean(input_tensor=diff)
   tf.compat.v1.summary.scalar('cross_entropy', cross_entropy)
@@ -117,9 +117,9 @@ def train():
 
   # All summaries to summaries_dir/train and summaries_dir/test.
   merged = tf.compat.v1.summary.merge_all()
-  train_writer = tf.compat.v1.summary.FileWriter(FLAGS.summaries_dir + '/train', sess.graph)
-  test_writer = tf.compat.v1.summary.FileWriter(FLAGS.summaries_dir + '/test')
-  tf.compat.v1.global_variables_initializer().run()
+  train_writer = tf.compat.v1.summary.FileWriter(FLAGS.summaries_dir + '/train', sess.graph)  # corpus patch: FileWriter, TF 1.0's name for tf.train.SummaryWriter
+  test_writer = tf.compat.v1.summary.FileWriter(FLAGS.summaries_dir + '/test')  # corpus patch: likewise
+  tf.compat.v1.global_variables_initializer().run()  # corpus patch: TF 1.0's name for initialize_all_variables
 
   def feed_dict(train):
     """Feeds a training batch (with dropout) or the whole test set (without)."""
@@ -155,9 +155,9 @@ def train():
 
 
 def main(_):
-  if tf.io.gfile.exists(FLAGS.summaries_dir):
-    tf.io.gfile.rmtree(FLAGS.summaries_dir)
-  tf.io.gfile.makedirs(FLAGS.summaries_dir)
+  if tf.io.gfile.exists(FLAGS.summaries_dir):  # corpus patch: tf.io.gfile, tf_upgrade_v2's name for tf.gfile
+    tf.io.gfile.rmtree(FLAGS.summaries_dir)  # corpus patch: likewise (DeleteRecursively)
+  tf.io.gfile.makedirs(FLAGS.summaries_dir)  # corpus patch: likewise (MakeDirs)
   train()
 
 
@@ -171,5 +171,5 @@ if __name__ == '__main__':
   parser.add_argument('--dropout', type=float, default=0.9, help='Keep probability for training dropout.')
   parser.add_argument('--data_dir', type=str, default='/tmp/data', help='Directory for storing data')
   parser.add_argument('--summaries_dir', type=str, default='/tmp/mnist_logs', help='Summaries directory')
-  FLAGS, unparsed = parser.parse_known_args()
-  tf.compat.v1.app.run(main=main, argv=[sys.argv[0]] + unparsed)
+  FLAGS, unparsed = parser.parse_known_args()  # corpus patch: parse_known_args + app.run(argv=...), the TF 1.x form:
+  tf.compat.v1.app.run(main=main, argv=[sys.argv[0]] + unparsed)  # corpus patch: absl's app.run refuses the argparse flags

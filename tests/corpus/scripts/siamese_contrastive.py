@@ -53,7 +53,7 @@ pairs_test, labels_test = make_pairs(x_test, y_test)
 x_train_1, x_train_2 = pairs_train[:, 0], pairs_train[:, 1]
 x_val_1, x_val_2 = pairs_val[:, 0], pairs_val[:, 1]
 x_test_1, x_test_2 = pairs_test[:, 0], pairs_test[:, 1]
-# The source plots sample pairs here with matplotlib (corpus patch: plots dropped, display only).
+# corpus patch: dropped the source's visualize() helper and its plots of sample pairs (matplotlib, display only)
 
 
 def euclidean_distance(vects):
@@ -108,9 +108,9 @@ history = siamese.fit(
     batch_size=batch_size,
     epochs=epochs,
 )
-# The source plots the accuracy and loss curves here (corpus patch: plots dropped, display only).
+# corpus patch: dropped the source's plt_metric() plots of accuracy and loss (matplotlib, display only)
 
 results = siamese.evaluate([x_test_1, x_test_2], labels_test)
 print("test loss, test acc:", results)
 predictions = siamese.predict([x_test_1, x_test_2])
-# The source plots the test pairs with their predictions here (corpus patch: plots dropped, display only).
+# corpus patch: dropped the source's plot of test pairs with their predictions (matplotlib, display only)
