@@ -4,8 +4,11 @@ Reads shapes, dtypes and devices only, never values, so the cost is
 O(#variables) however big the model is. Optimizer slots are found by
 identity in the optimizer's own per-weight lists (Keras 3) or through
 ``get_slot`` (TF1), and by name patterns only when that finds nothing.
-A slot's ``layer`` is its weight's layer, so a layer's roll-up shows what
-training it costs; other optimizer state stays under the optimizer's scope.
+Roles, slot names and layers follow ``tb_modelmem.roles``, the rules every
+other source (checkpoints, model files) follows too. A slot's ``layer`` is its
+weight's layer, so a layer's roll-up shows what training it costs; other
+optimizer state stays under the optimizer's scope. A ``tf.train.Checkpoint``
+may hold several optimizers (a GAN's two): each one's slots are its own.
 The one value Keras reads is the learning rate, inside ``get_config``.
 """
 
@@ -19,16 +22,8 @@ from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import tensorflow as tf
 
-from tb_modelmem import records
+from tb_modelmem import records, roles
 from tb_modelmem.capture import layers as layer_capture
-
-# TF1 variables that are optimizer or training state but no per-weight slot.
-_OTHER_NAMES = re.compile(
-    r"(^|/)(beta\d*_power(_\d+)?|global_step|iterations?|learning_rate|lr|loss_scale\w*|good_steps|"
-    r"current_loss_scale|num_good_steps|step_counter|dynamic_scale|seed_generator_state)$"
-)
-# TF1 slot names: "<weight>/<Slot>" or "<weight>/<Slot>_<n>", e.g. "Variable/Adam_1".
-_TF1_SLOT_NAME = re.compile(r"^(?P<weight>.+)/(?P<slot>[A-Za-z][A-Za-z0-9]*(_\d+)?)$")
 
 Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 
@@ -40,17 +35,17 @@ def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
         if tf.executing_eagerly():
             raise ValueError("model=None means the TF1 default graph's global variables, but TensorFlow is "
                              "executing eagerly; pass the model, a tf.Module or a list of variables")
-        return _from_variables(tf.compat.v1.global_variables(), optimizer, source="tf1")
+        return _from_variables(tf.compat.v1.global_variables(), _listed(optimizer), source="tf1")
     if isinstance(model, tf.train.Checkpoint):
         return _from_checkpoint(model, optimizer)
     if _is_keras_layer(model):
         return _from_keras(model, optimizer or getattr(model, "optimizer", None))
     if isinstance(model, tf.Module):
-        found = _from_variables(model.variables, optimizer, source="tf.Module")
+        found = _from_variables(model.variables, _listed(optimizer), source="tf.Module")
         found.model_name = model.name or ""
         return found
     if isinstance(model, collections.abc.Iterable) and not isinstance(model, (str, bytes)):
-        return _from_variables(_flat_variables(model), optimizer, source="variables")
+        return _from_variables(_flat_variables(model), _listed(optimizer), source="variables")
     raise TypeError(
         f"cannot take a variable breakdown of {type(model).__name__}; pass a Keras model or layer, "
         "a tf.Module, a tf.train.Checkpoint, a list or dict of variables, or None (TF1 graph)"
@@ -72,16 +67,33 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     layers = layer_capture.layer_records(model)
     layer_of = layer_capture.variable_layers(model)
     weights = list(model.variables)
-    found = _from_variables(weights, optimizer, source="keras", layer_of=layer_of,
+    found = _from_variables(weights, _listed(optimizer), source="keras", layer_of=layer_of,
                             keras_non_trainable={id(v) for v in model.non_trainable_weights})
     found.layers = layers
     found.model_name = model.name
     return found
 
 
+def _listed(optimizer: Any) -> List[Any]:
+    return [] if optimizer is None else [optimizer]
+
+
+def _tracked_paths(root: Any) -> Dict[int, str]:
+    """id -> attribute path from the checkpoint ("generator_optimizer"), breadth first."""
+    paths, queue = {id(root): ""}, [root]
+    while queue:
+        obj = queue.pop(0)
+        for name, child in tf.train.TrackableView.children(obj).items():
+            if id(child) not in paths:
+                paths[id(child)] = f"{paths[id(obj)]}/{name}".lstrip("/")
+                queue.append(child)
+    return paths
+
+
 def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records.Breakdown:
     """Walk the checkpoint's object graph: Keras models and optimizers get their
-    own treatment, any other tracked variable is kept too."""
+    own treatment (every optimizer in it, each with its own slots), any other
+    tracked variable is kept too."""
     objects = tf.train.TrackableView(checkpoint).descendants()
     keras_layers = [o for o in objects if _is_keras_layer(o)]
     inner = {id(sub) for layer in keras_layers for sub in layer_capture.sublayers(layer, recursive=True)}
@@ -91,8 +103,9 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
         if id(layer) not in inner and not own <= covered:
             models.append(layer)
             covered |= own
-    if optimizer is None:
-        optimizer = next((o for o in objects if _is_optimizer(o)), None)
+    found_optimizers = [o for o in objects if _is_optimizer(o)]
+    wrapped = {id(inner) for o in found_optimizers for inner in _keras_optimizers(o)[1:]}
+    optimizers = _listed(optimizer) + [o for o in found_optimizers if id(o) not in wrapped and o is not optimizer]
     layer_of: Dict[int, str] = {}
     keras_non_trainable: Set[int] = set()
     variables: List[Any] = []
@@ -103,22 +116,30 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
         variables.extend(model.variables)
         layers.extend(layer_capture.layer_records(model))
     variables.extend(o for o in objects if _is_variable(o))
-    found = _from_variables(variables, optimizer, source="checkpoint", layer_of=layer_of,
+    found = _from_variables(variables, optimizers, source="checkpoint", layer_of=layer_of,
                             keras_non_trainable=keras_non_trainable)
+    if len(optimizers) > 1:
+        paths = _tracked_paths(checkpoint)
+        found.optimizer = optimizers_summary({paths.get(id(o)) or o.name: o for o in optimizers})
     found.layers = layers
     found.model_name = ",".join(m.name for m in models)
     return found
 
 
-def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
+def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str,
                     layer_of: Optional[Dict[int, str]] = None,
                     keras_non_trainable: AbstractSet[int] = frozenset()) -> records.Breakdown:
-    """Classify model variables plus the optimizer's, each variable once.
+    """Classify model variables plus the optimizers', each variable once.
     ``keras_non_trainable``: ids of variables Keras lists as non-trainable weights."""
     layer_of = layer_of or {}
-    all_vars = _unique(list(variables) + _optimizer_variables(optimizer))
-    slots, optimizer_state = _optimizer_slots(optimizer, all_vars)
-    if optimizer is None:
+    all_vars = _unique(list(variables) + [v for opt in optimizers for v in _optimizer_variables(opt)])
+    slots: Dict[int, Slot] = {}
+    optimizer_state: Set[int] = set()
+    for opt in optimizers:
+        found_slots, state = _optimizer_slots(opt, all_vars)
+        slots.update(found_slots)
+        optimizer_state |= state
+    if not optimizers:
         slots.update(_slots_by_name(all_vars))
     out = []
     for var in all_vars:
@@ -126,31 +147,23 @@ def _from_variables(variables: Iterable[Any], optimizer: Any, source: str,
         slot: Optional[Slot] = slots.get(id(var))
         if slot is not None:
             role = records.OPTIMIZER_SLOT
-            layer = layer_of.get(id(slot[1]), _scope(_name(slot[1])))
+            layer = layer_of.get(id(slot[1]), roles.layer_of(_name(slot[1])))
+        elif id(var) in optimizer_state:
+            role, layer = records.OTHER, roles.layer_of(name)
         else:
-            role = _role(var, name, optimizer_state, keras_non_trainable)
-            layer = layer_of.get(id(var), _scope(name))
+            role = roles.role(name, _dtype(var).name, _static_dims(var), getattr(var, "trainable", None),
+                              keras_state=id(var) in keras_non_trainable)
+            layer = layer_of.get(id(var), roles.layer_of(name))
         out.append(_record(var, name, layer, role, slot))
-    return records.Breakdown(source=source, variables=out, optimizer=optimizer_summary(optimizer))
-
-
-def _role(var: Any, name: str, optimizer_state: AbstractSet[int], keras_non_trainable: AbstractSet[int]) -> str:
-    if id(var) in optimizer_state:
-        return records.OTHER
-    if getattr(var, "trainable", False):
-        return records.WEIGHT
-    if id(var) in keras_non_trainable:  # BatchNorm moving stats, frozen layers' weights, ...
-        return records.NON_TRAINABLE
-    if _OTHER_NAMES.search(name) or _is_integer(var):  # counters, seed state, ...
-        return records.OTHER
-    return records.NON_TRAINABLE
+    summary = optimizer_summary(optimizers[0]) if len(optimizers) == 1 else None
+    return records.Breakdown(source=source, variables=out, optimizer=summary)
 
 
 def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) -> records.VariableRecord:
     storage = _storage(var)
     components = list(storage.values) if isinstance(storage, tf.distribute.DistributedValues) else [storage]
     shape = _shape(var, components[0])
-    dtype = tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
+    dtype = _dtype(var)
     elements = 0 if any(d < 0 for d in shape) else math.prod(shape)
     devices = sorted({c.device for c in components if c is not None and getattr(c, "device", "")})
     return records.VariableRecord(
@@ -158,6 +171,18 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
         bytes=elements * dtype.size * len(components), role=role, device=",".join(devices),
         replicas=len(components), slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
     )
+
+
+def _dtype(var: Any) -> tf.DType:
+    """The stored dtype (float32 under mixed precision: the storage, not the compute dtype)."""
+    storage = _storage(var)
+    return tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
+
+
+def _static_dims(var: Any) -> List[int]:
+    """Static shape, -1 per unknown dimension: enough to tell a scalar counter apart."""
+    static = tf.TensorShape(var.shape)
+    return [-1] if static.rank is None else [-1 if d is None else int(d) for d in static.as_list()]
 
 
 def _shape(var: Any, storage: Any) -> List[int]:
@@ -195,9 +220,7 @@ def _optimizer_slots(optimizer: Any, candidates: List[Any]) -> Tuple[Dict[int, S
                     slots[id(slot)] = (slot_name, weight)
         state = {id(v) for v in _optimizer_variables(optimizer)} - set(slots)
         return slots, state
-    slots = {}
-    for opt in _keras_optimizers(optimizer):
-        slots.update(_keras_slot_lists(opt))
+    slots = keras_slot_map(optimizer)
     state = {id(v) for v in _optimizer_variables(optimizer)} - set(slots)
     slots.update(_keras_slots_by_name(optimizer, candidates, state))
     return slots, state - set(slots)
@@ -212,6 +235,15 @@ def _keras_optimizers(optimizer: Any) -> List[Any]:
     for sub in getattr(optimizer, "_inner_optimizers", None) or []:
         found += _keras_optimizers(sub)
     return found
+
+
+def keras_slot_map(optimizer: Any) -> Dict[int, Slot]:
+    """id(slot variable) -> (slot name, weight) of a Keras 3 optimizer and those it wraps, by
+    identity (scripts/gen_keras_slots.py derives the file formats' slot order from this)."""
+    slots: Dict[int, Slot] = {}
+    for opt in _keras_optimizers(optimizer):
+        slots.update(_keras_slot_lists(opt))
+    return slots
 
 
 def _keras_slot_lists(optimizer: Any) -> Dict[int, Slot]:
@@ -235,37 +267,44 @@ def _keras_slot_lists(optimizer: Any) -> Dict[int, Slot]:
 
 def _keras_slot_name(slot: Any, weight: Any, attr: str) -> str:
     """Keras names slots "<weight path with _>_<slot>"; else use the list's name."""
-    prefix = _name(weight).replace("/", "_") + "_"
-    name = getattr(slot, "name", "")
-    return name[len(prefix):] if name.startswith(prefix) and len(name) > len(prefix) else attr.strip("_")
+    named = roles.keras_slot_by_name(getattr(slot, "name", ""), [_name(weight)])
+    return named[0] if named else attr.strip("_")
 
 
 def _keras_slots_by_name(optimizer: Any, candidates: List[Any], unclaimed: set) -> Dict[int, Slot]:
-    """Fallback for custom optimizers: ``add_variable_from_reference`` names slots
-    "<weight path with _>_<slot>"; the longest matching weight prefix wins."""
-    weights = {_name(w).replace("/", "_") + "_": w for w in candidates if getattr(w, "trainable", False)}
+    """Fallback for custom optimizers: slots Keras named after their weight (roles.keras_slot_by_name)."""
+    weights = {_name(w): w for w in candidates if getattr(w, "trainable", False)}
     slots: Dict[int, Slot] = {}
     for var in _optimizer_variables(optimizer):
-        name = getattr(var, "name", "")
-        if id(var) not in unclaimed:
-            continue
-        prefixes = [name[:i + 1] for i, ch in enumerate(name[:-1]) if ch == "_" and name[:i + 1] in weights]
-        if prefixes:
-            slots[id(var)] = (name[len(prefixes[-1]):], weights[prefixes[-1]])
+        named = roles.keras_slot_by_name(getattr(var, "name", ""), weights) if id(var) in unclaimed else None
+        if named:
+            slots[id(var)] = (named[0], weights[named[1]])
     return slots
 
 
 def _slots_by_name(variables: List[Any]) -> Dict[int, Slot]:
-    """Without an optimizer: TF1 slots are non-trainable "<weight>/<Slot>[_n]"."""
+    """Without an optimizer: TF1 slots are non-trainable "<weight>/<Slot>[_n]" of a trainable
+    weight of the same shape, named as ``get_slot_names`` would name them (roles.tf1_slot_name)."""
     by_name = {_name(v): v for v in variables}
+    matches = {id(v): roles.slot_match(_name(v), set(by_name)) for v in variables
+               if not getattr(v, "trainable", False)}
+    siblings: Dict[str, Set[str]] = {}
+    for hit in filter(None, matches.values()):
+        siblings.setdefault(hit[0], set()).add(hit[1])
     slots: Dict[int, Slot] = {}
     for var in variables:
-        match = _TF1_SLOT_NAME.match(_name(var))
-        if match and not getattr(var, "trainable", False) and match["weight"] in by_name:
-            weight = by_name[match["weight"]]
-            if getattr(weight, "trainable", False) and tf.TensorShape(weight.shape) == tf.TensorShape(var.shape):
-                slots[id(var)] = (match["slot"], weight)
+        hit = matches.get(id(var))
+        weight = by_name[hit[0]] if hit else None
+        if weight is not None and getattr(weight, "trainable", False) and \
+                tf.TensorShape(weight.shape) == tf.TensorShape(var.shape):
+            slots[id(var)] = (roles.tf1_slot_name(hit[1], siblings[hit[0]]), weight)
     return slots
+
+
+def optimizers_summary(optimizers: Dict[str, Any]) -> Dict[str, Any]:
+    """Several optimizers (a GAN's): "Adam + Adam", and each one's summary under its path."""
+    summaries = {path: optimizer_summary(opt) for path, opt in optimizers.items()}
+    return {"class_name": " + ".join(s["class_name"] for s in summaries.values()), "config": summaries}
 
 
 def optimizer_summary(optimizer: Any) -> Optional[Dict[str, Any]]:
@@ -308,10 +347,6 @@ def _name(var: Any) -> str:
     return path or re.sub(r":\d+$", "", var.name)
 
 
-def _scope(name: str) -> str:
-    return name.rsplit("/", 1)[0] if "/" in name else ""
-
-
 def _unique(variables: List[Any]) -> List[Any]:
     seen, out = set(), []
     for var in variables:
@@ -320,10 +355,6 @@ def _unique(variables: List[Any]) -> List[Any]:
             seen.add(key)
             out.append(var)
     return out
-
-
-def _is_integer(var: Any) -> bool:
-    return tf.as_dtype(var.dtype).base_dtype.is_integer
 
 
 def _is_keras_variable(obj: Any) -> bool:

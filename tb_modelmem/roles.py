@@ -1,0 +1,270 @@
+"""The one rule set for what a stored variable is: role, slot name, owning weight, layer. No TF.
+
+Every source asks these functions (live capture, TF1 and TF2 checkpoints, ``.keras``,
+``.weights.h5``, legacy ``.h5``, SavedModel), so one variable gets one answer wherever it
+is read. Sources that know more use it first: live capture finds slots by identity in the
+optimizer's own lists. Keras 3 weight files keep optimizer variables by index only; the
+order Keras creates them in is not copied by hand but generated from Keras itself
+(``_keras_slots.py``, ``scripts/gen_keras_slots.py``) and replayed by ``keras_layout``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from tb_modelmem import _keras_slots
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+
+__all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
+           "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind", "keras_layout", "KerasLayout"]
+
+# Last name component of training state that is neither a weight nor a per-weight slot:
+# step counters, hyper-parameters, loss-scale state, seeds (TF1, Keras 2 and Keras 3 names).
+_OTHER_NAME = re.compile(
+    r"beta\d*_power(_\d+)?|global_step|iter|iterations?|learning_rate|lr|decay|beta_[12]|epsilon|rho|"
+    r"save_counter|loss_scale\w*|current_loss_scale|good_steps|num_good_steps|step_counter|dynamic_scale|"
+    r"momentum_cache|u_product|seed_generator_state"
+)
+# Last name component of model state that is never trained (BatchNorm statistics).
+NON_TRAINABLE_NAMES = frozenset({"moving_mean", "moving_variance", "moving_avg", "moving_stddev",
+                                 "num_batches_tracked"})
+_TRAINABLE_DTYPES = ("float", "bfloat", "half", "complex")  # dtype names a gradient can update
+
+
+def is_other_name(name: str) -> bool:
+    """True for counters and hyper-parameters ("global_step", "adam/iteration", "beta1_power_1")."""
+    return bool(_OTHER_NAME.fullmatch(name.rsplit("/", 1)[-1]))
+
+
+def role(name: str, dtype: str, shape: Sequence[int], trainable: Optional[bool] = None,
+         keras_state: bool = False) -> str:
+    """Role of a variable that is not an optimizer slot.
+
+    ``trainable``: what the source records (None: not recorded, e.g. a checkpoint without
+    its graph). ``keras_state``: Keras lists it among a layer's non-trainable weights.
+    An integer or bool scalar is a counter (``tf.Variable(1)`` is "trainable" to TF, but
+    no gradient can update it), so it is OTHER in every source.
+    """
+    if keras_state:
+        return NON_TRAINABLE
+    numeric = dtype.startswith(_TRAINABLE_DTYPES)
+    if is_other_name(name) or (not numeric and not list(shape)):
+        return OTHER
+    if trainable and numeric:
+        return WEIGHT
+    if trainable is False or not numeric or name.rsplit("/", 1)[-1] in NON_TRAINABLE_NAMES:
+        return NON_TRAINABLE
+    return WEIGHT
+
+
+def layer_of(owner: str) -> str:
+    """The layer a variable (or, for a slot, its weight) is charged to: its name scope;
+    a variable outside any scope (TF1 ``Variable_3``) is a layer of its own."""
+    return owner.rsplit("/", 1)[0] if "/" in owner else owner
+
+
+# --- TF1 and Keras 2: slots named after their weight ----------------------------------------
+
+# TF1 optimizers name slots "<var>/<Optimizer>", "<var>/<Optimizer>_1", ... in creation order;
+# these are the names ``get_slot_names()`` gives the same slots.
+TF1_SLOTS = {
+    "Adam": ["m", "v"], "Momentum": ["momentum"], "RMSProp": ["rms", "momentum"],
+    "Adagrad": ["accumulator"], "ProximalAdagrad": ["accumulator"], "Adadelta": ["accum", "accum_update"],
+    "Ftrl": ["accum", "linear"], "AdagradDA": ["gradient_accumulator", "gradient_squared_accumulator"],
+    "AdaMax": ["m", "v"], "ExponentialMovingAverage": ["average"],
+}
+_CENTERED_RMSPROP = ["rms", "mg", "momentum"]
+
+
+def slot_match(name: str, stored: Set[str]) -> Optional[Tuple[str, str]]:
+    """(weight, suffix) if ``name`` is "<weight>/<suffix>" (TF1) or "<optimizer>/<weight>/<suffix>"
+    (Keras 2) for a ``weight`` in ``stored``."""
+    if "/" not in name:
+        return None
+    base, suffix = name.rsplit("/", 1)
+    if base in stored:
+        return base, suffix
+    if "/" in base and base.split("/", 1)[1] in stored:
+        return base.split("/", 1)[1], suffix
+    return None
+
+
+def tf1_slot_name(suffix: str, siblings: Set[str]) -> str:
+    """The slot name ``get_slot_names()`` uses for a TF1 slot suffix ("Adam_1" -> "v");
+    ``siblings``: every suffix stored for the same weight (centered RMSProp has three)."""
+    m = re.fullmatch(r"(.*?)(?:_(\d+))?", suffix)
+    opt, index = m.group(1), int(m.group(2) or 0)
+    names = _CENTERED_RMSPROP if opt == "RMSProp" and f"{opt}_2" in siblings else TF1_SLOTS.get(opt)
+    return names[index] if names and index < len(names) else suffix
+
+
+# --- Keras 3: slots named "<weight path with _>_<slot>" --------------------------------------
+
+def keras_slot_by_name(name: str, weights: Iterable[str]) -> Optional[Tuple[str, str]]:
+    """(slot, weight path) for an optimizer variable Keras named after its weight
+    (``add_variable_from_reference``: "<optimizer>/<weight path with _>_<slot>"); the
+    longest weight prefix wins, so "dense_1_kernel_m" is not charged to "dense"."""
+    last = name.rsplit("/", 1)[-1]
+    best: Optional[Tuple[str, str]] = None
+    for path in weights:
+        prefix = path.replace("/", "_") + "_"
+        if last.startswith(prefix) and len(last) > len(prefix) and (best is None or len(prefix) > len(best[1]) + 1):
+            best = (last[len(prefix):], path)
+    return best
+
+
+# --- Keras 3: slots by creation order, replayed from Keras' own build() ---------------------
+
+KINDS = {"rank0": (), "rank1": (3,), "rank2": (4, 5), "rank3": (2, 3, 4), "rank4": (2, 2, 3, 4),
+         "embedding": (6, 7)}  # the probe shape of each weight kind (scripts/gen_keras_slots.py)
+
+
+def weight_kind(path: str, shape: Sequence[int]) -> str:
+    """Which probe of ``KINDS`` a weight behaves like in ``build()``: by rank (4 and up alike),
+    and a 2-D weight whose path names an embedding apart (Muon keeps Adam slots for those)."""
+    if len(shape) == 2 and "embedding" in path.lower():
+        return "embedding"
+    return f"rank{min(len(shape), 4)}"
+
+
+_SHAPES: Dict[str, Callable[[List[int]], List[int]]] = {
+    "same": lambda s: list(s), "scalar": lambda s: [], "rows": lambda s: list(s[:-1]),
+    "cols": lambda s: list(s[:-2]) + list(s[-1:]),
+}
+
+
+@dataclasses.dataclass
+class Stored:
+    """An optimizer variable as a file stores it; ``name`` when the format keeps one."""
+
+    shape: List[int]
+    dtype: str
+    name: Optional[str] = None
+
+
+@dataclasses.dataclass
+class KerasLayout:
+    """What each stored optimizer variable is: ``entries[i]`` is ("state", (level, name)), a
+    counter or hyper-parameter of the chain's ``level``-th optimizer, or ("slot", (weight
+    index, slot name))."""
+
+    class_name: str  # "Adam", or "LossScaleOptimizer(Adam)"
+    flags: str  # the config flags the plan assumes ("amsgrad+use_ema"), "" for none
+    entries: List[Tuple[str, Any]]
+    also: List[str]  # other plans the stored shapes fit with other slot names (config not recorded)
+
+
+Weight = Tuple[str, Sequence[int], str]  # (path, shape, dtype) of a trainable weight, in build() order
+Level = Tuple[str, Optional[Dict[str, Any]], str]  # (class name, config or None, optimizer name)
+
+
+def keras_layout(weights: Sequence[Weight], stored: Sequence[Stored], chain: Sequence[Level]) -> Optional[KerasLayout]:
+    """Which stored optimizer variable is which, for a Keras 3 optimizer built on ``weights``.
+
+    ``chain``: the optimizer and the ones it wraps (LossScaleOptimizer, then its inner one);
+    a class that is "" or not built into Keras is looked up by its default name, then tried
+    as every built-in class. A config that is None (not recorded) tries every flag
+    combination, closest to Keras' defaults first. The first plan whose shapes, dtypes and
+    (where stored) names all fit wins; None if no plan fits.
+    """
+    options = [_level_options(*level) for level in chain]
+    found: Optional[KerasLayout] = None
+    for combo in itertools.product(*options):
+        steps = [(level, step) for level, (_, _, plan) in enumerate(combo) for step in plan]
+        for entries in _fits(steps, weights, stored):
+            label = "(".join(cls for cls, _, _ in combo) + ")" * (len(combo) - 1)
+            flags = "+".join(key for _, key, _ in combo if key)
+            if found is None:
+                found = KerasLayout(label, flags, entries, [])
+            elif entries != found.entries and label not in found.also:
+                found.also.append(f"{label}[{flags}]" if flags else label)
+            break
+    return found
+
+
+def _level_options(class_name: str, config: Optional[Dict[str, Any]], name: str) -> List[Tuple[str, str, list]]:
+    """(class, flags key, plan) candidates for one optimizer of a chain, most likely first."""
+    table = _keras_slots.OPTIMIZERS
+    class_name = _class_of(class_name, name)
+    classes = [class_name] if class_name in table else list(table)
+    out = []
+    for cls in classes:
+        entry = table[cls]
+        if isinstance(config, dict) and cls == class_name:
+            key = "+".join(flag for flag in entry["flags"] if config.get(flag, flag in entry["default"].split("+")))
+            keys = [key] if key in entry["plans"] else []
+        else:
+            default = set(filter(None, entry["default"].split("+")))
+            keys = sorted(entry["plans"], key=lambda k: len(default ^ set(filter(None, k.split("+")))))
+        out += [(cls, key, entry["plans"][key]) for key in keys]
+    return out
+
+
+def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequence[Stored]
+          ) -> Iterable[List[Tuple[str, Any]]]:
+    """The entries of ``steps`` expanded over ``weights``, if they fit ``stored``; a
+    "learning_rate" state may be absent (a schedule replaces the variable)."""
+    expected = list(_expand(steps, weights))
+    optional = [i for i, e in enumerate(expected) if e[0] == "state" and e[1][1] == "learning_rate"]
+    for drop in ([], optional):
+        kept = [e for i, e in enumerate(expected) if i not in drop]
+        if len(kept) == len(stored) and all(_same(e, s) for e, s in zip(kept, stored)):
+            yield [(e[0], e[1]) for e in kept]
+            return
+
+
+def _expand(steps: List[Tuple[int, list]], weights: Sequence[Weight]
+            ) -> Iterable[Tuple[str, Any, List[int], Optional[str], Optional[str]]]:
+    """(kind, what, shape, dtype, stored name) per variable a plan creates, in order."""
+    for level, step in steps:
+        if step[0] == "state":
+            for name, shape in step[1]:
+                yield "state", (level, name), list(shape), None, name
+            continue
+        for index, (path, shape, dtype) in enumerate(weights):
+            per_kind = step[1]
+            for slot, shape_rule, dtype_rule, naming in per_kind.get(weight_kind(path, shape), per_kind.get("*", [])):
+                stored_name = {"ref": f"{path.replace('/', '_')}_{slot}", "weight": path.rsplit("/", 1)[-1]}.get(naming)
+                yield ("slot", (index, slot), _SHAPES[shape_rule](list(shape)),
+                       dtype if dtype_rule == "same" else dtype_rule, stored_name)
+
+
+def _same(expected: Tuple[str, Any, List[int], Optional[str], Optional[str]], stored: Stored) -> bool:
+    kind, _, shape, dtype, name = expected
+    if list(stored.shape) != shape or (dtype is not None and stored.dtype != dtype):
+        return False
+    if stored.name is None or name is None:
+        return True
+    last = stored.name.rsplit("/", 1)[-1]
+    return (re.sub(r"_\d+$", "", last) if kind == "state" else last) == name  # "variable_3": numbered by Keras
+
+
+def optimizer_chain(entry: Any) -> List[Level]:
+    """The chain ``keras_layout`` takes, from a file's optimizer entry ``{"class_name", "config"}``:
+    a wrapper (LossScaleOptimizer) then the optimizer its config wraps."""
+    chain: List[Level] = []
+    while isinstance(entry, dict) and len(chain) < 8:
+        config = entry.get("config") if isinstance(entry.get("config"), dict) else None
+        class_name = entry.get("class_name") if isinstance(entry.get("class_name"), str) else ""
+        name = (config or {}).get("name")
+        chain.append((class_name, config, name if isinstance(name, str) else ""))
+        wraps = wrapped_key(class_name)
+        entry = (config or {}).get(wraps) if wraps else None
+    return chain
+
+
+def wrapped_key(class_name: str, name: str = "") -> Optional[str]:
+    """The config key under which a Keras wrapper optimizer keeps the one it wraps ("inner_optimizer")."""
+    return _keras_slots.OPTIMIZERS.get(_class_of(class_name, name), {}).get("wraps")
+
+
+def _class_of(class_name: str, name: str) -> str:
+    """A built-in class by its name, else by its default optimizer name ("adam_w_1" -> "AdamW"), else ""."""
+    table = _keras_slots.OPTIMIZERS
+    if class_name in table:
+        return class_name
+    base = re.sub(r"_\d+$", "", name or "")
+    return next((cls for cls, entry in table.items() if entry["default_name"] == base), "")
