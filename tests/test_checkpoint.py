@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tb_modelmem.capture.checkpoint import InspectError, find_prefix, read_checkpoint
+from tb_modelmem.capture.variables import breakdown
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 # conv 5x5x1x32, conv 5x5x32x64, dense [3136, 1024], dense [1024, 10] + biases, float32
@@ -139,11 +140,15 @@ def test_tf2_legacy_optimizer_slot_variables(tmp_path):
     module.w = tf.Variable(tf.ones([3, 4]))
     opt = tf.compat.v1.train.MomentumOptimizer(0.1, momentum=0.9)
     opt.minimize(lambda: tf.reduce_sum(module.w * 2.0), var_list=[module.w])
-    prefix = tf.train.Checkpoint(module=module, optimizer=opt).save(str(tmp_path / "ckpt"))
-    bd = read_checkpoint(prefix)
+    checkpoint = tf.train.Checkpoint(module=module, optimizer=opt)
+    bd = read_checkpoint(checkpoint.save(str(tmp_path / "ckpt")))
     slot = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
-    assert [(s.slot, s.slot_of, s.bytes) for s in slot] == [("momentum", "module/w", 48)]
+    # A variable is named as it was created (tf.Variable's default "Variable"), as live capture names it.
+    assert [(s.slot, s.slot_of, s.bytes) for s in slot] == [("momentum", module.w.name.split(":")[0], 48)]
     assert by_role(bd)[WEIGHT] == 48
+    live = breakdown(checkpoint)
+    assert [(v.name, v.role, v.slot, v.slot_of) for v in live.variables if v.role != OTHER] == \
+        [(v.name, v.role, v.slot, v.slot_of) for v in bd.variables if v.role != OTHER]
 
 
 def test_prefix_from_folder_index_or_data_file(tf1_prefix):

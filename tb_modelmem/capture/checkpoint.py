@@ -1,10 +1,13 @@
-"""Breakdown of a TF checkpoint from its index and metadata, never its tensor values.
+"""Breakdown of a TF checkpoint from its index and metadata, never its tensor values. No TF.
 
 Handles TF1 name-based checkpoints (``Saver``: ``model.ckpt`` prefix, optional
 ``.meta`` graph) and TF2 object-based ones (``tf.train.Checkpoint``), whose
-object graph tells optimizer slots from weights. Byte offsets come from the
-``.index`` table itself, so every byte of every file is either a variable or a
-named overhead line: ``sum(variables) + sum(overhead) == file_bytes``.
+object graph tells optimizer slots from weights. Shapes, dtypes and byte offsets come
+from the ``.index`` table itself (parsed here, checked entry by entry before anything
+trusts it), the object graph from its bytes in the ``.data`` shard, the ``.meta`` graph
+through TensorBoard's protos: TensorFlow is never imported. Every byte of every file is
+either a variable or a named overhead line: ``sum(variables) + sum(overhead) == file_bytes``.
+Roles, slots and layers follow ``tb_modelmem.roles``, as every other source does.
 """
 
 from __future__ import annotations
@@ -15,29 +18,26 @@ import re
 import struct
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from tb_modelmem.messages import first_line
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
+from tb_modelmem import proto, roles
+from tb_modelmem.capture.bounded import GRAPH_LIMIT, INDEX_LIMIT, STATE_LIMIT, InspectError, file_size, read_file, \
+    read_range
+from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, Breakdown, VariableRecord
+
+__all__ = ["InspectError", "find_prefix", "read_checkpoint", "dtype_name"]
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_BYTES = 48
-
-# Last name component of counters, hyper-parameters and other non-model state.
-OTHER_NAMES = {
-    "global_step", "beta1_power", "beta2_power", "iter", "iteration", "iterations", "learning_rate", "lr",
-    "decay", "beta_1", "beta_2", "epsilon", "rho", "save_counter", "loss_scale", "current_loss_scale",
-    "good_steps", "momentum_cache", "u_product",
-}
-NON_TRAINABLE_NAMES = {"moving_mean", "moving_variance", "moving_avg", "moving_stddev", "num_batches_tracked"}
-# TF1 optimizers name slots "<var>/<Optimizer>", "<var>/<Optimizer>_1", ... in creation order.
-_TF1_SLOTS = {
-    "Adam": ["m", "v"], "Momentum": ["momentum"], "RMSProp": ["rms", "momentum"],
-    "Adagrad": ["accumulator"], "ProximalAdagrad": ["accumulator"], "Adadelta": ["accum", "accum_update"],
-    "Ftrl": ["accum", "linear"], "AdagradDA": ["gradient_accumulator", "gradient_squared_accumulator"],
-    "AdaMax": ["m", "v"], "ExponentialMovingAverage": ["average"],
-}
-_CENTERED_RMSPROP = ["rms", "mg", "momentum"]
+_MAX_RANK = 254  # TensorShape's own limit
+_MAX_SHARDS = 1 << 16  # shards a real checkpoint splits into are a handful; each must exist as a file
+# TensorFlow's DataType enum (types.proto) -> (name, bytes per element); 0 bytes: not a fixed-size number.
+_DTYPES = ["invalid", "float32", "float64", "int32", "uint8", "int16", "int8", "string", "complex64", "int64", "bool",
+           "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16", "complex128", "float16",
+           "resource", "variant", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz",
+           "float8_e4m3b11fnuz", "float8_e5m2fnuz", "int4", "uint4", "int2", "uint2", "float4_e2m1fn"]
+_DTYPE_SIZES = [0, 4, 8, 4, 1, 2, 1, 0, 8, 8, 1, 1, 1, 4, 2, 2, 2, 2, 16, 2, 0, 0, 4, 8] + [1] * 10
+_DT_STRING = 7
 # Training op type (without Resource/Sparse prefixes) -> tf.compat.v1.train optimizer.
 _TF1_APPLY_OPS = {
     "ApplyAdam": "AdamOptimizer", "ApplyMomentum": "MomentumOptimizer", "ApplyKerasMomentum": "MomentumOptimizer",
@@ -49,21 +49,20 @@ _TF1_APPLY_OPS = {
 }
 
 
-class InspectError(ValueError):
-    """This path cannot be read as a model or checkpoint; the message is one line for the user."""
+def dtype_name(enum: int) -> str:
+    """TensorFlow's name for a DataType enum value ("float32"), or "dtype_<n>" for one this tool does not know."""
+    return _DTYPES[enum] if 0 <= enum < len(_DTYPES) else f"dtype_{enum}"
+
+
+def _dtype_size(enum: int) -> int:
+    return _DTYPE_SIZES[enum] if 0 <= enum < len(_DTYPE_SIZES) else 0
 
 
 def find_prefix(path: str) -> str:
     """The checkpoint prefix for a prefix, an ``.index``/``.data-*`` file, or a checkpoint folder."""
     path = os.path.abspath(path)
     if os.path.isdir(path):
-        import tensorflow as tf
-
-        try:
-            latest = tf.train.latest_checkpoint(path)
-        except (ValueError, tf.errors.OpError):  # a 'checkpoint' state file that is not text (it only
-            # points at a prefix: fall back to the folder's .index files)
-            latest = None
+        latest = _latest_checkpoint(path)
         if latest and os.path.exists(latest + ".index"):
             return latest
         indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
@@ -78,19 +77,41 @@ def find_prefix(path: str) -> str:
     raise InspectError(f"{path}: not a checkpoint (no {os.path.basename(prefix)}.index next to it)")
 
 
+def _latest_checkpoint(folder: str) -> Optional[str]:
+    """The prefix a folder's 'checkpoint' state file names (a CheckpointState in text format:
+    ``model_checkpoint_path: "ckpt-3"``), as ``tf.train.latest_checkpoint`` reads it; None if
+    there is none or it is not readable text (it only points: the folder's .index files remain)."""
+    from google.protobuf import text_encoding
+
+    state = os.path.join(folder, "checkpoint")
+    if not os.path.lexists(state):
+        return None
+    try:
+        text = read_file(state, STATE_LIMIT, "'checkpoint' state file").decode("utf-8")
+    except (InspectError, UnicodeDecodeError):
+        return None
+    found = re.search(r'^\s*model_checkpoint_path\s*:\s*"((?:[^"\\]|\\.)*)"', text, re.M)
+    if not found:
+        return None
+    try:
+        named = text_encoding.CUnescape(found.group(1)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return named if os.path.isabs(named) else os.path.join(folder, named)
+
+
 def read_checkpoint(path: str) -> Breakdown:
     """Breakdown of the checkpoint at ``path`` (prefix, file or folder), reconciled to the byte."""
     prefix = find_prefix(path)
-    entries, num_shards = _read_index(prefix + ".index")
-    shapes, dtypes = _shape_and_dtype_maps(prefix)
-    graph = _object_graph(prefix) if OBJECT_GRAPH_KEY in shapes else None
-    meta = _meta_graph(prefix + ".meta") if graph is None and os.path.exists(prefix + ".meta") else None
-
-    numeric = {k for k in shapes if k != OBJECT_GRAPH_KEY and dtypes[k].is_numpy_compatible
-               and dtypes[k].name not in ("string", "variant", "resource")}
-    shape_of = {k: [int(d) for d in shapes[k]] for k in numeric}
-    dtype_of = {k: dtypes[k].name for k in numeric}
-    size_of = {k: math.prod(shape_of[k]) * dtypes[k].size for k in numeric}
+    index_path = prefix + ".index"
+    entries, num_shards = _read_index(index_path)
+    shard_bytes = _shard_sizes(prefix, num_shards)
+    numeric = _check_entries(index_path, entries, num_shards, shard_bytes)
+    shape_of = {k: [int(d.size) for d in entries[k].shape.dim] for k in numeric}
+    dtype_of = {k: dtype_name(entries[k].dtype) for k in numeric}
+    size_of = {k: math.prod(shape_of[k]) * _dtype_size(entries[k].dtype) for k in numeric}
+    graph = _object_graph(prefix, entries, num_shards) if OBJECT_GRAPH_KEY in entries else None
+    meta = _meta_graph(prefix + ".meta") if graph is None and os.path.lexists(prefix + ".meta") else None
     if graph is not None:
         variables, optimizer = _classify_object_graph(graph, shape_of, dtype_of, size_of)
         source = "checkpoint (TF2 object-based)"
@@ -99,44 +120,32 @@ def read_checkpoint(path: str) -> Breakdown:
         variables = _classify_names(shape_of, dtype_of, size_of, trainable)
         optimizer = _tf1_optimizer(meta, variables)
         source = "checkpoint (TF1 name-based)"
-    overhead, file_bytes = _reconcile(prefix, num_shards, entries, numeric, size_of)
+    overhead, file_bytes = _reconcile(prefix, shard_bytes, entries, numeric, size_of)
     return Breakdown(source=source, variables=variables, model_name=os.path.basename(prefix),
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
-def _shape_and_dtype_maps(prefix: str) -> Tuple[dict, dict]:
-    import tensorflow as tf
-
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-        return reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
-    except (tf.errors.OpError, ValueError) as e:
-        raise InspectError(f"{prefix}: unreadable checkpoint ({first_line(e)})") from None
-
-
 # --- the .index file: a LevelDB-style table of BundleEntryProto ---------------------------
 
-def _read_index(index_path: str) -> Tuple[Dict[str, object], int]:
+def _read_index(index_path: str) -> Tuple[Dict[str, Any], int]:
     """Every entry of the bundle index (key -> BundleEntryProto) and the number of data shards."""
-    from tensorflow.core.protobuf import tensor_bundle_pb2
-
-    with open(index_path, "rb") as f:
-        data = f.read()
+    data = read_file(index_path, INDEX_LIMIT, "checkpoint index")
     try:
-        entries: Dict[str, object] = {}
+        entries: Dict[str, Any] = {}
         num_shards = 1
         for key, value in _table_items(data):
             if key == b"":
-                header = tensor_bundle_pb2.BundleHeaderProto.FromString(value)
-                num_shards = max(1, header.num_shards)
+                num_shards = max(1, proto.BundleHeaderProto.FromString(value).num_shards)
             else:
-                entries[key.decode("utf-8", "replace")] = tensor_bundle_pb2.BundleEntryProto.FromString(value)
+                entries[key.decode("utf-8", "replace")] = proto.BundleEntryProto.FromString(value)
     except Exception as e:  # any fault in the table is a corrupt file for the user
         raise InspectError(f"{index_path}: corrupt checkpoint index ({type(e).__name__}: {e})") from None
     return entries, num_shards
 
 
 def _table_items(data: bytes) -> Iterator[Tuple[bytes, bytes]]:
+    """Key/value pairs of the table; data blocks must follow one another, so a crafted
+    index cannot make one block be decoded over and over."""
     if len(data) < _FOOTER_BYTES:
         raise ValueError("file shorter than a table footer")
     footer = data[-_FOOTER_BYTES:]
@@ -144,20 +153,25 @@ def _table_items(data: bytes) -> Iterator[Tuple[bytes, bytes]]:
         raise ValueError("bad table magic number")
     _, pos = _handle(footer, 0)  # metaindex block: unused by tensor bundles
     index_handle, _ = _handle(footer, pos)
+    end_of_last = 0
     for _, handle in _block_items(_block(data, index_handle)):
-        for item in _block_items(_block(data, _handle(handle, 0)[0])):
-            yield item
+        block_handle = _handle(handle, 0)[0]
+        if block_handle[0] < end_of_last:
+            raise ValueError("data blocks overlap")
+        end_of_last = block_handle[0] + block_handle[1]
+        yield from _block_items(_block(data, block_handle))
 
 
 def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
     result = shift = 0
-    while True:
+    while shift < 64:
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return result, pos
         shift += 7
+    raise ValueError("varint longer than 64 bits")
 
 
 def _handle(buf: bytes, pos: int) -> Tuple[Tuple[int, int], int]:
@@ -176,6 +190,8 @@ def _block(data: bytes, handle: Tuple[int, int]) -> bytes:
 
 
 def _block_items(block: bytes) -> Iterator[Tuple[bytes, bytes]]:
+    if len(block) < 4:
+        raise ValueError("block shorter than its restart count")
     num_restarts = struct.unpack("<I", block[-4:])[0]
     end = len(block) - 4 - 4 * num_restarts
     pos, key = 0, b""
@@ -183,26 +199,62 @@ def _block_items(block: bytes) -> Iterator[Tuple[bytes, bytes]]:
         shared, pos = _varint(block, pos)
         unshared, pos = _varint(block, pos)
         value_len, pos = _varint(block, pos)
+        if shared > len(key) or pos + unshared + value_len > end:
+            raise ValueError("entry runs past its block")
         key = key[:shared] + block[pos:pos + unshared]
         pos += unshared
         yield key, block[pos:pos + value_len]
         pos += value_len
 
 
+def _shard_sizes(prefix: str, num_shards: int) -> List[int]:
+    """Size of each ``.data`` shard, stopping at the first one missing (a crafted header may
+    claim 2**31 shards: nothing is built per claimed shard before it is found on disk)."""
+    if num_shards > _MAX_SHARDS:
+        raise InspectError(f"{prefix}.index: corrupt checkpoint index (header claims {num_shards:,} data shards)")
+    sizes = []
+    for i in range(num_shards):
+        shard = f"{prefix}.data-{i:05d}-of-{num_shards:05d}"
+        if not os.path.lexists(shard):
+            raise InspectError(f"{prefix}: data shard missing: {os.path.basename(shard)}")
+        sizes.append(file_size(shard))
+    return sizes
+
+
+def _check_entries(index_path: str, entries: Dict[str, Any], num_shards: int, shard_bytes: List[int]) -> Set[str]:
+    """The keys of fixed-size numeric tensors, after checking every entry against the files:
+    a shape must be a real one (rank <= 254, no negative dimension) and its bytes must be
+    the bytes the entry occupies in its shard, which must hold them."""
+    numeric: Set[str] = set()
+    for key, entry in entries.items():
+        def corrupt(why: str) -> InspectError:
+            return InspectError(f"{index_path}: corrupt checkpoint index ({key[:80]!r}: {why})")
+
+        if not 0 <= entry.shard_id < num_shards:
+            raise corrupt(f"shard {entry.shard_id} of {num_shards}")
+        if entry.offset < 0 or entry.size < 0 or entry.offset + entry.size > shard_bytes[entry.shard_id]:
+            raise InspectError(f"{index_path[:-len('.index')]}: truncated or corrupt checkpoint "
+                               f"({key[:80]!r} runs past the end of its .data shard)")
+        dims = [d.size for d in entry.shape.dim]
+        if entry.shape.unknown_rank or len(dims) > _MAX_RANK or any(d < 0 for d in dims):
+            raise corrupt(f"shape {dims[:8]}{'...' if len(dims) > 8 else ''} is not a stored tensor's")
+        if key == OBJECT_GRAPH_KEY or key.startswith("\x00") or not _dtype_size(entry.dtype):
+            continue  # the object graph, slices of partitioned variables, strings, unknown dtypes
+        declared = math.prod(dims) * _dtype_size(entry.dtype)
+        data_bytes = sum(shard_bytes)
+        if entry.slices and declared > data_bytes or not entry.slices and declared != entry.size:
+            raise corrupt(f"shape {dims} of {dtype_name(entry.dtype)} is {declared:,} bytes, "
+                          f"the entry holds {entry.size:,}")
+        numeric.add(key)
+    return numeric
+
+
 # --- reconciliation ------------------------------------------------------------------------
 
-def _reconcile(prefix: str, num_shards: int, entries: Dict[str, object], numeric: Set[str],
+def _reconcile(prefix: str, shard_bytes: List[int], entries: Dict[str, Any], numeric: Set[str],
                size_of: Dict[str, int]) -> Tuple[List[dict], int]:
     """Overhead lines so that variables + overhead == the checkpoint's files on disk."""
     overhead: List[dict] = []
-    shards = [f"{prefix}.data-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
-    missing = [s for s in shards if not os.path.exists(s)]
-    if missing:
-        raise InspectError(f"{prefix}: data shard missing: {os.path.basename(missing[0])}")
-    shard_bytes = [os.path.getsize(s) for s in shards]
-    for key, entry in entries.items():
-        if entry.size and (entry.shard_id >= num_shards or entry.offset + entry.size > shard_bytes[entry.shard_id]):
-            raise InspectError(f"{prefix}: truncated or corrupt checkpoint ({key!r} runs past the end of its .data shard)")
     data_bytes = sum(shard_bytes)
     accounted = sum(size_of.values())
     # Keys starting with NUL are slices of partitioned variables: their bytes are the variable's.
@@ -227,17 +279,17 @@ def _reconcile(prefix: str, num_shards: int, entries: Dict[str, object], numeric
 # --- TF1 name-based classification ---------------------------------------------------------
 
 def _meta_graph(path: str) -> Any:  # MetaGraphDef
-    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorboard.compat.proto import meta_graph_pb2
 
+    data = read_file(path, GRAPH_LIMIT, ".meta graph")
     try:
-        with open(path, "rb") as f:
-            return meta_graph_pb2.MetaGraphDef.FromString(f.read())
+        return meta_graph_pb2.MetaGraphDef.FromString(data)
     except Exception as e:
         raise InspectError(f"{path}: unreadable .meta graph ({type(e).__name__})") from None
 
 
 def _trainable_names(meta: Any) -> Optional[Set[str]]:
-    from tensorflow.core.framework import variable_pb2
+    from tensorboard.compat.proto import variable_pb2
 
     coll = meta.collection_def.get("trainable_variables")
     if coll is None or not coll.bytes_list.value:
@@ -249,78 +301,39 @@ def _trainable_names(meta: Any) -> Optional[Set[str]]:
     return names
 
 
-def slot_match(name: str, stored: Set[str]) -> Optional[Tuple[str, str]]:
-    """(slot_of, suffix) if ``name`` is a slot of another stored variable (TF1 or Keras 2 naming)."""
-    if "/" not in name:
-        return None
-    base, suffix = name.rsplit("/", 1)
-    if base in stored:
-        return base, suffix
-    if "/" in base:  # Keras 2 optimizers: "<Optimizer>/<var>/<slot>"
-        rest = base.split("/", 1)[1]
-        if rest in stored:
-            return rest, suffix
-    return None
-
-
-def _tf1_slot_name(suffix: str, siblings: Set[str]) -> str:
-    m = re.fullmatch(r"(.*?)(?:_(\d+))?", suffix)
-    opt, index = m.group(1), int(m.group(2) or 0)
-    names = _TF1_SLOTS.get(opt)
-    if opt == "RMSProp" and f"{opt}_2" in siblings:
-        names = _CENTERED_RMSPROP
-    if names and index < len(names):
-        return names[index]
-    return suffix
-
-
 def _classify_names(shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], size_of: Dict[str, int],
                     trainable: Optional[Set[str]]) -> List[VariableRecord]:
     stored = set(shape_of)
-    slots = {k: slot_match(k, stored) for k in stored}
+    slots = {k: roles.slot_match(k, stored) for k in stored}
     suffixes: Dict[str, Set[str]] = {}
-    for k, hit in slots.items():
-        if hit:
-            suffixes.setdefault(hit[0], set()).add(hit[1])
+    for hit in filter(None, slots.values()):
+        suffixes.setdefault(hit[0], set()).add(hit[1])
     records = []
     for name in sorted(stored):
         slot = slot_of = None
         if slots[name]:
             slot_of, suffix = slots[name]
-            slot = _tf1_slot_name(suffix, suffixes[slot_of])
+            slot = roles.tf1_slot_name(suffix, suffixes[slot_of])
             role = OPTIMIZER_SLOT
         else:
-            role = _role_by_name(name, dtype_of[name], shape_of[name], trainable)
-        owner = slot_of or name
-        layer = owner.rsplit("/", 1)[0] if "/" in owner else owner
-        records.append(VariableRecord(name=name, layer=layer, shape=shape_of[name], dtype=dtype_of[name],
-                                      bytes=size_of[name], role=role, slot=slot, slot_of=slot_of))
+            role = roles.role(name, dtype_of[name], shape_of[name], None if trainable is None else name in trainable)
+        records.append(VariableRecord(name=name, layer=roles.layer_of(slot_of or name), shape=shape_of[name],
+                                      dtype=dtype_of[name], bytes=size_of[name], role=role, slot=slot,
+                                      slot_of=slot_of))
     return records
 
 
-def _role_by_name(name: str, dtype: str, shape: List[int], trainable: Optional[Set[str]]) -> str:
-    last = name.rsplit("/", 1)[-1]
-    if last in OTHER_NAMES or (not shape and dtype.startswith("int")):
-        return OTHER
-    if last in NON_TRAINABLE_NAMES:
-        return NON_TRAINABLE
-    if trainable is not None and name not in trainable:
-        return NON_TRAINABLE
-    return WEIGHT
-
-
 def _tf1_optimizer(meta: Any, variables: List[VariableRecord]) -> Optional[dict]:
-    """The TF1 optimizer class and its constant hyper-parameters from the graph's training ops."""
+    """The TF1 optimizer class and its constant hyper-parameters from the graph's training ops;
+    argument names from the graph's own op list (``meta_info_def.stripped_op_list``)."""
     if meta is not None:
-        from tensorflow.python.framework import op_def_registry
-
         nodes = {n.name: n for n in meta.graph_def.node}
+        op_args = {op.name: [a.name for a in op.input_arg] for op in meta.meta_info_def.stripped_op_list.op}
         for node in meta.graph_def.node:
             op = re.sub(r"^(Resource)?(Sparse)?", "", node.op)
             if op in _TF1_APPLY_OPS:
-                args = [a.name for a in op_def_registry.get(node.op).input_arg]
                 config = {}
-                for arg, inp in zip(args, node.input):
+                for arg, inp in zip(op_args.get(node.op, []), node.input):
                     value = _const_scalar(nodes, inp)
                     if value is not None:
                         config[arg] = value
@@ -330,7 +343,7 @@ def _tf1_optimizer(meta: Any, variables: List[VariableRecord]) -> Optional[dict]
     for v in variables:
         if v.role == OPTIMIZER_SLOT:  # "<var>/Adam_1" (TF1) or "Adam/<var>/m" (Keras 2)
             base = re.sub(r"_\d+$", "", v.name.rsplit("/", 1)[1])
-            opts.add(base if base in _TF1_SLOTS else v.name.split("/", 1)[0])
+            opts.add(base if base in roles.TF1_SLOTS else v.name.split("/", 1)[0])
     if opts:
         return {"class_name": "/".join(sorted(opts)), "config": {}, "recorded_in": "slot variable names only"}
     return None
@@ -338,126 +351,181 @@ def _tf1_optimizer(meta: Any, variables: List[VariableRecord]) -> Optional[dict]
 
 def _const_scalar(nodes: Dict[str, Any], name: str) -> Any:
     """Value of a scalar Const feeding a training op (through Cast/Identity), else None."""
-    import tensorflow as tf
-
     node = nodes.get(name.split(":")[0].lstrip("^"))
-    while node is not None and node.op in ("Cast", "Identity") and node.input:
+    for _ in range(16):  # a crafted graph may loop Identity -> Identity
+        if node is None or node.op not in ("Cast", "Identity") or not node.input:
+            break
         node = nodes.get(node.input[0].split(":")[0])
     if node is None or node.op != "Const":
         return None
-    tensor = node.attr["value"].tensor
+    return _scalar_value(node.attr["value"].tensor)
+
+
+def _scalar_value(tensor: Any) -> Any:
+    """The number a scalar TensorProto holds (in its typed field or its raw ``tensor_content``)."""
+    import numpy as np
+
     if tensor.tensor_shape.dim:
         return None
-    return tf.make_ndarray(tensor).item()
+    for field in ("float_val", "double_val", "int64_val", "int_val", "bool_val", "uint32_val", "uint64_val"):
+        values = getattr(tensor, field)
+        if values:
+            return values[0] if field != "bool_val" else bool(values[0])
+    name = dtype_name(tensor.dtype)
+    if tensor.tensor_content and name in ("float32", "float64", "int32", "int64", "float16", "bool"):
+        raw = np.frombuffer(tensor.tensor_content, dtype=name)
+        return raw[0].item() if raw.size == 1 else None
+    return None
 
 
 # --- TF2 object-based classification -------------------------------------------------------
 
-def _object_graph(prefix: str) -> Any:  # TrackableObjectGraph
-    import tensorflow as tf
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
+def _object_graph(prefix: str, entries: Dict[str, Any], num_shards: int) -> Any:  # TrackableObjectGraph
+    """The object graph, read from its bytes in the ``.data`` shard: a DT_STRING scalar is
+    stored as its length (varint64), a 4-byte masked crc32c of the lengths, then the bytes."""
+    entry = entries[OBJECT_GRAPH_KEY]
+    shard = f"{prefix}.data-{entry.shard_id:05d}-of-{num_shards:05d}"
+    if entry.dtype != _DT_STRING or entry.shape.dim:
+        raise InspectError(f"{prefix}: unreadable object graph (stored as {dtype_name(entry.dtype)}, not a string)")
+    raw = read_range(shard, entry.offset, entry.size)
     try:
-        raw = tf.train.load_checkpoint(prefix).get_tensor(OBJECT_GRAPH_KEY)
-        return trackable_object_graph_pb2.TrackableObjectGraph.FromString(raw)
+        length, pos = _varint(raw, 0)
+        if pos + 4 + length != len(raw):
+            raise ValueError(f"string of {length:,} bytes in an entry of {len(raw):,}")
+        return proto.TrackableObjectGraph.FromString(raw[pos + 4:])
     except Exception as e:
-        raise InspectError(f"{prefix}: unreadable object graph ({first_line(e)})") from None
+        raise InspectError(f"{prefix}: unreadable object graph ({type(e).__name__}: {e})") from None
 
 
-def _list_items(graph: Any, node_id: int) -> List[int]:
+def _list_items(graph: Any, node_id: Optional[int]) -> List[int]:
     """Children of a tracked list node in index order ("0", "1", ...), or [] if not a list."""
+    if node_id is None or not 0 <= node_id < len(graph.nodes):
+        return []
     children = graph.nodes[node_id].children
     if not children or not all(c.local_name.isdigit() for c in children):
         return []
     return [c.node_id for c in sorted(children, key=lambda c: int(c.local_name))]
 
 
-def _singular(name: str) -> str:
-    name = name.lstrip("_")
-    if name.endswith("ies"):
-        return name[:-3] + "y"
-    return name[:-1] if name.endswith("s") and len(name) > 2 else name
-
-
 def _classify_object_graph(graph: Any, shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], size_of: Dict[str, int]
                            ) -> Tuple[List[VariableRecord], Optional[dict]]:
     key_of: Dict[int, str] = {}
+    full_name: Dict[int, str] = {}
     for i, node in enumerate(graph.nodes):
         for attr in node.attributes:
             if attr.name == "VARIABLE_VALUE" and attr.checkpoint_key in shape_of:
-                key_of[i] = attr.checkpoint_key
-    slot_info: Dict[int, Tuple[int, str]] = {}
-    optimizers: Set[int] = set()
+                key_of[i], full_name[i] = attr.checkpoint_key, attr.full_name
+    names = _display_names(graph, key_of, full_name)
+    slot_of: Dict[int, Tuple[int, str]] = {}
+    state: Set[int] = set()
     trainable: Set[int] = set()
-    roles: Dict[int, str] = {}
+    classes: Dict[int, str] = {}
     for i, node in enumerate(graph.nodes):
         for sv in node.slot_variables:  # legacy optimizers (tf.keras 2, tf.compat.v1 in eager)
-            slot_info[sv.slot_variable_node_id] = (sv.original_variable_node_id, sv.slot_name)
+            slot_of[sv.slot_variable_node_id] = (sv.original_variable_node_id, sv.slot_name)
             trainable.add(sv.original_variable_node_id)
-            optimizers.add(i)
         child = {c.local_name: c.node_id for c in node.children}
-        if "_iterations" in child and "_trainable_variables" in child:  # Keras 3 optimizer
-            optimizers.add(i)
-            weights = _list_items(graph, child["_trainable_variables"])
+        if "_iterations" in child and "_variables" in child:  # a Keras 3 optimizer
+            weights = [w for w in _list_items(graph, child.get("_trainable_variables")) if w in key_of]
             trainable.update(weights)
-            for local, cid in child.items():
-                items = _list_items(graph, cid)
-                if local not in ("_variables", "_trainable_variables") and items and len(items) == len(weights):
-                    for w, s in zip(weights, items):
-                        slot_info.setdefault(s, (w, _singular(local)))
-            for cid in (_list_items(graph, child["_variables"]) if "_variables" in child else []):
-                roles.setdefault(cid, OPTIMIZER_SLOT)
-            for local in ("_iterations", "_learning_rate"):
-                if local in child:
-                    roles[child[local]] = OTHER
-    names = _object_paths(graph, optimizers)
+            own = [v for v in _list_items(graph, child["_variables"]) if v in key_of]
+            classes[i] = _keras_optimizer_slots(weights, own, names, full_name, key_of, shape_of, dtype_of,
+                                                slot_of, state)
     records = []
-    seen_keys = set()
-    for i, key in sorted(key_of.items(), key=lambda kv: names.get(kv[0], kv[1])):
-        seen_keys.add(key)
-        name = names.get(i, key[: -len(_VALUE_SUFFIX)] if key.endswith(_VALUE_SUFFIX) else key)
-        slot = slot_of = None
-        if i in slot_info and roles.get(i) != OTHER:
-            orig, slot = slot_info[i]
-            slot_of = names.get(orig, "")
-            role = OPTIMIZER_SLOT
-        elif i in roles:
-            role = roles[i]
-            if role == OPTIMIZER_SLOT and not shape_of[key]:
-                role = OTHER
-        elif trainable and i in trainable:
-            role = WEIGHT
+    for i, key in sorted(key_of.items(), key=lambda kv: names[kv[0]]):
+        name, slot, owner = names[i], None, None
+        if i in slot_of:
+            weight, slot = slot_of[i]
+            owner, role = names.get(weight, ""), OPTIMIZER_SLOT
+        elif i in state:
+            role = OTHER
         else:
-            role = _role_by_name(name, dtype_of[key], shape_of[key], None)
-            if role == WEIGHT and trainable:
-                role = NON_TRAINABLE
-        owner = slot_of or name
-        layer = owner.rsplit("/", 1)[0] if "/" in owner else owner
-        records.append(VariableRecord(name=name, layer=layer, shape=shape_of[key], dtype=dtype_of[key],
-                                      bytes=size_of[key], role=role, slot=slot, slot_of=slot_of))
-    rest = {k: shape_of[k] for k in shape_of if k not in seen_keys}
+            role = roles.role(name, dtype_of[key], shape_of[key], (i in trainable) if trainable else None)
+        records.append(VariableRecord(name=name, layer=roles.layer_of(owner or name), shape=shape_of[key],
+                                      dtype=dtype_of[key], bytes=size_of[key], role=role, slot=slot, slot_of=owner))
+    seen = set(key_of.values())
+    rest = {k: shape_of[k] for k in shape_of if k not in seen}
     if rest:  # keys without an object-graph node: fall back to name rules
         records += _classify_names(rest, dtype_of, size_of, None)
+    return records, _object_graph_optimizer(graph, classes, records)
+
+
+def _display_names(graph: Any, key_of: Dict[int, str], full_name: Dict[int, str]) -> Dict[int, str]:
+    """A variable's name: its own (a Keras path, "model/dense/kernel", the name live capture
+    shows) where no other variable shares it, else its path in the object graph."""
+    counts: Dict[str, int] = {}
+    for i in key_of:
+        counts[full_name[i]] = counts.get(full_name[i], 0) + 1
+    paths = _object_paths(graph)
+    return {i: full_name[i] if full_name[i] and counts[full_name[i]] == 1 else paths.get(i, key_of[i])
+            for i in key_of}
+
+
+def _keras_optimizer_slots(weights: List[int], own: List[int], names: Dict[int, str], full_name: Dict[int, str],
+                           key_of: Dict[int, str], shape_of: Dict[str, List[int]], dtype_of: Dict[str, str],
+                           slot_of: Dict[int, Tuple[int, str]], state: Set[int]) -> str:
+    """Mark a Keras 3 optimizer's slots (``slot_of``) and other variables (``state``); its class
+    name, inferred from its default name and the variables it holds (checkpoints keep no class)."""
+    opt_name = next((full_name[v].split("/", 1)[0] for v in own if "/" in full_name[v]), "")
+    layout = roles.keras_layout(
+        [(full_name[w] or names[w], shape_of[key_of[w]], dtype_of[key_of[w]]) for w in weights],
+        [roles.Stored(shape_of[key_of[v]], dtype_of[key_of[v]], full_name[v] or None) for v in own],
+        [("", None, opt_name)])
+    if layout is not None:
+        for v, (kind, what) in zip(own, layout.entries):
+            if kind == "slot":
+                slot_of[v] = (weights[what[0]], what[1])
+            else:
+                state.add(v)
+        return layout.class_name
+    by_path = {full_name[w] or names[w]: w for w in weights}  # a custom optimizer: Keras' slot naming
+    for v in own:
+        named = roles.keras_slot_by_name(full_name[v], by_path)
+        if named:
+            slot_of[v] = (by_path[named[1]], named[0])
+        elif not shape_of[key_of[v]]:
+            state.add(v)
+    return ""
+
+
+def _object_graph_optimizer(graph: Any, classes: Dict[int, str], records: List[VariableRecord]) -> Optional[dict]:
+    """What the checkpoint says of its optimizers: classes inferred from their variables
+    ("LossScaleOptimizer(Adam)" for a wrapper), and the slot names found."""
     slots = sorted({r.slot for r in records if r.slot})
-    optimizer = None
-    if slots:
-        optimizer = {"class_name": "", "config": {}, "slots": slots,
-                     "recorded_in": "not recorded: an object-based checkpoint stores slots, not the optimizer class"}
-    return records, optimizer
+    if not slots and not classes:
+        return None
+    inner = {i: [c.node_id for c in graph.nodes[i].children if c.node_id in classes and c.node_id != i]
+             for i in classes}
+    wrapped = {j for found in inner.values() for j in found}
+    shown = []
+    for i in (i for i in classes if i not in wrapped):
+        label, seen, j = classes[i], {i}, i
+        while inner[j] and inner[j][0] not in seen:  # a wrapper's inner optimizer, and so on
+            j = inner[j][0]
+            seen.add(j)
+            label += f"({classes[j]}"
+        shown.append(label + ")" * (len(seen) - 1))
+    named = " + ".join(label for label in shown if label and not label.startswith("("))
+    return {"class_name": named, "config": {}, "slots": slots,
+            "recorded_in": ("inferred from the optimizer's variables: an object-based checkpoint stores "
+                            "slots, not the optimizer class") if named else
+                           "not recorded: an object-based checkpoint stores slots, not the optimizer class"}
 
 
-def _object_paths(graph: Any, optimizers: Set[int]) -> Dict[int, str]:
-    """A readable path per node: shortest path from the root, through the model before the optimizer."""
-    paths: Dict[int, str] = {0: ""}
+def _object_paths(graph: Any) -> Dict[int, str]:
+    """A readable path per node: shortest path from the root, through models before optimizers."""
+    optimizers = {i for i, node in enumerate(graph.nodes)
+                  if {"_iterations", "_variables"} <= {c.local_name for c in node.children} or node.slot_variables}
+    paths: Dict[int, str] = {0: ""} if graph.nodes else {}
     for through_optimizer in (False, True):
-        frontier = list(paths) if through_optimizer else [0]
+        frontier = list(paths) if through_optimizer else [0][:len(paths)]
         while frontier:
             nxt = []
             for nid in frontier:
                 if nid in optimizers and not through_optimizer:
                     continue
                 for c in graph.nodes[nid].children:
-                    if c.node_id not in paths:
+                    if c.node_id not in paths and 0 <= c.node_id < len(graph.nodes):
                         paths[c.node_id] = f"{paths[nid]}/{c.local_name}".lstrip("/")
                         nxt.append(c.node_id)
             frontier = nxt

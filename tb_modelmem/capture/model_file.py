@@ -1,81 +1,57 @@
-"""Breakdown of a saved Keras model or SavedModel from its metadata, never its tensor values.
+"""Breakdown of a saved Keras model or SavedModel from its metadata, never its tensor values. No TF.
 
 Formats: Keras 3 ``.keras`` (zip of config.json + model.weights.h5), ``.weights.h5``,
 legacy Keras 2 ``.h5``/``.hdf5`` (``model_weights`` + ``optimizer_weights``) and
 SavedModel folders (whose ``variables/`` is a TF2 checkpoint). Shapes and dtypes come
 from HDF5 dataset headers; what the format does not let us attribute (config, HDF5 and
 zip structure, graphs) is an overhead line, so variables + overhead == file_bytes.
+A ``.keras`` archive is read in place: its stored weights member is a byte range of the
+file that h5py reads directly, so only the headers it needs are touched, never the values.
+Roles, slots and layers follow ``tb_modelmem.roles``, as every other source does; Keras 3
+optimizer variables, kept by index, are told apart by ``roles.keras_layout``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import re
+import struct
+import tempfile
 import zipfile
 import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from tb_modelmem.capture.checkpoint import (NON_TRAINABLE_NAMES, OTHER_NAMES, InspectError, find_prefix,
-                                            read_checkpoint, slot_match)
+from tb_modelmem import proto, roles
+from tb_modelmem.capture.bounded import GRAPH_LIMIT, JSON_LIMIT, FileView, InspectError, file_size, read_file, \
+    read_range
+from tb_modelmem.capture.checkpoint import find_prefix, read_checkpoint
 from tb_modelmem.messages import first_line
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-# Keras 3 optimizers' default ``name`` -> class, for files that keep only the name.
-_DEFAULT_OPTIMIZER_NAMES = {c.lower(): c for c in ("Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "Ftrl",
-                                                    "Lamb", "Lion", "Nadam", "RMSprop", "SGD")}
-
-
-def _keras3_slot_calls(class_name: str, config: Dict[str, Any]) -> List[List[str]]:
-    """Slot names a Keras 3 optimizer creates per trainable variable, grouped by
-    ``add_optimizer_variables`` call (keras/src/optimizers/*.py ``build``), in creation order."""
-    calls: List[List[str]] = []
-    if config.get("use_ema"):
-        calls.append(["average"])
-    if config.get("gradient_accumulation_steps"):
-        calls.append(["gradient_accumulator"])
-    if class_name in ("Adam", "AdamW", "Lamb", "Nadam", "ScheduleFreeAdamW"):
-        calls.append(["momentum", "velocity"])
-        if config.get("amsgrad"):
-            calls.append(["velocity_hat"])
-    elif class_name == "SGD" and config.get("momentum"):
-        calls.append(["momentum"])
-    elif class_name == "RMSprop":
-        calls.append(["velocity"])
-        if config.get("momentum"):
-            calls.append(["momentum"])
-        if config.get("centered"):
-            calls.append(["average_gradient"])
-    elif class_name == "Adagrad":
-        calls.append(["accumulator"])
-    elif class_name == "Adadelta":
-        calls.append(["accumulated_grad", "accumulated_delta"])
-    elif class_name == "Adamax":
-        calls.append(["m", "u"])
-    elif class_name == "Ftrl":
-        calls.append(["accumulator", "linear"])
-    elif class_name == "Lion":
-        calls.append(["momentum"])
-    return calls
+_ZIP_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")  # signature ... file name length, extra field length
+_MAX_H5_OBJECTS = 1_000_000  # groups and datasets walked in one HDF5 file (ResNet50 + Adam: ~2,500)
+_MAX_INFLATE_RATIO = 200  # a deflated weights member may inflate to this many times its size (weights: ~1.1x)
 
 
 def read_path(path: str) -> Breakdown:
     """Breakdown of any supported model file, SavedModel folder or checkpoint at ``path``."""
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise InspectError(f"{path}: no such file or folder")
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "saved_model.pb")):
-        return read_saved_model(path)
-    if os.path.isfile(path):
-        with open(path, "rb") as f:
-            head = f.read(8)
+    if os.path.isdir(path):
+        if os.path.lexists(os.path.join(path, "saved_model.pb")):
+            return read_saved_model(path)
+        return read_checkpoint(path)  # its error says what the folder lacks
+    if os.path.exists(path):
+        size = file_size(path)
+        head = read_range(path, 0, min(8, size))
         if head[:4] == b"PK\x03\x04":
             return read_keras_archive(path)
         if head == _H5_SIGNATURE:
             return read_h5(path)
-    if os.path.isdir(path):
-        return read_checkpoint(path)  # its error says what the folder lacks
     try:
         find_prefix(path)
     except InspectError:
@@ -90,7 +66,7 @@ def read_saved_model(path: str) -> Breakdown:
     """Variables from ``variables/variables``; every other file in the folder is overhead."""
     _check_saved_model_pb(os.path.join(path, "saved_model.pb"))
     prefix = os.path.join(path, "variables", "variables")
-    if os.path.exists(prefix + ".index"):
+    if os.path.lexists(prefix + ".index"):
         bd = read_checkpoint(prefix)
     else:  # a SavedModel without variables (e.g. all constants folded into the graph)
         bd = Breakdown(source="", variables=[], file_bytes=0)
@@ -99,7 +75,7 @@ def read_saved_model(path: str) -> Breakdown:
     for root, _, files in os.walk(path):
         for name in files:
             full = os.path.abspath(os.path.join(root, name))
-            if full in counted:
+            if full in counted or not os.path.isfile(full):  # FIFOs, devices, dangling links hold no bytes
                 continue
             rel = os.path.relpath(full, path)
             label = "assets/ (vocabularies and other files)" if rel.startswith("assets" + os.sep) else rel
@@ -117,17 +93,15 @@ def read_saved_model(path: str) -> Breakdown:
 
 
 def _check_saved_model_pb(pb_path: str) -> None:
-    """InspectError unless ``pb_path`` parses as a SavedModel proto (graphs only, no tensor values)."""
-    from google.protobuf.message import DecodeError
-    from tensorflow.core.protobuf import saved_model_pb2
-
+    """InspectError unless ``pb_path`` parses as a SavedModel proto (its graphs are left unparsed)."""
+    folder = os.path.dirname(pb_path)
+    data = read_file(pb_path, GRAPH_LIMIT, "saved_model.pb")
     try:
-        with open(pb_path, "rb") as f:
-            saved = saved_model_pb2.SavedModel.FromString(f.read())
-    except (OSError, DecodeError) as e:
-        raise InspectError(f"{os.path.dirname(pb_path)}: unreadable saved_model.pb ({first_line(e)})") from None
+        saved = proto.SavedModel.FromString(data)
+    except Exception as e:  # DecodeError, or a RecursionError on crafted nesting
+        raise InspectError(f"{folder}: unreadable saved_model.pb ({type(e).__name__}: {first_line(e)})") from None
     if not saved.meta_graphs:
-        raise InspectError(f"{os.path.dirname(pb_path)}: saved_model.pb holds no MetaGraph (not a SavedModel)")
+        raise InspectError(f"{folder}: saved_model.pb holds no MetaGraph (not a SavedModel)")
 
 
 def _checkpoint_files(prefix: str) -> List[str]:
@@ -140,13 +114,10 @@ def _checkpoint_files(prefix: str) -> List[str]:
 
 def _keras2_metadata_optimizer(path: str) -> Optional[Dict[str, Any]]:
     """The optimizer recorded in a Keras 2 SavedModel's keras_metadata.pb, if any."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return None
     try:
-        from tensorflow.python.keras.protobuf import saved_metadata_pb2
-
-        with open(path, "rb") as f:
-            meta = saved_metadata_pb2.SavedMetadata.FromString(f.read())
+        meta = proto.SavedMetadata.FromString(read_file(path, JSON_LIMIT, "keras_metadata.pb"))
         for node in meta.nodes:
             training = json.loads(node.metadata or "{}").get("training_config")
             if isinstance(training, dict) and training.get("optimizer_config"):
@@ -160,38 +131,31 @@ def _keras2_metadata_optimizer(path: str) -> Optional[Dict[str, Any]]:
 
 def read_keras_archive(path: str) -> Breakdown:
     """A ``.keras`` zip: weights via h5py on the member, config.json for layers and optimizer."""
-    import h5py
-
     try:
         with zipfile.ZipFile(path) as zf:
             members = zf.infolist()
             names = {m.filename: m for m in members}
             if "config.json" not in names:
                 raise InspectError(f"{path}: a zip file but not a .keras archive (no config.json)")
-            try:
-                config = json.loads(zf.read("config.json"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise InspectError(f"{path}: config.json is not JSON ({first_line(e)})") from None
-            if not isinstance(config, dict):
-                raise InspectError(f"{path}: config.json is not a Keras model config (a JSON "
-                                   f"{type(config).__name__}, not an object)")
+            config = _json_object(_read_member(zf, names["config.json"], JSON_LIMIT), "config.json")
             overhead = [{"what": f"{m.filename} in the archive", "bytes": m.compress_size}
                         for m in members if m.filename != "model.weights.h5"]
             variables: List[VariableRecord] = []
             optimizer = _compile_optimizer(config)
             if "model.weights.h5" in names:
                 member = names["model.weights.h5"]
-                with zf.open(member) as fh, h5py.File(fh, "r") as h5:
-                    variables = _keras3_variables(h5, config, optimizer)
-                stored = sum(v.bytes for v in variables)
+                variables, copies = _with_member_h5(path, zf, member, lambda h5: _keras3_variables(
+                    h5, config, roles.optimizer_chain(_compile_entry(config))))
+                overhead += copies
+                stored = sum(v.bytes for v in variables) + sum(o["bytes"] for o in copies)
                 overhead.append({"what": "HDF5 structure of model.weights.h5 (headers, groups, attributes)",
                                  "bytes": member.file_size - stored})
                 if member.compress_size != member.file_size:
                     overhead.append({"what": "zip compression of model.weights.h5",
                                      "bytes": member.compress_size - member.file_size})
-    except InspectError:
-        raise
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
+    except InspectError as e:
+        raise e if str(e).startswith(path) else InspectError(f"{path}: {e}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
         raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {first_line(e)})") from None
     except (KeyError, ValueError) as e:  # the weights file does not have the layout Keras writes
         raise InspectError(f"{path}: inconsistent .keras archive ({first_line(e)})") from None
@@ -204,10 +168,72 @@ def read_keras_archive(path: str) -> Breakdown:
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
-def _compile_optimizer(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _read_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> bytes:
+    """A small member, inflated at most ``limit`` bytes far (a zip bomb stops there)."""
+    if member.file_size > limit:
+        raise InspectError(f"{member.filename} declares {member.file_size:,} bytes, more than the "
+                           f"{limit:,} this tool reads")
+    with zf.open(member) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InspectError(f"{member.filename} inflates past {limit:,} bytes (a zip bomb?)")
+    return data
+
+
+def _json_object(raw: bytes, what: str) -> Dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InspectError(f"{what} is not JSON ({first_line(e)})") from None
+    except RecursionError:
+        raise InspectError(f"{what} is nested too deeply to be a Keras config") from None
+    if not isinstance(value, dict):
+        raise InspectError(f"{what} is not a Keras model config (a JSON {type(value).__name__}, not an object)")
+    return value
+
+
+def _with_member_h5(path: str, zf: zipfile.ZipFile, member: zipfile.ZipInfo, read: Any) -> Any:
+    """``read(h5)`` of the HDF5 file in a zip member. A stored member is the byte range of the
+    archive after its local header: h5py reads it in place (no copy, no CRC pass over the
+    values). A deflated one has no such range: it is inflated once into a temporary file,
+    as far as its declared size and a ratio no real weights reach, then read the same way."""
+    import h5py
+
+    if member.compress_type == zipfile.ZIP_STORED:
+        header = read_range(path, member.header_offset, _ZIP_LOCAL_HEADER.size)
+        fields = _ZIP_LOCAL_HEADER.unpack(header)
+        if fields[0] != 0x04034B50:
+            raise InspectError(f"{path}: corrupt .keras archive (no local header for {member.filename})")
+        start = member.header_offset + _ZIP_LOCAL_HEADER.size + fields[9] + fields[10]
+        if start + member.compress_size > file_size(path):
+            raise InspectError(f"{path}: truncated .keras archive ({member.filename} runs past the end)")
+        # Buffered: HDF5 reads headers a few hundred bytes at a time; unbuffered, each is a syscall.
+        with FileView(path, start, member.compress_size) as view, io.BufferedReader(view, 8192) as buffered, \
+                h5py.File(buffered, "r") as h5:
+            return read(h5)
+    if member.file_size > _MAX_INFLATE_RATIO * max(member.compress_size, 1):
+        raise InspectError(f"{path}: {member.filename} would inflate {member.compress_size:,} bytes to "
+                           f"{member.file_size:,} (over {_MAX_INFLATE_RATIO}x: a zip bomb, not weights)")
+    with tempfile.TemporaryFile() as tmp:
+        with zf.open(member) as fh:
+            written = 0
+            while chunk := fh.read(1 << 22):
+                written += len(chunk)
+                if written > member.file_size:
+                    raise InspectError(f"{path}: {member.filename} inflates past its declared size")
+                tmp.write(chunk)
+        tmp.seek(0)
+        with h5py.File(tmp, "r") as h5:
+            return read(h5)
+
+
+def _compile_entry(config: Dict[str, Any]) -> Any:
     compile_config = config.get("compile_config")
-    opt = compile_config.get("optimizer") if isinstance(compile_config, dict) else None
-    entry = _optimizer_entry(opt, "config.json compile_config")
+    return compile_config.get("optimizer") if isinstance(compile_config, dict) else None
+
+
+def _compile_optimizer(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    entry = _optimizer_entry(_compile_entry(config), "config.json compile_config")
     return {k: entry[k] for k in ("class_name", "config", "recorded_in")} if entry else None
 
 
@@ -224,67 +250,117 @@ def _optimizer_entry(raw: Any, recorded_in: str) -> Optional[Dict[str, Any]]:
             "config": config if isinstance(config, dict) else {}, "recorded_in": recorded_in}
 
 
-def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], optimizer: Optional[Dict[str, Any]]) -> List[VariableRecord]:
-    """Model weights (``layers/.../vars/i``) then optimizer variables (``optimizer/vars/i``)."""
+def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[roles.Level]
+                      ) -> Tuple[List[VariableRecord], List[Dict[str, Any]]]:
+    """Model weights (``layers/.../vars/i``) then optimizer variables (``optimizer/vars/i``),
+    and overhead lines for what Keras stores twice (a wrapper's inner optimizer's variables)."""
     layers = _config_layers(config) if config else {}
     order = list(layers)
-    groups: List[Tuple[str, Any]] = []
-    opt_group = None
-
-    def visit(name: str, obj: Any) -> None:
-        nonlocal opt_group
-        if (name == "vars" or name.endswith("/vars")) and hasattr(obj, "keys") and len(obj):
-            if name == "optimizer/vars":
-                opt_group = obj
-            else:
-                groups.append((name, obj))
-
-    h5.visititems(visit)
+    groups = _vars_groups(h5)
     weights: List[VariableRecord] = []
-    for name, group in sorted(groups, key=lambda g: _layer_rank(g[1], order)):
-        layer = _attr_str(group.attrs.get("name")) or name[: -len("/vars")]
+    model_groups = [(_group_name(h5, n) or n[: -len("/vars")], n, members) for n, members in groups.items()
+                    if not n.startswith("optimizer/")]
+    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(g[0], g[1], order)):
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
         class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
-        datasets = [group[k] for k in sorted(group.keys(), key=_index_key)]
-        for i, ds in enumerate(datasets):
+        for i, key in enumerate(members):
             role = WEIGHT if trainable else NON_TRAINABLE
-            if re.search(r"BatchNormalization|batch_normalization", class_name) and i >= len(datasets) - 2:
+            if re.search(r"BatchNormalization|batch_normalization", class_name) and i >= len(members) - 2:
                 role = NON_TRAINABLE  # moving_mean, moving_variance come last
-            weights.append(_record(f"{layer}/{ds.name.rsplit('/', 1)[-1]}", layer, ds, role))
-    if opt_group is None:
-        return weights
-    opt_name = _attr_str(opt_group.attrs.get("name")) or "optimizer"
-    opt_vars = [opt_group[k] for k in sorted(opt_group.keys(), key=_index_key)]
-    if not config:
-        _mark_trainable_by_slots(weights, opt_vars)
-    cls = (optimizer or {}).get("class_name") or _DEFAULT_OPTIMIZER_NAMES.get(re.sub(r"_\d+$", "", opt_name), "")
-    calls = _keras3_slot_calls(cls, (optimizer or {}).get("config", {}))
-    return weights + _keras3_optimizer_vars(opt_name, opt_vars, [w for w in weights if w.role == WEIGHT], calls)
+            weights.append(_record(f"{layer}/{key}", layer, _open(h5, f"{name}/{key}"), role))
+    if "optimizer/vars" not in groups:
+        return weights, []
+    records = [_record("", "", _open(h5, f"optimizer/vars/{key}"), OTHER) for key in groups["optimizer/vars"]]
+    if not chain:  # a .weights.h5 keeps no config: which weights train is read from the slots' shapes
+        _mark_trainable_by_slots(weights, records)
+    _name_keras3_optimizer_vars(records, [w for w in weights if w.role == WEIGHT], _named_chain(h5, chain, groups))
+    copies = [{"what": f"{name}: a second copy of {len(members)} inner optimizer variables (Keras saves a "
+                       "wrapper's inner optimizer twice)",
+               "bytes": sum(_record("", "", _open(h5, f"{name}/{key}"), OTHER).bytes for key in members)}
+              for name, members in groups.items() if name.startswith("optimizer/") and name != "optimizer/vars"]
+    return weights + records, copies
 
 
-def _keras3_optimizer_vars(opt_name: str, opt_vars: Sequence[Any], trainable: List[VariableRecord],
-                           calls: List[List[str]]) -> List[VariableRecord]:
-    """Scalars are counters/hyper-parameters; the rest are slots, mapped to weights when the
-    optimizer's known creation order matches the stored shapes, else left unmapped."""
-    records = []
-    for i, ds in enumerate(opt_vars):
-        scalar = ds.shape == ()
-        role = OTHER if scalar else OPTIMIZER_SLOT
-        name = {0: "iteration", 1: "learning_rate"}.get(i, str(i)) if scalar else str(i)
-        records.append(_record(f"{opt_name}/{name}", opt_name, ds, role))
-    slots = [r for r in records if r.role == OPTIMIZER_SLOT]
-    expected = [(w, slot) for call in calls for w in trainable for slot in call]
-    if len(expected) == len(slots) and all(list(s.shape) == w.shape for s, (w, _) in zip(slots, expected)):
-        for s, (w, slot) in zip(slots, expected):
-            s.slot, s.slot_of, s.layer = slot, w.name, w.layer
-            s.name = f"{opt_name}/{w.name}/{slot}"
-    return records
+def _vars_groups(h5: Any) -> Dict[str, List[str]]:
+    """Each ``vars`` group of a Keras 3 weights file -> its members in index order, from one
+    walk of the file's links (h5py's low-level API: no object built per member), visiting
+    at most ``_MAX_H5_OBJECTS`` links (a crafted file may hold millions)."""
+    links: List[bytes] = []
+
+    def visit(name: bytes) -> Optional[bool]:
+        links.append(name)
+        return True if len(links) > _MAX_H5_OBJECTS else None
+
+    if h5.id.links.visit(visit):
+        raise ValueError(f"more than {_MAX_H5_OBJECTS:,} HDF5 objects: not a Keras weights file")
+    groups: Dict[str, List[str]] = {}
+    for link in links:
+        parent, _, key = link.decode("utf-8", "replace").rpartition("/")
+        if parent == "vars" or parent.endswith("/vars"):
+            groups.setdefault(parent, []).append(key)
+    return {name: sorted(members, key=_index_key) for name, members in groups.items()}
 
 
-def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[Any]) -> None:
+def _open(h5: Any, path: str) -> Any:
+    """The low-level object at ``path`` (an h5py DatasetID for a weight)."""
+    from h5py import h5o
+
+    return h5o.open(h5.id, path.encode("utf-8"))
+
+
+def _group_name(h5: Any, path: str) -> str:
+    """A Keras ``vars`` group's ``name`` attribute: the layer or optimizer it belongs to."""
+    import h5py
+
+    return _attr_str(h5py.Group(_open(h5, path)).attrs.get("name"))
+
+
+def _named_chain(h5: Any, chain: List[roles.Level], groups: Dict[str, List[str]]) -> List[roles.Level]:
+    """The optimizer chain with every optimizer named: from the config when there is one
+    (``chain``), else from the ``name`` attribute of ``optimizer/vars``, then of the group
+    of each wrapped optimizer (``optimizer/inner_optimizer/vars``): all a .weights.h5 keeps."""
+    named: List[roles.Level] = []
+    prefix = "optimizer"
+    for depth in range(len(chain) if chain else 8):
+        group = prefix + "/vars"
+        if not chain and group not in groups:
+            break
+        class_name, config, name = chain[depth] if chain else ("", None, "")
+        stored = _group_name(h5, group) if group in groups else ""
+        named.append((class_name, config, name or stored or "optimizer"))
+        wraps = roles.wrapped_key(class_name, named[-1][2])
+        if not wraps:
+            break
+        prefix += "/" + wraps
+    return named or [("", None, "optimizer")]
+
+
+def _name_keras3_optimizer_vars(records: List[VariableRecord], trainable: List[VariableRecord],
+                                chain: List[roles.Level]) -> None:
+    """Name each optimizer variable stored by index: a slot of its weight (and that weight's
+    layer) where ``roles.keras_layout`` can tell; counters and hyper-parameters are OTHER."""
+    layout = roles.keras_layout([(w.name, w.shape, w.dtype) for w in trainable],
+                                [roles.Stored(r.shape, r.dtype) for r in records], chain)
+    top = chain[0][2]
+    for i, r in enumerate(records):
+        if layout is None:  # unknown optimizer: no owner; non-scalars are still slots
+            r.name, r.layer = f"{top}/{i}", top
+            r.role = OTHER if not r.shape else OPTIMIZER_SLOT
+            continue
+        kind, what = layout.entries[i]
+        if kind == "slot":
+            weight = trainable[what[0]]
+            r.name, r.layer, r.role, r.slot, r.slot_of = (f"{top}/{weight.name}/{what[1]}", weight.layer,
+                                                          OPTIMIZER_SLOT, what[1], weight.name)
+        else:
+            scope = chain[what[0]][2]
+            r.name, r.layer, r.role = f"{scope}/{what[1]}", scope, OTHER
+
+
+def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[VariableRecord]) -> None:
     """Without a config, a weight is trainable if the optimizer's first slots follow its shape
     (k slots per weight, interleaved as ``add_optimizer_variables`` creates them)."""
-    slot_shapes = [list(ds.shape) for ds in opt_vars if ds.shape != ()]
+    slot_shapes = [v.shape for v in opt_vars if v.shape]
 
     def matches(k: int) -> List[bool]:
         j, hits = 0, []
@@ -302,24 +378,25 @@ def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[A
             w.role = NON_TRAINABLE
 
 
-def _config_layers(config: Dict[str, Any], inherited: bool = True) -> Dict[str, Tuple[str, bool]]:
+def _config_layers(config: Dict[str, Any], inherited: bool = True, depth: int = 0) -> Dict[str, Tuple[str, bool]]:
     """Layer name -> (class name, trainable) for every layer in a (nested) model config."""
     out: Dict[str, Tuple[str, bool]] = {}
     cfg = config.get("config") or {}
-    if not isinstance(cfg, dict):
+    if not isinstance(cfg, dict) or depth > 64:
         return out
     trainable = inherited and cfg.get("trainable", True) is not False
-    if cfg.get("name"):
-        out[cfg["name"]] = (config.get("class_name", ""), trainable)
-    for layer in cfg.get("layers") or []:
+    if isinstance(cfg.get("name"), str):
+        class_name = config.get("class_name")
+        out[cfg["name"]] = (class_name if isinstance(class_name, str) else "", trainable)
+    layers = cfg.get("layers")
+    for layer in layers if isinstance(layers, list) else []:
         if isinstance(layer, dict):
-            out.update(_config_layers(layer, trainable))
+            out.update(_config_layers(layer, trainable, depth + 1))
     return out
 
 
-def _layer_rank(group: Any, order: List[str]) -> Tuple[int, List[Any]]:
-    name = _attr_str(group.attrs.get("name"))
-    return (order.index(name) if name in order else len(order), _natural(group.name))
+def _layer_rank(layer: str, path: str, order: List[str]) -> Tuple[int, List[Any]]:
+    return (order.index(layer) if layer in order else len(order), _natural(path))
 
 
 def _index_key(key: str) -> Tuple[int, str]:
@@ -334,17 +411,27 @@ def _natural(name: str) -> List[Any]:
 def _attr_str(value: Any) -> str:
     if value is None:
         return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _record(name: str, layer: str, ds: Any, role: str) -> VariableRecord:
-    import h5py
+def _record(name: str, layer: str, oid: Any, role: str) -> VariableRecord:
+    """The record of a dataset (h5py low-level ID), if the file really holds what it declares:
+    a numeric dtype, and (uncompressed) as many stored bytes as its shape says (a crafted
+    header may declare exabytes over no data at all)."""
+    from h5py import h5d, h5i
 
-    if not isinstance(ds, h5py.Dataset):
-        raise ValueError(f"{ds.name}: expected a weight's dataset, found a {type(ds).__name__.lower()}")
-    shape = [int(d) for d in ds.shape]
-    return VariableRecord(name=name, layer=layer, shape=shape, dtype=str(ds.dtype),
-                          bytes=math.prod(shape) * ds.dtype.itemsize, role=role)
+    where = h5i.get_name(oid).decode("utf-8", "replace")
+    if not isinstance(oid, h5d.DatasetID):
+        raise ValueError(f"{where}: expected a weight's dataset, found a {type(oid).__name__[:-2].lower()}")
+    dtype = oid.dtype
+    if dtype.kind not in "biufc":
+        raise ValueError(f"{where}: a {dtype} dataset is not a weight")
+    shape = [int(d) for d in oid.shape]
+    declared = math.prod(shape) * dtype.itemsize
+    stored = oid.get_storage_size()
+    if declared and stored < declared and (stored == 0 or not oid.get_create_plist().get_nfilters()):
+        raise ValueError(f"{where}: declares {shape} {dtype} = {declared:,} bytes, the file stores {stored:,}")
+    return VariableRecord(name=name, layer=layer, shape=shape, dtype=str(dtype), bytes=declared, role=role)
 
 
 # --- HDF5 files: Keras 3 .weights.h5 and legacy Keras 2 .h5 ---------------------------------------
@@ -358,14 +445,14 @@ def read_h5(path: str) -> Breakdown:
             if "model_weights" in h5 or "layer_names" in h5.attrs:
                 return _read_legacy_h5(path, h5)
             if "layers" in h5 or "vars" in h5:
-                variables = _keras3_variables(h5, None, None)
+                variables, copies = _keras3_variables(h5, None, [])
                 opt = _keras3_weights_optimizer(h5)
-                return _h5_breakdown(path, "keras weights.h5", variables, opt, [])
-    except InspectError:
-        raise
+                return _h5_breakdown(path, "keras weights.h5", variables, opt, copies)
+    except InspectError as e:
+        raise e if str(e).startswith(path) else InspectError(f"{path}: {e}") from None
     except OSError as e:
         raise InspectError(f"{path}: corrupt or truncated HDF5 file ({first_line(e)})") from None
-    except (KeyError, ValueError) as e:  # h5py: a member the file's own attributes list is missing
+    except (KeyError, ValueError, TypeError) as e:  # h5py: a member the file's own attributes list is missing
         raise InspectError(f"{path}: inconsistent Keras HDF5 file ({first_line(e)})") from None
     raise InspectError(f"{path}: an HDF5 file but not a Keras model or weights file")
 
@@ -389,6 +476,8 @@ def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optim
                   overhead: List[Dict[str, Any]]) -> Breakdown:
     file_bytes = os.path.getsize(path)
     rest = file_bytes - sum(v.bytes for v in variables) - sum(o["bytes"] for o in overhead)
+    if rest < 0:  # datasets declare more than the file holds: _record checks each, this the sum
+        raise InspectError(f"{path}: its datasets declare {file_bytes - rest:,} bytes, the file has {file_bytes:,}")
     overhead.append({"what": "HDF5 structure (headers, groups, other attributes)", "bytes": rest})
     return Breakdown(source=source, variables=variables, model_name=os.path.basename(path), optimizer=optimizer,
                      file_bytes=file_bytes, overhead=overhead)
@@ -400,53 +489,66 @@ def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
     training = _json_attr(h5, "training_config") or {}
     layers = _config_layers(model_config) if model_config else {}
     variables: List[VariableRecord] = []
-    for layer in [_attr_str(n) for n in weights_group.attrs.get("layer_names", [])]:
+    for layer in [_attr_str(n) for n in _list_attr(weights_group, "layer_names")]:
         group = _member(weights_group, layer)
         _, trainable = layers.get(layer, ("", True))
-        for wname in [_attr_str(n) for n in group.attrs.get("weight_names", [])]:
-            last = wname.split(":")[0].rsplit("/", 1)[-1]
-            role = NON_TRAINABLE if (not trainable or last in NON_TRAINABLE_NAMES) else WEIGHT
-            variables.append(_record(wname.split(":")[0], layer, _member(group, wname), role))
-    if "optimizer_weights" in h5:
-        variables += _legacy_optimizer_vars(h5["optimizer_weights"], variables)
+        for wname in [_attr_str(n) for n in _list_attr(group, "weight_names")]:
+            name = wname.split(":")[0]
+            record = _record(name, layer, _member(group, wname).id, WEIGHT)
+            record.role = roles.role(name, record.dtype, record.shape, None if trainable else False)
+            variables.append(record)
     optimizer = _optimizer_entry(training.get("optimizer_config"), "training_config attribute")
+    if "optimizer_weights" in h5:
+        variables += _legacy_optimizer_vars(h5["optimizer_weights"], variables,
+                                            roles.optimizer_chain(training.get("optimizer_config")))
     overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(_attr_str(h5.attrs[key]).encode())}
                 for key in ("model_config", "training_config") if key in h5.attrs]
     return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead)
+
+
+def _list_attr(obj: Any, key: str) -> List[Any]:
+    """An attribute that lists names (``layer_names``, ``weight_names``); [] if absent or not a list."""
+    value = obj.attrs.get(key)
+    if value is None or isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        return []
+    return list(value)
 
 
 def _json_attr(h5: Any, key: str) -> Optional[Dict[str, Any]]:
     raw = h5.attrs.get(key)
     if raw is None:
         return None
+    text = _attr_str(raw)
+    if len(text) > JSON_LIMIT:
+        raise InspectError(f"the {key} attribute is {len(text):,} bytes, more than the {JSON_LIMIT:,} this tool reads")
     try:
-        value = json.loads(_attr_str(raw))
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return _json_object(text.encode(), f"the {key} attribute")
+    except InspectError:
+        return None  # optional metadata of the wrong shape: the weights are still read
 
 
-def _legacy_optimizer_vars(group: Any, weights: List[VariableRecord]) -> List[VariableRecord]:
-    """Optimizer weights named ``<opt>/<var>/<slot>`` (Keras 2) or ``<opt>/<var_path_>_<slot>`` (Keras 3)."""
+def _legacy_optimizer_vars(group: Any, weights: List[VariableRecord], chain: List[roles.Level]) -> List[VariableRecord]:
+    """Optimizer weights, named: ``<opt>/<weight path with _>_<slot>`` (Keras 3, told apart by
+    ``roles.keras_layout`` with the names checked) or ``<opt>/<var>/<slot>`` (Keras 2)."""
     by_name = {w.name: w for w in weights}
-    flat = sorted(((w.name.replace("/", "_"), w) for w in weights), key=lambda fw: -len(fw[0]))
+    trainable = [w for w in weights if w.role == WEIGHT]
     records = []
-    for raw in [_attr_str(n) for n in group.attrs.get("weight_names", [])]:
+    for raw in [_attr_str(n) for n in _list_attr(group, "weight_names")]:
         name = raw.split(":")[0]
-        opt, _, rest = name.partition("/")
-        ds = _member(group, raw)
-        rec = _record(name, opt, ds, OTHER if getattr(ds, "shape", None) == () else OPTIMIZER_SLOT)
-        hit = slot_match(name, set(by_name))
-        if hit:
-            rec.slot_of, rec.slot = hit
-        else:
-            for prefix, w in flat:
-                if rest.startswith(prefix + "_"):
-                    rec.slot_of, rec.slot = w.name, rest[len(prefix) + 1:]
-                    break
-        if rec.slot_of and rec.role == OPTIMIZER_SLOT:
-            rec.layer = by_name[rec.slot_of].layer
-        elif rec.name.rsplit("/", 1)[-1] in OTHER_NAMES:
-            rec.role = OTHER
-        records.append(rec)
+        records.append(_record(name, name.split("/", 1)[0], _member(group, raw).id, OTHER))
+    layout = roles.keras_layout([(w.name, w.shape, w.dtype) for w in trainable],
+                                [roles.Stored(r.shape, r.dtype, r.name) for r in records],
+                                chain or [("", None, records[0].layer if records else "")])
+    for i, rec in enumerate(records):
+        if layout is not None:
+            kind, what = layout.entries[i]
+            hit = (trainable[what[0]].name, what[1]) if kind == "slot" else None
+        else:  # not a Keras 3 optimizer's layout: Keras 2 names, then Keras 3 naming of a custom one
+            hit = roles.slot_match(rec.name, set(by_name))
+            named = None if hit else roles.keras_slot_by_name(rec.name, by_name)
+            hit = (named[1], named[0]) if named else hit
+        if hit and rec.shape and (layout is not None or by_name[hit[0]].shape == rec.shape):
+            rec.slot_of, rec.slot, rec.role, rec.layer = hit[0], hit[1], OPTIMIZER_SLOT, by_name[hit[0]].layer
+        elif layout is None and rec.shape and not roles.is_other_name(rec.name):
+            rec.role = OPTIMIZER_SLOT
     return records
