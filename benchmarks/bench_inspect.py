@@ -1,19 +1,29 @@
-"""How much cheaper is ``inspect`` (index + metadata only) than restoring the checkpoint's values?
+"""How much cheaper is ``inspect`` (index + metadata only) than loading the file's values?
 
-Saves a ResNet50 (weights=None, Adam, one step: ~300 MB with slots) as a TF2 checkpoint,
-then times, in this one process and side by side:
-  inspect   tb_modelmem.capture.checkpoint.read_checkpoint (shapes, dtypes, byte offsets)
-  read      tf.train.load_checkpoint + get_tensor for every key (all values into memory)
-  restore   tf.train.Checkpoint(model, optimizer).restore into the live model
-Each is the median of --repeats runs; the OS page cache is warm after the first read,
-so the ratio understates the cost of a cold restore.
+Builds a keras.applications model (weights=None: nothing downloaded), compiles it with Adam,
+trains one step on synthetic data (~300 MB with slots for ResNet50), then in this one
+process and side by side:
 
-    python -m benchmarks.bench_inspect [--model ResNet50] [--repeats 3] [--workdir DIR]
+TF2 checkpoint (``tf.train.Checkpoint(model, optimizer).save``):
+  inspect     tb_modelmem.capture.checkpoint.read_checkpoint (shapes, dtypes, byte offsets)
+  read        tf.train.load_checkpoint + get_tensor for every key (all values into memory)
+  restore     tf.train.Checkpoint(model, optimizer).restore into the live model
+``.keras`` archive (``model.save``):
+  inspect     tb_modelmem.capture.model_file.read_path (config.json + HDF5 headers)
+  load_model  keras.models.load_model of the same file (the issue-11 target: inspect <= 0.1x)
+
+Runs are interleaved (inspect, baseline, inspect, baseline, ...) so both see the same page
+cache and machine load; each figure is the median of --repeats. The cache is warm after
+the first read, so the ratios understate the cost of a cold load.
+
+    python -m benchmarks.bench_inspect [--model ResNet50] [--repeats 5] [--workdir DIR]
 """
 
 import argparse
 import os
+import statistics
 import tempfile
+from typing import Callable, Dict
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,7 +33,7 @@ import tensorflow as tf  # noqa: E402
 
 from benchmarks.timing import median_seconds  # noqa: E402
 from tb_modelmem.capture.checkpoint import read_checkpoint  # noqa: E402
-
+from tb_modelmem.capture.model_file import read_path  # noqa: E402
 
 
 def read_all_values(prefix):
@@ -31,33 +41,61 @@ def read_all_values(prefix):
     return sum(np.asarray(reader.get_tensor(k)).nbytes for k in reader.get_variable_to_shape_map())
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="ResNet50", help="keras.applications model, built with weights=None")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
+def interleaved_medians(runs: Dict[str, Callable[[], object]], repeats: int) -> Dict[str, float]:
+    """Median seconds of each callable, the runs taken in turn (a, b, a, b, ...)."""
+    times: Dict[str, list] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            times[name].append(median_seconds(fn, 1))
+    return {name: statistics.median(t) for name, t in times.items()}
 
-    model = getattr(keras.applications, args.model)(weights=None)
+
+def trained_model(name: str) -> keras.Model:
+    model = getattr(keras.applications, name)(weights=None)
     model.compile(keras.optimizers.Adam(1e-4), keras.losses.MeanSquaredError())
     x = np.zeros([1, *model.input_shape[1:]], "float32")
     model.train_on_batch(x, np.zeros([1, *model.output_shape[1:]], "float32"))
+    return model
+
+
+def print_rows(timed: Dict[str, float], baseline: str) -> None:
+    for name, seconds in timed.items():
+        ratio = "" if name == baseline else f"   {seconds / timed[baseline]:>6.2f}x {baseline}"
+        print(f"  {name:<26}{seconds * 1000:>10.1f} ms{ratio}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="ResNet50", help="keras.applications model, built with weights=None")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+
+    model = trained_model(args.model)
     ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     with tempfile.TemporaryDirectory() as tmp:
-        prefix = ckpt.save(os.path.join(args.workdir or tmp, "ckpt"))
+        folder = args.workdir or tmp
+        prefix = ckpt.save(os.path.join(folder, "ckpt"))
         bd = read_checkpoint(prefix)
-        inspect_s = median_seconds(lambda: read_checkpoint(prefix), args.repeats)
-        read_s = median_seconds(lambda: read_all_values(prefix), args.repeats)
-        restore_s = median_seconds(lambda: ckpt.restore(prefix).assert_consumed(), args.repeats)
+        roles = {}
+        for v in bd.variables:
+            roles[v.role] = roles.get(v.role, 0) + v.bytes
+        print(f"{args.model} TF2 checkpoint: {bd.file_bytes / 2**20:,.1f} MiB on disk, "
+              + ", ".join(f"{r} {b / 2**20:,.1f} MiB" for r, b in roles.items()))
+        print_rows(interleaved_medians({
+            "inspect (metadata only)": lambda: read_checkpoint(prefix),
+            "read every value": lambda: read_all_values(prefix),
+            "restore into the model": lambda: ckpt.restore(prefix).assert_consumed(),
+        }, args.repeats), baseline="inspect (metadata only)")
 
-    roles = {}
-    for v in bd.variables:
-        roles[v.role] = roles.get(v.role, 0) + v.bytes
-    print(f"{args.model} TF2 checkpoint: {bd.file_bytes / 2**20:,.1f} MiB on disk, "
-          + ", ".join(f"{r} {b / 2**20:,.1f} MiB" for r, b in roles.items()))
-    print(f"{'inspect (metadata only)':<28}{inspect_s * 1000:>10.1f} ms")
-    print(f"{'read every value':<28}{read_s * 1000:>10.1f} ms   {read_s / inspect_s:>6.1f}x inspect")
-    print(f"{'restore into the model':<28}{restore_s * 1000:>10.1f} ms   {restore_s / inspect_s:>6.1f}x inspect")
+        path = os.path.join(folder, "model.keras")
+        model.save(path)
+        print(f"{args.model} .keras: {os.path.getsize(path) / 2**20:,.1f} MiB on disk")
+        timed = interleaved_medians({
+            "inspect .keras": lambda: read_path(path),
+            "keras.models.load_model": lambda: keras.models.load_model(path),
+        }, args.repeats)
+        print_rows(timed, baseline="keras.models.load_model")
 
 
 if __name__ == "__main__":
