@@ -198,7 +198,12 @@ def _level_options(class_name: str, config: Optional[Dict[str, Any]], name: str)
             keys = [key] if key in entry["plans"] else []
         else:
             default = set(filter(None, entry["default"].split("+")))
-            keys = sorted(entry["plans"], key=lambda k: len(default ^ set(filter(None, k.split("+")))))
+
+            def distance(key: str) -> Tuple[int, List[int]]:  # fewest flags off their default, the class's own first
+                changed = default ^ set(filter(None, key.split("+")))
+                return len(changed), sorted(entry["flags"].index(f) for f in changed)
+
+            keys = sorted(entry["plans"], key=distance)
         out += [(cls, key, entry["plans"][key]) for key in keys]
     return out
 

@@ -260,7 +260,7 @@ def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[rol
     weights: List[VariableRecord] = []
     model_groups = [(_group_name(h5, n) or n[: -len("/vars")], n, members) for n, members in groups.items()
                     if not n.startswith("optimizer/")]
-    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(g[0], g[1], order)):
+    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(h5, *g, order)):
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
         class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
         for i, key in enumerate(members):
@@ -361,6 +361,8 @@ def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[V
     """Without a config, a weight is trainable if the optimizer's first slots follow its shape
     (k slots per weight, interleaved as ``add_optimizer_variables`` creates them)."""
     slot_shapes = [v.shape for v in opt_vars if v.shape]
+    if not slot_shapes:  # plain SGD keeps no slots: nothing to tell frozen weights by
+        return
 
     def matches(k: int) -> List[bool]:
         j, hits = 0, []
@@ -395,8 +397,13 @@ def _config_layers(config: Dict[str, Any], inherited: bool = True, depth: int = 
     return out
 
 
-def _layer_rank(layer: str, path: str, order: List[str]) -> Tuple[int, List[Any]]:
-    return (order.index(layer) if layer in order else len(order), _natural(path))
+def _layer_rank(h5: Any, layer: str, path: str, members: List[str], order: List[str]) -> Tuple[int, float, List[Any]]:
+    """Model order of a layer's ``vars`` group: its place in the config, else where its first
+    weight's data lies in the file (Keras writes layers in model order, and HDF5 allocates
+    in creation order), else its name, numbers compared as numbers."""
+    offset = _open(h5, f"{path}/{members[0]}").get_offset() if members else None
+    return (order.index(layer) if layer in order else len(order), math.inf if offset is None else offset,
+            _natural(path))
 
 
 def _index_key(key: str) -> Tuple[int, str]:
