@@ -1,7 +1,9 @@
 """``tb-modelmem``: inspect a model file or checkpoint, or benchmark how each save format loads.
 
 Errors about the user's input (a missing, corrupt or foreign file) are one line on
-stderr and exit code 2, never a traceback: the CLI is often pointed at the wrong thing.
+stderr naming the file and exit code 2, never a traceback: the CLI is often pointed at the
+wrong thing. A reader that goes away (``tb-modelmem inspect X | head``) ends it quietly,
+as it ends ``cat``. ``inspect`` never imports TensorFlow (only ``--logdir`` does).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from typing import Any, Dict, Optional, Sequence
 
@@ -19,6 +22,7 @@ from tb_modelmem.rollup import layer_rollup
 from tb_modelmem.text_table import text_table
 
 EXIT_BAD_INPUT = 2
+EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for cat stopped by a closed pipe
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,9 +53,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "inspect":
-            return _inspect(args)
-        return _loadbench(args)
+        code = _inspect(args) if args.command == "inspect" else _loadbench(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe must be caught below
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # bad input of any kind: one line, no traceback
@@ -59,10 +65,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BAD_INPUT
 
 
+def _reader_gone() -> int:
+    """The reader of stdout went away: no message, and nothing more for Python to flush at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
+
+
 def _inspect(args: argparse.Namespace) -> int:
+    from tb_modelmem.capture.bounded import InspectError
     from tb_modelmem.capture.model_file import read_path
 
-    bd = read_path(args.path)
+    try:
+        bd = read_path(args.path)
+    except InspectError:
+        raise
+    except Exception as e:  # anything else a file made a reader raise still names the file
+        raise InspectError(f"{args.path}: cannot read ({type(e).__name__}: {first_line(e)})") from None
     if args.logdir:
         _write_summary(args.logdir, "inspect", bd)
     if args.json:

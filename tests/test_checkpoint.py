@@ -204,3 +204,18 @@ def test_tf1_partitioned_frozen_and_centered_rmsprop(tmp_path):
     assert_reconciled(bd)
     assert {v.slot for v in bd.variables if v.slot_of == "emb"} == {"rms", "mg", "momentum"}
     assert bd.optimizer["class_name"] == "tf.compat.v1.train.RMSPropOptimizer"
+
+
+def test_a_step_counter_is_other_live_and_in_the_file(convnet, tmp_path):
+    """tf.Variable(1) is 'trainable' to TensorFlow, but an integer no gradient updates: a counter
+    (issue 7 item 8: live capture called it a weight, inspect other)."""
+    checkpoint = tf.train.Checkpoint(model=convnet, optimizer=convnet.optimizer, step=tf.Variable(1))
+    assert checkpoint.step.trainable
+    live = {v.name: v.role for v in breakdown(checkpoint).variables}
+    stored = {v.name: v.role for v in read_checkpoint(checkpoint.save(str(tmp_path / "ckpt"))).variables}
+    assert live[checkpoint.step.name.split(":")[0]] == stored[checkpoint.step.name.split(":")[0]] == OTHER
+    assert by_role_of(live) == by_role_of({k: v for k, v in stored.items() if k != "save_counter"})
+
+
+def by_role_of(roles_by_name):
+    return sorted(roles_by_name.values())

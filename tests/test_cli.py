@@ -268,3 +268,17 @@ def test_an_odd_optimizer_config_in_a_legacy_h5_is_shown_as_far_as_it_goes(model
     out = capsys.readouterr().out
     assert shown + "  [training_config attribute]" in out.splitlines()
     assert "reconciled to the byte" in out
+
+
+def test_a_reader_that_goes_away_ends_it_quietly(tf1_prefix):
+    """``tb-modelmem inspect X | head``: the pipe closes before the report is written; like cat,
+    no message and the status of a process stopped by SIGPIPE, not a traceback or exit 2."""
+    proc = subprocess.Popen([sys.executable, "-m", "tb_modelmem.cli", "inspect", tf1_prefix, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the CLI has imported anything
+    _, err = proc.communicate(timeout=120)
+    assert err.decode() == ""
+    assert proc.returncode == cli.EXIT_PIPE_CLOSED == 141
+    shell = subprocess.run(f"{sys.executable} -m tb_modelmem.cli inspect {tf1_prefix} | head -n 2",
+                           shell=True, capture_output=True, text=True, timeout=120)
+    assert shell.stderr == "" and len(shell.stdout.splitlines()) == 2

@@ -401,7 +401,8 @@ def _layer_rank(h5: Any, layer: str, path: str, members: List[str], order: List[
     """Model order of a layer's ``vars`` group: its place in the config, else where its first
     weight's data lies in the file (Keras writes layers in model order, and HDF5 allocates
     in creation order), else its name, numbers compared as numbers."""
-    offset = _open(h5, f"{path}/{members[0]}").get_offset() if members else None
+    first = _open(h5, f"{path}/{members[0]}") if members else None
+    offset = first.get_offset() if hasattr(first, "get_offset") else None  # a group there: _record says so
     return (order.index(layer) if layer in order else len(order), math.inf if offset is None else offset,
             _natural(path))
 
