@@ -37,7 +37,7 @@ setup(
     install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py"],
     extras_require={"test": ["pytest", "playwright", "grpcio-tools"]},
     entry_points={
-        "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemPlugin"],
+        "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],
         "console_scripts": ["tb-modelmem = tb_modelmem.cli:main"],
     },
     cmdclass={"build_py": BuildWithFrontend},

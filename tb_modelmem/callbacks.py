@@ -57,7 +57,7 @@ class MemoryCallback(keras.callbacks.Callback):
         if (self.profile_steps and self._trace is None
                 and self._step < self.profile_steps[0] <= self._step + self._batches_per_call()):
             self._trace = Trace(self.ops_name, step=self.profile_steps[1],
-                                function=getattr(self.model, "train_function", None))
+                                function=getattr(self.model, "train_function", None), model=self.model)
             self._trace.start()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:

@@ -19,7 +19,10 @@ RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.OPS: OpTrace,
     metadata.LOADBENCH: LoadBench,
 }
-MAX_DECODED_BYTES = 512 * 1024 * 1024  # refuse payloads that inflate past this
+# A 200,000-op trace is about 1 MB stored and 34 MB of JSON: these limits leave room for
+# traces ten times that, and refuse what no real trace needs (a bomb, a 200 MiB "model name").
+MAX_PAYLOAD_BYTES = 64 * 2**20  # stored (compressed) payload
+MAX_DECODED_BYTES = 384 * 2**20  # what it may inflate to
 
 Payload = Union[Breakdown, OpTrace, LoadBench]
 
@@ -45,11 +48,13 @@ def decode(blob: bytes) -> Payload:
     """The record in ``blob``; raises PayloadError with a one-line reason."""
     if not blob:
         raise PayloadError("empty payload")
+    if len(blob) > MAX_PAYLOAD_BYTES:
+        raise PayloadError(f"payload of {len(blob):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit; refused")
     try:
         inflater = zlib.decompressobj()
         raw = inflater.decompress(bytes(blob), MAX_DECODED_BYTES)
         if inflater.unconsumed_tail:
-            raise PayloadError(f"payload inflates past {MAX_DECODED_BYTES} bytes; refused")
+            raise PayloadError(f"payload inflates past {MAX_DECODED_BYTES:,} bytes (no real trace is that big); refused")
         doc = json.loads(raw.decode("utf-8"))
     except PayloadError:
         raise

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import warnings
 from types import TracebackType
-from typing import Any, Optional, Type
+from typing import Any, List, Optional, Tuple, Type
 
 from tb_modelmem import summary
 from tb_modelmem.records import OpTrace
@@ -25,15 +25,19 @@ from tb_modelmem.records import OpTrace
 class Trace:
     """One profiling window: start it, run steps, stop it; the reduced table is written on stop."""
 
-    def __init__(self, name: str, step: Optional[int] = None, function: Any = None,
-                 batch_size: Optional[int] = None, description: Optional[str] = None,
+    def __init__(self, name: str, step: Optional[int] = None, function: Any = None, model: Any = None,
+                 optimizer: Any = None, batch_size: Optional[int] = None, description: Optional[str] = None,
                  tmpdir: Optional[str] = None) -> None:
         """``function``: the tf.function the steps run (or a ConcreteFunction, tf.Graph, or Python
         function calling tf.functions such as Keras 3 ``model.train_function``): its graph gives
-        the output bytes the allocator does not report and the Keras layer of each scope.
+        the output bytes the allocator does not report and which variables each op reads.
+        ``model`` (and ``optimizer``), as ``summary.variables`` takes them (a Keras model, a
+        tf.Module, a tf.train.Checkpoint holding a GAN's two models and optimizers...), name
+        the layers ops are joined to, as the run's breakdown names them.
         ``batch_size`` fills unknown batch dimensions. ``tmpdir``: where the raw profile is
         written before reduction (the system temp dir by default)."""
         self.name, self.step, self.function = name, step, function
+        self.model, self.optimizer = model, optimizer
         self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
@@ -101,16 +105,35 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
-        return xspace.reduce_xspace(space, self._graph_info(), self.batch_size)
+        vocabulary, variables = self._vocabulary()
+        return xspace.reduce_xspace(space, self._graph_info(variables), self.batch_size, vocabulary)
 
-    def _graph_info(self) -> Any:
-        """The traced graph's shapes and scopes; without them the table still has measured bytes."""
-        from tb_modelmem.capture import xspace
+    def _vocabulary(self) -> Tuple[Any, List[Any]]:
+        """The model's layers and its variables (to name the handles the graph captures). With
+        no ``model``, the Keras model ``function`` closes over, if any; else ops keep no layer
+        here and the tab joins them to the run's breakdown by name."""
+        from tb_modelmem.capture.opgraph import model_in, variables_of
+        from tb_modelmem.capture.variables import breakdown
+        from tb_modelmem.join import Vocabulary
+
+        model = self.model if self.model is not None else model_in(self.function)
+        if model is None:
+            return None, []
+        try:
+            return (Vocabulary.from_breakdown(breakdown(model, self.optimizer)),
+                    variables_of(model, self.optimizer))
+        except Exception as e:
+            _warn(self.name, "could not read the model's layers (ops keep their scope names)", e)
+            return None, []
+
+    def _graph_info(self, variables: List[Any]) -> Any:
+        """The traced graph's shapes and dataflow; without them the table still has measured bytes."""
+        from tb_modelmem.capture.opgraph import graph_info
 
         if self.function is None:
             return None
         try:
-            return xspace.graph_info(self.function)
+            return graph_info(self.function, variables)
         except Exception as e:
             _warn(self.name, "could not read the traced graph (output bytes stay unknown)", e)
             return None
@@ -121,10 +144,10 @@ class Trace:
             self._dir = None
 
 
-def trace(name: str, step: Optional[int] = None, function: Any = None, batch_size: Optional[int] = None,
-          description: Optional[str] = None, tmpdir: Optional[str] = None) -> Trace:
+def trace(name: str, step: Optional[int] = None, function: Any = None, model: Any = None, optimizer: Any = None,
+          batch_size: Optional[int] = None, description: Optional[str] = None, tmpdir: Optional[str] = None) -> Trace:
     """Context manager profiling its block into an op trace summary ``name`` at ``step``."""
-    return Trace(name, step, function, batch_size, description, tmpdir)
+    return Trace(name, step, function, model, optimizer, batch_size, description, tmpdir)
 
 
 def _warn(name: str, what: str, error: BaseException) -> None:

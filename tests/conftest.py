@@ -16,11 +16,11 @@ def lenet_xplane_bytes(tmp_path_factory) -> bytes:
     import tensorflow as tf
 
     model = trace_fixtures.lenet_keras()
-    train_step, batch = trace_fixtures.lenet_train_step(model)
+    training = trace_fixtures.lenet_train_step(model)
     logdir = str(tmp_path_factory.mktemp("lenet_profile"))
     tf.profiler.experimental.start(logdir)
     for _ in range(2):
-        train_step(*batch)
+        training.step(*training.batch)
     tf.profiler.experimental.stop()
     (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
     with open(path, "rb") as f:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Tuple
 
 from tensorboard.backend import application
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
@@ -59,6 +59,15 @@ class Served:
         response = self.get(route, **params)
         assert response.status_code == 200, (response.status_code, response.get_data(as_text=True))
         return json.loads(response.get_data())
+
+    def all_ops(self, run: str, tag: str, **params: Any) -> List[dict]:
+        """Every row of an op table, page by page as the tab reads it."""
+        rows: List[dict] = []
+        while True:
+            page = self.json("/op_rows", run=run, tag=tag, offset=len(rows), limit=2000, **params)
+            rows += page["rows"]
+            if len(rows) >= page["matched"] or not page["rows"]:
+                return rows
 
     def tags(self, run: Optional[str] = None):
         listing = self.json("/runs")["runs"]

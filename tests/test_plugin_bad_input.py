@@ -53,7 +53,7 @@ def served(tmp_path_factory) -> Served:
 def test_good_item_served_with_names_as_data(served):
     body = served.json("/breakdown", run="good", tag="storage")
     assert body["totals"][WEIGHT] == 48
-    assert body["variables"][0]["name"] == f"{XSS}/kernel"  # JSON data; the tab renders it as text
+    assert body["variables"]["rows"][0]["name"] == f"{XSS}/kernel"  # JSON data; the tab renders it as text
     assert served.get("/breakdown", run="good", tag="storage").headers["Content-Type"].startswith("application/json")
 
 
@@ -89,7 +89,10 @@ def test_truncated_event_file_keeps_records_before_the_cut(served):
     ({"run": "good", "tag": "storage", "step": "-1"}, 400),
     ({"run": "good", "tag": "storage", "step": "7"}, 404),
     ({"run": "nope", "tag": "storage"}, 404),
-    ({"run": "good", "tag": "x" * 5000}, 400),
+    ({"run": "good", "tag": "x" * 5000}, 404),  # long names are fine (TensorBoard keeps them)...
+    ({"run": "good", "tag": "x" * 70_000}, 400),  # ...up to a bound
+    ({"run": "good", "tag": "storage", "offset": "-3"}, 400),
+    ({"run": "good", "tag": "storage", "limit": "lots"}, 400),
 ])
 def test_bad_queries_are_4xx_never_500(served, params, code):
     response = served.get("/breakdown", **params)

@@ -18,7 +18,7 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from tb_modelmem import metadata, payload, summary
 from tb_modelmem.records import (
-    DERIVED, MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, WEIGHT, Breakdown, LayerRecord, OpRecord, OpTrace,
+    PEAK_CATEGORIES, DERIVED, MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, WEIGHT, Breakdown, LayerRecord, OpRecord, OpTrace,
     VariableRecord,
 )
 from tests.plugin_harness import Served, write_events
@@ -94,9 +94,9 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
         for value in WRONG_VALUES:
             yield f"{'.'.join(map(str, path))} = {json.dumps(value)[:24]}", _doc(kind, _set(data, path, value))
     for path in _paths(data):  # negative and non-finite numbers where numbers belong
-        leaf = path[-1]
-        if leaf in ("calls", "bytes", "output_bytes", "alloc_bytes", "peak_bytes", "file_bytes", "params",
-                    "replicas", "steps") or (len(path) >= 2 and path[-2] == "shape"):
+        numeric = ("calls", "bytes", "output_bytes", "alloc_bytes", "peak_bytes", "file_bytes", "params",
+                   "replicas", "steps")
+        if path[-1] in numeric or (len(path) >= 2 and path[-2] in numeric + ("shape",)):
             yield f"{'.'.join(map(str, path))} = -5", _doc(kind, _set(data, path, -5))
     text = json.dumps({"schema": 1, "kind": kind, "data": data})
     for field in ("time_us", "peak_time_us", "bytes", "peak_bytes", "file_bytes"):
@@ -117,7 +117,7 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
     yield "optimizer/timeline nested 100,000 deep", zlib.compress(
         text.replace('"source": ', f'"_deep": {deep}, "source": ', 1).encode())
     for depth in (60, 500, 990):  # 990: close to the interpreter's recursion limit
-        where = ("optimizer", "config") if kind == metadata.BREAKDOWN else ("timeline", 0)
+        where = ("optimizer", "config") if kind == metadata.BREAKDOWN else ("ops", "fused", 0)
         text_with_hole = json.dumps({"schema": 1, "kind": kind, "data": _set(data, where, "<hole>")})
         yield f"free-form field nested {depth} deep", zlib.compress(
             text_with_hole.replace('"<hole>"', "[" * depth + "]" * depth).encode())
@@ -205,7 +205,7 @@ def _run_of(tag: str) -> str:
 def _good_figures(served: Served) -> Tuple[Any, Any]:
     storage = served.json("/breakdown", run="good", tag="storage")
     ops = served.json("/ops", run="good", tag="ops")
-    return storage["totals"], {row["name"]: row["new_bytes"] for row in ops["ops"]}
+    return storage["totals"], {row["name"]: row["new_bytes"] for row in ops["ops"]["rows"]}
 
 
 def test_the_mutations_are_many_and_the_good_run_is_right(served):
@@ -220,10 +220,11 @@ def _sane(route: str, body: Any) -> bool:
     """A 200 holds figures that add up: no negative sizes or counts."""
     if route == "/breakdown":
         return (body["total_bytes"] == sum(body["totals"].values())
-                and all(v["bytes"] >= 0 and v["params"] >= 0 for v in body["variables"]))
-    parts = body["peak_by_role"]
-    return (parts["total"] == sum(v for k, v in parts.items() if k != "total")
-            and all(op["calls"] >= 0 and op["new_bytes"] >= 0 and op["time_us"] >= 0 for op in body["ops"]))
+                and all(v["bytes"] >= 0 and v["params"] >= 0 for v in body["variables"]["rows"]))
+    parts = body["peak_by_category"]
+    return (parts["total"] == sum(parts[c] or 0 for c in PEAK_CATEGORIES)
+            and all(op["calls"] >= 0 and (op["new_bytes"] or 0) >= 0 and op["time_us"] >= 0
+                    for op in body["ops"]["rows"]))
 
 
 def test_every_mutation_is_200_or_a_readable_422_and_the_rest_keeps_serving(served):
@@ -258,8 +259,8 @@ def test_every_mutation_is_200_or_a_readable_422_and_the_rest_keeps_serving(serv
 
 @pytest.mark.parametrize("what, reason", [
     ("shape.0 = -5", "dimensions must be >= 0 (-1 for unknown)"),
-    ("calls = -5", "must be >= 0"),
-    ("timeline.0 = [[1]]", "timeline"),
+    ("calls.0 = -5", "must be >= 0"),
+    ("timeline.t_us = [[1]]", "Timeline.t_us"),
     ("bytes = NaN", "finite"),
     ("truncated to 5 B", "corrupt or foreign"),
     ("data nested 100,000 deep", "nested"),
@@ -286,9 +287,9 @@ def test_bad_plugin_content_is_a_422_and_an_error_in_the_listing(served):
 
 
 def test_the_reason_names_the_item_of_a_long_list(served):
-    (tag,) = [tag for tag, (_, w) in CASES.items() if w == "ops.1.calls = -5"]
+    (tag,) = [tag for tag, (_, w) in CASES.items() if w == "ops.calls.1 = -5"]
     text = served.get("/ops", run="mutated", tag=tag).get_data(as_text=True)
-    assert text.endswith("malformed ops payload: OpTrace.ops[1]: OpRecord.calls: must be >= 0, got -5"), text
+    assert text.endswith("malformed ops payload: OpTrace.ops: OpRecord.calls[1]: must be >= 0, got -5"), text
 
 
 @pytest.mark.parametrize("what", ["garbage", "empty", "a proto of no step stats", "truncated to 3 B"])
@@ -335,6 +336,6 @@ def test_from_dict_names_any_nesting_without_recursing():
     with pytest.raises(ValueError, match="Breakdown.optimizer: nested deeper than 32 levels"):
         Breakdown.from_dict(data)
     data = _trace().to_dict()
-    data["ops"][0]["fused"] = deep
-    with pytest.raises(ValueError, match=r"OpTrace.ops\[0\]: OpRecord.fused: nested deeper than 32 levels"):
+    data["ops"]["fused"][0] = deep
+    with pytest.raises(ValueError, match=r"OpTrace.ops: OpRecord.fused\[0\]: nested deeper than 32 levels"):
         OpTrace.from_dict(data)

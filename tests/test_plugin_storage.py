@@ -57,20 +57,25 @@ def test_tf1_adam_is_37_48_mib_with_beta_powers(served):
     assert body["total_bytes"] == 39_295_616
     assert round(body["total_bytes"] / 2**20, 2) == 37.48
     # no Keras layers in a TF1 graph: layers and derivations come from variable scopes
-    derivations = {row["name"]: row["derivation"] for row in body["layers"]}
+    derivations = {row["layer"]: row["derivation"] for row in body["layers"]}
     assert derivations["conv1"] == "(5*5*1+1)*32 = 832" and derivations["fc1"] == "(3136+1)*1024 = 3,212,288"
     assert derivations["(no layer)"] == ""  # beta1_power, beta2_power: optimizer state, no params
 
 
 def test_lenet_layers_params_and_derivations_match_keras(served):
     model = seed001_convnet()
-    layers = {row["name"].split("/")[-1]: row for row in served.json("/breakdown", run="adam", tag="storage")["layers"]}
+    rows = served.json("/breakdown", run="adam", tag="storage")["layers"]
+    layers = {row["layer"].split("/")[-1]: row for row in rows}
     for name, params in (("conv1", 832), ("conv2", 51_264), ("fc1", 3_212_288), ("fc2", 10_250)):
         assert layers[name]["params"] == params == model.get_layer(name).count_params()
         assert layers[name]["derivation"].endswith(f"= {params:,}")
     assert layers["conv1"]["derivation"] == "(5*5*1+1)*32 = 832"
     # a layer's slots are charged to it: Adam keeps two slots per weight
     assert layers["fc1"]["bytes"]["optimizer_slot"] == 2 * layers["fc1"]["bytes"]["weight"]
+    # the model is the tree's root: its row totals its layers
+    (root,) = [row for row in rows if row["depth"] == 0 and row["layer"] == model.name]
+    assert root["params"] == model.count_params() and not root["leaf"]
+    assert [row["layer"] for row in rows if row["depth"] == 1] == [f"{model.name}/{layer.name}" for layer in model.layers]
 
 
 def test_totals_equal_sum_over_model_and_optimizer_variables(served):
@@ -95,9 +100,9 @@ def test_tf1_variables_of_unknown_shape_are_served_with_no_params(tmp_path):
         writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
         writer.close()
     body = Served(str(tmp_path)).json("/breakdown", run="tf1", tag="storage")
-    variables = {v["name"]: v for v in body["variables"]}
+    variables = {v["name"]: v for v in body["variables"]["rows"]}
     assert (variables["free"]["shape"], variables["free"]["bytes"], variables["free"]["params"]) == ([-1], 0, 0)
     assert (variables["dense/memory"]["shape"], variables["dense/memory"]["params"]) == ([-1, 4], 0)
     assert body["total_params"] == 3 * 4 + 4 and body["totals"]["weight"] == (3 * 4 + 4) * 4
-    layers = {row["name"]: row for row in body["layers"]}
+    layers = {row["layer"]: row for row in body["layers"]}
     assert layers["dense"]["params"] == 16 and all(row["params"] >= 0 for row in layers.values()), layers

@@ -13,20 +13,25 @@ import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 from tb_modelmem import payload
-from tb_modelmem.capture.run_metadata import downsample, fused_ops, reduce_run_metadata
-from tb_modelmem.records import MEASURED, OpRecord, OpTrace
+from tb_modelmem.capture.run_metadata import fused_ops, reduce_run_metadata
+from tb_modelmem.records import FORWARD, MEASURED, OpRecord, OpTrace
 from tests import trace_fixtures
 from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
 
 @pytest.fixture(scope="module")
-def tf1_run_metadata():
-    return trace_fixtures.lenet_tf1_run_metadata(partition_graphs=False)
+def traced():
+    return trace_fixtures.lenet_tf1_traced(partition_graphs=False)
 
 
 @pytest.fixture(scope="module")
-def op_trace(tf1_run_metadata) -> OpTrace:
-    return reduce_run_metadata(tf1_run_metadata)
+def tf1_run_metadata(traced):
+    return traced.run_metadata
+
+
+@pytest.fixture(scope="module")
+def op_trace(traced) -> OpTrace:
+    return reduce_run_metadata(traced.run_metadata, traced.graph_info.graphs, traced.vocabulary)
 
 
 def by_name(trace: OpTrace) -> Dict[str, OpRecord]:
@@ -35,7 +40,7 @@ def by_name(trace: OpTrace) -> Dict[str, OpRecord]:
 
 def peak_point(trace: OpTrace) -> List[Any]:
     """The timeline point the Timeline view marks as the peak."""
-    return next(p for p in trace.timeline if p[:2] == [trace.peak_time_us, trace.peak_bytes])
+    return next(p for p in trace.timeline.points() if p[:2] == [trace.peak_time_us, trace.peak_bytes])
 
 
 def test_lenet_output_bytes_are_measured_with_their_shapes(op_trace):
@@ -55,6 +60,7 @@ def test_fused_kernels_name_the_ops_they_stand_for_and_keep_the_layer(op_trace):
     assert ops["conv2d/Relu"].fused == ["Conv2D", "BiasAdd", "Relu"]
     assert ops["dense_1/BiasAdd"].fused == ["MatMul", "BiasAdd"]
     assert [ops[n].layer for n in ("conv2d/Relu", "conv2d_1/Relu", "dense/Relu")] == ["conv2d", "conv2d_1", "dense"]
+    assert {ops[n].phase for n in ("conv2d/Relu", "conv2d_1/Relu", "dense/Relu")} == {FORWARD}
 
 
 def test_partition_graphs_give_the_exact_fused_ops():
@@ -76,9 +82,10 @@ def test_every_op_is_timed(op_trace):
 
 
 def test_peak_and_timeline_come_from_the_allocation_records(op_trace):
-    assert op_trace.peak_bytes == max(p[1] for p in op_trace.timeline)
+    assert op_trace.peak_bytes == max(op_trace.timeline.bytes)
     assert peak_point(op_trace)[2] in by_name(op_trace)  # the node that allocated at the peak
-    assert {p[2] for p in op_trace.timeline} <= set(by_name(op_trace))  # every point names an op
+    assert set(op_trace.timeline.op) <= set(by_name(op_trace))  # every point names an op
+    assert not op_trace.counts_resident  # step stats count from 0: weights are not in the peak
     assert op_trace.peak_bytes >= CONV1_BYTES  # conv1's output is live while conv2 runs
     assert op_trace.devices == ["/job:localhost/replica:0/task:0/device:CPU:0"]
 
@@ -87,8 +94,10 @@ def test_tf_proto_tensorboard_proto_and_bytes_reduce_alike(tf1_run_metadata, op_
     from tensorboard.compat.proto import config_pb2
 
     data = tf1_run_metadata.SerializeToString()
-    assert reduce_run_metadata(data) == op_trace
-    assert reduce_run_metadata(config_pb2.RunMetadata.FromString(data)) == op_trace
+    alone = reduce_run_metadata(tf1_run_metadata)
+    assert reduce_run_metadata(data) == alone
+    assert reduce_run_metadata(config_pb2.RunMetadata.FromString(data)) == alone
+    assert alone.ops.column("time_us") == op_trace.ops.column("time_us")  # the graph adds layers, not figures
 
 
 def test_payload_round_trips_and_is_smaller_than_the_trace(tf1_run_metadata, op_trace):
@@ -125,16 +134,6 @@ def test_a_20000_op_trace_reduces_to_one_row_per_op_with_a_bounded_timeline():
     assert len(trace.ops) == 20_000
     assert len(trace.timeline) <= 2_000
     assert peak_point(trace)[2] in by_name(trace)  # downsampling kept the peak and its op
-
-
-def test_downsample_keeps_the_peak_and_the_order():
-    timeline = [[float(t), float((t * 7919) % 10_007), f"op{t}"] for t in range(50_000)]
-    timeline[31_337][1] = 1e9
-    kept = downsample(timeline, 2_000)
-    assert len(kept) <= 2_000
-    assert [31_337.0, 1e9, "op31337"] in kept
-    assert all(p[2] == f"op{p[0]:.0f}" for p in kept)  # each kept point keeps its own op
-    assert kept == sorted(kept)
 
 
 def test_reduces_without_tensorflow_as_the_backend_does():

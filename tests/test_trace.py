@@ -44,7 +44,7 @@ def conv1(record: OpTrace):
 def test_trace_writes_the_op_table_at_the_step_and_cleans_up(tmp_path, lenet):
     import tensorflow as tf
 
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     with tf.summary.create_file_writer(str(tmp_path / "logs")).as_default():
@@ -65,7 +65,7 @@ def test_trace_writes_the_op_table_at_the_step_and_cleans_up(tmp_path, lenet):
 def test_start_stop_api_for_callbacks(lenet):
     import tensorflow as tf
 
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     window = Trace("ops", step=1, function=train_step)
     assert window.start() and window.active
     train_step(*batch)
@@ -107,7 +107,7 @@ def test_a_window_of_keras_fit_steps_from_a_callback(tmp_path):
 def test_profiler_already_running_warns_and_the_step_runs(tmp_path, lenet):
     import tensorflow as tf
 
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     tf.profiler.experimental.start(str(tmp_path / "theirs"))
     try:
         with pytest.warns(RuntimeWarning, match="could not start the profiler"):
@@ -119,7 +119,7 @@ def test_profiler_already_running_warns_and_the_step_runs(tmp_path, lenet):
 
 
 def test_unwritable_tmpdir_warns_and_the_step_runs(tmp_path, lenet):
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     with pytest.warns(RuntimeWarning, match="could not start the profiler"):
@@ -130,7 +130,7 @@ def test_unwritable_tmpdir_warns_and_the_step_runs(tmp_path, lenet):
 
 
 def test_profile_dir_lost_mid_step_warns_and_releases_the_profiler(lenet):
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     with pytest.warns(RuntimeWarning, match="could not record the trace"):
         with tb_modelmem.trace("ops", step=0) as t:
             train_step(*batch)
@@ -142,7 +142,7 @@ def test_profile_dir_lost_mid_step_warns_and_releases_the_profiler(lenet):
 
 
 def test_exception_in_the_body_propagates_unchanged(tmp_path, lenet):
-    train_step, batch = lenet
+    train_step, batch, _ = lenet
     error = ValueError("the step itself failed")
     with pytest.raises(ValueError) as raised, pytest.warns(RuntimeWarning, match="was not written"):
         with tb_modelmem.trace("ops", step=0, tmpdir=str(tmp_path)):

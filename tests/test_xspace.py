@@ -8,13 +8,18 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from typing import Any, List, NamedTuple
+from typing import Any, List, NamedTuple, Tuple
 
 import pytest
 
-from tb_modelmem import payload
+from tb_modelmem import payload, proto
 from tb_modelmem.capture import xspace
-from tb_modelmem.records import DERIVED, MEASURED, OpRecord, OpTrace
+from tb_modelmem.capture.opgraph import graph_info, variables_of
+from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.join import Vocabulary
+from tb_modelmem.records import (
+    BACKWARD, DERIVED, EXECUTOR, FORWARD, INPUT, LOSS, MEASURED, METRICS, OPTIMIZER, UNKNOWN_BYTES, OpRecord, OpTrace,
+)
 from tests import trace_fixtures
 from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
@@ -24,6 +29,7 @@ STEPS = 2
 class Profiled(NamedTuple):
     model: Any
     train_step: Any
+    optimizer: Any
     path: str  # the .xplane.pb
 
 
@@ -33,19 +39,27 @@ def profiled(tmp_path_factory) -> Profiled:
     import tensorflow as tf
 
     model = trace_fixtures.lenet_keras()
-    train_step, batch = trace_fixtures.lenet_train_step(model)
+    training = trace_fixtures.lenet_train_step(model)
     logdir = str(tmp_path_factory.mktemp("profile"))
     tf.profiler.experimental.start(logdir)
     for _ in range(STEPS):
-        train_step(*batch)
+        training.step(*training.batch)
     tf.profiler.experimental.stop()
     (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    return Profiled(model, train_step, path)
+    return Profiled(model, training.step, training.optimizer, path)
+
+
+def graph_and_vocabulary(profiled: Profiled, function: Any = None) -> Tuple[Any, Vocabulary]:
+    """What tb_modelmem.trace(model=, optimizer=) gives the reducer: the graph and the model's layers."""
+    variables = variables_of(profiled.model, profiled.optimizer)
+    return (graph_info(function or profiled.train_step, variables),
+            Vocabulary.from_breakdown(breakdown(profiled.model, profiled.optimizer)))
 
 
 @pytest.fixture(scope="module")
 def op_trace(profiled) -> OpTrace:
-    return xspace.reduce_xspace(xspace.load_xspace(profiled.path), xspace.graph_info(profiled.train_step))
+    graph, vocabulary = graph_and_vocabulary(profiled)
+    return xspace.reduce_xspace(xspace.load_xspace(profiled.path), graph, vocabulary=vocabulary)
 
 
 def forward(trace: OpTrace, fused: List[str]) -> List[OpRecord]:
@@ -73,8 +87,21 @@ def test_uniquified_keras_scopes_join_the_layers_that_own_the_weights(profiled, 
     assert [op.layer for op in convs + [dense]] == [paths[0], paths[2], paths[5]]
     pools = sorted(op.layer for op in forward(op_trace, ["MaxPool"]))
     assert pools == [paths[1], paths[3]]  # no weights: renamed like their siblings
-    grads = {op.layer for op in op_trace.ops if op.name.startswith("gradient_tape/") and "Conv2DBackprop" in op.name}
-    assert grads == {f"gradient_tape/{paths[0]}/convolution", f"gradient_tape/{paths[2]}/convolution"}
+    grads = [op for op in op_trace.ops if op.name.startswith("gradient_tape/") and "Conv2DBackprop" in op.name]
+    assert {op.layer for op in grads} == {paths[0], paths[2]} and {op.phase for op in grads} == {BACKWARD}
+    # Adam's update of fc1's kernel sits under the optimizer's flat scope; it reads fc1's kernel and slots.
+    updates = [op for op in op_trace.ops if op.op_type.startswith(("AssignSub", "ResourceApply"))]
+    assert {op.layer for op in updates} == {paths[0], paths[2], paths[5], paths[6]}
+    assert {op.phase for op in updates} == {OPTIMIZER}
+
+
+def test_almost_all_op_time_is_joined_to_a_layer_of_the_model(profiled, op_trace):
+    layers = {f"{profiled.model.name}/{layer.name}" for layer in profiled.model.layers}
+    joined = sum(op.time_us for op in op_trace.ops if op.layer in layers)
+    total = sum(op.time_us for op in op_trace.ops)
+    outside = {op.phase for op in op_trace.ops if op.layer not in layers and op.time_us}
+    assert joined / total >= 0.9, (joined, total)
+    assert outside <= {LOSS, INPUT, EXECUTOR, OPTIMIZER, BACKWARD, FORWARD, METRICS}
 
 
 def test_large_allocations_are_measured_by_the_allocator(op_trace):
@@ -93,17 +120,16 @@ def test_every_op_event_is_timed_and_steps_counted(op_trace):
 
 
 def test_peak_and_timeline_from_memory_events(op_trace):
-    assert op_trace.timeline
-    assert op_trace.peak_bytes >= max(p[1] for p in op_trace.timeline)
-    assert 0 <= op_trace.peak_time_us <= op_trace.timeline[-1][0]
+    assert op_trace.timeline.t_us and op_trace.counts_resident
+    assert op_trace.peak_bytes >= max(op_trace.timeline.bytes)
+    assert 0 <= op_trace.peak_time_us <= op_trace.timeline.t_us[-1]
 
 
 def test_timeline_points_name_ops_of_the_table(op_trace):
     names = {op.name for op in op_trace.ops}
-    peak = max((p for p in op_trace.timeline if p[0] == op_trace.peak_time_us), key=lambda p: p[1])
+    peak = max((p for p in op_trace.timeline.points() if p[0] == op_trace.peak_time_us), key=lambda p: p[1])
     assert peak[2] in names  # the op whose allocation made the peak
-    assert {p[2] for p in op_trace.timeline if p[2]} <= names
-    assert all(len(p) == 3 for p in op_trace.timeline)
+    assert {op for op in op_trace.timeline.op if op} <= names
 
 
 def test_payload_is_a_small_fraction_of_the_xplane(profiled, op_trace, record_property):
@@ -125,7 +151,7 @@ def test_without_the_graph_unmeasured_bytes_stay_unknown(profiled):
     trace = xspace.reduce_xspace(xspace.load_xspace(profiled.path))
     convs = forward(trace, ["Conv2D", "BiasAdd", "Relu"])
     assert len(convs) == 2
-    assert all((op.output_bytes, op.output_shape, op.bytes_source) == (0, "", DERIVED) for op in convs)
+    assert all((op.output_bytes, op.output_shape, op.bytes_source) == (0, "", UNKNOWN_BYTES) for op in convs)
 
 
 def test_unknown_batch_dimension_takes_the_given_batch_size(profiled, op_trace):
@@ -134,15 +160,16 @@ def test_unknown_batch_dimension_takes_the_given_batch_size(profiled, op_trace):
     polymorphic = profiled.train_step.get_concrete_function(tf.TensorSpec([None, 28, 28, 1], tf.float32),
                                                     tf.TensorSpec([None], tf.int32))
     space = xspace.load_xspace(profiled.path)
-    for batch_size, want in ((1, (CONV1_BYTES, "[1,28,28,32]")), (None, (0, "[?,28,28,32]"))):
-        trace = xspace.reduce_xspace(space, xspace.graph_info(polymorphic), batch_size)
+    graph, vocabulary = graph_and_vocabulary(profiled, polymorphic)
+    for batch_size, want in ((1, (CONV1_BYTES, "[1,28,28,32]", DERIVED)), (None, (0, "[?,28,28,32]", UNKNOWN_BYTES))):
+        trace = xspace.reduce_xspace(space, graph, batch_size, vocabulary)
         conv1 = {op.name: op for op in trace.ops}[conv1_name(op_trace)]
-        assert (conv1.output_bytes, conv1.output_shape) == want
+        assert (conv1.output_bytes, conv1.output_shape, conv1.bytes_source) == want
 
 
 def _space(plane_name: str, with_memory: bool):
     """A one-op XSpace built by hand."""
-    space = xspace._xplane_pb2().XSpace()
+    space = proto.XSpace()
     plane = space.planes.add(name=plane_name)
     plane.event_metadata[1].CopyFrom(type(plane.event_metadata[1])(id=1, name="dense/Relu:Relu",
                                                                     display_name="Relu"))
@@ -163,33 +190,26 @@ def _space(plane_name: str, with_memory: bool):
     return space
 
 
-def test_no_allocation_events_warns_and_still_gives_the_table():
-    with pytest.warns(RuntimeWarning, match="no allocation events"):
-        trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=False))
-    assert [(op.name, op.time_us, op.layer) for op in trace.ops] == [("dense/Relu", 5.0, "dense")]
-    assert (trace.peak_bytes, trace.timeline) == (0, [])
+def test_no_allocation_events_says_so_and_still_gives_the_table():
+    trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=False))
+    assert [(op.name, op.time_us) for op in trace.ops] == [("dense/Relu", 5.0)]
+    assert (trace.peak_bytes, trace.timeline.t_us, trace.allocations) == (0, [], "none")
+    assert "no allocation events" in trace.allocations_note
 
 
 def test_unknown_device_plane_warns_and_is_skipped():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = xspace.reduce_xspace(_space("/custom:FPGA", with_memory=True))
-    assert (trace.ops, trace.timeline) == ([], [])
-    assert ["no TensorFlow op events" in str(w.message) for w in caught] == [True, False]
+    assert (len(trace.ops), trace.timeline.t_us) == (0, [])
+    assert ["no TensorFlow op events" in str(w.message) for w in caught] == [True]
 
 
 def test_hand_built_memory_events_make_the_timeline_named_by_op():
     trace = xspace.reduce_xspace(_space("/host:CPU", with_memory=True))
     # tf_op "node:Type" keeps the node; the free (no tf_op) names the op that allocated the address.
-    assert trace.timeline == [[1.0, 4096.0, "dense/Relu"], [3.0, 0.0, "dense/Relu"]]
+    assert trace.timeline.points() == [[1.0, 4096.0, "dense/Relu"], [3.0, 0.0, "dense/Relu"]]
     assert (trace.peak_bytes, trace.peak_time_us) == (4096, 1.0)
-
-
-def test_scopes_are_renamed_only_when_they_are_their_layer_uniquified():
-    ops = ["model_1/dense_1/MatMul", "model_1/dropout_1/Mul", "decoder/embedding/Gather", "dropout/Mul"]
-    reads = [("model_1/dense_1/MatMul/ReadVariableOp/resource", "model/dense/kernel"),
-             ("decoder/embedding/ReadVariableOp/resource", "encoder/embedding/embeddings")]  # tied weights
-    assert xspace._scope_layers(reads, ops) == {"model_1/dense_1": "model/dense", "model_1/dropout_1": "model/dropout"}
 
 
 def test_eager_ops_are_rows_named_by_their_type(tmp_path):
@@ -201,8 +221,7 @@ def test_eager_ops_are_rows_named_by_their_type(tmp_path):
         tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME"))
     tf.profiler.experimental.stop()
     (path,) = glob.glob(str(tmp_path / "**" / "*.xplane.pb"), recursive=True)
-    with pytest.warns(RuntimeWarning, match="no allocation events"):
-        trace = xspace.reduce_xspace(xspace.load_xspace(path))
+    trace = xspace.reduce_xspace(xspace.load_xspace(path))
     rows = {op.name: op for op in trace.ops}
     assert [(rows[t].op_type, rows[t].calls, rows[t].time_us > 0) for t in ("Conv2D", "Relu")] == \
         [("Conv2D", 3, True), ("Relu", 3, True)]
@@ -225,14 +244,13 @@ def test_reading_a_profile_does_not_import_tensorflow(profiled):
 def test_events_without_metadata_are_read_from_their_own_stats_and_the_input_is_left_alone():
     """A device event may carry its tf_op stat itself and point at no event metadata (a
     truncated or merged profile); reducing must neither drop it nor add entries to the proto."""
-    space = xspace._xplane_pb2().XSpace()
+    space = proto.XSpace()
     plane = space.planes.add(name="/device:GPU:0")
     plane.stat_metadata[1].name = "tf_op"
     event = plane.lines.add(name="stream", timestamp_ns=0).events.add(metadata_id=9, duration_ps=2_000_000)
     event.stats.add(metadata_id=1, str_value="dense/MatMul:MatMul")
     before = space.SerializeToString()
-    with pytest.warns(RuntimeWarning, match="no allocation events"):
-        trace = xspace.reduce_xspace(space)
+    trace = xspace.reduce_xspace(space)
     assert [(op.name, op.op_type, op.time_us, op.device) for op in trace.ops] == \
         [("dense/MatMul", "MatMul", 2.0, "/device:GPU:0")]
     assert space.SerializeToString() == before

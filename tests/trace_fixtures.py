@@ -8,7 +8,7 @@ LeNet, batch 1, float32: conv1 output [1,28,28,32] = 100,352 B, conv2 [1,14,14,6
 from __future__ import annotations
 
 import random
-from typing import Any, Tuple
+from typing import Any, NamedTuple, Tuple
 
 from tensorboard.compat.proto import config_pb2, types_pb2
 
@@ -59,8 +59,14 @@ def lenet_keras() -> Any:
     return seed001_convnet()
 
 
-def lenet_train_step(model: Any) -> Tuple[Any, Any]:
-    """(train_step tf.function with Adam, (x, y) batch of one), traced once already."""
+class Training(NamedTuple):
+    step: Any  # the train_step tf.function, traced once already
+    batch: Tuple[Any, Any]  # (x, y)
+    optimizer: Any
+
+
+def lenet_train_step(model: Any, batch_size: int = 1) -> Training:
+    """A custom training loop's train_step (tf.GradientTape + Adam) for ``model``."""
     import numpy as np
     import tensorflow as tf
 
@@ -75,13 +81,24 @@ def lenet_train_step(model: Any) -> Tuple[Any, Any]:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    batch = (tf.constant(np.ones((1, 28, 28, 1), np.float32)), tf.constant(np.zeros((1,), np.int32)))
+    batch = (tf.constant(np.ones((batch_size, 28, 28, 1), np.float32)), tf.constant(np.zeros((batch_size,), np.int32)))
     train_step(*batch)
-    return train_step, batch
+    return Training(train_step, batch, optimizer)
+
+
+class TracedSession(NamedTuple):
+    run_metadata: Any  # tf.compat.v1.RunMetadata
+    graph_info: Any  # capture.opgraph.GraphInfo of the session's graph
+    vocabulary: Any  # join.Vocabulary of its global variables
 
 
 def lenet_tf1_run_metadata(partition_graphs: bool = False) -> Any:
-    """A ``tf.compat.v1.RunMetadata`` of one LeNet inference step in a TF1 session (FULL_TRACE).
+    """A ``tf.compat.v1.RunMetadata`` of one LeNet inference step in a TF1 session (FULL_TRACE)."""
+    return lenet_tf1_traced(partition_graphs).run_metadata
+
+
+def lenet_tf1_traced(partition_graphs: bool = False) -> TracedSession:
+    """One LeNet inference step in a TF1 session (FULL_TRACE), with the session's graph and layers.
 
     Written as TF1 users did (tf.nn ops under one name scope per layer), named like the
     Keras layers so the scopes join the model's layer names.
@@ -89,8 +106,12 @@ def lenet_tf1_run_metadata(partition_graphs: bool = False) -> Any:
     import numpy as np
     import tensorflow as tf
 
+    from tb_modelmem.capture.opgraph import graph_info
+    from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.join import Vocabulary
+
     v1 = tf.compat.v1
-    with tf.Graph().as_default():
+    with tf.Graph().as_default() as graph:
         x = v1.placeholder(tf.float32, [1, 28, 28, 1], name="x")
 
         def weights(shape: Tuple[int, ...]) -> Tuple[Any, Any]:
@@ -117,6 +138,8 @@ def lenet_tf1_run_metadata(partition_graphs: bool = False) -> Any:
         with v1.variable_scope("flatten"):
             h = tf.reshape(h, [1, 7 * 7 * 64])
         logits = dense(dense(h, "dense", (3136, 1024), True), "dense_1", (1024, 10), False)
+        vocabulary = Vocabulary.from_breakdown(breakdown())
+        info = graph_info(graph)
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
             options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE,
@@ -124,4 +147,4 @@ def lenet_tf1_run_metadata(partition_graphs: bool = False) -> Any:
             run_metadata = v1.RunMetadata()
             sess.run(logits, {x: np.ones((1, 28, 28, 1), np.float32)}, options=options,
                      run_metadata=run_metadata)
-    return run_metadata
+    return TracedSession(run_metadata, info, vocabulary)

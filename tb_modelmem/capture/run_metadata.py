@@ -2,8 +2,8 @@
 
 No TensorFlow import: the plugin backend runs this on old log dirs written by plain
 ``FileWriter.add_run_metadata``, so it reads TensorBoard's copies of the protos. The
-op-naming helpers here (kernel -> fused ops, node -> layer, dtype names, timeline
-downsampling) are shared with ``capture.xspace`` so both sources read the same way.
+op-naming helpers here (kernel -> fused ops, dtype names, shapes) are shared with
+``capture.xspace`` so both sources read the same way.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2, types_pb2
 
+from tb_modelmem.capture.live import Event, replay, step_category
+from tb_modelmem.join import Joiner, OpGraph, Vocabulary
 from tb_modelmem.records import MEASURED, OpRecord, OpTrace
-
-MAX_TIMELINE_POINTS = 2000
 
 # "[mklcpu 0.1MB 0.1MB] scope/Relu = _MklNativeFusedConv2D(in0, in1, in2)"
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<name>.+?) = (?P<op>[^(\s]+)\((?P<args>.*)\)\s*$")
@@ -29,16 +29,18 @@ _FUSED_TAILS = {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", "Selu", 
 _DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
 
 
-def reduce_run_metadata(run_metadata: Any) -> OpTrace:
+def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
+                        vocabulary: Optional[Vocabulary] = None) -> OpTrace:
     """Per-op table of one traced step from a RunMetadata with FULL_TRACE step stats.
 
     ``run_metadata``: a ``tf.compat.v1.RunMetadata``, TensorBoard's ``config_pb2.RunMetadata``
     or its serialized bytes. Rows are keyed by (node, device) and aggregated over calls:
     ``time_us`` sums the calls, ``output_bytes`` and ``alloc_bytes`` are the largest call.
-    The timeline counts the bytes allocated during the step (allocation records) from 0 at
-    its start, so memory held before the step (weights, slots) is not in it. Each point names
-    the node whose allocation record it is (a free is recorded by the node that allocated).
-    Raises ValueError for a RunMetadata without step stats.
+    Each op's layer and phase come from ``tb_modelmem.join`` (``graphs``: the session's graph,
+    when the caller has it; ``vocabulary``: the model's layers). The timeline counts the bytes
+    allocated during the step from 0 at its start, so memory held before the step (weights,
+    slots) is not in it (``counts_resident`` is False). Raises ValueError for a RunMetadata
+    without step stats.
     """
     rm = _as_run_metadata(run_metadata)
     if not rm.step_stats.dev_stats:
@@ -46,10 +48,11 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
                          "TF2 trace_export keeps its profile in <logdir>/plugins/profile/*/*.xplane.pb")
     exact_fused = _fused_from_partition_graphs(rm)
     dev_stats = _without_duplicate_streams(rm.step_stats.dev_stats)
+    joiner = Joiner(vocabulary or Vocabulary([]), graphs, (n.node_name for d in dev_stats for n in d.node_stats))
     start = min((n.all_start_micros for d in dev_stats for n in d.node_stats if n.all_start_micros),
                 default=0)
     rows: Dict[Tuple[str, str], OpRecord] = {}
-    deltas: List[Tuple[float, int, str]] = []
+    events: List[Event] = []
     node_peak = (0, 0.0)
     for dev in dev_stats:
         for node in dev.node_stats:
@@ -59,29 +62,30 @@ def reduce_run_metadata(run_metadata: Any) -> OpTrace:
             key = (node.node_name, dev.device)
             row = rows.get(key)
             if row is None:
+                layer, phase = joiner.assign(node.node_name, op_type)
                 row = rows[key] = OpRecord(
-                    name=node.node_name, op_type=op_type, layer=layer_of(node.node_name), device=dev.device,
+                    name=node.node_name, op_type=op_type, layer=layer, phase=phase, device=dev.device,
                     calls=0, output_shape=shape, output_dtype=dtype, bytes_source=MEASURED, fused=fused)
             row.calls += 1
             row.time_us += _time_us(node)
             if out_bytes >= row.output_bytes:
                 row.output_bytes, row.output_shape, row.output_dtype = out_bytes, shape, dtype
             row.alloc_bytes = max(row.alloc_bytes, alloc)
+            category = step_category(row.phase)
             for mem in node.memory:
-                deltas.extend((float(r.alloc_micros - start), r.alloc_bytes, node.node_name)
+                events.extend(Event(t_us=float(r.alloc_micros - start), delta=r.alloc_bytes,
+                                    key=(mem.allocator_name, node.node_name), op=node.node_name, category=category,
+                                    shape=row.output_shape, dtype=row.output_dtype, allocator=mem.allocator_name)
                               for r in mem.allocation_records)
                 if mem.peak_bytes > node_peak[0]:
                     node_peak = (mem.peak_bytes, float(node.all_start_micros - start))
-    timeline = in_use_timeline(deltas)
-    peak_bytes, peak_time = peak_of(timeline) if timeline else node_peak
+    replayed = replay(events)
+    peak_bytes, peak_time = ((replayed.peak_bytes, replayed.peak_time_us) if replayed.timeline.t_us
+                             else node_peak)
     return OpTrace(source="run_metadata", ops=list(rows.values()), peak_bytes=int(peak_bytes),
-                   peak_time_us=float(peak_time), timeline=downsample(timeline),
-                   devices=sorted({d.device for d in dev_stats}), steps=1)
-
-
-def layer_of(node_name: str) -> str:
-    """The name scope that owns a node: its name without the last component."""
-    return node_name.rpartition("/")[0]
+                   peak_time_us=float(peak_time), timeline=replayed.timeline,
+                   devices=sorted({d.device for d in dev_stats}), steps=1, counts_resident=False,
+                   peak_buffers=replayed.peak_buffers, allocators=replayed.allocators)
 
 
 def fused_ops(kernel: str, node_name: str) -> List[str]:
@@ -118,41 +122,6 @@ def dtype_name(dtype: int) -> str:
 def format_shape(dims: Iterable[Optional[int]]) -> str:
     """"[1,28,28,32]"; unknown dimensions as "?"."""
     return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
-
-
-def in_use_timeline(deltas: Iterable[Tuple[float, int, str]]) -> List[List[Any]]:
-    """[[t_us, bytes_in_use, op_name]] from signed allocation deltas, counted from the trace start.
-
-    Simultaneous records count frees first (never by name), so a tie does not inflate the peak.
-    """
-    in_use, points = 0, []
-    for t, delta, op in sorted(deltas, key=lambda d: (d[0], d[1])):
-        in_use += delta
-        points.append([t, float(in_use), op])
-    return points
-
-
-def peak_of(timeline: Sequence[Sequence[Any]]) -> Tuple[float, float]:
-    """(peak bytes, time of the first peak) of a timeline."""
-    point = max(timeline, key=lambda p: (p[1], -p[0]))
-    return point[1], point[0]
-
-
-def downsample(timeline: List[List[Any]], limit: int = MAX_TIMELINE_POINTS) -> List[List[Any]]:
-    """At most ~``limit`` points: each bucket keeps its lowest and highest point, so the peak stays.
-
-    Points are kept whole, so a kept point still names the op behind it.
-    """
-    if len(timeline) <= limit:
-        return timeline
-    size = -(-len(timeline) * 2 // limit)
-    kept: List[List[Any]] = []
-    for i in range(0, len(timeline), size):
-        bucket = timeline[i:i + size]
-        lo = min(bucket, key=lambda p: p[1])
-        hi = max(bucket, key=lambda p: p[1])
-        kept.extend(sorted([lo, hi], key=lambda p: p[0]) if lo is not hi else [hi])
-    return kept
 
 
 def _as_run_metadata(run_metadata: Any) -> config_pb2.RunMetadata:

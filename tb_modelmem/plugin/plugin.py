@@ -1,16 +1,18 @@
 """ModelMemPlugin: the "Model Memory" tab's HTTP routes.
 
 Every response goes through ``http_util.Respond``; request problems raise
-``tensorboard.errors`` (TensorBoard turns them into 4xx text responses).
-Data comes only from ``context.data_provider``; no path from a query or a
-summary is ever opened (static files come from a fixed allowlist).
+``tensorboard.errors`` (TensorBoard turns them into 4xx text responses); an item still
+being reduced answers 202 with its progress. Data comes from the sources in
+``plugin.sources`` (TensorBoard's data provider, and profile files found by listing the
+log dir); no path from a query or a summary is ever opened.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util
@@ -18,13 +20,19 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_modelmem import metadata
-from tb_modelmem.plugin import queries
-from tb_modelmem.plugin.source import RUN_METADATA_PLUGINS, DataSource, TagInfo
+from tb_modelmem.plugin import views
+from tb_modelmem.plugin.sources import MAX_NAME, Item, Located, Source
+from tb_modelmem.plugin.sources.model_info import RunModel
+from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileSource
+from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
+from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
+from tb_modelmem.plugin.sources.summaries import SummarySource
+from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
 from tb_modelmem.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
-_MAX_QUERY_VALUE = 4096
+_LISTING_SECONDS = 2.0  # the item listing is reused this long (every view asks for it)
 
 
 class ModelMemPlugin(base_plugin.TBPlugin):
@@ -32,8 +40,18 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     plugin_name = metadata.PLUGIN_NAME
 
-    def __init__(self, context: base_plugin.TBContext):
-        self._source = DataSource(context.data_provider)
+    def __init__(self, context: base_plugin.TBContext, cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 max_profile_bytes: int = DEFAULT_MAX_PROFILE_BYTES) -> None:
+        flags = getattr(context, "flags", None)
+        reload_seconds = float(getattr(flags, "reload_interval", 5) or 5)
+        model = RunModel(context.data_provider)
+        self._sources: List[Source] = [
+            SummarySource(context.data_provider),
+            RunMetadataSource(context.data_provider, model),
+            ProfileSource(context.logdir or "", model, reload_seconds, max_profile_bytes),
+        ]
+        self.store = Store(cache_bytes)
+        self._listing: Dict[str, Tuple[float, List[Tuple[Source, Item]]]] = {}
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -41,7 +59,11 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/steps": self._serve_steps,
             "/breakdown": self._serve_breakdown,
+            "/variables": self._serve_variables,
             "/ops": self._serve_ops,
+            "/op_rows": self._serve_op_rows,
+            "/timeline": self._serve_timeline,
+            "/hosts": self._serve_hosts,
             "/loadbench": self._serve_loadbench,
         }
 
@@ -55,11 +77,13 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     def frontend_metadata(self) -> base_plugin.FrontendMetadata:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Model Memory")
 
+    # --- routes --------------------------------------------------------------------------------
+
     @wrappers.Request.application
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = os.path.basename(request.path)
         if name not in _STATIC_FILES:
-            raise errors.NotFoundError(f"no such file: {name!r}")
+            raise errors.NotFoundError(f"no such file: {name[:100]!r}")
         try:
             with open(os.path.join(_STATIC_DIR, name), "rb") as f:
                 body = f.read()
@@ -73,64 +97,187 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         ctx, experiment = _context(request)
         runs: Dict[str, list] = {}
-        for info in self._source.list_tags(ctx, experiment):
-            runs.setdefault(info.run, []).append(info.to_json())
-        body = {"runs": [{"run": run, "tags": tags} for run, tags in sorted(runs.items())]}
-        return _respond_json(request, body)
+        for _, item in self._items(ctx, experiment):
+            runs.setdefault(item.run, []).append(item.to_json())
+        return _respond_json(request, {"runs": [{"run": run, "tags": tags} for run, tags in sorted(runs.items())]})
 
     @wrappers.Request.application
     def _serve_steps(self, request: wrappers.Request) -> wrappers.Response:
         ctx, experiment = _context(request)
-        run, tag = _arg(request, "run"), _arg(request, "tag")
-        infos = self._source.list_tags(ctx, experiment, run, tag)
-        if not infos:
-            raise errors.NotFoundError(f"no tb_modelmem data for run {run!r}, tag {tag!r}")
-        steps = [{"step": d.step, "wall_time": d.wall_time} for d in self._source.steps(ctx, experiment, infos[0])]
-        return _respond_json(request, {"run": run, "tag": tag, "steps": steps})
+        source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"))
+        return _respond_json(request, {"run": item.run, "tag": item.tag,
+                                       "steps": source.steps(ctx, experiment, item)})
 
     @wrappers.Request.application
     def _serve_breakdown(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond_record(request, metadata.BREAKDOWN, lambda rec, ctx, exp, info: queries.breakdown_view(rec))
+        return self._respond(request, metadata.BREAKDOWN, lambda view, q: dict(
+            view.summary(), variables=view.variables.page(**q.page(views.VARIABLE_FIELDS))))
+
+    @wrappers.Request.application
+    def _serve_variables(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, metadata.BREAKDOWN,
+                             lambda view, q: view.variables.page(**q.page(views.VARIABLE_FIELDS)))
 
     @wrappers.Request.application
     def _serve_ops(self, request: wrappers.Request) -> wrappers.Response:
-        def view(trace: OpTrace, ctx: Any, experiment: str, info: TagInfo) -> Dict[str, Any]:
-            return queries.ops_view(trace, self._latest_breakdown(ctx, experiment, info.run))
+        return self._respond(request, metadata.OPS, lambda view, q: dict(
+            view.summary(), ops=view.ops.page(**q.page(views.OP_FIELDS))), joined=True)
 
-        return self._respond_record(request, metadata.OPS, view)
+    @wrappers.Request.application
+    def _serve_op_rows(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, metadata.OPS, lambda view, q: view.ops.page(**q.page(views.OP_FIELDS)),
+                             joined=True)
+
+    @wrappers.Request.application
+    def _serve_timeline(self, request: wrappers.Request) -> wrappers.Response:
+        return self._respond(request, metadata.OPS, lambda view, q: view.timeline(), joined=True)
 
     @wrappers.Request.application
     def _serve_loadbench(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond_record(request, metadata.LOADBENCH, lambda rec, ctx, exp, info: queries.loadbench_view(rec))
+        return self._respond(request, metadata.LOADBENCH, lambda record, q: views.loadbench_view(record))
 
-    def _respond_record(self, request: wrappers.Request, kind: str, view: Callable) -> wrappers.Response:
+    @wrappers.Request.application
+    def _serve_hosts(self, request: wrappers.Request) -> wrappers.Response:
+        """Every host (and allocator) of a profile session side by side: peak, resident, step bytes."""
         ctx, experiment = _context(request)
-        run, tag, step = _arg(request, "run"), _arg(request, "tag"), _step_arg(request)
-        info = self._source.find_tag(ctx, experiment, run, tag, kind)
-        datum, record = self._source.read(ctx, experiment, info, step)
-        body = {"run": run, "tag": tag, "step": datum.step, "wall_time": datum.wall_time,
-                **view(record, ctx, experiment, info)}
+        source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"), metadata.OPS)
+        rows, pending, failed = [], [], []
+        for host in item.hosts or [""]:
+            try:
+                trace = self._build(source.locate(ctx, experiment, item, _step_arg(request), host or None))
+            except Pending as e:
+                pending.append(dict(e.state(), host=host))
+                continue
+            except errors.PublicError as e:
+                failed.append({"host": host, "error": str(e)})
+                continue
+            for allocator in trace.allocators:
+                peak, low = allocator["peak_bytes"], allocator["min_bytes"]
+                rows.append({"host": host, "allocator": allocator["name"], "peak_bytes": peak,
+                             "resident_bytes": low if trace.counts_resident else None,
+                             "step_bytes": peak - low if trace.counts_resident else peak})
+        return _respond_json(request, {"run": item.run, "tag": item.tag, "hosts": item.hosts, "rows": rows,
+                                       "pending": pending, "errors": failed})
+
+    # --- items --------------------------------------------------------------------------------
+
+    def _respond(self, request: wrappers.Request, kind: str, render: Callable[[Any, "_Query"], Dict[str, Any]],
+                 joined: bool = False) -> wrappers.Response:
+        """Find the item, build (or take from the store) its record and view, and render it."""
+        ctx, experiment = _context(request)
+        query = _Query(request)
+        source, item = self._find(ctx, experiment, query.run, query.tag, kind)
+        located = source.locate(ctx, experiment, item, query.step, query.host)
+        try:
+            record = self._build(located)
+            view: Any = record
+            extra: Dict[str, Any] = {}
+            if isinstance(record, Breakdown):
+                view = self.store.get(("view",) + _key(located), lambda job: views.BreakdownView(record))
+            elif isinstance(record, OpTrace):
+                breakdown, extra = self._breakdown_for(ctx, experiment, item, located, query) if joined else (None, {})
+                bkey = breakdown[0] if breakdown else None
+                view = self.store.get(("view", bkey) + _key(located), lambda job: views.TraceView(
+                    record, breakdown[1] if breakdown else None))
+        except Pending as e:
+            return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
+        body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
+                "wall_time": located.wall_time, "host": query.host or (item.hosts[0] if item.hosts else None),
+                "hosts": item.hosts, **extra, **render(view, query)}
         return _respond_json(request, body)
 
-    def _latest_breakdown(self, ctx: Any, experiment: str, run: str) -> Optional[Breakdown]:
-        """The run's newest readable breakdown, to join ops with weights and slots."""
-        for info in self._source.list_tags(ctx, experiment, run):
-            if info.kind == metadata.BREAKDOWN and not info.error:
-                try:
-                    return self._source.read(ctx, experiment, info, None)[1]
-                except errors.PublicError:
-                    continue
-        return None
+    def _build(self, located: Located) -> Any:
+        return self.store.get(_key(located), located.build, located.input_bytes)
+
+    def _breakdown_for(self, ctx: Any, experiment: str, item: Item, located: Located, query: "_Query"
+                       ) -> Tuple[Optional[Tuple[Hashable, views.BreakdownView]], Dict[str, Any]]:
+        """The breakdown the ops are joined with: the one asked for, else the one of the run's
+        breakdown tags nearest the trace's step; and which ones there are, for a picker."""
+        choices = [(s, i) for s, i in self._items(ctx, experiment)
+                   if i.run == item.run and i.kind == metadata.BREAKDOWN and not i.error]
+        listed = [i.tag for _, i in choices]
+        if query.breakdown is not None and query.breakdown not in listed:
+            raise errors.NotFoundError(f"no breakdown tag {query.breakdown!r} in run {item.run!r}")
+        ranked = []
+        for source, candidate in choices:
+            if query.breakdown is not None and candidate.tag != query.breakdown:
+                continue
+            try:
+                found = source.locate(ctx, experiment, candidate, None, None)
+            except errors.PublicError:
+                continue
+            distance = abs((found.step or 0) - (located.step or 0))
+            ranked.append((distance, candidate.tag, found))
+        for _, tag, found in sorted(ranked, key=lambda r: (r[0], r[1])):
+            try:
+                record = self._build(found)
+                view = self.store.get(("view",) + _key(found), lambda job: views.BreakdownView(record))
+            except (errors.PublicError, Pending):
+                continue
+            return (_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed}
+        return None, {"breakdown": None, "breakdowns": listed}
+
+    def _items(self, ctx: Any, experiment: str) -> List[Tuple[Source, Item]]:
+        """Every item of every source, listed at most once per ``_LISTING_SECONDS``."""
+        cached = self._listing.get(experiment)
+        if cached is not None and time.monotonic() - cached[0] < _LISTING_SECONDS:
+            return cached[1]
+        found = []
+        for source in self._sources:
+            try:
+                items = source.list(ctx, experiment)
+            except Exception:  # one broken source never hides the others
+                continue
+            found += [(source, item) for item in items]
+        found.sort(key=lambda si: (si[1].run, si[1].tag, si[1].origin))
+        self._listing[experiment] = (time.monotonic(), found)
+        return found
+
+    def _find(self, ctx: Any, experiment: str, run: str, tag: str, kind: Optional[str] = None) -> Tuple[Source, Item]:
+        """The item at (run, tag); 404 if none, 422 if it cannot be read, 404 if of another kind."""
+        matches = [(s, i) for s, i in self._items(ctx, experiment) if i.run == run and i.tag == tag]
+        if not matches:
+            self._listing.pop(experiment, None)  # it may have just appeared
+            matches = [(s, i) for s, i in self._items(ctx, experiment) if i.run == run and i.tag == tag]
+        for source, item in matches:
+            if item.error:
+                raise UnreadableError(f"{run}/{tag}: {item.error}")
+            if kind is None or item.kind == kind:
+                return source, item
+        raise errors.NotFoundError(f"no {kind or 'tb_modelmem'} data for run {run[:200]!r}, tag {tag[:200]!r}")
 
 
-def _respond_json(request: wrappers.Request, body: Dict[str, Any]) -> wrappers.Response:
-    """JSON via Respond; serialised here because Respond's NaN cleansing walks every value
-    (seconds for a 20,000-op table). Bodies holding NaN/Inf take Respond's own path."""
+class _Query:
+    """The query parameters every item route shares, checked."""
+
+    def __init__(self, request: wrappers.Request) -> None:
+        self.run, self.tag = _arg(request, "run"), _arg(request, "tag")
+        self.step = _step_arg(request)
+        self.host = _optional(request, "host")
+        self.breakdown = _optional(request, "breakdown")
+        self.offset = _int_arg(request, "offset", 0)
+        self.limit = _int_arg(request, "limit", views.PAGE)
+        self.sort = _optional(request, "sort")
+        self.order = "asc" if request.args.get("order") == "asc" else "desc"
+        self.filter = (_optional(request, "filter") or "")[:500]
+
+    def page(self, fields: Tuple[str, ...]) -> Dict[str, Any]:
+        return {"offset": self.offset, "limit": self.limit, "sort": self.sort, "order": self.order,
+                "query": self.filter, "fields": fields}
+
+
+def _key(located: Located) -> Tuple[Hashable, ...]:
+    return located.key if isinstance(located.key, tuple) else (located.key,)
+
+
+def _respond_json(request: wrappers.Request, body: Dict[str, Any], code: int = 200) -> wrappers.Response:
+    """JSON via Respond; serialised here because Respond's NaN cleansing walks every value.
+    Bodies holding NaN/Inf take Respond's own path."""
     try:
         content: Any = json.dumps(body, allow_nan=False, separators=(",", ":"))
     except ValueError:
         content = body
-    return http_util.Respond(request, content, "application/json")
+    return http_util.Respond(request, content, "application/json", code=code)
 
 
 def _context(request: wrappers.Request) -> Tuple[Any, str]:
@@ -141,9 +288,27 @@ def _arg(request: wrappers.Request, name: str) -> str:
     value = request.args.get(name)
     if value is None or value == "":
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
-    if len(value) > _MAX_QUERY_VALUE:
-        raise errors.InvalidArgumentError(f"query parameter {name!r} is too long")
+    if len(value) > MAX_NAME:
+        raise errors.InvalidArgumentError(f"query parameter {name!r} is longer than {MAX_NAME:,} characters")
     return value
+
+
+def _optional(request: wrappers.Request, name: str) -> Optional[str]:
+    value = request.args.get(name)
+    return _arg(request, name) if value not in (None, "") else None
+
+
+def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
+    value = request.args.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.InvalidArgumentError(f"{name} must be an integer, got {value[:40]!r}") from None
+    if not 0 <= number <= 10**9:
+        raise errors.InvalidArgumentError(f"{name} must be between 0 and 1,000,000,000")
+    return number
 
 
 def _step_arg(request: wrappers.Request) -> Optional[int]:
@@ -154,6 +319,7 @@ def _step_arg(request: wrappers.Request) -> Optional[int]:
         step = int(value)
     except ValueError:
         raise errors.InvalidArgumentError(f"step must be an integer, got {value[:40]!r}") from None
-    if step < 0:
-        raise errors.InvalidArgumentError("step must be >= 0")
+    if not 0 <= step < 2**63:
+        raise errors.InvalidArgumentError("step must be between 0 and 2**63 - 1")
     return step
+

@@ -1,0 +1,87 @@
+"""A serialized GraphDef (with its function library) as ``join.OpGraph``s and output specs. No TF.
+
+Old log dirs keep their traced graphs as GraphDefs: a TF1 ``FileWriter(graph=...)`` run graph,
+or the function graphs of a TF2 ``trace_export``. Variables are the graph's own variable ops
+(TF1) or a function's resource arguments (TF2, named by the argument). Output shapes come
+from ``_output_shapes`` attributes where the writer added them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from tensorboard.compat.proto import graph_pb2, types_pb2
+
+from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
+from tb_modelmem.capture.run_metadata import dtype_name
+from tb_modelmem.join import OpGraph
+
+_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
+_DTYPE_ATTRS = ("T", "dtype", "out_type", "DstT", "Tout")
+# Bytes per element of the plain numeric dtypes (DT_* enum value -> size).
+_ITEM_SIZE = {types_pb2.DT_FLOAT: 4, types_pb2.DT_DOUBLE: 8, types_pb2.DT_INT32: 4, types_pb2.DT_UINT8: 1,
+              types_pb2.DT_INT16: 2, types_pb2.DT_INT8: 1, types_pb2.DT_INT64: 8, types_pb2.DT_BOOL: 1,
+              types_pb2.DT_BFLOAT16: 2, types_pb2.DT_HALF: 2, types_pb2.DT_UINT16: 2, types_pb2.DT_UINT32: 4,
+              types_pb2.DT_UINT64: 8, types_pb2.DT_COMPLEX64: 8, types_pb2.DT_COMPLEX128: 16}
+
+
+def graph_info_from_graph_defs(graph_defs: Iterable[graph_pb2.GraphDef]) -> GraphInfo:
+    """Op graphs and output specs of GraphDefs and every function in their libraries."""
+    info = GraphInfo({})
+    seen_functions = set()
+    for graph_def in graph_defs:
+        info.graphs.append(_graph(graph_def.node, (), info.outputs))
+        for function in graph_def.library.function:
+            if function.signature.name in seen_functions:
+                continue
+            seen_functions.add(function.signature.name)
+            args = [(a.name, a.type) for a in function.signature.input_arg]
+            info.graphs.append(_graph(function.node_def, args, info.outputs))
+    return info
+
+
+def parse_graph_def(data: bytes) -> Optional[graph_pb2.GraphDef]:
+    """A GraphDef from its bytes, None if they are not one."""
+    try:
+        graph_def = graph_pb2.GraphDef.FromString(data)
+    except Exception:  # DecodeError, or a foreign blob under the graph plugin's name
+        return None
+    return graph_def if graph_def.node or graph_def.library.function else None
+
+
+def _graph(nodes: Iterable, args: Iterable[Tuple[str, int]], outputs: Dict[str, List[OutputSpec]]) -> OpGraph:
+    types: Dict[str, str] = {}
+    inputs: Dict[str, List[str]] = {}
+    variables: Dict[str, str] = {}
+    for name, dtype in args:
+        types[name], inputs[name] = "_Arg", []
+        if dtype == types_pb2.DT_RESOURCE:
+            variables[name] = name
+    for node in nodes:
+        types[node.name] = node.op
+        inputs[node.name] = [_source(i) for i in node.input if not i.startswith("^")]
+        if node.op in _VARIABLE_OPS:
+            variables[node.name] = node.name
+        specs = _specs(node)
+        if specs is not None:
+            outputs.setdefault(node.name, specs)
+    return OpGraph(types, inputs, variables)
+
+
+def _source(tensor: str) -> str:
+    """The node an input names: "node", "node:1" (GraphDef) or "node:out_name:0" (FunctionDef)."""
+    return tensor.split(":", 1)[0]
+
+
+def _specs(node: object) -> Optional[List[OutputSpec]]:
+    shapes = node.attr["_output_shapes"].list.shape if "_output_shapes" in node.attr else None  # type: ignore
+    if not shapes:
+        return None
+    dtype = next((node.attr[a].type for a in _DTYPE_ATTRS if a in node.attr and node.attr[a].type), 0)  # type: ignore
+    if dtype not in _ITEM_SIZE and dtype not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT):
+        return None  # an element size we cannot know: the output's bytes stay unknown
+    out = []
+    for shape in shapes:
+        dims = None if shape.unknown_rank else tuple(None if d.size < 0 else int(d.size) for d in shape.dim)
+        out.append((dims, dtype_name(dtype) if dtype else "", _ITEM_SIZE.get(dtype, 0)))
+    return out

@@ -1,0 +1,197 @@
+"""What is in use over a trace and at its peak, buffer by buffer, by category. No TF.
+
+Both reducers (RunMetadata step stats, TF2 profiler XSpace) turn their allocator records into
+``Event``s and replay them here, so a byte is categorised the same way whatever recorded it:
+an allocation is an activation, a gradient, an optimizer temporary, an input or a temporary
+according to the phase of the op that made it (``tb_modelmem.join``) and its region. A free
+of a buffer allocated before the trace window is that buffer seen for the first time: it was
+in use from the window's start until then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Hashable, List, Optional, Sequence
+
+from tb_modelmem.records import (
+    ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, INPUTS, LOSS, MEASURED, METRICS,
+    OPTIMIZER, OPTIMIZER_SLOTS_CATEGORY, OPTIMIZER_TEMPORARIES, STEP_CATEGORIES, TEMPORARIES, WEIGHTS_CATEGORY,
+    BufferRecord, Timeline,
+)
+
+MAX_TIMELINE_POINTS = 2000
+_SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
+
+
+def step_category(phase: str, region: str = "") -> str:
+    """The category of a buffer allocated during the step: one rule for every source."""
+    if region in _SCRATCH_REGIONS:
+        return TEMPORARIES
+    if region == "persist":  # a variable made during the step (an optimizer building its slots)
+        return OPTIMIZER_SLOTS_CATEGORY if phase == OPTIMIZER else WEIGHTS_CATEGORY
+    return {FORWARD: ACTIVATIONS, LOSS: ACTIVATIONS, BACKWARD: GRADIENTS, OPTIMIZER: OPTIMIZER_TEMPORARIES,
+            INPUT: INPUTS, METRICS: TEMPORARIES, EXECUTOR: TEMPORARIES}.get(phase, TEMPORARIES)
+
+
+@dataclasses.dataclass
+class Event:
+    """One allocator record: an allocation (``delta`` > 0) or a free (``delta`` < 0) of ``key``."""
+
+    t_us: float
+    delta: int
+    key: Hashable  # which buffer: (allocator, address), or the node for per-node records
+    op: str = ""  # the op that allocated it ("" for a free: replay names the allocating op)
+    category: str = ""
+    shape: str = ""
+    dtype: str = ""
+    region: str = ""
+    allocator: str = ""
+    in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
+    lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
+
+
+@dataclasses.dataclass
+class Replay:
+    timeline: Timeline
+    peak_bytes: int
+    peak_time_us: float
+    peak_buffers: List[BufferRecord]
+    allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # name, peak_bytes, min_bytes
+
+
+@dataclasses.dataclass
+class _Live:
+    bytes: int
+    op: str
+    category: str
+    shape: str
+    dtype: str
+    region: str
+
+
+def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
+    """Bytes in use after each event (by category), the peak, and every buffer in use at it.
+
+    Events carrying ``in_use`` count what their allocator reports (memory allocated before the
+    window included); others count from 0 at the window's start. Frees tie-break before
+    allocations at the same instant, so a tie does not inflate the peak.
+    """
+    ordered = sorted(events, key=lambda e: (e.t_us, e.delta))
+    before = _allocated_before(ordered)
+    live: Dict[Hashable, _Live] = {}
+    by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES}
+    by_category[BEFORE_WINDOW] = float(sum(b.bytes for b in before.values()))
+    allocators: Dict[str, float] = {}  # allocator -> bytes in use now
+    extremes: Dict[str, List[float]] = {}  # allocator -> [lowest, highest] bytes in use
+    first_peak: Dict[str, float] = {}
+    counted = 0.0
+    t_us: List[float] = []
+    total: List[float] = []
+    ops: List[str] = []
+    columns: Dict[str, List[float]] = {c: [] for c in by_category}
+    peak, peak_index, lifetime_rose = -1.0, -1, 0.0
+    for event in ordered:
+        entry = live.get(event.key)
+        if event.delta > 0:
+            if entry is None:
+                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
+            entry.bytes += event.delta
+            by_category[entry.category] += event.delta
+            op = entry.op
+        else:
+            freed = -event.delta
+            if entry is not None:
+                take = min(freed, entry.bytes)
+                entry.bytes -= take
+                by_category[entry.category] -= take
+                op = entry.op
+                if entry.bytes <= 0:
+                    del live[event.key]
+            else:
+                pre = before.pop(event.key, None)
+                by_category[BEFORE_WINDOW] -= pre.bytes if pre is not None else 0
+                op = ""
+        counted += event.delta
+        if event.allocator not in allocators:  # what it held before the window's first event
+            allocators[event.allocator] = (event.in_use - event.delta) if event.in_use is not None else 0.0
+            extremes[event.allocator] = [allocators[event.allocator]] * 2
+        allocators[event.allocator] = (event.in_use if event.in_use is not None
+                                       else allocators[event.allocator] + event.delta)
+        low_high = extremes[event.allocator]
+        low_high[0] = min(low_high[0], allocators[event.allocator])
+        low_high[1] = max(low_high[1], allocators[event.allocator])
+        now = sum(allocators.values()) if event.in_use is not None else counted
+        if event.lifetime_peak is not None:
+            first_peak.setdefault(event.allocator, event.lifetime_peak)
+            if event.lifetime_peak > first_peak[event.allocator]:  # the true peak happened in the window
+                lifetime_rose = max(lifetime_rose, event.lifetime_peak)
+        t_us.append(event.t_us - origin_us)
+        total.append(float(now))
+        ops.append(op)
+        for category, values in columns.items():
+            values.append(max(by_category[category], 0.0))
+        if now > peak:
+            peak, peak_index = now, len(total) - 1
+    if peak_index < 0:
+        return Replay(Timeline(), 0, 0.0, [])
+    buffers = _in_use_at(ordered, peak_index)
+    peak_bytes = int(max(peak, lifetime_rose))
+    keep = _downsample(total, peak_index)
+    timeline = Timeline([t_us[i] for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
+                        {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
+    return Replay(timeline, peak_bytes, t_us[peak_index], buffers,
+                  [{"name": name, "peak_bytes": int(high), "min_bytes": int(low)}
+                   for name, (low, high) in sorted(extremes.items())])
+
+
+def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:
+    """Buffers freed in the window that no event allocated in it: in use since before it."""
+    allocated, before = set(), {}
+    for event in ordered:
+        if event.delta > 0:
+            allocated.add(event.key)
+        elif event.key not in allocated and event.key not in before:
+            before[event.key] = _Live(-event.delta, "", BEFORE_WINDOW, "", "", event.region)
+    return before
+
+
+def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
+    """Every buffer in use just after event ``index``: allocated in the window and not yet
+    freed, or allocated before it and freed later."""
+    live: Dict[Hashable, _Live] = {}
+    for event in ordered[:index + 1]:
+        entry = live.get(event.key)
+        if event.delta > 0:
+            if entry is None:
+                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
+            entry.bytes += event.delta
+        elif entry is not None:
+            entry.bytes += event.delta
+            if entry.bytes <= 0:
+                del live[event.key]
+    allocated = {e.key for e in ordered[:index + 1] if e.delta > 0}
+    later: Dict[Hashable, _Live] = {}
+    for event in ordered[index + 1:]:
+        if event.delta > 0:
+            allocated.add(event.key)
+        elif event.key not in allocated and event.key not in later:
+            later[event.key] = _Live(-event.delta, "", BEFORE_WINDOW, "", "", event.region)
+    out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
+                        bytes_source=MEASURED) for b in list(live.values()) + list(later.values()) if b.bytes > 0]
+    return sorted(out, key=lambda b: -b.bytes)
+
+
+def _downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_POINTS) -> List[int]:
+    """Indices of at most ~``limit`` points: each bucket keeps its lowest and highest point,
+    and the peak is always kept."""
+    n = len(values)
+    if n <= limit:
+        return list(range(n))
+    size = -(-n * 2 // limit)
+    kept = set()
+    for start in range(0, n, size):
+        bucket = range(start, min(start + size, n))
+        kept.add(min(bucket, key=values.__getitem__))
+        kept.add(max(bucket, key=values.__getitem__))
+    kept.add(peak_index)
+    return sorted(kept)

@@ -1,0 +1,174 @@
+"""The traced graphs of a tf.function (or a TF1 graph) as ``join.OpGraph``s, with each captured
+variable handle named as the breakdown names that variable, and each op's output specs.
+
+Reads names, types, shapes and dtypes only. A tf.function contributes every concrete function
+traced so far and the functions they call (nested calls, loop bodies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from tb_modelmem.join import OpGraph
+
+Dims = Optional[Tuple[Optional[int], ...]]  # None: unknown rank
+# One output of a graph op: (dims, dtype name, bytes per element; 0 if not a plain array).
+OutputSpec = Tuple[Dims, str, int]
+_VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
+
+
+@dataclasses.dataclass
+class GraphInfo:
+    """What the traced graphs say about the ops a profile ran."""
+
+    outputs: Dict[str, List[OutputSpec]]  # op name -> its outputs
+    graphs: List[OpGraph] = dataclasses.field(default_factory=list)
+
+
+def graph_info(source: Any, variables: Iterable[Any] = ()) -> GraphInfo:
+    """Output specs and op graphs of a tf.function, ConcreteFunction, tf.Graph, or a Python
+    function calling tf.functions (Keras 3 ``model.train_function``); call it once before
+    profiling so the function is traced. ``variables`` (Keras or tf variables) name the
+    handles the graphs capture as the breakdown does; others keep TensorFlow's names."""
+    names = variable_names(variables)
+    pending, seen = list(_graphs_of(source)), set()
+    outputs: Dict[str, List[OutputSpec]] = {}
+    graphs: List[OpGraph] = []
+    while pending:
+        graph = pending.pop(0)  # outer graphs first: an inner capture is an outer placeholder
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        for v in getattr(graph, "variables", ()):
+            names.setdefault(id(_handle(v)), _tf_name(v))
+        graphs.append(_op_graph(graph, names))
+        for op in graph.get_operations():
+            outputs.setdefault(op.name, [_spec(t) for t in op.outputs])
+        pending.extend(f.graph for f in getattr(graph, "_functions", {}).values()
+                       if getattr(f, "graph", None) is not None)
+    return GraphInfo(outputs, graphs)
+
+
+def variables_of(model: Any, optimizer: Any = None) -> List[Any]:
+    """Every variable object of ``model`` and ``optimizer``, as ``summary.variables`` takes them
+    (Keras model or layer, tf.Module, tf.train.Checkpoint, nested list or dict of variables)."""
+    import keras
+    import tensorflow as tf
+
+    if isinstance(model, tf.train.Checkpoint):
+        found: List[Any] = []
+        for obj in tf.train.TrackableView(model).descendants():
+            if isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer)):
+                found += list(obj.variables)
+            elif isinstance(obj, (tf.Variable, keras.Variable)):
+                found.append(obj)
+    elif isinstance(model, (keras.layers.Layer, tf.Module)):
+        found = list(model.variables)
+        optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    else:
+        found = tf.nest.flatten(model)
+    if optimizer is not None:
+        found += list(optimizer.variables)
+    return found
+
+
+def variable_names(variables: Iterable[Any]) -> Dict[int, str]:
+    """id(resource handle) -> the variable's name as the breakdown records it (a Keras
+    variable's path, a tf.Variable's name without ":0")."""
+    import keras
+
+    names: Dict[int, str] = {}
+    for var in variables:
+        if isinstance(var, keras.Variable):
+            storage = getattr(var, "_value", None)
+            if storage is not None:
+                names[id(_handle(storage))] = var.path
+        else:
+            names[id(_handle(var))] = _tf_name(var)
+    return names
+
+
+def _op_graph(graph: Any, names: Dict[int, str]) -> OpGraph:
+    types: Dict[str, str] = {}
+    inputs: Dict[str, List[str]] = {}
+    variables: Dict[str, str] = {}
+    for op in graph.get_operations():
+        types[op.name] = op.type
+        inputs[op.name] = [t.op.name for t in op.inputs]
+        if op.type in _VARIABLE_OPS:  # a TF1 variable, or a handle created in the graph
+            variables[op.name] = op.name
+    for external, internal in getattr(graph, "captures", ()):
+        name = names.get(id(external))
+        if name is not None:
+            variables[internal.op.name] = name
+            names[id(internal)] = name  # a function called from this graph captures it again
+    return OpGraph(types, inputs, variables)
+
+
+def _handle(var: Any) -> Any:
+    return getattr(var, "handle", var)
+
+
+def _tf_name(var: Any) -> str:
+    name = getattr(var, "name", "")
+    return name.rpartition(":")[0] if ":" in name else name
+
+
+def _spec(tensor: Any) -> OutputSpec:
+    dims = None if tensor.shape.rank is None else tuple(tensor.shape.as_list())
+    return dims, tensor.dtype.name, int(tensor.dtype.size)
+
+
+def _graphs_of(source: Any) -> Iterator[Any]:
+    if hasattr(source, "get_operations"):  # tf.Graph / FuncGraph
+        yield source
+    elif hasattr(source, "graph") and hasattr(source.graph, "get_operations"):  # ConcreteFunction
+        yield source.graph
+    elif hasattr(source, "_list_all_concrete_functions"):  # tf.function: every signature traced so far
+        yield from (f.graph for f in source._list_all_concrete_functions())
+    elif inspect.isfunction(source) or inspect.ismethod(source):  # Python code calling tf.functions
+        yield from (g for f in _wrapped_tf_functions(source) for g in _graphs_of(f))
+    else:
+        raise TypeError(f"expected a tf.function, ConcreteFunction, tf.Graph or a Python function calling "
+                        f"tf.functions, got {type(source).__name__}")
+
+
+def model_in(function: Any, depth: int = 3) -> Any:
+    """The Keras model a training function closes over (Keras 3's ``model.train_function`` and
+    most custom loops written as closures do), or None: the model a trace names layers after
+    when the caller gives none."""
+    import keras
+
+    pending, seen = [(function, depth)], set()
+    while pending:
+        fn, left = pending.pop(0)
+        fn = getattr(fn, "_python_function", getattr(fn, "__func__", fn))
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                inner = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(inner, keras.Model):
+                return inner
+            if left > 1 and (inspect.isfunction(inner) or hasattr(inner, "_python_function")):
+                pending.append((inner, left - 1))
+    return None
+
+
+def _wrapped_tf_functions(fn: Any, depth: int = 3) -> Iterator[Any]:
+    """tf.functions a Python function closes over, looking ``depth`` closures deep."""
+    fn = getattr(fn, "__func__", fn)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if hasattr(inner, "_list_all_concrete_functions"):
+            yield inner
+        elif depth > 1 and inspect.isfunction(inner):
+            yield from _wrapped_tf_functions(inner, depth - 1)

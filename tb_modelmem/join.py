@@ -1,0 +1,443 @@
+"""Which layer of the model, and which phase of the step, each traced op belongs to. No TF.
+
+Decided by what an op reads and writes, not by the last component of its name:
+- an op that reads or updates a variable belongs to the layer owning that variable (a slot
+  to its weight's layer), so ``adam/AssignSubVariableOp_18`` is charged to ``dense_2``;
+- the scopes of those ops teach how the trace renamed each layer (Keras 3 traces the
+  layer ``layer_normalization`` as ``transformer_block_1/layer_normalization_1``, and a
+  shared layer's second call as ``dense_3``); other ops of a scope follow it, and layers
+  without variables are found by walking the model's layer tree with the same renaming;
+- what is left takes the layer its consumers (else its producers) agree on: the optimizer's
+  temporaries feed one weight's update, a gradient sum feeds one layer's backward pass.
+Ops that belong to no layer keep an empty layer and say what they are through their phase
+(loss, metrics, input, executor, the optimizer's own counters).
+
+The same rules serve every source: a live tf.function (``capture.opgraph``), a GraphDef from
+an old log dir, or op names alone (old RunMetadata), each giving as much as its data allows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from tb_modelmem.records import (
+    BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
+)
+
+_SUFFIX = re.compile(r"_\d+$")
+_CALL = re.compile(r"^(StatefulPartitionedCall|PartitionedCall|TPUPartitionedCall)(_\d+)?$")
+_LOOP_PART = re.compile(r"^(body|cond)$")
+# Op types that only move a function's arguments and results around.
+_EXECUTOR_TYPES = frozenset({"_Retval", "_DeviceRetval", "NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv",
+                             "StatefulPartitionedCall", "PartitionedCall", "_SOURCE", "_SINK", "Const",
+                             "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp"})
+_INPUT_TYPES = frozenset({"IteratorGetNext", "OptionalGetValue", "IteratorGetNextSync", "_Arg", "_DeviceArg",
+                          "Placeholder", "MultiDeviceIteratorGetNextFromShard", "_EagerConst"})
+# Ops that pass a variable's value on unchanged: their consumers read the variable too.
+_VALUE_TYPES = frozenset({"ReadVariableOp", "Identity", "Cast", "_MklToTf", "Enter", "Switch"})
+_WRITE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "Apply", "SparseApply", "ResourceScatter",
+                   "ScatterUpdate", "ScatterAdd", "ScatterSub")
+_LOSS_SCOPE = re.compile(r"^(compile_loss|loss|losses|total_loss|cross_entropy|xent)(_\d+)?$", re.I)
+# Scopes optimizers apply gradients under (Keras 3: the optimizer's name; TF1: its class).
+_OPTIMIZER_SCOPE = re.compile(r"^(adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|ftrl|lion|lamb|adafactor|muon|"
+                              r"loss_scale_optimizer|gradientdescent|momentum|proximaladagrad|adagradda)(_\d+)?$", re.I)
+_METRIC_SCOPE = re.compile(r"^(accuracy|.*_accuracy|div_no_nan|mean|auc|precision|recall|metrics?|compile_metrics)"
+                           r"(_\d+)?$", re.I)
+
+
+@dataclasses.dataclass
+class OpGraph:
+    """One traced (function) graph, TF-free: each node's type and data inputs, and which
+    nodes are variables (a TF2 captured handle, a TF1 VariableV2) and of which variable."""
+
+    types: Dict[str, str]
+    inputs: Dict[str, List[str]]
+    variables: Dict[str, str] = dataclasses.field(default_factory=dict)  # node -> variable name
+
+
+@dataclasses.dataclass
+class Vocabulary:
+    """The model's layers as the breakdown names them, and which layer owns each variable."""
+
+    layers: List[str]  # layer paths ("functional/transformer_block/dense"), leaves and weightless ones
+    variable_layer: Dict[str, str] = dataclasses.field(default_factory=dict)  # variable -> layer path
+    variable_role: Dict[str, str] = dataclasses.field(default_factory=dict)  # variable -> role
+
+    @classmethod
+    def from_breakdown(cls, breakdown: Optional[Breakdown]) -> "Vocabulary":
+        """Layers of a breakdown (variable scopes where it has no Keras layers); a slot is owned
+        by its weight's layer; optimizer counters, under no layer, by none."""
+        if breakdown is None:
+            return cls([])
+        from tb_modelmem.rollup import layer_owners, model_layers
+
+        layers = model_layers(breakdown)
+        known = set(layers)
+        owners = layer_owners(breakdown)
+        return cls(layers, {name: owner for name, owner in owners.items() if owner in known},
+                   {v.name: v.role for v in breakdown.variables})
+
+
+def vocabulary_from_variables(names: Iterable[str]) -> Vocabulary:
+    """Layers of a graph with no model config (a TF1 graph): one per variable scope; a
+    variable named under another variable ("conv1/kernel/Adam_1") is that one's slot."""
+    names = sorted(set(names))
+    known = set(names)
+    owner: Dict[str, str] = {}
+    for name in names:
+        base = name.rpartition("/")[0]
+        owner[name] = base if base not in known else ""
+    for name in names:
+        base = name.rpartition("/")[0]
+        if base in known:
+            owner[name] = owner.get(base, "")  # a slot: its weight's layer
+    layers = list(dict.fromkeys(o for o in owner.values() if o))
+    return Vocabulary(layers, {n: o for n, o in owner.items() if o})
+
+
+class LayerTree:
+    """Layer paths as a tree: composite layers (a TransformerBlock, a nested Sequential, the
+    model itself) are the inner nodes, so an op can be charged to the deepest layer it
+    provably belongs to."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.children: Dict[str, Dict[str, str]] = {"": {}}  # path -> {child name: child path}
+        for path in paths:
+            parent = ""
+            for part in filter(None, path.split("/")):  # "a//b" and "/a" have no empty layer names
+                child = f"{parent}/{part}" if parent else part
+                self.children[parent].setdefault(part, child)
+                self.children.setdefault(child, {})
+                parent = child
+
+    def __contains__(self, path: str) -> bool:
+        return path in self.children
+
+    def common(self, paths: Iterable[str]) -> str:
+        """Deepest path that is an ancestor (or equal) of every path given."""
+        parts: Optional[List[str]] = None
+        for path in paths:
+            these = path.split("/")
+            if parts is None:
+                parts = these
+            else:
+                n = 0
+                while n < min(len(parts), len(these)) and parts[n] == these[n]:
+                    n += 1
+                parts = parts[:n]
+        return "/".join(parts or [])
+
+
+def same_name(traced: str, given: str) -> bool:
+    """True if ``traced`` is the scope name ``given`` as tf.name_scope may have uniquified it."""
+    return traced == given or (traced.startswith(given + "_") and re.fullmatch(r"(_\d+)+", traced[len(given):])
+                               is not None)
+
+
+def strip_calls(name: str) -> str:
+    """The op's name inside the function that defines it: an inlined call's node name and a
+    loop body's frame ("StatefulPartitionedCall/", ".../while/body/_381/") come off."""
+    parts = name.split("/")
+    start = 0
+    for i in range(len(parts) - 1):
+        if _LOOP_PART.match(parts[i]) and parts[i + 1].startswith("_") and parts[i + 1][1:].isdigit():
+            start = i + 2
+    while start < len(parts) - 1 and _CALL.match(parts[start]):
+        start += 1
+    return "/".join(parts[start:])
+
+
+def phase_by_name(name: str, op_type: str = "") -> str:
+    """The phase an op's name and type show, when no graph says more."""
+    parts = name.split("/")
+    if "gradient_tape" in parts or "gradients" in parts or any(p.endswith("_grad") for p in parts):
+        return BACKWARD
+    if op_type in _INPUT_TYPES or name.startswith("_arg_"):
+        return INPUT
+    if op_type in _EXECUTOR_TYPES or name.startswith(("_retval_", "_SOURCE", "_SINK")):
+        return EXECUTOR
+    if (op_type.startswith(_WRITE_PREFIXES[1:]) or any(p.startswith("update_") for p in parts)
+            or any(_OPTIMIZER_SCOPE.match(p) for p in parts[:2])):
+        return OPTIMIZER
+    if _LOSS_SCOPE.match(parts[0]):
+        return LOSS
+    if _METRIC_SCOPE.match(parts[0]):
+        return METRICS
+    return FORWARD
+
+
+def _scope_parts(name: str) -> List[str]:
+    """Scope components of a node name with the backward-pass prefix removed
+    ("gradient_tape/functional_1/dense_1/MatMul" -> functional_1, dense_1, MatMul)."""
+    parts = strip_calls(name).split("/")
+    for marker in ("gradient_tape", "gradients"):
+        if marker in parts:
+            parts = parts[parts.index(marker) + 1:]
+    return parts
+
+
+class Joiner:
+    """Assigns (layer, phase) to op names of a trace, using the model's vocabulary and, when
+    there is one, the traced graph."""
+
+    def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = ()) -> None:
+        """``names``: the trace's op names, which show how it renamed layers where no graph does."""
+        self.vocabulary = vocabulary
+        self.tree = LayerTree(vocabulary.layers)
+        self.graphs = list(graphs)
+        self._scopes: Dict[str, str] = {}  # traced scope -> layer path
+        self._extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
+        self._fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
+        self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
+        for name in names:
+            self._learn_renaming(_scope_parts(name)[:-1])
+        # Every graph's direct reads teach the renaming before any name is walked.
+        analysed = [self._analyse(g) for g in self.graphs]
+        self._assigned = [self._finish(g, *a) for g, a in zip(self.graphs, analysed)]
+        self._found: Dict[str, Optional[Tuple[str, str]]] = {}
+
+    def assign(self, name: str, op_type: str = "") -> Tuple[str, str]:
+        """(layer path or "", phase) of an executed op."""
+        found = self._lookup(name)
+        if found is not None:
+            return found
+        phase = phase_by_name(name, op_type)
+        if phase in (INPUT, EXECUTOR):
+            return "", phase
+        return self._layer_by_name(name, phase), phase
+
+    # --- graph-based assignment -------------------------------------------------------------
+
+    def _lookup(self, name: str) -> Optional[Tuple[str, str]]:
+        """The graph node an executed name stands for: inlined calls prefix the node's own name."""
+        if name in self._found:
+            return self._found[name]
+        found = None
+        if self.graphs:
+            parts = name.split("/")
+            for start in range(len(parts)):
+                candidate = "/".join(parts[start:])
+                for assigned in self._assigned:
+                    if candidate in assigned:
+                        found = assigned[candidate]
+                        break
+                if found is not None:
+                    break
+        self._found[name] = found
+        return found
+
+    def _analyse(self, graph: OpGraph) -> Tuple[List[str], Dict[str, List[str]], Dict[str, str], Dict[str, str]]:
+        """(topological order, consumers, phase, layer of ops that read a variable) of one graph."""
+        order = _topological(graph)
+        consumers: Dict[str, List[str]] = {n: [] for n in graph.types}
+        for node, inputs in graph.inputs.items():
+            for source in inputs:
+                if source in consumers:
+                    consumers[source].append(node)
+        reads = self._variable_reads(graph, order)
+        phase = self._phases(graph, order, reads, consumers)
+        layer: Dict[str, str] = {}
+        for node, variables in reads.items():
+            owners = {self.vocabulary.variable_layer[v] for v in variables if v in self.vocabulary.variable_layer}
+            if owners and phase[node] not in (INPUT, EXECUTOR):
+                layer[node] = self.tree.common(owners)
+                if phase[node] in (FORWARD, BACKWARD):
+                    self._learn_scope(_scope_parts(node), layer[node])
+        return order, consumers, phase, layer
+
+    def _finish(self, graph: OpGraph, order: List[str], consumers: Dict[str, List[str]], phase: Dict[str, str],
+                layer: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
+        """Names, then dataflow, for the ops no variable placed."""
+        for node in order:
+            if node not in layer and phase[node] in (FORWARD, BACKWARD, OPTIMIZER, METRICS):
+                found = self._layer_by_name(node, phase[node])
+                if found:
+                    layer[node] = found
+                    if node in self._fed:  # ...unless it is inside a layer: then it is that layer's forward pass
+                        phase[node] = FORWARD
+        self._by_dataflow(graph, order, layer, phase, consumers)
+        return {node: (layer.get(node, ""), phase[node]) for node in graph.types}
+
+    def _variable_reads(self, graph: OpGraph, order: List[str]) -> Dict[str, Set[str]]:
+        """node -> variables whose handle or value it takes as an input (through value-passing ops)."""
+        value_of: Dict[str, Set[str]] = {node: {v} for node, v in graph.variables.items()}
+        reads: Dict[str, Set[str]] = {}
+        for node in order:
+            found: Set[str] = set()
+            for source in graph.inputs.get(node, ()):
+                found |= value_of.get(source, set())
+            if found:
+                reads[node] = found
+                if graph.types.get(node) in _VALUE_TYPES:
+                    value_of[node] = found
+        return reads
+
+    def _phases(self, graph: OpGraph, order: List[str], reads: Dict[str, Set[str]],
+                consumers: Dict[str, List[str]]) -> Dict[str, str]:
+        """Names give the backward pass, inputs and plumbing; variables give the optimizer (it
+        updates weights, reads slots or its own counters) and metrics (state outside the model)."""
+        roles, owned = self.vocabulary.variable_role, self.vocabulary.variable_layer
+        phase = {node: phase_by_name(node, graph.types[node]) for node in graph.types}
+        for node in graph.variables:
+            phase[node] = EXECUTOR
+        for node in order:
+            if phase[node] in (BACKWARD, INPUT, EXECUTOR):
+                continue
+            variables = reads.get(node)
+            if variables:
+                known = [v for v in variables if v in roles]
+                writes = graph.types[node].startswith(_WRITE_PREFIXES)
+                if any(roles[v] == OPTIMIZER_SLOT for v in known) or any(v not in owned for v in known):
+                    phase[node] = OPTIMIZER  # slots, or the optimizer's own counters and learning rate
+                elif writes and any(roles[v] == WEIGHT for v in known):
+                    phase[node] = OPTIMIZER
+                elif roles and not known:
+                    phase[node] = METRICS  # state outside the model and optimizer: metric totals, counts
+            elif phase[node] == FORWARD:  # a gradient sum outside the tape's scope is still backward
+                producers = [phase[s] for s in graph.inputs.get(node, ()) if graph.types.get(s) != "Const"]
+                if producers and all(p == BACKWARD for p in producers):
+                    phase[node] = BACKWARD
+        for node in reversed(order):  # what only feeds the optimizer (or metrics) is part of it...
+            if phase[node] == FORWARD and node not in reads:
+                seen = {phase[c] for c in consumers[node]}
+                if len(seen) == 1 and seen & {OPTIMIZER, METRICS}:
+                    phase[node] = seen.pop()
+                    self._fed.add(node)
+        return phase
+
+    def _by_dataflow(self, graph: OpGraph, order: List[str], layer: Dict[str, str], phase: Dict[str, str],
+                     consumers: Dict[str, List[str]]) -> None:
+        """Unassigned compute ops take the one layer their consumers, else their producers, agree on."""
+        for nodes, neighbours in ((reversed(order), lambda n: consumers[n]),
+                                  (order, lambda n: graph.inputs.get(n, ()))):
+            for node in nodes:
+                if node in layer or phase[node] not in (FORWARD, BACKWARD, OPTIMIZER) or graph.types[node] == "Const":
+                    continue
+                owners = {layer[m] for m in neighbours(node) if m in layer}
+                if len(owners) == 1:
+                    layer[node] = owners.pop()
+
+    # --- names against the layer tree --------------------------------------------------------
+
+    def _learn_scope(self, parts: List[str], path: str) -> None:
+        """Record which traced scope prefix stands for ``path`` (and its ancestors)."""
+        want = path.split("/")
+        for skip in range(len(want)):  # ops traced outside the model's own call lack its leading scopes
+            tail = want[skip:]
+            if len(parts) > len(tail) and all(same_name(p, w) for p, w in zip(parts, tail)):
+                for depth in range(1, len(tail) + 1):
+                    scope, layer = "/".join(parts[:depth]), "/".join(want[:skip + depth])
+                    known = self._scopes.get(scope)
+                    self._scopes[scope] = layer if known in (None, layer) else self.tree.common([known, layer])
+                    counts = self._extra.setdefault(layer.rpartition("/")[0], [0, 0])
+                    counts[parts[depth - 1] != want[skip + depth - 1]] += 1
+                return
+
+    def _learn_renaming(self, parts: List[str]) -> None:
+        """Count, down a scope path, components only one rule explains: "flatten_1" when the model
+        has "flatten" but no "flatten_1" is renamed; "conv2d_1_2" is "conv2d_1" renamed."""
+        node = ""
+        for part in parts:
+            children = self.tree.children.get(node, {})
+            exact = part in children
+            base = _SUFFIX.sub("", part)
+            renamed = base != part and base in children
+            if exact == renamed:  # neither (not a layer scope), or both (ambiguous): stop here
+                return
+            self._extra.setdefault(node, [0, 0])[renamed] += 1
+            node = children[base if renamed else part]
+
+    def _layer_by_name(self, name: str, phase: str) -> str:
+        """Deepest layer of the tree the op's scopes lead to ("" if none); ops of one scope share it."""
+        parts = _scope_parts(name)[:-1]  # the last part is the op itself
+        key = ("/".join(parts), phase)
+        found = self._by_scope.get(key)
+        if found is None:
+            found = self._by_scope[key] = self._walk(parts, phase)
+        return found
+
+    def _walk(self, parts: List[str], phase: str) -> str:
+        if phase == OPTIMIZER:
+            owner = self._updated_variable(parts)
+            if owner:
+                return owner
+        start, node = 0, ""
+        for depth in range(len(parts), 0, -1):
+            scope = "/".join(parts[:depth])
+            if scope in self._scopes:
+                start, node = depth, self._scopes[scope]
+                break
+        if not node:
+            roots = self.tree.children[""]
+            first = self._child(roots, "", parts[0]) if parts else None
+            if first is None:  # traced outside the model's own call: start one level down
+                for root in roots.values():
+                    first = self._child(self.tree.children[root], root, parts[0]) if parts else None
+                    if first is not None:
+                        break
+            if first is None:
+                return ""
+            start, node = 1, first
+        for part in parts[start:]:
+            child = self._child(self.tree.children[node], node, part)
+            if child is None:
+                break
+            node = child
+        return node
+
+    def _child(self, children: Dict[str, str], parent: str, traced: str) -> Optional[str]:
+        """The child layer a traced scope component stands for. Keras 3 enters each layer's name
+        scope twice, so its scopes carry one more "_N" than the layer's name; which rule this
+        trace follows is learned from scopes whose layer is known."""
+        exact = children.get(traced)
+        base = _SUFFIX.sub("", traced) if _SUFFIX.search(traced) else None
+        stripped = children.get(base) if base is not None else None
+        if exact is not None and stripped is not None:
+            exact_count, extra_count = self._extra.get(parent) or self._global_extra()
+            return stripped if extra_count > exact_count else exact
+        if exact is not None or stripped is not None:
+            return exact or stripped
+        matches = [path for child, path in children.items() if same_name(traced, child)]
+        return matches[0] if len(matches) == 1 else None
+
+    def _global_extra(self) -> List[int]:
+        totals = [0, 0]
+        for exact, extra in self._extra.values():
+            totals[0] += exact
+            totals[1] += extra
+        return totals
+
+    def _updated_variable(self, parts: List[str]) -> str:
+        """TF1 optimizers name an update after its variable: ".../update_layer2/weights/Variable/Apply"."""
+        for i, part in enumerate(parts):
+            if part.startswith("update_"):
+                rest = [part[len("update_"):]] + parts[i + 1:]
+                for end in range(len(rest), 0, -1):
+                    owner = self.vocabulary.variable_layer.get("/".join(rest[:end]))
+                    if owner:
+                        return owner
+        return ""
+
+
+def _topological(graph: OpGraph) -> List[str]:
+    """Nodes with producers before consumers (a loop's back edge keeps first-seen order)."""
+    order: List[str] = []
+    seen: Set[str] = set()
+    for root in graph.types:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(graph.inputs.get(root, ())))]
+        while stack:
+            node, pending = stack[-1]
+            for source in pending:
+                if source in graph.types and source not in seen:
+                    seen.add(source)
+                    stack.append((source, iter(graph.inputs.get(source, ()))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order

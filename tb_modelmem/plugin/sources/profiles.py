@@ -1,0 +1,189 @@
+"""TF2 profiler sessions in the log dir, read in place: ``<run>/plugins/profile/<session>/<host>.xplane.pb``
+(``keras.callbacks.TensorBoard(profile_batch=...)``, ``tf.profiler.experimental.start/stop``,
+``client.trace`` of remote workers: one file per host), and ``<host>.memory_profile.json.gz``
+where TF 2.3-2.10 left no xplane.
+
+Found the way TensorBoard's profile plugin finds them: by listing the log dir through
+TensorBoard's own filesystem layer (local paths, and gs:// or s3:// where TensorBoard can read
+them), at most once per reload interval. Only files that listing found are ever opened; a
+query names a run, a session and a host.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from tensorboard.compat.tensorflow_stub.io import gfile
+
+from tb_modelmem import metadata, proto
+from tb_modelmem.capture.memory_profile import reduce_memory_profile
+from tb_modelmem.capture.xspace import reduce_xspace
+from tb_modelmem.messages import first_line
+from tb_modelmem.plugin.sources import Item, Located, Source, name_error
+from tb_modelmem.plugin.sources.model_info import RunModel
+from tb_modelmem.plugin.store import Job, UnreadableError
+
+ORIGIN = "profile"
+TAG_PREFIX = "profile/"
+XPLANE, MEMORY_PROFILE = ".xplane.pb", ".memory_profile.json.gz"
+DEFAULT_MAX_PROFILE_BYTES = 1024 * 2**20  # --modelmem_max_profile_mb
+PROFILE_DIR = ("plugins", "profile")
+STEP_MATCH_SECONDS = 300  # a trace_export this close to a session's files says which step it covered
+
+
+class ProfileSource(Source):
+    origin = ORIGIN
+
+    def __init__(self, logdir: str, model: RunModel, reload_seconds: float = 5.0,
+                 max_bytes: int = DEFAULT_MAX_PROFILE_BYTES) -> None:
+        self._logdir = logdir or ""
+        self._model = model
+        self._reload = max(reload_seconds, 1.0)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._listed_at = -1e9
+        self._sessions: Dict[Tuple[str, str], Dict[str, str]] = {}  # (run, session) -> {host: path}
+
+    def list(self, ctx: Any, experiment: str) -> List[Item]:
+        items = []
+        for (run, session), hosts in sorted(self._listing().items()):
+            item = Item(run, TAG_PREFIX + session, metadata.OPS, ORIGIN, hosts=sorted(hosts),
+                        note=_note(hosts.values()))
+            item.max_step = self._step(ctx, experiment, run, hosts)
+            item.error = name_error(run, item.tag)
+            items.append(item)
+        return items
+
+    def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
+        hosts = self._hosts(item)
+        mtime = max((_stat(p)[1] for p in hosts.values()), default=0.0)
+        return [{"step": self._step(ctx, experiment, item.run, hosts), "wall_time": mtime}]
+
+    def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
+        hosts = self._hosts(item)
+        host = host if host is not None else sorted(hosts)[0]
+        if host not in hosts:
+            raise _not_found(f"no host {host!r} in {item.run}/{item.tag}; it has {', '.join(sorted(hosts))}")
+        path = hosts[host]
+        size, mtime = _stat(path)
+        trace = self._trace_tag(ctx, experiment, item.run, mtime)
+        vocabulary, vocabulary_stamp = self._model.vocabulary(ctx, experiment, item.run)
+        graphs, graph_stamp = (self._model.graphs(ctx, experiment, item.run, trace[0]) if trace else (None, None))
+        key = (ORIGIN, path, size, mtime, vocabulary_stamp, graph_stamp)
+        where = f"{item.run}/{item.tag} host {host}"
+
+        def build(job: Job) -> Any:
+            if size > self.max_bytes:
+                raise UnreadableError(f"{where}: the profile is {size / 2**20:,.0f} MiB, over the "
+                                      f"{self.max_bytes / 2**20:,.0f} MiB limit; start TensorBoard with "
+                                      f"--modelmem_max_profile_mb={int(size / 2**20) + 1} to read it")
+            job.report(0.05, f"reading {size / 2**20:,.1f} MiB")
+            try:
+                with gfile.GFile(path, "rb") as f:
+                    data = f.read()
+            except Exception as e:
+                raise UnreadableError(f"{where}: cannot read the profile ({first_line(e)})") from None
+            job.report(0.3, "parsing")
+            try:
+                if path.endswith(MEMORY_PROFILE):
+                    return reduce_memory_profile(data, vocabulary)
+                space = proto.XSpace.FromString(data)
+                del data
+                job.report(0.6, "reducing")
+                return reduce_xspace(space, graphs, vocabulary=vocabulary)
+            except Exception as e:  # a truncated or foreign file: this item's error only
+                raise UnreadableError(f"{where}: not a readable profile ({type(e).__name__}: {first_line(e)})") from None
+
+        return Located(key, trace[1] if trace else None, mtime, size, build)
+
+    def _listing(self) -> Dict[Tuple[str, str], Dict[str, str]]:
+        """Profile files under the log dir, re-listed at most once per reload interval."""
+        with self._lock:
+            if time.monotonic() - self._listed_at < self._reload:
+                return self._sessions
+            self._listed_at = time.monotonic()
+        sessions: Dict[Tuple[str, str], Dict[str, str]] = {}
+        if self._logdir:
+            try:
+                for directory, _, files in gfile.walk(self._logdir):
+                    profile_dir, session = posixpath.split(directory.rstrip("/"))
+                    if tuple(_parts(profile_dir)[-2:]) != PROFILE_DIR:
+                        continue
+                    run = _relative(posixpath.dirname(posixpath.dirname(profile_dir)), self._logdir)
+                    hosts = _hosts(directory, files)
+                    if hosts:
+                        sessions[(run, session)] = hosts
+            except Exception:  # an unreadable log dir lists no profiles; TensorBoard reports it itself
+                pass
+        with self._lock:
+            self._sessions = sessions
+        return sessions
+
+    def _hosts(self, item: Item) -> Dict[str, str]:
+        session = item.tag[len(TAG_PREFIX):]
+        hosts = self._listing().get((item.run, session))
+        if not hosts:
+            raise _not_found(f"no profile session {session!r} in run {item.run!r}")
+        return hosts
+
+    def _step(self, ctx: Any, experiment: str, run: str, hosts: Dict[str, str]) -> Optional[int]:
+        mtime = max((_stat(p)[1] for p in hosts.values()), default=0.0)
+        trace = self._trace_tag(ctx, experiment, run, mtime)
+        return trace[1] if trace else None
+
+    def _trace_tag(self, ctx: Any, experiment: str, run: str, mtime: float) -> Optional[Tuple[str, int]]:
+        """The trace_export tag written with this session (Keras writes "batch_N" as the profile stops)."""
+        best = None
+        for tag, step, wall_time in self._model.trace_tags(ctx, experiment, run):
+            distance = abs(wall_time - mtime)
+            if distance <= STEP_MATCH_SECONDS and (best is None or distance < best[0]):
+                best = (distance, tag, step)
+        return (best[1], best[2]) if best else None
+
+
+def _hosts(directory: str, files: List[str]) -> Dict[str, str]:
+    """{host: file}: an xplane where there is one, else a TF 2.3-2.10 memory profile."""
+    found: Dict[str, str] = {}
+    for name in sorted(files, key=lambda f: f.endswith(XPLANE)):  # xplanes last: they win
+        for suffix in (XPLANE, MEMORY_PROFILE):
+            if name.endswith(suffix) and len(name) > len(suffix):
+                found[name[:-len(suffix)]] = posixpath.join(directory, name)
+    return found
+
+
+def _note(paths: Any) -> str:
+    kinds = {"xplane" if p.endswith(XPLANE) else "memory profile (TF 2.3-2.10)" for p in paths}
+    return "TF2 profile: " + ", ".join(sorted(kinds))
+
+
+def _stat(path: str) -> Tuple[int, float]:
+    """(size, modification time); TensorBoard's filesystem layer gives no time for remote files (0)."""
+    try:
+        size = int(gfile.stat(path).length)
+    except Exception:
+        return 0, 0.0
+    try:
+        return size, os.path.getmtime(path)
+    except OSError:
+        return size, 0.0
+
+
+def _parts(path: str) -> List[str]:
+    return [p for p in path.replace("\\", "/").split("/") if p]
+
+
+def _relative(run_dir: str, logdir: str) -> str:
+    """TensorBoard's run name for a directory: its path under the log dir, "." for the log dir itself."""
+    root, here = _parts(logdir), _parts(run_dir)
+    rest = here[len(root):] if here[:len(root)] == root else here
+    return "/".join(rest) or "."
+
+
+def _not_found(message: str) -> Exception:
+    from tensorboard import errors
+
+    return errors.NotFoundError(message)

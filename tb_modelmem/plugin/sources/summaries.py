@@ -1,0 +1,58 @@
+"""Payloads tb_modelmem wrote: one blob per step of a tag under plugin ``modelmem``."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from tensorboard.data import provider
+
+from tb_modelmem import metadata, payload
+from tb_modelmem.plugin.sources import Item, Located, Source, name_error, pick_step, read_blob, read_data
+from tb_modelmem.plugin.store import Job, UnreadableError
+
+ORIGIN = "modelmem"
+
+
+class SummarySource(Source):
+    origin = ORIGIN
+
+    def __init__(self, data_provider: provider.DataProvider) -> None:
+        self._provider = data_provider
+
+    def list(self, ctx: Any, experiment: str) -> List[Item]:
+        listing = self._provider.list_blob_sequences(ctx, experiment_id=experiment,
+                                                     plugin_name=metadata.PLUGIN_NAME)
+        items = []
+        for run, tags in listing.items():
+            for tag, series in tags.items():
+                item = Item(run, tag, None, ORIGIN, series.max_step)
+                try:
+                    _, item.kind = metadata.parse_plugin_metadata(series.plugin_content)
+                except metadata.MetadataError as e:
+                    item.error = str(e)
+                item.error = item.error or name_error(run, tag)
+                items.append(item)
+        return items
+
+    def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
+        return [{"step": d.step, "wall_time": d.wall_time}
+                for d in read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)]
+
+    def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
+        datum = pick_step(read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag),
+                          step, item)
+        key = (ORIGIN, experiment, datum.values[0].blob_key if datum.values else item.run, item.tag, datum.step,
+               datum.wall_time)
+
+        def build(job: Job) -> Any:
+            blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
+            try:
+                record = payload.decode(blob)
+            except payload.PayloadError as e:
+                raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: {e}") from None
+            if payload.kind_of(record) != item.kind:  # metadata and payload disagree: a foreign or broken writer
+                raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: the summary says it holds "
+                                      f"{item.kind!r} but its payload is {payload.kind_of(record)!r}")
+            return record
+
+        return Located(key, datum.step, datum.wall_time, 0, build)

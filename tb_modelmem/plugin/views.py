@@ -1,0 +1,448 @@
+"""What the tab shows, computed from decoded records. Pure functions and prepared views; no I/O.
+
+A prepared view (``BreakdownView``, ``TraceView``) is built once per item (and, for a trace,
+per breakdown it is joined with) and cached by the store; a request then only pages,
+sorts and filters it. Joins and aggregations are linear in ops + layers.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from tb_modelmem.join import Joiner, LayerTree, Vocabulary, phase_by_name
+from tb_modelmem.records import (
+    ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, LOSS, MEASURED, METRICS,
+    NON_TRAINABLE, NON_TRAINABLE_CATEGORY, OPTIMIZER, OPTIMIZER_SLOT, OPTIMIZER_SLOTS_CATEGORY, OTHER,
+    PEAK_CATEGORIES, ROLES, STEP_CATEGORIES, UNATTRIBUTED, UNKNOWN_BYTES, WEIGHT, WEIGHTS_CATEGORY, Breakdown,
+    LoadBench, OpTrace, bytes_by_role,
+)
+from tb_modelmem.rollup import layer_owners, layer_rollup
+
+# Ops whose output is a view of an existing buffer (a variable, an input): no new bytes.
+ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
+                          "VarHandleOp", "Const", "NoOp", "StopGradient"})
+PAGE = 100  # rows per page unless the request asks for another size
+MAX_PAGE = 2000
+MAX_BUFFERS = 5000  # buffers at the peak listed in one answer (the largest; the rest are counted)
+_GROUP_LABEL = {FORWARD: "(forward, no layer)", BACKWARD: "(backward, no layer)", OPTIMIZER: "(optimizer)",
+                LOSS: "(loss)", METRICS: "(metrics)", INPUT: "(input)", EXECUTOR: "(executor)", "": "(unattributed)"}
+OP_FIELDS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "mean_us", "output_bytes",
+             "output_shape", "output_dtype", "bytes_source", "alloc_bytes", "new_bytes", "fused")
+VARIABLE_FIELDS = ("name", "layer", "shape", "dtype", "params", "bytes", "role", "slot", "slot_of", "device",
+                   "replicas")
+
+
+# --- paging ---------------------------------------------------------------------------------
+
+class Pager:
+    """Sort orders and filter results over the columns of one table, cached (a few per table)."""
+
+    def __init__(self, columns: Dict[str, list], default_sort: str) -> None:
+        self.columns = columns
+        self.length = len(next(iter(columns.values()))) if columns else 0
+        self.default_sort = default_sort
+        self._orders: Dict[Tuple[str, bool], List[int]] = {}
+        self._filters: "collections.OrderedDict[str, List[int]]" = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def page(self, offset: int = 0, limit: int = PAGE, sort: Optional[str] = None, order: str = "desc",
+             query: str = "", fields: Sequence[str] = ()) -> Dict[str, Any]:
+        """``{"total", "matched", "offset", "rows": [...]}`` of the rows in the order and filter asked."""
+        key = sort if sort in self.columns else self.default_sort
+        indices = self._order(key, order != "asc")
+        matched = self._filter(query)
+        if matched is not None:
+            allowed = set(matched)
+            indices = [i for i in indices if i in allowed]
+        limit = max(0, min(limit, MAX_PAGE))
+        chosen = indices[offset:offset + limit]
+        names = [f for f in (fields or self.columns) if f in self.columns]
+        rows = [{f: self.columns[f][i] for f in names} for i in chosen]
+        return {"total": self.length, "matched": len(indices), "offset": offset, "sort": key,
+                "order": "asc" if order == "asc" else "desc", "rows": rows}
+
+    def _order(self, key: str, descending: bool) -> List[int]:
+        with self._lock:
+            found = self._orders.get((key, descending))
+        if found is None:
+            values = self.columns[key]
+            empty = [i for i, v in enumerate(values) if v in (None, "")]
+            filled = [i for i, v in enumerate(values) if v not in (None, "")]
+            try:
+                filled.sort(key=lambda i: _sort_key(values[i]), reverse=descending)
+            except TypeError:  # mixed types in one column: compare their text
+                filled.sort(key=lambda i: str(values[i]), reverse=descending)
+            found = filled + empty  # empty values last either way
+            with self._lock:
+                self._orders[(key, descending)] = found
+        return found
+
+    def _filter(self, query: str) -> Optional[List[int]]:
+        """Indices of rows matching every term; ``field:text`` looks in that column only."""
+        terms = [t for t in query.lower().split() if t][:16]
+        if not terms:
+            return None
+        with self._lock:
+            if query in self._filters:
+                self._filters.move_to_end(query)
+                return self._filters[query]
+        candidates = range(self.length)
+        for term in terms:
+            field, _, text = term.partition(":")
+            columns = [field] if text and field in self.columns else list(self.columns)
+            text = text if text and field in self.columns else term
+            texts = [[_text(v) for v in self.columns[c]] for c in columns]
+            candidates = [i for i in candidates if any(text in t[i] for t in texts)]
+        found = list(candidates)
+        with self._lock:
+            self._filters[query] = found
+            while len(self._filters) > 8:
+                self._filters.popitem(last=False)
+        return found
+
+
+def _sort_key(value: Any) -> Any:
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, str):
+        return value.lower()
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(map(str, value)).lower()
+    return str(value).lower() if value is not None else ""
+
+
+# --- layer trees ----------------------------------------------------------------------------
+
+def tree_rows(paths: Sequence[str], leaf: Callable[[str], Dict[str, Any]], sums: Sequence[str],
+              nested: Sequence[str] = ()) -> List[Dict[str, Any]]:
+    """One row per layer and per composite layer above it, depth first in the order given:
+    ``leaf(path)`` gives a layer's own figures; a composite row sums its descendants' ``sums``
+    (and ``nested`` dicts of numbers)."""
+    tree = LayerTree(paths)
+    own = {path: leaf(path) for path in paths}
+    rows: List[Dict[str, Any]] = []
+    # Depth first, iteratively (a path may have thousands of components): rows in visiting
+    # order, then each row's totals folded into its parent's, deepest first.
+    parent_of: Dict[int, int] = {}
+    stack = [(root, 0, -1) for root in reversed(list(tree.children[""].values()))]
+    while stack:
+        path, depth, parent = stack.pop()
+        children = list(tree.children.get(path, {}).values())
+        row = dict(own.get(path) or {})
+        row.update(layer=path, label=path.rpartition("/")[2], depth=depth, leaf=not children)
+        for key in sums:
+            row.setdefault(key, 0)
+        parent_of[len(rows)] = parent
+        rows.append(row)
+        stack.extend((child, depth + 1, len(rows) - 1) for child in reversed(children))
+    for index in range(len(rows) - 1, -1, -1):
+        parent = parent_of[index]
+        if parent < 0:
+            continue
+        row, up = rows[index], rows[parent]
+        for key in sums:
+            up[key] = up.get(key, 0) + row.get(key, 0)
+        for key in nested:
+            merged = dict(up.get(key) or {})
+            for k, v in (row.get(key) or {}).items():
+                merged[k] = merged.get(k, 0) + v
+            up[key] = merged
+    return rows
+
+
+# --- breakdowns -----------------------------------------------------------------------------
+
+class BreakdownView:
+    """A breakdown ready to serve: totals, the layer tree, and its variables as a pageable table."""
+
+    def __init__(self, record: Breakdown) -> None:
+        self.record = record
+        self.totals = bytes_by_role(record.variables)
+        rollup = {row["name"]: row for row in layer_rollup(record)}
+        self.layers = tree_rows(list(rollup), lambda p: {
+            "class_name": rollup[p]["class_name"], "derivation": rollup[p]["derivation"],
+            "params": rollup[p]["params"], "bytes": rollup[p]["bytes"], "total_bytes": rollup[p]["total_bytes"],
+        } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
+            nested=("bytes",))
+        self.vocabulary = Vocabulary.from_breakdown(record)
+        self.owners = layer_owners(record)
+        columns: Dict[str, list] = {f: [] for f in VARIABLE_FIELDS}
+        for v in record.variables:
+            for f in VARIABLE_FIELDS:
+                columns[f].append(v.params if f == "params" else getattr(v, f))
+        self.variables = Pager(columns, "bytes")
+
+    def summary(self) -> Dict[str, Any]:
+        record = self.record
+        return {
+            "source": record.source, "model_name": record.model_name, "optimizer": record.optimizer,
+            "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
+            "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
+            "total_params": sum(v.params for v in record.variables if v.role in (WEIGHT, NON_TRAINABLE)),
+            "layers": self.layers,
+        }
+
+
+# --- op traces ------------------------------------------------------------------------------
+
+class TraceView:
+    """A trace joined with one breakdown (or none): ops on the model's layer tree, the peak by
+    category, and the ops as a pageable table."""
+
+    def __init__(self, trace: OpTrace, breakdown: Optional[BreakdownView]) -> None:
+        self.trace = trace
+        self.breakdown = breakdown
+        ops = trace.ops
+        names, types = ops.column("name"), ops.column("op_type")
+        phases = [p or phase_by_name(n, t) for p, n, t in zip(ops.column("phase"), names, types)]
+        vocabulary = breakdown.vocabulary if breakdown else Vocabulary(sorted({l for l in ops.column("layer") if l}))
+        self.tree = LayerTree(vocabulary.layers)
+        joiner = Joiner(vocabulary, (), names) if breakdown else None
+        layers = []
+        for name, layer, phase, op_type in zip(names, ops.column("layer"), phases, types):
+            if layer and layer in self.tree:
+                layers.append(layer)
+            elif joiner is not None and phase not in (INPUT, EXECUTOR):
+                layers.append(joiner.assign(name, op_type)[0])
+            else:
+                layers.append("")
+        self.layer_column = layers
+        self.phase_column = phases
+        calls, time_us = ops.column("calls"), ops.column("time_us")
+        new_bytes = [_new_bytes(t, s, o, a) for t, s, o, a in zip(types, ops.column("bytes_source"),
+                                                                   ops.column("output_bytes"), ops.column("alloc_bytes"))]
+        columns = dict(ops.columns)
+        columns.update(layer=layers, phase=phases, new_bytes=new_bytes,
+                       mean_us=[t / c if c else 0.0 for t, c in zip(time_us, calls)])
+        self.ops = Pager({f: columns[f] for f in OP_FIELDS}, "time_us")
+        self._layer_of_op = dict(zip(names, layers))
+        self._phase_of_op = dict(zip(names, phases))
+        self.peak = peak_by_category(trace, breakdown.record if breakdown else None)
+        self.layer_rows = self._layer_rows(layers, phases, time_us, calls, new_bytes, ops.column("alloc_bytes"))
+
+    def _layer_of(self, op: str) -> str:
+        return self._layer_of_op.get(op, "")
+
+    def _layer_rows(self, layers: List[str], phases: List[str], time_us: List[float], calls: List[int],
+                    new_bytes: List[Optional[int]], alloc_bytes: List[int]) -> List[Dict[str, Any]]:
+        per_layer: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
+        per_group: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
+        for layer, phase, t, c, nb, ab in zip(layers, phases, time_us, calls, new_bytes, alloc_bytes):
+            agg = per_layer[layer] if layer else per_group[phase]
+            agg["time_us"] += t
+            agg["ops"] += c
+            agg["output_bytes"] += nb or 0
+            agg["alloc_bytes"] += ab
+            agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + t
+        for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
+                                             self.trace.peak_buffers.column("bytes"),
+                                             self.trace.peak_buffers.column("category")):
+            if category in (ACTIVATIONS, GRADIENTS):
+                layer = self._layer_of(buffer_op)
+                agg = per_layer[layer] if layer else per_group[self._phase_of_op.get(buffer_op, "")]
+                agg[f"peak_{category}_bytes"] += size
+        storage = {row["layer"]: row for row in self.breakdown.layers} if self.breakdown else {}
+        paths = [p for p in (self.breakdown.record and [r["layer"] for r in self.breakdown.layers if r["leaf"]]
+                             if self.breakdown else [])]
+        paths += sorted(p for p in per_layer if p not in set(paths))
+
+        def leaf(path: str) -> Dict[str, Any]:
+            row = dict(per_layer.get(path) or _zero_layer())
+            role_bytes = storage.get(path, {}).get("bytes") or {}
+            row["weight_bytes"] = role_bytes.get(WEIGHT, 0) + role_bytes.get(NON_TRAINABLE, 0)
+            row["slot_bytes"] = role_bytes.get(OPTIMIZER_SLOT, 0)
+            row["class_name"] = storage.get(path, {}).get("class_name", "")
+            row["in_breakdown"] = path in storage
+            return row
+
+        sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "weight_bytes", "slot_bytes",
+                f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes") + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
+        rows = tree_rows(paths, leaf, sums)
+        for row in rows:
+            row["in_breakdown"] = row["layer"] in storage
+        for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"]):
+            rows.append(dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0,
+                             leaf=True, weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False))
+        return rows
+
+    def summary(self, top: int = 12) -> Dict[str, Any]:
+        trace = self.trace
+        total = sum(trace.ops.column("time_us"))
+        joined = sum(t for t, l in zip(trace.ops.column("time_us"), self.layer_column) if l in self.tree and l)
+        return {
+            "source": trace.source, "steps": trace.steps, "devices": trace.devices, "timed": trace.timed,
+            "op_count": len(trace.ops), "total_time_us": total,
+            "join": {"joined_time_us": joined, "fraction": joined / total if total else None,
+                     "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none")},
+            "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
+            "peak_by_category": self.peak, "allocations": trace.allocations,
+            "allocations_note": trace.allocations_note, "allocators": trace.allocators,
+            "layers": self.layer_rows,
+            "top_time": self.ops.page(0, top, "time_us", "desc", "", ("name", "time_us", "layer"))["rows"],
+            "top_bytes": self.ops.page(0, top, "new_bytes", "desc", "", ("name", "new_bytes", "layer"))["rows"],
+        }
+
+    def timeline(self) -> Dict[str, Any]:
+        """Bytes in use over the trace stacked by category, the peak marked, and the buffers in use at it."""
+        t = self.trace.timeline
+        stacks = _stacks(self.trace, self.peak)
+        buffers = self.trace.peak_buffers
+        listed = list(range(min(len(buffers), MAX_BUFFERS)))
+        rows = [{"op": buffers.column("op")[i], "layer": self._layer_of(buffers.column("op")[i]),
+                 "bytes": buffers.column("bytes")[i], "shape": buffers.column("shape")[i],
+                 "dtype": buffers.column("dtype")[i], "region": buffers.column("region")[i],
+                 "category": _buffer_category(buffers.column("category")[i]),
+                 "bytes_source": buffers.column("bytes_source")[i]} for i in listed]
+        return {"t_us": t.t_us, "bytes": t.bytes, "op": t.op, "stacks": stacks, "peak_bytes": self.peak["total"],
+                "peak_time_us": self.trace.peak_time_us, "counts_resident": self.trace.counts_resident,
+                "buffers": rows, "buffer_count": len(buffers), "peak_by_category": self.peak,
+                "allocations": self.trace.allocations, "allocations_note": self.trace.allocations_note}
+
+
+_PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
+
+
+def _zero_layer() -> Dict[str, Any]:
+    row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0,
+                           f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
+    return row
+
+
+def _new_bytes(op_type: str, source: str, output_bytes: int, alloc_bytes: int) -> Optional[int]:
+    """Output bytes the op newly allocated (None when unknown): measured ops that got no
+    allocation, and aliasing ops (a ReadVariableOp "outputs" the whole kernel), add nothing."""
+    if op_type in ALIASING_OPS or (source == MEASURED and alloc_bytes == 0):
+        return 0
+    if source == UNKNOWN_BYTES:
+        return None
+    return output_bytes
+
+
+def _buffer_category(category: str) -> str:
+    return UNATTRIBUTED if category == BEFORE_WINDOW else category
+
+
+# --- the peak, by category ----------------------------------------------------------------------
+
+def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, Any]:
+    """Every byte in use at the peak in one category, summing to ``total``.
+
+    Buffers allocated during the trace take their category from the op that allocated them.
+    What was allocated before the window is the run's weights, non-trainable state and
+    optimizer slots (from the breakdown) as far as they go, the rest ``unattributed``. A
+    TF2 profile's count includes that resident memory; RunMetadata counts only the step's
+    own allocations, so the breakdown's bytes come on top of its peak. A part the data
+    cannot give is None, with the reason in ``unknown``.
+    """
+    step = {c: 0 for c in STEP_CATEGORIES}
+    seen = 0
+    for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
+        if category in step:
+            step[category] += size
+            seen += size
+    parts: Dict[str, Any] = {c: 0 for c in PEAK_CATEGORIES}
+    for category in (GRADIENTS, ACTIVATIONS, "optimizer_temporaries", "inputs", "temporaries"):
+        parts[category] = step[category]
+    unknown: Dict[str, str] = {}
+    resident_parts = _resident(breakdown)
+    in_window_state = {WEIGHTS_CATEGORY: step[WEIGHTS_CATEGORY], OPTIMIZER_SLOTS_CATEGORY: step[OPTIMIZER_SLOTS_CATEGORY]}
+    if trace.counts_resident:
+        total = trace.peak_bytes
+        resident = max(total - seen, 0)
+        if resident_parts is None:
+            for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                parts[category] = None
+                unknown[category] = "no variable breakdown in this run: record one to split the resident memory"
+            parts.update({k: v for k, v in in_window_state.items() if v})
+            parts[UNATTRIBUTED] = resident
+        else:
+            left = resident
+            for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                share = min(resident_parts[category], left)
+                parts[category] = share + in_window_state.get(category, 0)
+                left -= share
+            parts[UNATTRIBUTED] = left
+    else:
+        step_total = trace.peak_bytes
+        parts[UNATTRIBUTED] = max(step_total - seen, 0)
+        if resident_parts is None:
+            for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                parts[category] = in_window_state.get(category) or None
+                if not parts[category]:
+                    unknown[category] = ("not in this trace (step stats count only the step's own allocations) "
+                                         "and the run has no variable breakdown")
+            total = step_total
+        else:
+            for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
+            total = step_total + sum(resident_parts.values())
+    parts["total"] = total
+    parts["unknown"] = unknown
+    parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
+    return parts
+
+
+def _resident(breakdown: Optional[Breakdown]) -> Optional[Dict[str, int]]:
+    """Bytes of the breakdown's variables by peak category: counters and other state owned by
+    a layer count as its non-trainable state, the optimizer's own as its slots."""
+    if breakdown is None:
+        return None
+    owners, layers = layer_owners(breakdown), set(Vocabulary.from_breakdown(breakdown).layers)
+    out = {WEIGHTS_CATEGORY: 0, NON_TRAINABLE_CATEGORY: 0, OPTIMIZER_SLOTS_CATEGORY: 0}
+    for v in breakdown.variables:
+        if v.role == WEIGHT:
+            out[WEIGHTS_CATEGORY] += v.bytes
+        elif v.role == NON_TRAINABLE or (v.role == OTHER and owners.get(v.name) in layers):
+            out[NON_TRAINABLE_CATEGORY] += v.bytes
+        else:
+            out[OPTIMIZER_SLOTS_CATEGORY] += v.bytes
+    return out
+
+
+def _stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
+    """Each category's bytes in use at every timeline point; they add up to the point's total
+    (RunMetadata: the step's bytes plus the breakdown's, constant)."""
+    t = trace.timeline
+    n = len(t.t_us)
+    stacks: Dict[str, List[float]] = {}
+    in_window = {c: t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES}
+    before = t.by_category.get(BEFORE_WINDOW, [0.0] * n)
+    constants = {c: float(peak[c] or 0) for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
+    for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+        constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
+    rest = []
+    for i in range(n):
+        counted = sum(v[i] for v in in_window.values())
+        if trace.counts_resident:
+            resident = max(t.bytes[i] - counted, 0.0)
+            left = resident
+            for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                share = min(constants[c], left)
+                stacks.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
+                left -= share
+            rest.append(left)
+        else:
+            for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+                stacks.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
+            rest.append(max(t.bytes[i] - counted, 0.0) + before[i] * 0)
+    for c in (GRADIENTS, ACTIVATIONS, "optimizer_temporaries", "inputs", "temporaries"):
+        stacks[c] = list(in_window[c])
+    stacks[UNATTRIBUTED] = rest
+    return {c: v for c, v in stacks.items() if any(v)}
+
+
+def loadbench_view(record: LoadBench) -> Dict[str, Any]:
+    return {"model_name": record.model_name, "results": [r.to_dict() for r in record.results]}
+
+
+def role_totals(variables: Iterable[Any]) -> Dict[str, int]:
+    return bytes_by_role(variables)
+
+
+__all__ = ["BreakdownView", "TraceView", "Pager", "peak_by_category", "loadbench_view", "tree_rows", "ROLES"]
