@@ -1,26 +1,33 @@
 """Keras callback that records where a model's memory goes, in the manner of
 ``keras.callbacks.TensorBoard``: give it the same ``log_dir``.
 
-The breakdown is written once the optimizer has built its slots (after the
-first train batch) and again only when the set of variables changes. A new or
-rebuilt optimizer (recompiling after unfreezing layers) is seen at the next
-batch; any other change at the end of the epoch, since comparing every
-variable costs milliseconds for a ResNet50. A failed capture warns and
-training goes on.
+The breakdown is written once the optimizers have built their slots (after the first
+train batch) and again only when the set of variables changes. A new or rebuilt optimizer
+(recompiling after unfreezing layers) is seen at the next batch; any other change at the
+end of the epoch, since comparing every variable costs milliseconds for a ResNet50. A
+model that trains with optimizers of its own (a GAN's ``d_optimizer``/``g_optimizer``
+beside Keras' unused default) is recorded with those. Process memory is sampled every
+``memory_every`` batches (RSS, device memory: microseconds) with a census of what is alive
+(variables, graphs, models) at train begin and end and at epoch ends, kept under 1% of the
+training time. A failed capture warns and training goes on.
 """
 
 from __future__ import annotations
 
-import contextlib
+import glob
 import os
+import time
 import warnings
-from typing import Any, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
 
 from tb_modelmem import summary
+from tb_modelmem.messages import first_line
 from tb_modelmem.tracing import Trace
+
+CENSUS_BUDGET = 0.01  # share of training time the census may take
 
 
 class MemoryCallback(keras.callbacks.Callback):
@@ -33,11 +40,15 @@ class MemoryCallback(keras.callbacks.Callback):
     ``profile_steps=(10, 12)`` (or ``10``) profiles those train batches (1-based, as
     counted by the step) with the TF profiler and writes their per-op table under tag
     ``ops_name`` at the last of them; off by default, like ``profile_batch``.
+
+    ``memory_every=100`` samples process memory every 100 batches under tag
+    ``memory_name`` (the Growth view); 0 or None turns it off.
     """
 
     def __init__(self, log_dir: str, name: str = "storage", subdir: str = "train",
                  description: Optional[str] = None,
-                 profile_steps: Union[None, int, Tuple[int, int]] = None, ops_name: str = "ops") -> None:
+                 profile_steps: Union[None, int, Tuple[int, int]] = None, ops_name: str = "ops",
+                 memory_every: Optional[int] = 100, memory_name: str = "memory") -> None:
         super().__init__()
         self.log_dir = os.fspath(log_dir)
         self.name = name
@@ -45,20 +56,40 @@ class MemoryCallback(keras.callbacks.Callback):
         self.description = description
         self.profile_steps = _step_range(profile_steps)
         self.ops_name = ops_name
+        if memory_every is not None and (not isinstance(memory_every, int) or memory_every < 0):
+            raise ValueError(f"memory_every must be a number of batches >= 0 (0 or None: off), got {memory_every!r}")
+        self.memory_every = memory_every or 0
+        self.memory_name = memory_name
         self._writer: Any = None
         self._step = 0
         self._signature: Optional[Tuple[Any, ...]] = None
-        self._optimizer_state: Optional[Tuple[int, int]] = None
+        self._optimizer_state: Optional[Tuple[Any, ...]] = None
         self._trace: Optional[Trace] = None
         self._first_batch: Optional[int] = None  # the running call's first batch index
+        self._last_memory_step = -1
+        self._census_seconds = 0.0
+        self._train_started = 0.0
+        self._lost_warned = False
+        self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
+        self._guarded: Any = None  # the train function wrapper while a profile window is open
+
+    def on_train_begin(self, logs: Optional[dict] = None) -> None:
+        if self._trace is not None:  # the previous fit ended inside the profiled window (it raised)
+            self._trace.abort()
+            self._trace = None
+            self._unguard()
+        self._train_started = time.monotonic()
+        self._sample_memory(census=True, label="train begin")
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
         self._first_batch = batch
         if (self.profile_steps and self._trace is None
                 and self._step < self.profile_steps[0] <= self._step + self._batches_per_call()):
             self._trace = Trace(self.ops_name, step=self.profile_steps[1],
-                                function=getattr(self.model, "train_function", None), model=self.model)
-            self._trace.start()
+                                function=getattr(self.model, "train_function", None), model=self.model,
+                                optimizer=self._optimizers() or None)
+            if self._trace.start():
+                self._guard_train_function()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         # Keras numbers the batches a call ran (begin, end); count them all, as optimizer.iterations does.
@@ -68,13 +99,18 @@ class MemoryCallback(keras.callbacks.Callback):
             self._record_if_changed()
         if self._trace is not None and self._step >= self.profile_steps[1]:
             self._stop_trace()
+        if self.memory_every and self._step // self.memory_every != self._last_memory_step // self.memory_every:
+            self._sample_memory(census=self._census_affordable())
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._record_if_changed()
+        if self._census_affordable():
+            self._sample_memory(census=True, label=f"epoch {epoch + 1} end")
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # fit ended inside the profiled range
             self._stop_trace()
+        self._sample_memory(census=True, label="train end")
         self._flush()
 
     def _batches_per_call(self) -> int:
@@ -85,55 +121,141 @@ class MemoryCallback(keras.callbacks.Callback):
         except (TypeError, ValueError):
             return 1
 
+    def _guard_train_function(self) -> None:
+        """While the profiler runs, a train step that raises (out of memory, an interrupt, a
+        data error) stops it on the way out: Keras calls no ``on_train_end`` then, and a
+        profiler left running would make every later profile in the process fail."""
+        original = getattr(self.model, "train_function", None)
+        if original is None:
+            return
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except BaseException:
+                if self._trace is not None:
+                    self._trace.abort()
+                    self._trace = None
+                self._unguard()
+                raise
+
+        guarded.__wrapped__ = original  # type: ignore[attr-defined]
+        self.model.train_function = guarded
+        self._guarded = guarded
+
+    def _unguard(self) -> None:
+        guarded, self._guarded = self._guarded, None
+        if guarded is not None and getattr(self.model, "train_function", None) is guarded:
+            self.model.train_function = guarded.__wrapped__
+
     def _stop_trace(self) -> None:
-        """Stop the profiler and write the op table. The profiler is stopped even when no
-        writer can be made (the trace then warns it was not written): one left running
-        would keep every later profile from starting."""
+        """Stop the profiler and write the op table. When no writer can be made, the profiler
+        is still stopped (one left running would keep every later profile from starting)."""
+        self._unguard()
         trace, self._trace = self._trace, None
         trace.step = self._step
         writer = self._writer_or_warn(self.ops_name)
-        with writer.as_default() if writer is not None else contextlib.nullcontext():
+        if writer is None:
+            trace.abort()
+            return
+        with writer.as_default():
             if trace.stop() is not None:
                 self._flush()
 
+    def _optimizers(self) -> List[Any]:
+        """The optimizers that train the model: ``model.optimizer`` and any other optimizer
+        the model holds (a GAN's), leaving out one never built while another is."""
+        found = []
+        model = self.model
+        candidates = [getattr(model, "optimizer", None)] + [v for v in vars(model).values()
+                                                             if isinstance(v, keras.optimizers.Optimizer)]
+        for optimizer in candidates:
+            if optimizer is not None and all(optimizer is not o for o in found):
+                found.append(optimizer)
+        built = [o for o in found if getattr(o, "built", True)]
+        return built if built else found
+
     def _optimizer_changed(self) -> bool:
-        """Cheap enough for every batch: the optimizer's identity and variable count."""
-        optimizer = getattr(self.model, "optimizer", None)
+        """Cheap enough for every batch: the optimizers' identities and variable counts."""
         try:
-            state = (id(optimizer), len(optimizer.variables) if optimizer is not None else 0)
+            state = tuple((id(o), len(o.variables)) for o in self._optimizers())
         except Exception:  # no usable variable list: the epoch-end check still runs
             return False
         changed, self._optimizer_state = state != self._optimizer_state, state
         return changed
 
     def _record_if_changed(self) -> None:
-        """Write a breakdown if the optimizer is built and the variables differ from last time."""
+        """Write a breakdown if the optimizers are built and the variables differ from last time."""
         try:
-            optimizer = getattr(self.model, "optimizer", None)
-            if optimizer is not None and not getattr(optimizer, "built", True):
+            optimizers = self._optimizers()
+            if any(not getattr(o, "built", True) for o in optimizers):
                 return
-            signature = _signature(self.model, optimizer)
+            signature = _signature(self.model, optimizers)
             if signature == self._signature:
                 return
             self._signature = signature  # a capture that failed (and warned) is not retried every batch
             with self._file_writer().as_default():
-                if summary.variables(self.name, self.model, optimizer, step=self._step,
-                                     description=self.description):
-                    self._writer.flush()
+                self._written(lambda: summary.variables(self.name, self.model, optimizers or None, step=self._step,
+                                                        description=self.description))
         except Exception as e:  # recording must never stop training
             _warn(self.name, e)
 
+    def _census_affordable(self) -> bool:
+        """A census costs ~0.1-0.3 s: take one only while all of them stay under CENSUS_BUDGET of the time."""
+        elapsed = time.monotonic() - self._train_started
+        return self._census_seconds <= CENSUS_BUDGET * max(elapsed, 1e-9)
+
+    def _sample_memory(self, census: bool, label: str = "") -> None:
+        if not self.memory_every:
+            return
+        self._last_memory_step = self._step
+        writer = self._writer_or_warn(self.memory_name)
+        if writer is None:
+            return
+        started = time.monotonic()
+        with writer.as_default():
+            self._written(lambda: summary.memory(self.memory_name, step=self._step, census=census, label=label))
+        if census:
+            self._census_seconds += time.monotonic() - started
+
+    def _written(self, write: Any) -> None:
+        """Run one summary write and flush; if the event file did not grow, the disk is full or
+        read-only: say so once (TensorFlow's writer drops the data without an error)."""
+        before = self._event_bytes()
+        if write():
+            self._flush()
+            if self._event_bytes() <= before and not self._lost_warned:
+                self._lost_warned = True
+                warnings.warn(f"tb_modelmem: MemoryCallback's summaries are not reaching {self._run_dir()!r} "
+                              "(disk full or read-only?); what it records from now on may be lost",
+                              RuntimeWarning, stacklevel=3)
+
+    def _run_dir(self) -> str:
+        return os.path.join(self.log_dir, self.subdir)
+
+    def _event_bytes(self) -> int:
+        total = 0
+        for path in glob.glob(os.path.join(glob.escape(self._run_dir()), "events.out.tfevents.*")):
+            try:
+                total += os.path.getsize(path)
+            except OSError:
+                pass
+        return total
+
     def _file_writer(self) -> Any:
         if self._writer is None:
-            self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, self.subdir))
+            self._writer = tf.summary.create_file_writer(self._run_dir())
         return self._writer
 
     def _writer_or_warn(self, tag: str) -> Any:
-        """The file writer, or None (with a warning) if it cannot be made, e.g. an unwritable log dir."""
+        """The file writer, or None (with one warning per tag) if it cannot be made, e.g. an
+        unwritable log dir."""
         try:
             return self._file_writer()
         except Exception as e:
-            _warn(tag, e)
+            if tag not in self._failed_tags:
+                self._failed_tags.add(tag)
+                _warn(tag, e)
             return None
 
     def _flush(self) -> None:
@@ -146,13 +268,13 @@ class MemoryCallback(keras.callbacks.Callback):
 
 
 def _warn(tag: str, error: BaseException) -> None:
-    warnings.warn(f"tb_modelmem: MemoryCallback could not record {tag!r}: {type(error).__name__}: {error}",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(f"tb_modelmem: MemoryCallback could not record {tag!r}: {type(error).__name__}: "
+                  f"{first_line(error)}", RuntimeWarning, stacklevel=3)
 
 
-def _signature(model: Any, optimizer: Any) -> Tuple[Any, ...]:
+def _signature(model: Any, optimizers: List[Any]) -> Tuple[Any, ...]:
     """Which variables exist, their shapes and trainability: cheap, and reads no values."""
-    variables = list(model.variables) + (list(optimizer.variables) if optimizer is not None else [])
+    variables = list(model.variables) + [v for o in optimizers for v in o.variables]
     return tuple((id(v), tuple(v.shape), bool(v.trainable)) for v in variables)
 
 

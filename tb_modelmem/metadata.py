@@ -19,7 +19,8 @@ SCHEMA_VERSION = 2  # bump when a payload changes incompatibly; older versions s
 BREAKDOWN = "breakdown"  # records.Breakdown: variables by role and layer
 OPS = "ops"  # records.OpTrace: per-op time and memory of traced steps
 LOADBENCH = "loadbench"  # records.LoadBench: load cost per save format
-KINDS = (BREAKDOWN, OPS, LOADBENCH)
+MEMORY = "memory"  # records.MemorySample: process-wide memory at one step (growth over steps or builds)
+KINDS = (BREAKDOWN, OPS, LOADBENCH, MEMORY)
 
 
 class MetadataError(ValueError):

@@ -12,19 +12,20 @@ import zlib
 from typing import Dict, Type, Union
 
 from tb_modelmem import metadata
-from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record, preview
+from tb_modelmem.records import Breakdown, LoadBench, MemorySample, OpTrace, Record, preview
 
 RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.BREAKDOWN: Breakdown,
     metadata.OPS: OpTrace,
     metadata.LOADBENCH: LoadBench,
+    metadata.MEMORY: MemorySample,
 }
 # A 200,000-op trace is about 1 MB stored and 34 MB of JSON: these limits leave room for
 # traces ten times that, and refuse what no real trace needs (a bomb, a 200 MiB "model name").
 MAX_PAYLOAD_BYTES = 64 * 2**20  # stored (compressed) payload
 MAX_DECODED_BYTES = 384 * 2**20  # what it may inflate to
 
-Payload = Union[Breakdown, OpTrace, LoadBench]
+Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample]
 
 
 class PayloadError(ValueError):

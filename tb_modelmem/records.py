@@ -591,6 +591,60 @@ def _timeline_from_points(points: List[Any]) -> Dict[str, Any]:
 
 
 @dataclasses.dataclass
+class Count(Record):
+    """One line of a census: how many of something are alive (and their bytes, when they have any)."""
+
+    name: str
+    count: int
+    bytes: Optional[int] = None
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("count", "bytes")
+
+
+@dataclasses.dataclass
+class DeviceMemory(Record):
+    """An accelerator's allocator, as ``tf.config.experimental.get_memory_info`` reports it."""
+
+    name: str
+    current_bytes: int
+    peak_bytes: int
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("current_bytes", "peak_bytes")
+
+
+@dataclasses.dataclass
+class MemorySample(Record):
+    """Process-wide memory at one moment: what grows across steps or model builds.
+
+    The census fields (live variables, graph ops, models, objects) are None in a cheap
+    sample, which reads only the process's RSS and the devices' allocators.
+    """
+
+    rss_bytes: Optional[int] = None
+    peak_rss_bytes: Optional[int] = None
+    devices: List[DeviceMemory] = dataclasses.field(default_factory=list)
+    live_variables: Optional[int] = None  # tf.Variable objects alive (a Keras variable's storage counts once)
+    live_variable_bytes: Optional[int] = None
+    graph_ops: Optional[int] = None  # graph Operation objects alive (TF1 graphs and traced functions)
+    live_models: Optional[int] = None  # keras.Model objects alive
+    python_objects: Optional[int] = None  # objects the garbage collector tracks
+    variables_by_owner: List[Count] = dataclasses.field(default_factory=list)  # by model/layer path
+    graph_ops_by_function: List[Count] = dataclasses.field(default_factory=list)  # by graph (function) name
+    models: List[Count] = dataclasses.field(default_factory=list)  # name, variables, bytes
+    objects_by_type: List[Count] = dataclasses.field(default_factory=list)  # the most numerous types
+    census_seconds: float = 0.0  # what taking this sample cost
+    label: str = ""
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {
+        "devices": DeviceMemory, "variables_by_owner": Count, "graph_ops_by_function": Count, "models": Count,
+        "objects_by_type": Count,
+    }
+    _non_negative: ClassVar[Tuple[str, ...]] = ("rss_bytes", "peak_rss_bytes", "live_variables",
+                                                "live_variable_bytes", "graph_ops", "live_models", "python_objects",
+                                                "census_seconds")
+
+
+@dataclasses.dataclass
 class LoadResult(Record):
     """Cost of loading one saved format in a fresh process."""
 

@@ -10,34 +10,49 @@ Capture failures warn and return False: they never stop training.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
 from tb_modelmem import metadata, payload
+from tb_modelmem.messages import first_line
 from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record
 
 
 def write(name: str, record: "Record | Callable[[], Record]", step: Optional[int] = None,
-          description: Optional[str] = None) -> bool:
+          description: Optional[str] = None, writer: Any = None) -> bool:
     """Write ``record`` (or the record a callable makes, lazily) under ``name``.
 
-    Returns True if a summary was written, False if there is no default
-    writer, recording is off, or capture failed (with a warning).
+    ``writer``: a TF1 ``tf.compat.v1.summary.FileWriter`` (anything with ``add_summary``), as
+    TF1 session scripts have; it works in graph mode and eagerly. Without one, the default
+    ``tf.summary`` writer is used, which needs eager execution: in graph mode that is a
+    mistake reported at once (ValueError). Returns True if a summary was written, False if
+    there is no default writer, recording is off, or capture failed (with a warning).
     """
     import tensorflow as tf
 
-    if not tf.summary.should_record_summaries():
-        return False
+    if writer is None and not tf.executing_eagerly():
+        raise ValueError(
+            f"tb_modelmem.summary: {name!r} was called in TF1 graph mode (a tf.compat.v1.Session script) with no "
+            "writer; pass writer=<your tf.compat.v1.summary.FileWriter>, as in "
+            "tb_modelmem.summary.run_metadata('ops', run_metadata, step=i, writer=train_writer)")
+    if writer is not None and not callable(getattr(writer, "add_summary", None)):
+        raise TypeError(f"writer must be a tf.compat.v1.summary.FileWriter (with add_summary), "
+                        f"got {type(writer).__name__}")
     try:
+        if writer is None and not tf.summary.should_record_summaries():
+            return False
         made = record() if callable(record) else record
+        if writer is not None:
+            writer.add_summary(pb(name, made, description).SerializeToString(), step)
+            return True
         blob = payload.encode(made)
         md = metadata.create_summary_metadata(payload.kind_of(made), description or "")
         with tf.summary.experimental.summary_scope(name, "modelmem_summary") as (tag, _):
             return bool(tf.summary.write(tag=tag, tensor=tf.constant([blob]), step=step, metadata=md))
     except Exception as e:  # capture must never stop training
-        warnings.warn(f"tb_modelmem: could not record {name!r}: {type(e).__name__}: {e}", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(f"tb_modelmem: could not record {name!r}: {type(e).__name__}: {first_line(e)}",
+                      RuntimeWarning, stacklevel=2)
         return False
 
 
@@ -53,44 +68,107 @@ def pb(tag: str, record: Record, description: Optional[str] = None) -> summary_p
 
 
 def breakdown(name: str, record: Breakdown, step: Optional[int] = None,
-              description: Optional[str] = None) -> bool:
+              description: Optional[str] = None, writer: Any = None) -> bool:
     """Write an already-built Breakdown (e.g. from a checkpoint file)."""
-    return write(name, record, step, description)
+    return write(name, record, step, description, writer)
 
 
-def op_trace(name: str, record: OpTrace, step: Optional[int] = None, description: Optional[str] = None) -> bool:
+def op_trace(name: str, record: OpTrace, step: Optional[int] = None, description: Optional[str] = None,
+             writer: Any = None) -> bool:
     """Write an already-reduced OpTrace."""
-    return write(name, record, step, description)
+    return write(name, record, step, description, writer)
 
 
 def load_bench(name: str, record: LoadBench, step: Optional[int] = None,
-               description: Optional[str] = None) -> bool:
+               description: Optional[str] = None, writer: Any = None) -> bool:
     """Write load-cost results of several save formats."""
-    return write(name, record, step, description)
+    return write(name, record, step, description, writer)
 
 
 def variables(name: str, model: Any = None, optimizer: Any = None, step: Optional[int] = None,
-              description: Optional[str] = None) -> bool:
+              description: Optional[str] = None, writer: Any = None) -> bool:
     """Record every variable of ``model`` and ``optimizer`` by role and layer.
 
-    ``model`` may be a Keras model or layer, a ``tf.Module``, a
-    ``tf.train.Checkpoint``, a list of variables, or None for the TF1 graph's
-    global variables. Reads shapes and dtypes only.
+    ``model`` may be a Keras model or layer, a ``tf.Module``, a ``tf.train.Checkpoint``
+    (a GAN's models and optimizers together), a list of variables, or None for the TF1
+    graph's global variables; ``optimizer`` one optimizer or a list. Reads shapes and
+    dtypes only. In a TF1 session script, pass ``writer=`` your FileWriter.
     """
     def capture() -> Breakdown:
-        from tb_modelmem.capture.variables import breakdown
+        from tb_modelmem.capture.variables import breakdown as take
 
-        return breakdown(model, optimizer)
+        return take(model, optimizer)
 
-    return write(name, capture, step, description)
+    return write(name, capture, step, description, writer)
 
 
-def run_metadata(name: str, run_metadata: Any, step: Optional[int] = None,
-                 description: Optional[str] = None) -> bool:
-    """Record the per-op table of a ``tf.compat.v1.RunMetadata`` (FULL_TRACE step stats)."""
+def run_metadata(name: str, run_metadata: Any, step: Optional[int] = None, description: Optional[str] = None,
+                 writer: Any = None, graph: Any = None) -> bool:
+    """Record the per-op table of a ``tf.compat.v1.RunMetadata`` (FULL_TRACE step stats).
+
+    ``graph``: the session's graph (default: the default graph, in graph mode): which
+    variables each op reads places it on its layer. In a TF1 session script, pass
+    ``writer=`` your FileWriter (``train_writer.add_run_metadata`` style).
+    """
     def capture() -> OpTrace:
         from tb_modelmem.capture.run_metadata import reduce_run_metadata
 
-        return reduce_run_metadata(run_metadata)
+        graphs, vocabulary = _session_graph(graph)
+        return reduce_run_metadata(run_metadata, graphs, vocabulary)
 
-    return write(name, capture, step, description)
+    return write(name, capture, step, description, writer)
+
+
+def _session_graph(graph: Any) -> Tuple[List[Any], Any]:
+    """The TF1 graph's op graph and layers (its global variables), or nothing when eager."""
+    import tensorflow as tf
+
+    if graph is None:
+        if tf.executing_eagerly():
+            return [], None
+        graph = tf.compat.v1.get_default_graph()
+    from tb_modelmem.capture.opgraph import graph_info
+    from tb_modelmem.capture.variables import breakdown as take
+    from tb_modelmem.join import Vocabulary
+
+    with graph.as_default():
+        vocabulary = Vocabulary.from_breakdown(take(None, None)) if graph.get_collection("variables") else None
+    return graph_info(graph).graphs, vocabulary
+
+
+def memory(name: str = "memory", step: Optional[int] = None, census: bool = True, label: str = "",
+           description: Optional[str] = None, writer: Any = None) -> bool:
+    """Record one sample of process-wide memory (``records.MemorySample``): RSS and peak RSS,
+    each GPU/TPU's allocator, and with ``census`` what is alive: tf.Variables (count, bytes,
+    owner), graph operations by function, Keras models, the most numerous Python types.
+
+    Call it once per model build (``step=`` the build index) or every N steps: the tab's
+    Growth view flags what keeps growing and names it. RSS, device memory, live variables
+    and graph ops also go to TensorBoard's Scalars dashboard as ``<name>/...`` scalars.
+    """
+    import tensorflow as tf
+
+    from tb_modelmem.capture.process import sample
+
+    taken: List[Any] = []
+
+    def capture() -> Any:
+        taken.append(sample(census=census, label=label))
+        return taken[0]
+
+    written = write(name, capture, step, description, writer)
+    if written and writer is None and taken:
+        try:
+            for key, value in _scalars(taken[0]):
+                tf.summary.scalar(f"{name}/{key}", value, step=step)
+        except Exception as e:  # the record is written; the Scalars dashboard copy is a convenience
+            warnings.warn(f"tb_modelmem: could not write {name!r} scalars: {first_line(e)}", RuntimeWarning,
+                          stacklevel=2)
+    return written
+
+
+def _scalars(found: Any) -> List[Tuple[str, float]]:
+    out = [(key, float(getattr(found, key))) for key in ("rss_bytes", "live_variables", "live_variable_bytes",
+                                                          "graph_ops") if getattr(found, key) is not None]
+    out += [(f"{d.name.strip('/').replace(':', '_')}/bytes_in_use", float(d.current_bytes)) for d in found.devices]
+    return out

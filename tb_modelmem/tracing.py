@@ -10,6 +10,7 @@ exceptions propagate unchanged. The raw profile lives in a temp dir that is remo
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import shutil
@@ -19,6 +20,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Tuple, Type
 
 from tb_modelmem import summary
+from tb_modelmem.messages import first_line
 from tb_modelmem.records import OpTrace
 
 
@@ -49,15 +51,26 @@ class Trace:
         return self._dir is not None
 
     def start(self) -> bool:
-        """Start the profiler; False (with a warning) if it cannot, e.g. another profile is running."""
+        """Start the profiler; False (with a warning) if it cannot, e.g. another profile is running.
+
+        A window tb_modelmem opened earlier and nobody closed (``fit`` raised or was interrupted
+        inside ``profile_steps``: Keras then calls no ``on_train_end``) is closed first, so one
+        failed run never keeps every later profile from starting."""
         if self.active:
             warnings.warn(f"tb_modelmem: trace {self.name!r} is already started", RuntimeWarning, stacklevel=2)
             return False
+        stale = _open_window()
+        if stale is not None:
+            warnings.warn(f"tb_modelmem: closing the profile window of trace {stale.name!r}, left open when its run "
+                          "ended inside it (an exception or interrupt); it is not recorded", RuntimeWarning,
+                          stacklevel=2)
+            stale.abort()
         try:
             import tensorflow as tf
 
             self._dir = tempfile.mkdtemp(prefix="tb_modelmem_trace_", dir=self.tmpdir)
             tf.profiler.experimental.start(self._dir)
+            _OPEN.append(self)
             return True
         except Exception as e:  # capture must never stop training
             self._cleanup()
@@ -81,6 +94,19 @@ class Trace:
         except Exception as e:
             _warn(self.name, "could not record the trace", e)
             return None
+        finally:
+            self._cleanup()
+
+    def abort(self) -> None:
+        """Stop the profiler without recording (the window's run failed, or nothing can be written)."""
+        if not self.active:
+            return
+        try:
+            import tensorflow as tf
+
+            tf.profiler.experimental.stop(save=False)
+        except Exception:  # already stopped by someone else: nothing left to release
+            pass
         finally:
             self._cleanup()
 
@@ -139,6 +165,8 @@ class Trace:
             return None
 
     def _cleanup(self) -> None:
+        if self in _OPEN:
+            _OPEN.remove(self)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -150,6 +178,20 @@ def trace(name: str, step: Optional[int] = None, function: Any = None, model: An
     return Trace(name, step, function, model, optimizer, batch_size, description, tmpdir)
 
 
+_OPEN: List[Trace] = []  # windows started and not yet stopped (at most one: the profiler is process-wide)
+
+
+def _open_window() -> Optional[Trace]:
+    return _OPEN[0] if _OPEN else None
+
+
+@atexit.register
+def _close_open_windows() -> None:
+    """At exit, release a window left open (its temporary profile directory is removed)."""
+    for window in list(_OPEN):
+        window.abort()
+
+
 def _warn(name: str, what: str, error: BaseException) -> None:
-    warnings.warn(f"tb_modelmem: {what} for trace {name!r}: {type(error).__name__}: {error}", RuntimeWarning,
-                  stacklevel=3)
+    warnings.warn(f"tb_modelmem: {what} for trace {name!r}: {type(error).__name__}: {first_line(error)}",
+                  RuntimeWarning, stacklevel=3)

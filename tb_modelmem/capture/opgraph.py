@@ -69,8 +69,9 @@ def variables_of(model: Any, optimizer: Any = None) -> List[Any]:
         optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
     else:
         found = tf.nest.flatten(model)
-    if optimizer is not None:
-        found += list(optimizer.variables)
+    for each in optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]:
+        if each is not None:
+            found += list(each.variables)
     return found
 
 
@@ -136,11 +137,15 @@ def _graphs_of(source: Any) -> Iterator[Any]:
 
 
 def model_in(function: Any, depth: int = 3) -> Any:
-    """The Keras model a training function closes over (Keras 3's ``model.train_function`` and
-    most custom loops written as closures do), or None: the model a trace names layers after
-    when the caller gives none."""
+    """What a training function trains, when the caller does not say: the Keras models and
+    optimizers it closes over (Keras 3's ``model.train_function``, closures) or names as
+    globals (a tutorial's ``train_step`` using ``generator``, ``generator_optimizer``...).
+    One model: that model; several, or models with optimizers of their own (a GAN): a
+    ``tf.train.Checkpoint`` of them all; none: None."""
     import keras
+    import tensorflow as tf
 
+    found: Dict[str, Any] = {}
     pending, seen = [(function, depth)], set()
     while pending:
         fn, left = pending.pop(0)
@@ -148,16 +153,30 @@ def model_in(function: Any, depth: int = 3) -> Any:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
-        for cell in getattr(fn, "__closure__", None) or ():
+        cells = [(name, c) for name, c in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()),
+                                              getattr(fn, "__closure__", None) or ())]
+        values = []
+        for name, cell in cells:
             try:
-                inner = cell.cell_contents
+                values.append((name, cell.cell_contents))
             except ValueError:
                 continue
-            if isinstance(inner, keras.Model):
-                return inner
-            if left > 1 and (inspect.isfunction(inner) or hasattr(inner, "_python_function")):
-                pending.append((inner, left - 1))
-    return None
+        names = getattr(getattr(fn, "__code__", None), "co_names", ())
+        scope = getattr(fn, "__globals__", {})
+        values += [(name, scope[name]) for name in names if name in scope]
+        for name, value in values:
+            if isinstance(value, (keras.Model, keras.optimizers.Optimizer)):
+                found.setdefault(name if name.isidentifier() else f"object_{len(found)}", value)
+            elif left > 1 and (inspect.isfunction(value) or hasattr(value, "_python_function")):
+                pending.append((value, left - 1))
+    models = {k: v for k, v in found.items() if isinstance(v, keras.Model)}
+    optimizers = {k: v for k, v in found.items() if k not in models and getattr(v, "built", True)}
+    own = {id(getattr(m, "optimizer", None)) for m in models.values()}
+    if len(models) == 1 and all(id(o) in own for o in optimizers.values()):
+        return next(iter(models.values()))
+    if not models:
+        return None
+    return tf.train.Checkpoint(**models, **optimizers)
 
 
 def _wrapped_tf_functions(fn: Any, depth: int = 3) -> Iterator[Any]:
