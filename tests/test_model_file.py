@@ -109,3 +109,16 @@ def test_keras2_savedmodel_metadata_names_the_optimizer(saved, tmp_path):
     assert bd.optimizer["class_name"] == "Adam"
     assert any(o["what"].startswith("keras_metadata.pb") for o in bd.overhead)
     assert_reconciled(bd)
+
+
+def test_a_deflated_keras_archive_gives_the_same_breakdown(saved, tmp_path):
+    """Keras stores model.weights.h5 uncompressed (read in place); a re-zipped, deflated copy is
+    inflated once to a temporary file and must give the same variables."""
+    deflated = tmp_path / "deflated.keras"
+    with zipfile.ZipFile(saved["keras"]) as zin, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            zout.writestr(item.filename, zin.read(item.filename))
+    stored, inflated = read_path(saved["keras"]), read_path(str(deflated))
+    assert [v.to_dict() for v in inflated.variables] == [v.to_dict() for v in stored.variables]
+    assert_reconciled(inflated)
+    assert any(o["what"] == "zip compression of model.weights.h5" and o["bytes"] < 0 for o in inflated.overhead)

@@ -16,7 +16,7 @@ import stat
 MiB = 1 << 20
 INDEX_LIMIT = 256 * MiB  # a tensor bundle's .index: ~100 bytes per tensor
 GRAPH_LIMIT = 1024 * MiB  # .meta and saved_model.pb: graphs with their constants (protobuf's own cap is 2 GiB)
-JSON_LIMIT = 64 * MiB  # config.json, keras_metadata.pb, JSON attributes of an HDF5 file
+JSON_LIMIT = 8 * MiB  # config.json, keras_metadata.pb, HDF5 JSON attributes: ~2 KB a layer; decoded, up to ~25x
 STATE_LIMIT = 1 * MiB  # a checkpoint folder's 'checkpoint' pointer file
 
 
@@ -51,11 +51,11 @@ def read_file(path: str, limit: int, what: str) -> bytes:
                            "(a real one is far smaller: is this the right file?)")
     try:
         with open(path, "rb") as f:
-            data = f.read(limit + 1)
+            data = f.read(size + 1)  # read(n) allocates n bytes first: the size the file has, not the cap
     except OSError as e:
         raise InspectError(f"{path}: cannot read ({e.strerror or type(e).__name__})") from None
-    if len(data) > limit:
-        raise InspectError(f"{path}: {what} grew past {limit:,} bytes while being read")
+    if len(data) > size:
+        raise InspectError(f"{path}: {what} grew while being read")
     return data
 
 

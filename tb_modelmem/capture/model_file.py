@@ -13,6 +13,7 @@ optimizer variables, kept by index, are told apart by ``roles.keras_layout``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
@@ -22,7 +23,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tb_modelmem import proto, roles
 from tb_modelmem.capture.bounded import GRAPH_LIMIT, JSON_LIMIT, FileView, InspectError, file_size, read_file, \
@@ -197,8 +198,6 @@ def _with_member_h5(path: str, zf: zipfile.ZipFile, member: zipfile.ZipInfo, rea
     archive after its local header: h5py reads it in place (no copy, no CRC pass over the
     values). A deflated one has no such range: it is inflated once into a temporary file,
     as far as its declared size and a ratio no real weights reach, then read the same way."""
-    import h5py
-
     if member.compress_type == zipfile.ZIP_STORED:
         header = read_range(path, member.header_offset, _ZIP_LOCAL_HEADER.size)
         fields = _ZIP_LOCAL_HEADER.unpack(header)
@@ -207,24 +206,38 @@ def _with_member_h5(path: str, zf: zipfile.ZipFile, member: zipfile.ZipInfo, rea
         start = member.header_offset + _ZIP_LOCAL_HEADER.size + fields[9] + fields[10]
         if start + member.compress_size > file_size(path):
             raise InspectError(f"{path}: truncated .keras archive ({member.filename} runs past the end)")
-        # Buffered: HDF5 reads headers a few hundred bytes at a time; unbuffered, each is a syscall.
-        with FileView(path, start, member.compress_size) as view, io.BufferedReader(view, 8192) as buffered, \
-                h5py.File(buffered, "r") as h5:
+        with _h5_view(path, start, member.compress_size) as h5:
             return read(h5)
     if member.file_size > _MAX_INFLATE_RATIO * max(member.compress_size, 1):
         raise InspectError(f"{path}: {member.filename} would inflate {member.compress_size:,} bytes to "
                            f"{member.file_size:,} (over {_MAX_INFLATE_RATIO}x: a zip bomb, not weights)")
-    with tempfile.TemporaryFile() as tmp:
-        with zf.open(member) as fh:
-            written = 0
-            while chunk := fh.read(1 << 22):
-                written += len(chunk)
-                if written > member.file_size:
-                    raise InspectError(f"{path}: {member.filename} inflates past its declared size")
-                tmp.write(chunk)
-        tmp.seek(0)
-        with h5py.File(tmp, "r") as h5:
+    with tempfile.NamedTemporaryFile(prefix="tb_modelmem_", suffix=".h5") as tmp:
+        written = 0
+        try:
+            with zf.open(member) as fh:
+                while chunk := fh.read(1 << 22):
+                    written += len(chunk)
+                    if written > member.file_size:
+                        raise InspectError(f"{path}: {member.filename} inflates past its declared size")
+                    tmp.write(chunk)
+            tmp.flush()
+        except OSError as e:  # ENOSPC and the like: the archive is not at fault
+            raise InspectError(f"{path}: cannot inflate {member.filename} into {tmp.name} "
+                               f"({e.strerror or type(e).__name__}); store it uncompressed, as Keras does") from None
+        with _h5_view(tmp.name, 0, written) as h5:
             return read(h5)
+
+
+@contextlib.contextmanager
+def _h5_view(path: str, offset: int, size: int) -> Iterator[Any]:
+    """h5py on bytes ``offset .. offset + size`` of a file, through a Python file object: HDF5
+    then resolves an external link with that same object, so a crafted link to a FIFO or a
+    device is never opened. Buffered: HDF5 reads headers a few hundred bytes at a time."""
+    import h5py
+
+    with FileView(path, offset, size) as view, io.BufferedReader(view, 8192) as buffered, \
+            h5py.File(buffered, "r") as h5:
+        yield h5
 
 
 def _compile_entry(config: Dict[str, Any]) -> Any:
@@ -285,18 +298,22 @@ def _vars_groups(h5: Any) -> Dict[str, List[str]]:
     """Each ``vars`` group of a Keras 3 weights file -> its members in index order, from one
     walk of the file's links (h5py's low-level API: no object built per member), visiting
     at most ``_MAX_H5_OBJECTS`` links (a crafted file may hold millions)."""
-    links: List[bytes] = []
+    from h5py import h5l
 
-    def visit(name: bytes) -> Optional[bool]:
-        links.append(name)
+    links: List[Tuple[bytes, int]] = []
+
+    def visit(name: bytes, info: Any) -> Optional[bool]:
+        links.append((name, info.type))
         return True if len(links) > _MAX_H5_OBJECTS else None
 
-    if h5.id.links.visit(visit):
+    if h5.id.links.visit(visit, info=True):
         raise ValueError(f"more than {_MAX_H5_OBJECTS:,} HDF5 objects: not a Keras weights file")
     groups: Dict[str, List[str]] = {}
-    for link in links:
+    for link, kind in links:
         parent, _, key = link.decode("utf-8", "replace").rpartition("/")
         if parent == "vars" or parent.endswith("/vars"):
+            if kind != h5l.TYPE_HARD:
+                raise ValueError(f"/{parent}/{key} is a soft or external link; Keras stores weights, not links")
             groups.setdefault(parent, []).append(key)
     return {name: sorted(members, key=_index_key) for name, members in groups.items()}
 
@@ -446,10 +463,8 @@ def _record(name: str, layer: str, oid: Any, role: str) -> VariableRecord:
 
 def read_h5(path: str) -> Breakdown:
     """A Keras HDF5 file: legacy full model / weights (Keras 2 layout) or Keras 3 ``.weights.h5``."""
-    import h5py
-
     try:
-        with h5py.File(path, "r") as h5:
+        with _h5_view(path, 0, file_size(path)) as h5:
             if "model_weights" in h5 or "layer_names" in h5.attrs:
                 return _read_legacy_h5(path, h5)
             if "layers" in h5 or "vars" in h5:
@@ -466,9 +481,16 @@ def read_h5(path: str) -> Breakdown:
 
 
 def _member(group: Any, name: str) -> Any:
-    """``group[name]`` for a name the file's own attributes list; ValueError naming it if absent."""
-    if name not in group:
-        raise ValueError(f"{group.name.rstrip('/')}/{name} is listed in the file's attributes but missing")
+    """``group[name]`` for a name the file's own attributes list; ValueError naming it if absent
+    or a link (Keras writes none; a crafted one may loop or lead out of the file)."""
+    import h5py
+
+    where = f"{group.name.rstrip('/')}/{name}"
+    link = group.get(name, getlink=True)
+    if link is None:
+        raise ValueError(f"{where} is listed in the file's attributes but missing")
+    if not isinstance(link, h5py.HardLink):
+        raise ValueError(f"{where} is a soft or external link; Keras stores weights, not links")
     return group[name]
 
 
@@ -492,7 +514,7 @@ def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optim
 
 
 def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
-    weights_group = h5["model_weights"] if "model_weights" in h5 else h5
+    weights_group = _member(h5, "model_weights") if "model_weights" in h5 else h5
     model_config = _json_attr(h5, "model_config")
     training = _json_attr(h5, "training_config") or {}
     layers = _config_layers(model_config) if model_config else {}
@@ -507,7 +529,7 @@ def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
             variables.append(record)
     optimizer = _optimizer_entry(training.get("optimizer_config"), "training_config attribute")
     if "optimizer_weights" in h5:
-        variables += _legacy_optimizer_vars(h5["optimizer_weights"], variables,
+        variables += _legacy_optimizer_vars(_member(h5, "optimizer_weights"), variables,
                                             roles.optimizer_chain(training.get("optimizer_config")))
     overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(_attr_str(h5.attrs[key]).encode())}
                 for key in ("model_config", "training_config") if key in h5.attrs]
