@@ -80,9 +80,9 @@ def _observe(optimizer: Any, weights: List[Any]) -> List[Tuple]:
 
 
 def _shape_rules():
-    from tb_modelmem.roles import _SHAPES
+    from tb_modelmem.roles import SHAPE_RULES
 
-    return _SHAPES
+    return SHAPE_RULES
 
 
 def _infer_plan(seen: List[Tuple], kinds: List[str]) -> List[list]:

@@ -130,7 +130,7 @@ def weight_kind(path: str, shape: Sequence[int]) -> str:
     return f"rank{min(len(shape), 4)}"
 
 
-_SHAPES: Dict[str, Callable[[List[int]], List[int]]] = {
+SHAPE_RULES: Dict[str, Callable[[List[int]], List[int]]] = {
     "same": lambda s: list(s), "scalar": lambda s: [], "rows": lambda s: list(s[:-1]),
     "cols": lambda s: list(s[:-2]) + list(s[-1:]),
 }
@@ -210,15 +210,21 @@ def _level_options(class_name: str, config: Optional[Dict[str, Any]], name: str)
 
 def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequence[Stored]
           ) -> Iterable[List[Tuple[str, Any]]]:
-    """The entries of ``steps`` expanded over ``weights``, if they fit ``stored``; a
+    """The entries of ``steps`` expanded over ``weights``, if they fit ``stored`` one for one
+    (compared as they are expanded: a plan that does not fit stops at its first misfit); a
     "learning_rate" state may be absent (a schedule replaces the variable)."""
-    expected = list(_expand(steps, weights))
-    optional = [i for i, e in enumerate(expected) if e[0] == "state" and e[1][1] == "learning_rate"]
-    for drop in ([], optional):
-        kept = [e for i, e in enumerate(expected) if i not in drop]
-        if len(kept) == len(stored) and all(_same(e, s) for e, s in zip(kept, stored)):
-            yield [(e[0], e[1]) for e in kept]
-            return
+    for without_learning_rate in (False, True):
+        entries: List[Tuple[str, Any]] = []
+        for expected in _expand(steps, weights):
+            if without_learning_rate and expected[0] == "state" and expected[1][1] == "learning_rate":
+                continue
+            if len(entries) == len(stored) or not _same(expected, stored[len(entries)]):
+                break
+            entries.append((expected[0], expected[1]))
+        else:
+            if len(entries) == len(stored):
+                yield entries
+                return
 
 
 def _expand(steps: List[Tuple[int, list]], weights: Sequence[Weight]
@@ -233,7 +239,7 @@ def _expand(steps: List[Tuple[int, list]], weights: Sequence[Weight]
             per_kind = step[1]
             for slot, shape_rule, dtype_rule, naming in per_kind.get(weight_kind(path, shape), per_kind.get("*", [])):
                 stored_name = {"ref": f"{path.replace('/', '_')}_{slot}", "weight": path.rsplit("/", 1)[-1]}.get(naming)
-                yield ("slot", (index, slot), _SHAPES[shape_rule](list(shape)),
+                yield ("slot", (index, slot), SHAPE_RULES[shape_rule](list(shape)),
                        dtype if dtype_rule == "same" else dtype_rule, stored_name)
 
 

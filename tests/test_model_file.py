@@ -1,5 +1,6 @@
 """Model-file breakdowns (.keras, .h5, .weights.h5, SavedModel) of the seed-001 ConvNet."""
 
+import os
 import zipfile
 
 import h5py
@@ -122,3 +123,27 @@ def test_a_deflated_keras_archive_gives_the_same_breakdown(saved, tmp_path):
     assert [v.to_dict() for v in inflated.variables] == [v.to_dict() for v in stored.variables]
     assert_reconciled(inflated)
     assert any(o["what"] == "zip compression of model.weights.h5" and o["bytes"] < 0 for o in inflated.overhead)
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read(2)/pread(2) so far (Linux /proc/self/io)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_inspect_of_a_keras_archive_reads_its_metadata_not_its_values(tmp_path):
+    """Issue 7 item 7: a .keras used to be read and CRC-checked whole; now only headers are read."""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((2048,)), keras.layers.Dense(2048, name="wide")], name="wide")
+    model.compile(keras.optimizers.Adam(), "mse")
+    model.train_on_batch(np.zeros((1, 2048), "float32"), np.zeros((1, 2048), "float32"))
+    path = str(tmp_path / "wide.keras")
+    model.save(path)
+    read_path(path)  # imports done
+    before = _bytes_read()
+    bd = read_path(path)
+    read = _bytes_read() - before
+    assert sum(v.bytes for v in bd.variables) > 48 << 20  # weights + Adam slots
+    assert read < 256 << 10, f"read {read:,} bytes of a {os.path.getsize(path):,}-byte archive"
