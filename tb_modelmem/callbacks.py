@@ -27,7 +27,7 @@ from tb_modelmem import summary
 from tb_modelmem.messages import first_line
 from tb_modelmem.tracing import Trace
 
-CENSUS_BUDGET = 0.01  # share of training time the census may take
+CENSUS_BUDGET = 0.02  # share of training time the census may take, by default
 
 
 class MemoryCallback(keras.callbacks.Callback):
@@ -42,13 +42,16 @@ class MemoryCallback(keras.callbacks.Callback):
     ``ops_name`` at the last of them; off by default, like ``profile_batch``.
 
     ``memory_every=100`` samples process memory every 100 batches under tag
-    ``memory_name`` (the Growth view); 0 or None turns it off.
+    ``memory_name`` (the Growth view); 0 or None turns it off. A census of what is alive
+    (~0.1-0.3 s) is taken at train begin and end, and at epoch ends and samples while all
+    censuses stay under ``census_budget`` of the training time (1.0: at every sample).
     """
 
     def __init__(self, log_dir: str, name: str = "storage", subdir: str = "train",
                  description: Optional[str] = None,
                  profile_steps: Union[None, int, Tuple[int, int]] = None, ops_name: str = "ops",
-                 memory_every: Optional[int] = 100, memory_name: str = "memory") -> None:
+                 memory_every: Optional[int] = 100, memory_name: str = "memory",
+                 census_budget: float = CENSUS_BUDGET) -> None:
         super().__init__()
         self.log_dir = os.fspath(log_dir)
         self.name = name
@@ -60,6 +63,9 @@ class MemoryCallback(keras.callbacks.Callback):
             raise ValueError(f"memory_every must be a number of batches >= 0 (0 or None: off), got {memory_every!r}")
         self.memory_every = memory_every or 0
         self.memory_name = memory_name
+        if not 0 <= census_budget <= 1:
+            raise ValueError(f"census_budget must be a share of training time in [0, 1], got {census_budget!r}")
+        self.census_budget = census_budget
         self._writer: Any = None
         self._step = 0
         self._signature: Optional[Tuple[Any, ...]] = None
@@ -68,6 +74,7 @@ class MemoryCallback(keras.callbacks.Callback):
         self._first_batch: Optional[int] = None  # the running call's first batch index
         self._last_memory_step = -1
         self._census_seconds = 0.0
+        self._last_census = 0.0  # what the last census cost: the next is expected to cost as much
         self._train_started = 0.0
         self._lost_warned = False
         self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
@@ -83,6 +90,8 @@ class MemoryCallback(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
         self._first_batch = batch
+        if self.memory_every and self._step // self.memory_every != self._last_memory_step // self.memory_every:
+            self._sample_memory(census=self._census_affordable())  # at the step the last batch ended
         if (self.profile_steps and self._trace is None
                 and self._step < self.profile_steps[0] <= self._step + self._batches_per_call()):
             self._trace = Trace(self.ops_name, step=self.profile_steps[1],
@@ -99,12 +108,11 @@ class MemoryCallback(keras.callbacks.Callback):
             self._record_if_changed()
         if self._trace is not None and self._step >= self.profile_steps[1]:
             self._stop_trace()
-        if self.memory_every and self._step // self.memory_every != self._last_memory_step // self.memory_every:
-            self._sample_memory(census=self._census_affordable())
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
         self._record_if_changed()
-        if self._census_affordable():
+        last = epoch + 1 >= int((self.params or {}).get("epochs") or 0)
+        if not last and self._census_affordable():  # the last epoch's end is train end's sample
             self._sample_memory(census=True, label=f"epoch {epoch + 1} end")
 
     def on_train_end(self, logs: Optional[dict] = None) -> None:
@@ -201,12 +209,13 @@ class MemoryCallback(keras.callbacks.Callback):
             _warn(self.name, e)
 
     def _census_affordable(self) -> bool:
-        """A census costs ~0.1-0.3 s: take one only while all of them stay under CENSUS_BUDGET of the time."""
+        """A census costs ~0.1-0.3 s: take one only while all of them stay under the budget."""
         elapsed = time.monotonic() - self._train_started
-        return self._census_seconds <= CENSUS_BUDGET * max(elapsed, 1e-9)
+        return self._census_seconds + self._last_census <= self.census_budget * max(elapsed, 1e-9)
 
     def _sample_memory(self, census: bool, label: str = "") -> None:
-        if not self.memory_every:
+        """One sample at the current step (never two at one step: a step holds one point)."""
+        if not self.memory_every or (self._step == self._last_memory_step and label != "train end"):
             return
         self._last_memory_step = self._step
         writer = self._writer_or_warn(self.memory_name)
@@ -216,7 +225,8 @@ class MemoryCallback(keras.callbacks.Callback):
         with writer.as_default():
             self._written(lambda: summary.memory(self.memory_name, step=self._step, census=census, label=label))
         if census:
-            self._census_seconds += time.monotonic() - started
+            self._last_census = time.monotonic() - started
+            self._census_seconds += self._last_census
 
     def _written(self, write: Any) -> None:
         """Run one summary write and flush; if the event file did not grow, the disk is full or

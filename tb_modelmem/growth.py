@@ -86,7 +86,10 @@ def explain(samples: Sequence[Tuple[int, MemorySample]], flagged: set) -> Dict[s
     steps = max(census[-1][0] - census[max(0, len(census) // 4)][0], 1)
     out: Dict[str, Any] = {}
     if flagged & {"live_variables", "live_variable_bytes", "live_models", "rss_bytes"}:
-        out["models"] = _movers(first.models, last.models, steps, new_only=True)
+        # every model alive at the end (``new``: not alive at the first sample): something keeps them
+        started = {c.name for c in census[0][1].models}
+        out["models"] = [{"name": c.name, "variables": c.count, "bytes": c.bytes, "new": c.name not in started}
+                         for c in last.models]
         out["variables_by_owner"] = _movers(first.variables_by_owner, last.variables_by_owner, steps)
     if flagged & {"graph_ops", "rss_bytes", "python_objects"}:
         out["graph_ops_by_function"] = _movers(first.graph_ops_by_function, last.graph_ops_by_function, steps)
@@ -95,16 +98,14 @@ def explain(samples: Sequence[Tuple[int, MemorySample]], flagged: set) -> Dict[s
     return out
 
 
-def _movers(before: Sequence[Any], after: Sequence[Any], steps: int, new_only: bool = False) -> List[Dict[str, Any]]:
+def _movers(before: Sequence[Any], after: Sequence[Any], steps: int) -> List[Dict[str, Any]]:
     """Lines that grew (or appeared), largest growth first, with the growth per step."""
     was = {c.name: c for c in before}
     out = []
     for c in after:
         old = was.get(c.name)
-        if new_only and old is not None:
-            continue
         grown = c.count - (old.count if old else 0)
-        if grown > 0 or (old is None and new_only):
+        if grown > 0:
             out.append({"name": c.name, "count": c.count, "bytes": c.bytes, "grown": grown,
                         "per_step": grown / steps, "new": old is None})
     return sorted(out, key=lambda m: -m["grown"])

@@ -19,7 +19,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_modelmem import metadata
+from tb_modelmem import growth, metadata
 from tb_modelmem.plugin import views
 from tb_modelmem.plugin.sources import MAX_NAME, Item, Located, Source
 from tb_modelmem.plugin.sources.model_info import RunModel
@@ -64,6 +64,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             "/op_rows": self._serve_op_rows,
             "/timeline": self._serve_timeline,
             "/hosts": self._serve_hosts,
+            "/growth": self._serve_growth,
             "/loadbench": self._serve_loadbench,
         }
 
@@ -158,6 +159,20 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                              "step_bytes": peak - low if trace.counts_resident else peak})
         return _respond_json(request, {"run": item.run, "tag": item.tag, "hosts": item.hosts, "rows": rows,
                                        "pending": pending, "errors": failed})
+
+    @wrappers.Request.application
+    def _serve_growth(self, request: wrappers.Request) -> wrappers.Response:
+        """Memory samples of a tag over its steps (or model builds): every series, what keeps growing, why."""
+        ctx, experiment = _context(request)
+        source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"), metadata.MEMORY)
+        located = source.locate_series(ctx, experiment, item)  # type: ignore[attr-defined]
+        try:
+            samples = self._build(located)
+            body = self.store.get(("view",) + _key(located), lambda job: growth.analyse(samples))
+        except Pending as e:
+            return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
+        labels = [{"step": step, "label": s.label} for step, s in samples if s.label]
+        return _respond_json(request, {"run": item.run, "tag": item.tag, "labels": labels, **body})
 
     # --- items --------------------------------------------------------------------------------
 

@@ -56,3 +56,23 @@ class SummarySource(Source):
             return record
 
         return Located(key, datum.step, datum.wall_time, 0, build)
+
+    def locate_series(self, ctx: Any, experiment: str, item: Item) -> Located:
+        """Every step of a tag at once (memory samples: the Growth view fits a trend over all of them)."""
+        data = read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)
+        key = (ORIGIN, "series", experiment, item.run, item.tag, len(data),
+               (data[-1].step, data[-1].wall_time) if data else None)
+
+        def build(job: Job) -> Any:
+            out = []
+            for i, datum in enumerate(data):
+                blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
+                try:
+                    out.append((datum.step, payload.decode(blob)))
+                except payload.PayloadError as e:
+                    raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: {e}") from None
+                job.report((i + 1) / len(data), f"{i + 1} of {len(data)} samples")
+            return out
+
+        return Located(key, data[-1].step if data else None, data[-1].wall_time if data else None, 0, build)
+

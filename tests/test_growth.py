@@ -1,0 +1,88 @@
+"""Issue 9 acceptance: memory over repeated model builds and over steps (seed 004), each loop in a
+fresh process, figures checked against gc counts taken by the same process without tb_modelmem."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tb_modelmem.growth import slope, trend
+from tests.plugin_harness import Served
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(mode: str, tmp_path_factory):
+    base = tmp_path_factory.mktemp(f"growth_{mode}")
+    logdir, out = str(base / "logs"), str(base / "truth.json")
+    result = subprocess.run([sys.executable, "-m", "tests.growth_loops", mode, logdir, out], cwd=REPO,
+                            capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(out) as f:
+        truth = json.load(f)
+    body = Served(logdir).json("/growth", run="train" if mode == "fit" else "builds", tag="memory")
+    return truth, body, {g["series"]: g for g in body["growth"]}
+
+
+def _increment(values):
+    """The growth per build the process measured itself (all increments equal, or their median)."""
+    return slope(list(range(len(values))), values)
+
+
+@pytest.fixture(scope="module")
+def keep(tmp_path_factory):
+    return _run("keep", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def clear(tmp_path_factory):
+    return _run("clear", tmp_path_factory)
+
+
+def test_models_kept_in_a_list_grow_22_variables_per_build(keep):
+    truth, body, growth = keep
+    assert growth["live_variables"]["flagged"] and growth["live_variables"]["per_step"] == 22
+    assert _increment(truth["variables"]) == 22 == truth["model_variables"]
+    # its bytes: the model's variables, Adam's slots and counters, and the loss tracker's two
+    assert growth["live_variable_bytes"]["per_step"] == truth["model_bytes"]
+    named = {m["name"] for m in body["explained_by"]["models"]}
+    assert set(truth["kept_models"]) <= named  # every surviving model is named
+    assert growth["live_models"]["flagged"] and growth["live_models"]["per_step"] == 1
+
+
+def test_clear_session_frees_the_variables_but_the_traced_graphs_stay(clear):
+    truth, body, growth = clear
+    assert not growth["live_variables"]["flagged"] and truth["variables"] == [0] * len(truth["variables"])
+    assert growth["rss_bytes"]["flagged"] and growth["rss_bytes"]["per_step"] > 2**20
+    assert growth["graph_ops"]["flagged"]
+    assert growth["graph_ops"]["per_step"] == _increment(truth["operations"])  # gc.get_objects(), independently
+    functions = body["explained_by"]["graph_ops_by_function"]
+    assert functions[0]["name"] == "one_step_on_data"  # Keras' traced train step is what survives
+
+
+def test_tf1_graphs_built_into_the_default_graph_grow_its_operations(tmp_path_factory):
+    truth, _, growth = _run("tf1", tmp_path_factory)
+    assert growth["graph_ops"]["flagged"]
+    assert growth["graph_ops"]["per_step"] == _increment(truth["operations"])
+
+
+def test_a_plain_fit_over_epochs_flags_nothing(tmp_path_factory):
+    _, body, growth = _run("fit", tmp_path_factory)
+    assert body["samples"] >= 10
+    assert [name for name, g in growth.items() if g["flagged"]] == []
+    assert growth["live_variables"]["per_step"] == 0 and growth["graph_ops"]["per_step"] == 0
+    labels = [entry["label"] for entry in body["labels"]]
+    assert labels[0] == "train begin" and labels[-1] == "train end"
+
+
+def test_a_warm_up_jump_is_not_growth_and_a_steady_rise_is():
+    steps = list(range(12))
+    assert not trend("graph_ops", steps, [0] + [900] * 11, 1.0)["flagged"]  # the train function traced once
+    assert trend("graph_ops", steps, [900 * s for s in steps], 1.0)["flagged"]
+    assert not trend("rss_bytes", steps, [100, 400, 90, 410, 95, 405, 100, 400, 90, 410, 95, 405], 1.0)["flagged"]
+    assert "too few" in trend("live_variables", [0, 1], [0, 22], 0.5)["reason"]
