@@ -78,6 +78,14 @@ def copy_checkpoint(prefix, folder, name="ckpt"):
     return os.path.join(folder, name)
 
 
+def replaced(prefix, folder, suffix, make):
+    """A copy of the checkpoint at ``prefix`` whose ``suffix`` file is removed and made anew by ``make(path)``."""
+    new = copy_checkpoint(prefix, folder)
+    os.remove(new + suffix)
+    make(new + suffix)
+    return new
+
+
 # --- a tensor bundle index, written byte by byte -------------------------------------------------
 
 def varint(n):
@@ -127,6 +135,14 @@ def crafted_checkpoint(folder, entries, num_shards=1, data=b"\0" * 64):
         with open(f"{prefix}.data-00000-of-{num_shards:05d}", "wb") as f:
             f.write(data)
     return prefix
+
+
+def truncated(src, dst, parts):
+    """The first 1/``parts`` of the file ``src``, written to ``dst``."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        out.write(f.read(os.path.getsize(src) // parts))
+    return dst
 
 
 # --- zip helpers -------------------------------------------------------------------------------
@@ -235,17 +251,11 @@ def _cases():
 
     @case
     def index_is_a_fifo(folder, real):
-        prefix = copy_checkpoint(real["tf2"], folder)
-        os.remove(prefix + ".index")
-        os.mkfifo(prefix + ".index")
-        return prefix
+        return replaced(real["tf2"], folder, ".index", os.mkfifo)
 
     @case
     def index_is_dev_zero(folder, real):
-        prefix = copy_checkpoint(real["tf2"], folder)
-        os.remove(prefix + ".index")
-        os.symlink("/dev/zero", prefix + ".index")
-        return prefix
+        return replaced(real["tf2"], folder, ".index", lambda path: os.symlink("/dev/zero", path))
 
     @case
     def index_is_a_sparse_terabyte(folder, real):
@@ -255,24 +265,15 @@ def _cases():
 
     @case
     def index_is_a_folder(folder, real):
-        prefix = copy_checkpoint(real["tf2"], folder)
-        os.remove(prefix + ".index")
-        os.mkdir(prefix + ".index")
-        return prefix
+        return replaced(real["tf2"], folder, ".index", os.mkdir)
 
     @case
     def index_is_a_symlink_loop(folder, real):
-        prefix = copy_checkpoint(real["tf2"], folder)
-        os.remove(prefix + ".index")
-        os.symlink(prefix + ".index", prefix + ".index")
-        return prefix + ".data-00000-of-00001"
+        return replaced(real["tf2"], folder, ".index", lambda path: os.symlink(path, path)) + ".data-00000-of-00001"
 
     @case
     def data_shard_is_a_folder(folder, real):
-        prefix = copy_checkpoint(real["tf2"], folder)
-        os.remove(prefix + ".data-00000-of-00001")
-        os.mkdir(prefix + ".data-00000-of-00001")
-        return prefix
+        return replaced(real["tf2"], folder, ".data-00000-of-00001", os.mkdir)
 
     @case
     def data_shard_truncated(folder, real):
@@ -282,10 +283,7 @@ def _cases():
 
     @case
     def meta_graph_is_a_fifo(folder, real):
-        prefix = copy_checkpoint(real["tf1"], folder)
-        os.remove(prefix + ".meta")
-        os.mkfifo(prefix + ".meta")
-        return prefix
+        return replaced(real["tf1"], folder, ".meta", os.mkfifo)
 
     @case
     def meta_graph_garbage(folder, real):
@@ -337,11 +335,7 @@ def _cases():
 
     @case
     def keras_truncated(folder, real):
-        path = os.path.join(folder, "t.keras")
-        os.makedirs(folder)
-        with open(real["keras"], "rb") as src, open(path, "wb") as dst:
-            dst.write(src.read(os.path.getsize(real["keras"]) // 2))
-        return path
+        return truncated(real["keras"], os.path.join(folder, "t.keras"), 2)
 
     @case
     def keras_local_header_offset_past_the_end(folder, real):
@@ -380,17 +374,22 @@ def _cases():
             group.create_dataset("0", shape=(2 ** 40, 2 ** 20), dtype="float32", chunks=(1, 1024))
         return path
 
-    @case
-    def legacy_h5_dataset_declares_8_eib(folder, real):
-        path = os.path.join(folder, "big.h5")
+    def legacy_h5_with_first_weight(folder, real, make):
+        """The real legacy .h5 with fc1's first weight removed and made anew by ``make(group, name)``."""
+        path = os.path.join(folder, "edited.h5")
         os.makedirs(folder)
         shutil.copy(real["h5"], path)
         with h5py.File(path, "r+") as h5:
             group = h5["model_weights/fc1"]
             name = group.attrs["weight_names"][0]
             del group[name]
-            group.create_dataset(name, shape=(2 ** 40, 2 ** 20), dtype="float32", chunks=(1, 1024))
+            make(group, name)
         return path
+
+    @case
+    def legacy_h5_dataset_declares_8_eib(folder, real):
+        return legacy_h5_with_first_weight(folder, real, lambda group, name: group.create_dataset(
+            name, shape=(2 ** 40, 2 ** 20), dtype="float32", chunks=(1, 1024)))
 
     @case
     def h5_weight_of_strings(folder, real):
@@ -412,23 +411,12 @@ def _cases():
 
     @case
     def legacy_h5_weight_is_a_soft_link_loop(folder, real):
-        path = os.path.join(folder, "loop.h5")
-        os.makedirs(folder)
-        shutil.copy(real["h5"], path)
-        with h5py.File(path, "r+") as h5:
-            group = h5["model_weights/fc1"]
-            name = group.attrs["weight_names"][0]
-            del group[name]
-            group[name] = h5py.SoftLink(group.name + "/" + name)
-        return path
+        return legacy_h5_with_first_weight(folder, real, lambda group, name: group.__setitem__(
+            name, h5py.SoftLink(group.name + "/" + name)))
 
     @case
     def h5_truncated(folder, real):
-        path = os.path.join(folder, "t.h5")
-        os.makedirs(folder)
-        with open(real["h5"], "rb") as src, open(path, "wb") as dst:
-            dst.write(src.read(os.path.getsize(real["h5"]) // 3))
-        return path
+        return truncated(real["h5"], os.path.join(folder, "t.h5"), 3)
 
     @case
     def h5_model_config_of_40_mib(folder, real):
