@@ -219,3 +219,17 @@ def test_a_step_counter_is_other_live_and_in_the_file(convnet, tmp_path):
 
 def by_role_of(roles_by_name):
     return sorted(roles_by_name.values())
+
+
+def test_dtype_names_and_sizes_are_tensorflows():
+    """inspect reads dtypes without TensorFlow; its table must say what TensorFlow says."""
+    from tensorboard.compat.proto import types_pb2
+
+    from tb_modelmem.capture.checkpoint import dtype_size
+    from tb_modelmem.capture.run_metadata import dtype_name
+
+    for enum in (v for v in types_pb2.DataType.values() if 0 < v < 100):
+        dtype = tf.as_dtype(enum)
+        assert dtype_name(enum) == dtype.name, enum
+        fixed = dtype not in (tf.string, tf.resource, tf.variant)
+        assert dtype_size(enum) == (dtype.size if fixed else 0), dtype.name

@@ -21,9 +21,10 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 from tb_modelmem import proto, roles
 from tb_modelmem.capture.bounded import GRAPH_LIMIT, INDEX_LIMIT, STATE_LIMIT, InspectError, file_size, read_file, \
     read_range
+from tb_modelmem.capture.run_metadata import dtype_name
 from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, Breakdown, VariableRecord
 
-__all__ = ["InspectError", "find_prefix", "read_checkpoint", "dtype_name"]
+__all__ = ["InspectError", "find_prefix", "read_checkpoint", "dtype_size"]
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -31,12 +32,13 @@ _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_BYTES = 48
 _MAX_RANK = 254  # TensorShape's own limit
 _MAX_SHARDS = 1 << 16  # shards a real checkpoint splits into are a handful; each must exist as a file
-# TensorFlow's DataType enum (types.proto) -> (name, bytes per element); 0 bytes: not a fixed-size number.
-_DTYPES = ["invalid", "float32", "float64", "int32", "uint8", "int16", "int8", "string", "complex64", "int64", "bool",
-           "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16", "complex128", "float16",
-           "resource", "variant", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz",
-           "float8_e4m3b11fnuz", "float8_e5m2fnuz", "int4", "uint4", "int2", "uint2", "float4_e2m1fn"]
-_DTYPE_SIZES = [0, 4, 8, 4, 1, 2, 1, 0, 8, 8, 1, 1, 1, 4, 2, 2, 2, 2, 16, 2, 0, 0, 4, 8] + [1] * 10
+# Bytes per element a tensor bundle stores, by dtype name (run_metadata.dtype_name of the DataType
+# enum); what is not here (string, resource, variant) is no fixed-size number.
+_ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "uint8": 1, "int16": 2, "int8": 1, "complex64": 8, "int64": 8,
+               "bool": 1, "qint8": 1, "quint8": 1, "qint32": 4, "bfloat16": 2, "qint16": 2, "quint16": 2,
+               "uint16": 2, "complex128": 16, "float16": 2, "uint32": 4, "uint64": 8, "float8_e5m2": 1,
+               "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e4m3b11fnuz": 1, "float8_e5m2fnuz": 1,
+               "int4": 1, "uint4": 1, "int2": 1, "uint2": 1, "float4_e2m1fn": 1}
 _DT_STRING = 7
 # Training op type (without Resource/Sparse prefixes) -> tf.compat.v1.train optimizer.
 _TF1_APPLY_OPS = {
@@ -49,13 +51,9 @@ _TF1_APPLY_OPS = {
 }
 
 
-def dtype_name(enum: int) -> str:
-    """TensorFlow's name for a DataType enum value ("float32"), or "dtype_<n>" for one this tool does not know."""
-    return _DTYPES[enum] if 0 <= enum < len(_DTYPES) else f"dtype_{enum}"
-
-
-def _dtype_size(enum: int) -> int:
-    return _DTYPE_SIZES[enum] if 0 <= enum < len(_DTYPE_SIZES) else 0
+def dtype_size(enum: int) -> int:
+    """Bytes per element of a DataType enum value in a checkpoint; 0 for strings, handles and unknown values."""
+    return _ITEM_BYTES.get(dtype_name(enum), 0)
 
 
 def find_prefix(path: str) -> str:
@@ -109,7 +107,7 @@ def read_checkpoint(path: str) -> Breakdown:
     numeric = _check_entries(index_path, entries, num_shards, shard_bytes)
     shape_of = {k: [int(d.size) for d in entries[k].shape.dim] for k in numeric}
     dtype_of = {k: dtype_name(entries[k].dtype) for k in numeric}
-    size_of = {k: math.prod(shape_of[k]) * _dtype_size(entries[k].dtype) for k in numeric}
+    size_of = {k: math.prod(shape_of[k]) * dtype_size(entries[k].dtype) for k in numeric}
     graph = _object_graph(prefix, entries, num_shards) if OBJECT_GRAPH_KEY in entries else None
     meta = _meta_graph(prefix + ".meta") if graph is None and os.path.lexists(prefix + ".meta") else None
     if graph is not None:
@@ -238,9 +236,9 @@ def _check_entries(index_path: str, entries: Dict[str, Any], num_shards: int, sh
         dims = [d.size for d in entry.shape.dim]
         if entry.shape.unknown_rank or len(dims) > _MAX_RANK or any(d < 0 for d in dims):
             raise corrupt(f"shape {dims[:8]}{'...' if len(dims) > 8 else ''} is not a stored tensor's")
-        if key == OBJECT_GRAPH_KEY or key.startswith("\x00") or not _dtype_size(entry.dtype):
+        if key == OBJECT_GRAPH_KEY or key.startswith("\x00") or not dtype_size(entry.dtype):
             continue  # the object graph, slices of partitioned variables, strings, unknown dtypes
-        declared = math.prod(dims) * _dtype_size(entry.dtype)
+        declared = math.prod(dims) * dtype_size(entry.dtype)
         data_bytes = sum(shard_bytes)
         if entry.slices and declared > data_bytes or not entry.slices and declared != entry.size:
             raise corrupt(f"shape {dims} of {dtype_name(entry.dtype)} is {declared:,} bytes, "
