@@ -1,6 +1,6 @@
 // Reshaping of API responses for charts and comparison tables. Pure.
 
-import { ROLES } from "./roles.js";
+import { CATEGORIES, ROLES } from "./roles.js";
 
 /**
  * Breakdown responses of several runs -> one row per run with bytes by role,
@@ -16,6 +16,23 @@ export function compareTotals(breakdowns) {
   const base = Math.min(...rows.map((r) => r.total).filter((t) => t > 0));
   for (const row of rows) row.ratio = Number.isFinite(base) ? row.total / base : null;
   return rows;
+}
+
+/**
+ * The peak's parts in display order: [{category, bytes (null = unknown), reason, share}],
+ * then any category a newer backend adds. The parts sum to peak.total.
+ */
+export function peakParts(peak) {
+  const unknown = peak?.unknown || {};
+  const known = new Set(CATEGORIES);
+  const extra = Object.keys(peak || {}).filter((k) => !known.has(k) && !["total", "unknown", "step_peak_bytes"].includes(k)
+    && (peak[k] === null || typeof peak[k] === "number"));
+  const total = peak?.total ?? 0;
+  return [...CATEGORIES, ...extra].filter((c) => c in (peak || {}) || c in unknown).map((category) => {
+    const bytes = peak[category] ?? null;
+    return { category, bytes, reason: unknown[category] || (bytes === null ? "not in this data" : ""),
+      share: bytes !== null && total ? bytes / total : null };
+  });
 }
 
 /** The n layers with the most bytes, in model order (a chart of 300 layers is unreadable). */
@@ -64,34 +81,6 @@ export function splitBaseline(results) {
     baseline,
     results: formats.map((r) => ({ ...r, rss_above_baseline: floor && !r.error ? r.peak_rss_bytes - floor : null })),
   };
-}
-
-/** Index of the timeline point at the peak: the one nearest peak_time_us, else the max. */
-export function peakIndex(timeline, peakTimeUs) {
-  if (!timeline.length) return -1;
-  let best = 0;
-  if (Number.isFinite(peakTimeUs) && peakTimeUs > 0) {
-    for (let i = 1; i < timeline.length; i++) {
-      if (Math.abs(timeline[i][0] - peakTimeUs) < Math.abs(timeline[best][0] - peakTimeUs)) best = i;
-    }
-    return best;
-  }
-  for (let i = 1; i < timeline.length; i++) if (timeline[i][1] > timeline[best][1]) best = i;
-  return best;
-}
-
-/** Timeline points within `radius` of the peak, each with its change in bytes. */
-export function aroundPeak(timeline, index, radius) {
-  if (index < 0) return [];
-  const from = Math.max(0, index - radius);
-  const to = Math.min(timeline.length, index + radius + 1);
-  const rows = [];
-  for (let i = from; i < to; i++) {
-    const [t, bytes, op] = timeline[i];
-    const delta = i > 0 ? bytes - timeline[i - 1][1] : bytes;
-    rows.push({ index: i, t_us: t, bytes, delta, op: op ?? "", isPeak: i === index });
-  }
-  return rows;
 }
 
 function unique(values) {

@@ -1,14 +1,25 @@
 // HTTP access to the plugin backend. URLs are relative ("./runs"): the iframe's
 // <base href="plugin/modelmem/"> makes them work under --path_prefix too.
 
-class ApiError extends Error {
+export class ApiError extends Error {
   constructor(status, message) {
     super(message);
     this.status = status;
   }
 }
 
-/** GET ./route?params as JSON; non-2xx responses carry a plain-text reason. */
+/** A 202 answer: the item is still being reduced; ask again later. */
+export class Pending {
+  constructor(body) {
+    this.progress = Number.isFinite(body?.progress) ? body.progress : 0;
+    this.message = typeof body?.message === "string" ? body.message : "";
+    this.elapsed_s = Number.isFinite(body?.elapsed_s) ? body.elapsed_s : null;
+  }
+}
+
+export const isPending = (answer) => answer instanceof Pending;
+
+/** GET ./route?params: the JSON body, a Pending for 202; non-2xx throws with the server's text. */
 export async function getJson(route, params = {}) {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
@@ -25,13 +36,28 @@ export async function getJson(route, params = {}) {
     const text = (await response.text()).trim();
     throw new ApiError(response.status, text || `${response.status} ${response.statusText}`);
   }
+  if (response.status === 202) return new Pending(await response.json().catch(() => ({})));
   return response.json();
+}
+
+/** The query parameters naming one item: {run, tag, step, host, breakdown} ("" = server default). */
+export function itemParams(item) {
+  return { run: item.run, tag: item.tag, step: item.step, host: item.host, breakdown: item.breakdown };
+}
+
+/** A page request: {offset, limit, sort, order, filter}. */
+function pageParams(page) {
+  return { offset: page.offset, limit: page.limit, sort: page.sort, order: page.order, filter: page.filter };
 }
 
 export const api = {
   runs: () => getJson("runs"),
-  steps: (run, tag) => getJson("steps", { run, tag }),
-  breakdown: (run, tag, step) => getJson("breakdown", { run, tag, step }),
-  ops: (run, tag, step) => getJson("ops", { run, tag, step }),
-  loadbench: (run, tag, step) => getJson("loadbench", { run, tag, step }),
+  steps: (item) => getJson("steps", { run: item.run, tag: item.tag }),
+  breakdown: (item) => getJson("breakdown", itemParams(item)),
+  variables: (item, page) => getJson("variables", { ...itemParams(item), ...pageParams(page) }),
+  ops: (item) => getJson("ops", itemParams(item)),
+  opRows: (item, page) => getJson("op_rows", { ...itemParams(item), ...pageParams(page) }),
+  timeline: (item) => getJson("timeline", itemParams(item)),
+  hosts: (item) => getJson("hosts", { run: item.run, tag: item.tag, step: item.step }),
+  loadbench: (item) => getJson("loadbench", itemParams(item)),
 };

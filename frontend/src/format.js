@@ -39,6 +39,39 @@ export function formatBytesFull(bytes) {
   return `${formatInt(bytes)} B (${formatHuman(bytes)})`;
 }
 
+/** Figures the data cannot give are null: they read "unknown", never 0. */
+export const UNKNOWN = "unknown";
+
+export function isKnown(value) {
+  return value !== null && value !== undefined && Number.isFinite(Number(value));
+}
+
+/** formatBytesFull, or "unknown" for a figure the data cannot give. */
+export function formatBytesKnown(bytes) {
+  return isKnown(bytes) ? formatBytesFull(bytes) : UNKNOWN;
+}
+
+/** formatInt, or "unknown". */
+export function formatIntKnown(n) {
+  return isKnown(n) ? formatInt(n) : UNKNOWN;
+}
+
+/** 0.9712 -> "97%", 0.0041 -> "0.4%"; null -> "". */
+export function formatPercent(fraction) {
+  if (!isKnown(fraction)) return "";
+  const pct = 100 * fraction;
+  if (pct > 0 && pct < 1) return `${pct.toFixed(1)}%`;
+  return `${Math.round(pct)}%`;
+}
+
+/** A 202 answer's state -> "Reducing… 40% (parsing)". */
+export function formatProgress(state) {
+  const pct = Math.round(100 * Math.max(0, Math.min(1, Number(state?.progress) || 0)));
+  const what = state?.message ? ` (${state.message})` : "";
+  const elapsed = isKnown(state?.elapsed_s) && state.elapsed_s >= 2 ? ` · ${Math.round(state.elapsed_s)} s` : "";
+  return `Reducing… ${pct}%${what}${elapsed}`;
+}
+
 /** Microseconds -> "850 µs", "12.3 ms", "1.42 s". */
 export function formatMicros(us) {
   if (us === null || us === undefined || !Number.isFinite(Number(us))) return "—";

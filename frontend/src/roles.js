@@ -1,4 +1,5 @@
-// One colour and label per role, so every chart and card agrees.
+// One colour and label per variable role and per peak category, so every
+// chart, card and chip agrees.
 
 export const ROLES = ["weight", "non_trainable", "optimizer_slot", "other"];
 
@@ -7,8 +8,6 @@ export const ROLE_LABEL = {
   non_trainable: "Non-trainable",
   optimizer_slot: "Optimizer slots",
   other: "Other",
-  activations: "Activations / temporaries",
-  unattributed: "Unattributed",
   total: "Total",
 };
 
@@ -18,12 +17,55 @@ export const ROLE_COLOR = {
   non_trainable: "#7b1fa2",
   optimizer_slot: "#f57c00",
   other: "#757575",
+  total: "#212121",
+};
+
+// What a byte in use at the peak is (the backend's peak_by_category keys), in
+// stacking order: what stays resident at the bottom, the step's own buffers
+// above it, what nobody could attribute on top.
+export const CATEGORIES = [
+  "weights", "non_trainable", "optimizer_slots", "inputs", "activations", "gradients",
+  "optimizer_temporaries", "temporaries", "unattributed",
+];
+
+export const CATEGORY_LABEL = {
+  weights: "Weights",
+  non_trainable: "Non-trainable",
+  optimizer_slots: "Optimizer slots",
+  inputs: "Inputs",
+  activations: "Activations",
+  gradients: "Gradients",
+  optimizer_temporaries: "Optimizer temporaries",
+  temporaries: "Temporaries",
+  unattributed: "Unattributed",
+  total: "Peak in use",
+};
+
+export const CATEGORY_HINT = {
+  weights: "trainable variables",
+  non_trainable: "BatchNorm statistics and other layer state",
+  optimizer_slots: "Adam m/v, momentum, accumulators",
+  inputs: "the batch entering the step",
+  activations: "forward outputs kept for the backward pass",
+  gradients: "gradients of the weights",
+  optimizer_temporaries: "scratch of the weight updates",
+  temporaries: "scratch space, loss and metric values",
+  unattributed: "in use, but no allocation in the trace names it",
+};
+
+// Weights, non-trainable and slots share the role colours above.
+export const CATEGORY_COLOR = {
+  weights: ROLE_COLOR.weight,
+  non_trainable: ROLE_COLOR.non_trainable,
+  optimizer_slots: ROLE_COLOR.optimizer_slot,
+  inputs: "#00838f",
   activations: "#388e3c",
+  gradients: "#d32f2f",
+  optimizer_temporaries: "#c2185b",
+  temporaries: "#8d6e63",
   unattributed: "#bdbdbd",
   total: "#212121",
 };
 
-export const PEAK_ROLES = ["weight", "optimizer_slot", "activations", "unattributed"];
-
-// For series that are not roles (compute time, save-format modes): hues no role uses.
+// For series that are neither roles nor categories (compute time, save-format modes).
 export const OTHER_COLORS = ["#3949ab", "#00897b", "#d81b60", "#8d6e63", "#9e9d24", "#00acc1"];

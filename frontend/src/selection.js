@@ -31,18 +31,43 @@ export function availableViews(listing) {
   return VIEWS.filter((v) => runsOfKind(listing, v.kind).length > 0);
 }
 
+/** The listing's entry for (run, tag) of `kind`, or undefined. */
+export function tagInfo(listing, kind, run, tag) {
+  return runsOfKind(listing, kind).find((r) => r.run === run)?.tags.find((t) => t.tag === tag);
+}
+
+/** The breakdown tags of a run (what an op trace can be joined with). */
+export function breakdownTags(listing, run) {
+  return (runsOfKind(listing, "breakdown").find((r) => r.run === run)?.tags || []).map((t) => t.tag);
+}
+
 /**
- * Keep the user's run/tag/step if they still exist; otherwise pick the first
- * run and tag. step "" means "latest" and follows new steps as they arrive.
+ * Keep the user's run/tag/step/host/breakdown if they still exist; otherwise
+ * pick the first run and tag. "" means the server's default: step "" is the
+ * latest (it follows new steps), host "" the first, breakdown "" the one nearest
+ * the trace's step.
  */
 export function reconcile(selection, listing, kind) {
   const runs = runsOfKind(listing, kind);
-  if (!runs.length) return { run: "", tag: "", step: "" };
+  if (!runs.length) return { run: "", tag: "", step: "", host: "", breakdown: "" };
   const run = runs.find((r) => r.run === selection?.run) || runs[0];
   const keepRun = run.run === selection?.run;
   const tag = (keepRun && run.tags.find((t) => t.tag === selection.tag)) || run.tags[0];
   const keepTag = keepRun && tag.tag === selection.tag;
-  return { run: run.run, tag: tag.tag, step: keepTag ? selection.step ?? "" : "" };
+  const host = keepTag && (tag.hosts || []).includes(selection.host) ? selection.host : "";
+  const breakdown = keepRun && breakdownTags(listing, run.run).includes(selection.breakdown) ? selection.breakdown : "";
+  return { run: run.run, tag: tag.tag, step: keepTag ? selection.step ?? "" : "", host, breakdown };
+}
+
+/**
+ * What identifies one answer: the route, the item and, for "latest" and joins,
+ * the steps they stand for, so a new step or breakdown makes a new answer.
+ */
+export function itemKey(route, selection, info, listing) {
+  const step = selection.step === "" ? `latest@${info?.max_step ?? ""}` : selection.step;
+  const joined = route === "breakdown" || route === "loadbench" ? ""
+    : (runsOfKind(listing, "breakdown").find((r) => r.run === selection.run)?.tags || []).map((t) => `${t.tag}@${t.max_step}`).join(",");
+  return [route, selection.run, selection.tag, step, selection.host || "", selection.breakdown || "", joined].join("\u0000");
 }
 
 /** The tag to use for `run` when comparing runs: the same tag name if it has one. */
@@ -50,4 +75,14 @@ export function compareTag(listing, run, preferredTag) {
   const entry = runsOfKind(listing, "breakdown").find((r) => r.run === run);
   if (!entry) return null;
   return (entry.tags.find((t) => t.tag === preferredTag) || entry.tags[0]).tag;
+}
+
+/** A tag's label in the picker: what it is when its name does not say. */
+export function tagLabel(info) {
+  if (info.origin === "run_metadata") return `${info.tag} (RunMetadata)`;
+  if (info.origin === "profile") {
+    const hosts = (info.hosts || []).length;
+    return `${info.tag} (TF2 profile${hosts > 1 ? `, ${hosts} hosts` : ""})`;
+  }
+  return info.tag;
 }

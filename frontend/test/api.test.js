@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { api, getJson } from "../src/api.js";
+import { api, getJson, isPending } from "../src/api.js";
 
 function stubFetch(respond) {
   const calls = [];
@@ -13,10 +13,27 @@ function stubFetch(respond) {
 
 test("requests are relative (work under --path_prefix) and skip empty parameters", async () => {
   const calls = stubFetch(() => new Response('{"ok":1}', { status: 200 }));
-  assert.deepEqual(await api.breakdown("run a/b", "storage", ""), { ok: 1 });
-  await api.ops("r", "t", 0);
+  assert.deepEqual(await api.breakdown({ run: "run a/b", tag: "storage", step: "" }), { ok: 1 });
+  await api.ops({ run: "r", tag: "t", step: 0, host: "", breakdown: "generator" });
+  await api.opRows({ run: "r", tag: "t", step: 3, host: "worker_1" }, { offset: 200, limit: 100, sort: "time_us", order: "desc", filter: "layer:dense" });
+  await api.variables({ run: "r", tag: "v" }, { offset: 0, limit: 100, sort: "bytes", order: "asc", filter: "" });
   await api.runs();
-  assert.deepEqual(calls, ["./breakdown?run=run+a%2Fb&tag=storage", "./ops?run=r&tag=t&step=0", "./runs"]);
+  assert.deepEqual(calls, [
+    "./breakdown?run=run+a%2Fb&tag=storage",
+    "./ops?run=r&tag=t&step=0&breakdown=generator",
+    "./op_rows?run=r&tag=t&step=3&host=worker_1&offset=200&limit=100&sort=time_us&order=desc&filter=layer%3Adense",
+    "./variables?run=r&tag=v&offset=0&limit=100&sort=bytes&order=asc",
+    "./runs",
+  ]);
+});
+
+test("202 is a Pending carrying the server's progress, not data", async () => {
+  stubFetch(() => new Response('{"state":"reducing","progress":0.4,"message":"parsing","elapsed_s":3.2}', { status: 202 }));
+  const answer = await api.timeline({ run: "r", tag: "profile/s" });
+  assert.ok(isPending(answer));
+  assert.deepEqual([answer.progress, answer.message, answer.elapsed_s], [0.4, "parsing", 3.2]);
+  stubFetch(() => new Response("not json", { status: 202 }));
+  assert.equal((await getJson("ops")).progress, 0);
 });
 
 test("a non-2xx answer becomes an error carrying the server's text", async () => {

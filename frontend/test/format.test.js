@@ -1,7 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  byteAxisInterval, ellipsize, formatBytesFull, formatHuman, formatHumanShort, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
+  byteAxisInterval, ellipsize, formatBytesFull, formatBytesKnown, formatHuman, formatHumanShort, formatIntKnown, formatPercent,
+  formatProgress, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
 } from "../src/format.js";
 
 test("exact byte counts get thousands separators", () => {
@@ -69,4 +70,23 @@ test("byte axes tick on round binary units", () => {
   assert.equal(byteAxisInterval(100352), 20 * 1024);
   assert.equal(byteAxisInterval(12), 5);
   assert.equal(byteAxisInterval(0), undefined);
+});
+
+test("unknown is not zero: a figure the data cannot give reads unknown", () => {
+  assert.equal(formatBytesKnown(null), "unknown");
+  assert.equal(formatBytesKnown(undefined), "unknown");
+  assert.equal(formatBytesKnown(0), "0 B");
+  assert.equal(formatBytesKnown(100352), "100,352 B (98.00 KiB)");
+  assert.equal(formatIntKnown(null), "unknown");
+  assert.equal(formatIntKnown(0), "0");
+});
+
+test("shares and progress", () => {
+  assert.equal(formatPercent(0.9712), "97%");
+  assert.equal(formatPercent(0.0041), "0.4%");
+  assert.equal(formatPercent(0), "0%");
+  assert.equal(formatPercent(null), "");
+  assert.equal(formatProgress({ state: "reducing", progress: 0.4, message: "parsing", elapsed_s: 0.5 }), "Reducing… 40% (parsing)");
+  assert.equal(formatProgress({ progress: 0.95, message: "reducing", elapsed_s: 12.4 }), "Reducing… 95% (reducing) · 12 s");
+  assert.equal(formatProgress({}), "Reducing… 0%");
 });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { availableViews, compareTag, reconcile, runsOfKind, tagErrors } from "../src/selection.js";
+import { availableViews, breakdownTags, compareTag, itemKey, reconcile, runsOfKind, tagErrors, tagLabel } from "../src/selection.js";
 
 const listing = {
   runs: [
@@ -9,9 +9,15 @@ const listing = {
       { tag: "trace", kind: "ops", origin: "modelmem", max_step: 3, error: null },
     ] },
     { run: "bad", tags: [{ tag: "future", kind: null, origin: "modelmem", max_step: 0, error: "written by a newer tb_modelmem" }] },
+    { run: "gan", tags: [
+      { tag: "discriminator", kind: "breakdown", origin: "modelmem", max_step: 5 },
+      { tag: "generator", kind: "breakdown", origin: "modelmem", max_step: 5 },
+      { tag: "profile/2026_11_22", kind: "ops", origin: "profile", max_step: null, hosts: ["worker_0", "worker_1"] },
+    ] },
     { run: "sgd", tags: [{ tag: "weights", kind: "breakdown", origin: "modelmem", max_step: 1 }] },
   ],
 };
+const none = { host: "", breakdown: "" };
 
 test("only views with data are offered", () => {
   assert.deepEqual(availableViews(listing).map((v) => v.id), ["storage", "ops", "timeline"]);
@@ -19,19 +25,46 @@ test("only views with data are offered", () => {
 });
 
 test("runs of a kind skip unreadable tags; errors are listed separately", () => {
-  assert.deepEqual(runsOfKind(listing, "breakdown").map((r) => r.run), ["adam", "sgd"]);
+  assert.deepEqual(runsOfKind(listing, "breakdown").map((r) => r.run), ["adam", "gan", "sgd"]);
   assert.deepEqual(tagErrors(listing), [{ run: "bad", tag: "future", error: "written by a newer tb_modelmem" }]);
+  assert.deepEqual(breakdownTags(listing, "gan"), ["discriminator", "generator"]);
 });
 
 test("reconcile keeps a valid selection including the chosen step", () => {
-  assert.deepEqual(reconcile({ run: "sgd", tag: "weights", step: 1 }, listing, "breakdown"), { run: "sgd", tag: "weights", step: 1 });
+  assert.deepEqual(reconcile({ run: "sgd", tag: "weights", step: 1 }, listing, "breakdown"), { run: "sgd", tag: "weights", step: 1, ...none });
+});
+
+test("reconcile keeps a host of the session and a breakdown of the run, else the server's default", () => {
+  const picked = { run: "gan", tag: "profile/2026_11_22", step: "", host: "worker_1", breakdown: "generator" };
+  assert.deepEqual(reconcile(picked, listing, "ops"), picked);
+  assert.deepEqual(reconcile({ ...picked, host: "gone", breakdown: "gone" }, listing, "ops"), { ...picked, ...none });
+  assert.deepEqual(reconcile({ ...picked, run: "adam" }, listing, "ops"), { run: "adam", tag: "trace", step: "", ...none });
 });
 
 test("reconcile falls back to the first run/tag and the latest step", () => {
-  assert.deepEqual(reconcile(undefined, listing, "breakdown"), { run: "adam", tag: "variables", step: "" });
-  assert.deepEqual(reconcile({ run: "gone", tag: "x", step: 5 }, listing, "ops"), { run: "adam", tag: "trace", step: "" });
-  assert.deepEqual(reconcile({ run: "adam", tag: "gone", step: 5 }, listing, "breakdown"), { run: "adam", tag: "variables", step: "" });
-  assert.deepEqual(reconcile({}, { runs: [] }, "loadbench"), { run: "", tag: "", step: "" });
+  assert.deepEqual(reconcile(undefined, listing, "breakdown"), { run: "adam", tag: "variables", step: "", ...none });
+  assert.deepEqual(reconcile({ run: "gone", tag: "x", step: 5 }, listing, "ops"), { run: "adam", tag: "trace", step: "", ...none });
+  assert.deepEqual(reconcile({ run: "adam", tag: "gone", step: 5 }, listing, "breakdown"), { run: "adam", tag: "variables", step: "", ...none });
+  assert.deepEqual(reconcile({}, { runs: [] }, "loadbench"), { run: "", tag: "", step: "", ...none });
+});
+
+test("an answer's key changes with a new latest step or a new breakdown to join, not otherwise", () => {
+  const sel = { run: "adam", tag: "trace", step: "", host: "", breakdown: "" };
+  const info = listing.runs[0].tags[1];
+  const key = itemKey("ops", sel, info, listing);
+  assert.equal(itemKey("ops", { ...sel }, { ...info }, listing), key);
+  assert.notEqual(itemKey("ops", sel, { ...info, max_step: 4 }, listing), key);
+  const newer = { runs: [{ run: "adam", tags: [{ ...listing.runs[0].tags[0], max_step: 9 }, info] }] };
+  assert.notEqual(itemKey("ops", sel, info, newer), key);
+  assert.equal(itemKey("breakdown", sel, info, newer), itemKey("breakdown", sel, info, listing));
+  assert.notEqual(itemKey("ops", { ...sel, step: 3 }, info, listing), key);
+  assert.notEqual(itemKey("timeline", sel, info, listing), key);
+});
+
+test("tags say what they are when their name does not", () => {
+  assert.equal(tagLabel(listing.runs[2].tags[2]), "profile/2026_11_22 (TF2 profile, 2 hosts)");
+  assert.equal(tagLabel({ tag: "step_1", origin: "run_metadata" }), "step_1 (RunMetadata)");
+  assert.equal(tagLabel({ tag: "storage", origin: "modelmem" }), "storage");
 });
 
 test("compare uses the same tag name where a run has it", () => {

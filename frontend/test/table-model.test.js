@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { filterRows, nextSort, sortRows } from "../src/table-model.js";
+import { filterRows, nextSort, rowMatcher, serverFilter, sortRows } from "../src/table-model.js";
 
 const columns = [
   { key: "name" },
@@ -53,4 +53,14 @@ test("filter + sort of 20,000 rows stays fast", () => {
   const out = sortRows(filterRows(many, "op_1", columns), columns[2], "desc");
   assert.ok(out.length > 1000);
   assert.ok(performance.now() - t0 < 500);
+});
+
+test("the server gets the same filter, column labels turned into its field names", () => {
+  const opColumns = [{ key: "name", label: "Op" }, { key: "op_type", label: "Type" }, { key: "slot_of", label: "Slot of" },
+    { key: "output_bytes", label: "Output", filterKey: "output_shape" }];
+  assert.equal(serverFilter("  conv  type:Fused layer:dense/kernel ", opColumns), "conv op_type:Fused layer:dense/kernel");
+  assert.equal(serverFilter("op:relu slot_of:fc1 output:28,28", opColumns), "name:relu slot_of:fc1 output_shape:28,28");
+  assert.equal(serverFilter("output_bytes:100352", opColumns), "output_bytes:100352");
+  assert.equal(serverFilter("", opColumns), "");
+  assert.equal(rowMatcher(" ", opColumns), null);
 });

@@ -1,0 +1,29 @@
+// Refresh test/fixtures/ from a running TensorBoard on the demo log dir
+// (python demo/make_logdir.py --logdir L; tensorboard --logdir L --samples_per_plugin modelmem=0):
+//   node dev/make-fixtures.mjs http://127.0.0.1:6006
+// Paged tables are saved whole (limit 2000): the dev server pages them itself.
+
+import { writeFileSync } from "node:fs";
+
+const base = `${process.argv[2] || "http://127.0.0.1:6006"}/data/plugin/modelmem`;
+const out = (name, data) => writeFileSync(new URL(`../test/fixtures/${name}`, import.meta.url), `${JSON.stringify(data, null, 1)}\n`);
+
+async function get(route, params) {
+  const response = await fetch(`${base}/${route}?${new URLSearchParams(params)}`);
+  if (!response.ok) throw new Error(`${route}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+const whole = { limit: 2000 };
+out("runs.json", await get("runs", {}));
+out("steps.json", await get("steps", { run: "convnet_adam/train", tag: "storage" }));
+for (const [name, run, tag] of [["adam", "convnet_adam/train", "storage"], ["sgd", "convnet_sgd/train", "storage"],
+  ["ckpt", "tf1_convnet_adam", "checkpoint"]]) {
+  out(`breakdown-${name}.json`, await get("breakdown", { run, tag, ...whole }));
+}
+for (const [name, run, tag] of [["lenet", "lenet_trace", "ops"], ["tf1", "tf1_convnet_adam", "step_1"]]) {
+  out(`ops-${name}.json`, await get("ops", { run, tag, ...whole }));
+  out(`timeline-${name}.json`, await get("timeline", { run, tag }));
+}
+out("loadbench-mobilenet.json", await get("loadbench", { run: "loadbench", tag: "loadbench" }));
+console.log("fixtures written");

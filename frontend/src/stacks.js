@@ -1,0 +1,66 @@
+// The Timeline view's stacked areas: bytes in use over the trace by category.
+// The backend's stacks add up to the total at every point; this orders them
+// (weights and slots at the bottom), finds the peak and thins long traces for drawing without losing it. Pure.
+
+import { CATEGORIES } from "./roles.js";
+
+/**
+ * timeline: {t_us, bytes, op, stacks: {category: [bytes per point]}, peak_time_us}
+ * -> {t, total, op, series: [{category, values}] bottom first, peak (index into t)}
+ * with at most maxPoints points: per bucket of time the point of the highest
+ * total is kept, so the drawn peak is the true one.
+ */
+export function stackTimeline(timeline, maxPoints = 2000) {
+  const t = timeline?.t_us || [];
+  const stacks = timeline?.stacks || {};
+  const order = [...CATEGORIES.filter((c) => c !== "unattributed"), ...Object.keys(stacks).filter((c) => !CATEGORIES.includes(c)),
+    "unattributed"].filter((c) => Array.isArray(stacks[c]) && stacks[c].length === t.length);
+  // The stacks' sum is the total (RunMetadata: the step's bytes plus the breakdown's, on top of `bytes`).
+  const total = order.length ? t.map((_, i) => order.reduce((sum, c) => sum + stacks[c][i], 0)) : (timeline?.bytes || []);
+  const peak = peakIndex(t, total, timeline?.peak_time_us);
+  const keep = thin(total, maxPoints, peak);
+  return {
+    t: keep.map((i) => t[i]),
+    total: keep.map((i) => total[i]),
+    op: keep.map((i) => timeline?.op?.[i] || ""),
+    series: order.map((category) => ({ category, values: keep.map((i) => stacks[category][i]) })),
+    peak: keep.indexOf(peak),
+  };
+}
+
+/** The point of the peak: the highest total, the one nearest peak_time_us among equals. */
+export function peakIndex(t, total, peakTimeUs) {
+  let best = -1;
+  for (let i = 0; i < total.length; i++) {
+    if (best < 0 || total[i] > total[best]) best = i;
+    else if (total[i] === total[best] && Number.isFinite(peakTimeUs)
+      && Math.abs(t[i] - peakTimeUs) < Math.abs(t[best] - peakTimeUs)) best = i;
+  }
+  return best;
+}
+
+/** Indices to draw: all of them, or per bucket the highest, the peak always. */
+export function thin(total, maxPoints, peak = -1) {
+  const n = total.length;
+  if (n <= maxPoints) return Array.from({ length: n }, (_, i) => i);
+  const buckets = Math.max(2, maxPoints - 2);
+  const keep = [0];
+  for (let b = 0; b < buckets; b++) {
+    const from = Math.max(1, Math.floor((b * n) / buckets));
+    const to = Math.min(n - 1, Math.floor(((b + 1) * n) / buckets));
+    let best = -1;
+    for (let i = from; i < to; i++) if (best < 0 || total[i] > total[best]) best = i;
+    if (peak >= from && peak < to) best = peak;
+    if (best >= 0) keep.push(best);
+  }
+  keep.push(n - 1);
+  return [...new Set(keep)].sort((a, b) => a - b);
+}
+
+/** Each series' value at point i plus the total: what the tooltip lists. */
+export function breakdownAt(stacked, i) {
+  return {
+    t: stacked.t[i], total: stacked.total[i], op: stacked.op[i],
+    parts: stacked.series.map((s) => ({ category: s.category, bytes: s.values[i] })).filter((p) => p.bytes > 0),
+  };
+}

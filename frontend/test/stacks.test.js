@@ -1,0 +1,51 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import { breakdownAt, peakIndex, stackTimeline, thin } from "../src/stacks.js";
+
+test("categories stack resident first, unattributed last; the total is their sum", () => {
+  const timeline = {
+    t_us: [0, 10, 20], bytes: [5, 9, 6], op: ["a", "b", ""], peak_time_us: 10,
+    stacks: { unattributed: [1, 1, 1], activations: [0, 4, 1], weights: [4, 4, 4], optimizer_slots: [0, 0, 0] },
+  };
+  const s = stackTimeline(timeline);
+  assert.deepEqual(s.series.map((x) => x.category), ["weights", "optimizer_slots", "activations", "unattributed"]);
+  assert.deepEqual(s.total, [5, 9, 6]);
+  assert.equal(s.peak, 1);
+  assert.deepEqual(breakdownAt(s, 1), { t: 10, total: 9, op: "b",
+    parts: [{ category: "weights", bytes: 4 }, { category: "activations", bytes: 4 }, { category: "unattributed", bytes: 1 }] });
+});
+
+test("RunMetadata: stacks hold the breakdown's weights on top of the step's bytes", () => {
+  const s = stackTimeline({ t_us: [0, 1], bytes: [2, 3], stacks: { weights: [100, 100], gradients: [2, 3] } });
+  assert.deepEqual(s.total, [102, 103]);
+});
+
+test("no stacks: the plain bytes in use; no points: nothing", () => {
+  assert.deepEqual(stackTimeline({ t_us: [0, 1], bytes: [7, 3] }).total, [7, 3]);
+  assert.deepEqual(stackTimeline({}), { t: [], total: [], op: [], series: [], peak: -1 });
+});
+
+test("thinning keeps the peak, the ends and each bucket's highest point", () => {
+  const total = Array.from({ length: 100_000 }, (_, i) => (i * 7919) % 1000);
+  total[54_321] = 5000;
+  const peak = peakIndex([], total);
+  assert.equal(peak, 54_321);
+  const keep = thin(total, 500, peak);
+  assert.ok(keep.length <= 500);
+  assert.ok(keep.includes(54_321) && keep[0] === 0 && keep[keep.length - 1] === 99_999);
+  assert.deepEqual(keep, [...keep].sort((a, b) => a - b));
+  assert.deepEqual(thin([1, 2, 3], 10), [0, 1, 2]);
+});
+
+test("equal highs: the point nearest the reported peak time", () => {
+  assert.equal(peakIndex([0, 5, 9], [8, 8, 8], 9.5), 2);
+});
+
+test("the LeNet fixture (real profile): stacks add up to the peak the backend reports", async () => {
+  const timeline = JSON.parse(await readFile(new URL("./fixtures/timeline-lenet.json", import.meta.url), "utf8"));
+  const s = stackTimeline(timeline);
+  assert.equal(s.total[s.peak], timeline.peak_bytes);
+  assert.equal(s.series[0].category, "weights");
+  assert.equal(s.series[s.series.length - 1].category, "unattributed");
+});
