@@ -1,12 +1,14 @@
 // Development server: the built bundle inside a page shaped like TensorBoard's
 // plugin iframe (same <base>, a CSP at least as strict: no 'unsafe-eval'),
-// answering the HTTP API from test/fixtures/. `npm run dev` -> http://localhost:6124/
+// answering the HTTP API from test/fixtures/ (node dev/make-fixtures.mjs), plus
+// a 20,000-op trace, an item that answers 202 for its first seconds, hostile
+// names and an unreadable tag. `npm run dev` -> http://localhost:6124/
 
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { fileURLToPath } from "node:url";
-import { bigTrace } from "./big-trace.mjs";
+import { bigLayers, bigOps } from "./big-trace.mjs";
 
 const PORT = Number(process.env.PORT || 6124);
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
@@ -19,20 +21,96 @@ const CSP = [
   `script-src 'self' 'sha256-${createHash("sha256").update(BOOT).digest("base64")}'`,
 ].join(";");
 
-const BREAKDOWNS = { convnet_adam: "breakdown-adam.json", convnet_sgd: "breakdown-sgd.json", convnet_tf1_ckpt: "breakdown-ckpt.json" };
+const RLO = "evil\u202Erun_name";
+const LONG = `long_${"x".repeat(10000)}`;
+const SLOW_SECONDS = 6;
+let slowSince = null; // the slow item reduces for SLOW_SECONDS from when it is first asked for
+
+const BREAKDOWNS = { "convnet_adam/train": "breakdown-adam.json", "convnet_sgd/train": "breakdown-sgd.json",
+  tf1_convnet_adam: "breakdown-ckpt.json", [RLO]: "breakdown-adam.json", [LONG]: "breakdown-sgd.json" };
+const OPS = { lenet_trace: "lenet", tf1_convnet_adam: "tf1", slow: "lenet" };
+const BIG = bigOps(20000);
+
+function listing() {
+  const runs = fixture("runs.json").runs;
+  const tag = (t, kind, extra = {}) => ({ tag: t, kind, origin: "modelmem", max_step: 1, error: null, hosts: [], note: "", ...extra });
+  runs.push({ run: "big_trace", tags: [tag("trace", "ops")] }, { run: "slow", tags: [tag("ops", "ops", { origin: "profile", hosts: ["worker_a", "worker_b"] })] },
+    { run: RLO, tags: [tag("storage", "breakdown")] }, { run: LONG, tags: [tag("storage", "breakdown")] },
+    { run: "bad", tags: [tag("garbage", null, { error: `bad/garbage step 1: corrupt or foreign payload from ${RLO} (zlib: incorrect header check)` })] });
+  return { runs };
+}
+
+/** The server's paging: sort by a field (empty last), filter terms ("field:text" in that field). */
+function page(rows, q, defaultSort, extra = {}) {
+  const sort = q.get("sort") || defaultSort;
+  const order = q.get("order") === "asc" ? "asc" : "desc";
+  const text = (v) => (Array.isArray(v) ? v.join(" ") : v === null || v === undefined ? "" : String(v)).toLowerCase();
+  let out = rows;
+  for (const term of (q.get("filter") || "").toLowerCase().split(/\s+/).filter(Boolean)) {
+    const [field, value] = term.includes(":") ? [term.slice(0, term.indexOf(":")), term.slice(term.indexOf(":") + 1)] : [null, term];
+    const fields = field && field in (rows[0] || {}) ? [field] : Object.keys(rows[0] || {});
+    const needle = field && field in (rows[0] || {}) ? value : term;
+    out = out.filter((r) => fields.some((f) => text(r[f]).includes(needle)));
+  }
+  const empty = (v) => v === null || v === undefined || v === "";
+  const key = (v) => (Array.isArray(v) ? v.length : typeof v === "string" ? v.toLowerCase() : v);
+  out = [...out].sort((a, b) => {
+    if (empty(a[sort]) || empty(b[sort])) return empty(a[sort]) - empty(b[sort]);
+    const c = key(a[sort]) < key(b[sort]) ? -1 : key(a[sort]) > key(b[sort]) ? 1 : 0;
+    return order === "asc" ? c : -c;
+  });
+  const offset = Number(q.get("offset") || 0);
+  const limit = Math.min(Number(q.get("limit") || 100), 2000);
+  return { total: rows.length, matched: out.length, offset, sort, order, rows: out.slice(offset, offset + limit), ...extra };
+}
+
+function opsAnswer(run, q) {
+  if (run === "big_trace") {
+    const base = fixture("ops-lenet.json");
+    return { ...base, run, tag: "trace", op_count: BIG.length, layers: bigLayers(BIG), join: { joined_time_us: 1, fraction: 1, vocabulary: "trace" },
+      breakdown: null, breakdowns: [], ops: page(BIG, q, "time_us") };
+  }
+  const name = OPS[run];
+  if (!name) return null;
+  const base = fixture(`ops-${name}.json`);
+  return { ...base, ...(run === "slow" ? { run, tag: "ops", hosts: ["worker_a", "worker_b"], host: q.get("host") || "worker_a" } : {}),
+    ops: page(base.ops.rows, q, "time_us") };
+}
+
+function reducing(run) {
+  if (run !== "slow") return null;
+  slowSince ??= Date.now();
+  const elapsed = (Date.now() - slowSince) / 1000;
+  if (elapsed > SLOW_SECONDS) return null;
+  return [202, { state: "reducing", progress: Math.min(0.95, elapsed / SLOW_SECONDS), message: elapsed < 2 ? "reading" : "parsing", elapsed_s: elapsed }];
+}
 
 function route(path, q) {
   const run = q.get("run");
+  const wait = ["ops", "op_rows", "timeline"].includes(path) && reducing(run);
+  if (wait) return wait;
   switch (path) {
-    case "runs": return fixture("runs.json");
+    case "runs": return listing();
     case "steps": return fixture("steps.json");
     case "breakdown":
+    case "variables": {
       if (!run) return [400, "missing query parameter 'run'"];
-      return BREAKDOWNS[run] ? fixture(BREAKDOWNS[run]) : [404, `no breakdown data for run '${run}'`];
+      if (!BREAKDOWNS[run]) return [404, `no breakdown data for run ${JSON.stringify(run)}`];
+      const data = fixture(BREAKDOWNS[run]);
+      const variables = page(data.variables.rows, q, "bytes");
+      return path === "variables" ? variables : { ...data, run, variables };
+    }
     case "ops":
-      if (run === "big_trace") return bigTrace(20000);
-      if (run === "tf1_logdir") return [422, "tf1_logdir/step_1 step 1: not a readable RunMetadata (DecodeError)"];
-      return run === "convnet_adam" ? fixture("ops-lenet.json") : [404, `no ops data for run '${run}'`];
+    case "op_rows": {
+      const data = opsAnswer(run, q);
+      if (!data) return [404, `no ops data for run ${JSON.stringify(run)}`];
+      return path === "ops" ? data : data.ops;
+    }
+    case "timeline": return OPS[run] ? fixture(`timeline-${OPS[run]}.json`) : [404, `no ops data for run ${JSON.stringify(run)}`];
+    case "hosts": return run === "slow" ? { hosts: ["worker_a", "worker_b"], errors: [], pending: [], rows: [
+      { host: "worker_a", allocator: "mklcpu", peak_bytes: 153886720, resident_bytes: 120332288, step_bytes: 33554432 },
+      { host: "worker_b", allocator: "mklcpu", peak_bytes: 287309824, resident_bytes: 120332288, step_bytes: 166977536 }] }
+      : { hosts: [], rows: [], pending: [], errors: [] };
     case "loadbench": return fixture("loadbench-mobilenet.json");
     default: return [404, `no route ${path}`];
   }
@@ -45,11 +123,12 @@ createServer((req, res) => {
     if (url.pathname === "/") return res.writeHead(302, { Location: "/data/plugin_entry.html?name=modelmem" }).end();
     return res.writeHead(200, { "Content-Type": "text/html", "Content-Security-Policy": CSP }).end(PAGE);
   }
-  const m = url.pathname.match(/^\/data\/plugin\/modelmem\/([a-z.]+)$/);
+  const m = url.pathname.match(/^\/data\/plugin\/modelmem\/([a-z_.]+)$/);
   if (m?.[1] === "index.js") {
     return res.writeHead(200, { "Content-Type": "text/javascript" }).end(readFileSync(here("../../tb_modelmem/static/index.js")));
   }
   const answer = m ? route(m[1], url.searchParams) : [404, "not found"];
-  if (Array.isArray(answer)) return res.writeHead(answer[0], { "Content-Type": "text/plain" }).end(answer[1]);
-  res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(answer));
+  if (Array.isArray(answer) && typeof answer[1] === "string") return res.writeHead(answer[0], { "Content-Type": "text/plain" }).end(answer[1]);
+  const [code, body] = Array.isArray(answer) ? answer : [200, answer];
+  res.writeHead(code, { "Content-Type": "application/json" }).end(JSON.stringify(body));
 }).listen(PORT, "127.0.0.1", () => console.log(`fixtures + bundle on http://localhost:${PORT}/`));

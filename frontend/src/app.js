@@ -3,6 +3,7 @@
 
 import { el } from "./dom.js";
 import { formatWallTime } from "./format.js";
+import { createLoader } from "./loader.js";
 import { availableViews, tagErrors } from "./selection.js";
 import { emptyState } from "./views/empty.js";
 import { createLoadView } from "./views/load.js";
@@ -18,15 +19,19 @@ export function createApp(root, api) {
   // id -> {element, update}, created on first show. Only the active view is in
   // the document, so test ids such as "run-select" stay unique.
   const views = new Map();
+  // One loader for the page: an item asked for by two views (or twice) is one request.
+  const loader = createLoader();
+  // Selections per kind, shared by the views of that kind (Ops and Timeline show the same trace).
+  const shared = { breakdown: {}, ops: {}, loadbench: {} };
   let active = "";
   let listing = null;
   let busy = false;
 
-  const nav = el("nav", { class: "mm-nav", role: "tablist" });
+  const nav = el("nav", { class: "mm-nav", role: "tablist", "aria-label": "Views" });
   const updated = el("span", { testid: "updated" });
   const reload = el("button", { class: "mm-reload", title: "Reload now", "aria-label": "Reload now", testid: "reload" }, "⟳");
-  const problems = el("div", { testid: "problems" });
-  const slot = el("div");
+  const problems = el("div", { testid: "problems", class: "problems" });
+  const slot = el("div", { role: "tabpanel" });
   const main = el("main", { class: "mm-main" }, problems, slot);
   root.append(el("header", { class: "mm-header" }, el("div", { class: "mm-title" }, "Model Memory"), nav,
     el("div", { class: "mm-status" }, updated, reload)), main);
@@ -35,7 +40,7 @@ export function createApp(root, api) {
 
   function show(id) {
     active = id;
-    if (!views.has(id)) views.set(id, FACTORIES[id](api));
+    if (!views.has(id)) views.set(id, FACTORIES[id]({ api, loader, shared }));
     if (slot.firstChild !== views.get(id).element) slot.replaceChildren(views.get(id).element);
     for (const button of nav.children) button.setAttribute("aria-selected", String(button.dataset.view === id));
     views.get(id).update(listing);
@@ -51,7 +56,7 @@ export function createApp(root, api) {
   }
 
   async function refresh() {
-    if (busy) return; // a slow answer must not pile up requests
+    if (busy) return; // a slow listing must not pile up requests
     busy = true;
     try {
       listing = await api.runs();
@@ -62,7 +67,7 @@ export function createApp(root, api) {
     } finally {
       busy = false;
     }
-    problems.replaceChildren(...tagErrors(listing).map((t) => errorBox(t.error, `${t.run} / ${t.tag}`)));
+    problems.replaceChildren(...tagErrors(listing).map((t) => errorBox(t.error, t.run, t.tag)));
     const list = availableViews(listing);
     const ids = list.map((v) => v.id).join();
     if (nav.dataset.ids !== ids) {

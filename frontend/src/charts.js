@@ -5,13 +5,13 @@
 import * as echarts from "echarts/core";
 import { BarChart, LineChart } from "echarts/charts";
 import {
-  GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent, TooltipComponent,
+  DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent, TooltipComponent,
 } from "echarts/components";
 import { SVGRenderer } from "echarts/renderers";
-import { el } from "./dom.js";
+import { el, name } from "./dom.js";
 import { byteAxisInterval, formatHumanShort } from "./format.js";
 
-echarts.use([BarChart, LineChart, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
+echarts.use([BarChart, LineChart, DataZoomComponent, GridComponent, LegendComponent, MarkLineComponent, MarkPointComponent,
   TooltipComponent, SVGRenderer]);
 
 export const TEXT_STYLE = { fontFamily: "Roboto, 'Segoe UI', Arial, sans-serif", color: "#616161" };
@@ -37,15 +37,20 @@ export function axisTooltip(formatValue) {
     const list = Array.isArray(params) ? params : [params];
     const rows = list
       .filter((p) => p.value !== null && p.value !== undefined && p.value !== "-")
-      .map((p) => el("div", { style: { display: "flex", gap: "10px", justifyContent: "space-between" } },
-        el("span", { class: "chip" }, el("span", { class: "swatch", style: { background: p.color } }), p.seriesName),
-        el("b", {}, formatValue(Array.isArray(p.value) ? p.value[1] : p.value))));
-    return el("div", { style: { fontSize: "12px" } },
-      el("div", { style: { fontWeight: "500", marginBottom: "2px" } }, list[0]?.axisValueLabel ?? list[0]?.name ?? ""),
-      rows);
+      .map((p) => tooltipLine(p.color, p.seriesName, formatValue(Array.isArray(p.value) ? p.value[1] : p.value)));
+    return tooltipBox(list[0]?.axisValueLabel ?? list[0]?.name ?? "", rows);
   };
 }
 
+/** A tooltip: an (untrusted, isolated) heading and lines. */
+export function tooltipBox(heading, lines, footer) {
+  return el("div", { class: "tip" }, el("div", { class: "tip-head" }, name(heading)), lines, footer ? el("div", { class: "tip-foot" }, footer) : null);
+}
+
+export function tooltipLine(color, label, value) {
+  return el("div", { class: "tip-line" },
+    el("span", { class: "chip" }, el("span", { class: "swatch", style: { background: color } }), label), el("b", {}, value));
+}
 
 /** A value axis in bytes with ticks on round binary units, ending on a tick past `max`. */
 export function bytesAxis(max) {

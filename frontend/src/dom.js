@@ -1,6 +1,8 @@
 // Tiny element builder. Text only ever goes in through textContent, so names
 // such as "<img src=x onerror=...>" render as literal text.
 
+import { bidiPieces, isolate } from "./bidi.js";
+
 /**
  * el("div", {class: "card", testid: "total-weight", title: "..."}, child, "text", ...)
  * Attribute values are set with setAttribute (never parsed as HTML);
@@ -28,14 +30,21 @@ export function append(node, children) {
   return node;
 }
 
-export function clear(node) {
-  node.replaceChildren();
-  return node;
+/** An untrusted name (run, tag, layer, op, variable): bidi-isolated, full text in its tooltip. */
+export function name(text, attrs = {}) {
+  return el("bdi", { class: "name", title: isolate(text), ...attrs }, String(text ?? ""));
 }
 
-export function option(value, label, selected) {
-  const o = el("option", { value });
-  o.textContent = label;
+/** Untrusted free text (a server's error message): words holding bidi controls isolated. */
+export function message(text) {
+  return bidiPieces(text).map((p) => (p.isolate ? el("bdi", {}, p.text) : p.text));
+}
+
+/** An <option>; its label is isolated (an option cannot hold a <bdi>) and cut to `max` characters. */
+export function option(value, label, selected, max = 120) {
+  const text = String(label ?? "");
+  const o = el("option", { value, title: text.length > max ? isolate(text) : undefined });
+  o.textContent = isolate(text.length > max ? `${text.slice(0, max - 1)}…` : text);
   o.selected = Boolean(selected);
   return o;
 }

@@ -25,13 +25,14 @@ button, input, select { font: inherit; color: inherit; }
 
 .toolbar { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-end; margin-bottom: 12px; }
 .toolbar label { display: flex; flex-direction: column; font-size: 11px; color: var(--fg2); gap: 2px; }
-.toolbar select { min-width: 140px; max-width: 320px; padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); }
-.meta { color: var(--fg2); font-size: 12px; padding-bottom: 5px; }
+.toolbar label[hidden] { display: none; }
+.toolbar select { min-width: 140px; max-width: 320px; width: 100%; padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); text-overflow: ellipsis; }
+.meta { color: var(--fg2); font-size: 12px; padding-bottom: 5px; min-width: 0; flex: 1 1 300px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .meta b { color: var(--fg); font-weight: 500; }
 
 .panel { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; margin-bottom: 12px; min-width: 0; }
 .panel h2 { font-size: 13px; font-weight: 500; margin: 0 0 8px; display: flex; gap: 8px; align-items: baseline; }
-.panel h2 small { color: var(--fg3); font-weight: 400; font-size: 12px; }
+.panel h2 small { color: var(--fg3); font-weight: 400; font-size: 12px; min-width: 0; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 12px; align-items: start; }
 .grid2 > .panel { margin-bottom: 0; }
 .stack { display: flex; flex-direction: column; gap: 12px; margin-bottom: 12px; }
@@ -40,13 +41,23 @@ button, input, select { font: inherit; color: inherit; }
 .card { background: var(--bg); border: 1px solid var(--line); border-top: 3px solid var(--c, var(--fg)); border-radius: 6px; padding: 8px 12px; min-width: 0; }
 .card .label { font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: var(--fg2); display: flex; align-items: center; gap: 6px; }
 .card .value { font-size: 16px; font-weight: 500; margin-top: 2px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; }
+.card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.card.unknown .value { color: var(--fg3); font-style: italic; font-weight: 400; }
+.card[title] { cursor: help; }
+.peak-cards { grid-template-columns: repeat(5, minmax(0, 1fr)); margin: 10px 0 0; }
+@media (max-width: 1000px) { .peak-cards { grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); } }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); flex: none; }
 
 .chart { width: 100%; height: 260px; }
 .legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px 2px; font-size: 12px; color: var(--fg2); }
 
-.msg { border-radius: 6px; padding: 10px 12px; margin-bottom: 12px; white-space: pre-wrap; word-break: break-word; }
+.msg { border-radius: 6px; padding: 10px 12px; margin-bottom: 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 9.5em; overflow: auto; }
+.msg.warn { background: #fff8e1; color: #6d4c00; border: 1px solid #ffe082; display: flex; gap: 8px; }
+.msg.warn .icon { color: #f57f17; }
+.msg.progress { background: var(--bg); color: var(--fg2); border: 1px solid var(--line); display: flex; align-items: center; gap: 12px; }
+.progress-bar { flex: 0 0 200px; height: 6px; border-radius: 3px; background: var(--bg2); overflow: hidden; }
+.progress-fill { height: 100%; width: 0; background: var(--accent); transition: width .4s; }
+.problems .msg { margin-bottom: 6px; }
 .msg.error { background: var(--err-bg); color: var(--err); border: 1px solid #ffcdd2; }
 .msg.info { background: #e3f2fd; color: #0d47a1; border: 1px solid #bbdefb; }
 .msg .what { font-weight: 500; }
@@ -57,8 +68,11 @@ button, input, select { font: inherit; color: inherit; }
 .empty pre { background: var(--bg2); border-radius: 4px; padding: 10px 12px; overflow: auto; }
 
 .table-tools { display: flex; gap: 10px; align-items: center; margin-bottom: 6px; }
-.table-tools input { flex: 0 1 320px; padding: 4px 8px; border: 1px solid var(--line); border-radius: 4px; }
+.table-tools input { flex: 0 1 340px; padding: 4px 8px; border: 1px solid var(--line); border-radius: 4px; }
 .table-tools .count { color: var(--fg3); font-size: 12px; }
+.table-tools .spacer { flex: 1; }
+.link-button { border: 0; background: none; color: var(--link); cursor: pointer; font-size: 12px; padding: 2px 4px; }
+.link-button:hover { text-decoration: underline; }
 .table-scroll { overflow: auto; border: 1px solid var(--line); border-radius: 4px; position: relative; }
 .table-head, .table-row { display: grid; grid-template-columns: var(--cols); min-width: var(--minw); }
 .table-head { position: sticky; top: 0; z-index: 1; background: var(--bg2); border-bottom: 1px solid var(--line); }
@@ -73,7 +87,12 @@ button, input, select { font: inherit; color: inherit; }
 .table-row:hover { background: #fff8e1; }
 .table-row.hl { background: #fff3e0; }
 .table-row.clickable { cursor: pointer; }
-.cell { padding: 0 8px; line-height: var(--row); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.table-row.group .cell:first-child { color: var(--fg2); }
+.table-row.pending .cell { color: var(--fg3); }
+.tree-toggle { border: 0; background: none; width: 16px; padding: 0; margin-right: 4px; cursor: pointer; color: var(--fg2); font-size: 11px; display: inline-block; text-align: center; }
+.tree-toggle.leaf { cursor: default; }
+.tree-toggle:hover:not(.leaf) { color: var(--fg); }
+.cell { padding: 0 8px; line-height: var(--row); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; unicode-bidi: isolate; }
 .cell.num { text-align: right; font-variant-numeric: tabular-nums; }
 .table-empty { padding: 10px; color: var(--fg3); }
 
@@ -81,11 +100,12 @@ button, input, select { font: inherit; color: inherit; }
 .badge { display: inline-block; min-width: 62px; text-align: center; font-size: 10px; line-height: 14px; padding: 0 5px; border-radius: 7px; margin-right: 6px; vertical-align: 1px; text-transform: uppercase; letter-spacing: .03em; }
 .badge.measured { background: #e8f5e9; color: #2e7d32; }
 .badge.derived { background: #ede7f6; color: #5e35b1; }
+.badge.unknown { background: #eceff1; color: #546e7a; }
 .err-text { color: var(--err); }
 
 .kv { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 2px 16px; font-size: 12px; margin: 0; }
 .kv div { display: flex; gap: 8px; min-width: 0; }
-.kv dt { color: var(--fg2); white-space: nowrap; }
+.kv dt { color: var(--fg2); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 55%; flex: none; }
 .kv dd { margin: 0; font-family: "Roboto Mono", Menlo, Consolas, monospace; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .recon { width: 100%; border-collapse: collapse; font-size: 12px; }
 .recon td { padding: 3px 6px; border-bottom: 1px solid #f0f0f0; }
@@ -94,6 +114,24 @@ button, input, select { font: inherit; color: inherit; }
 .ok { color: #2e7d32; }
 
 .compare-runs { display: flex; flex-wrap: wrap; gap: 4px 14px; margin-bottom: 8px; }
-.compare-runs label { display: inline-flex; gap: 4px; align-items: center; cursor: pointer; }
+.compare-runs label { display: inline-flex; gap: 4px; align-items: center; cursor: pointer; max-width: 360px; min-width: 0; }
+.compare-runs label bdi { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .hint { color: var(--fg3); font-size: 12px; }
+
+bdi.name { unicode-bidi: isolate; }
+.panel, .card, .msg, .meta, .toolbar label { overflow-wrap: anywhere; }
+.optimizer-class { font-weight: 500; margin-bottom: 6px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.recon td:first-child { overflow-wrap: anywhere; }
+.pill { display: inline-block; font-size: 12px; color: var(--fg2); background: var(--bg2); border-radius: 10px; padding: 2px 10px; margin: 0 0 8px; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.pill b { color: #2e7d32; font-weight: 500; }
+.share-bar { display: flex; height: 14px; border-radius: 3px; overflow: hidden; background: var(--bg2); }
+.share-bar .share { min-width: 2px; border-right: 1px solid rgba(255,255,255,.7); }
+.share-bar .share:last-child { border-right: 0; }
+.bar-cell { display: inline-flex; align-items: center; gap: 8px; width: 100%; }
+.inline-bar { flex: 1; height: 8px; background: var(--bg2); border-radius: 2px; overflow: hidden; }
+.inline-bar-fill { display: block; height: 100%; background: #5c6bc0; }
+.tip { font-size: 12px; max-width: 420px; }
+.tip-head { font-weight: 500; margin-bottom: 3px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.tip-line { display: flex; gap: 12px; justify-content: space-between; }
+.tip-foot { color: var(--fg3); margin-top: 3px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 `;

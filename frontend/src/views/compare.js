@@ -1,8 +1,9 @@
 // Compare mode of the Storage view: totals by role of 2+ runs side by side
 // (e.g. the same model trained with SGD and with Adam).
 
-import { el } from "../dom.js";
-import { formatHuman, formatInt } from "../format.js";
+import { el, name } from "../dom.js";
+import { ellipsize, formatHuman, formatInt } from "../format.js";
+import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { compareTotals } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
@@ -11,14 +12,14 @@ import { chartBox, errorBox, panel } from "../components/widgets.js";
 import { compareTag, runsOfKind } from "../selection.js";
 
 const COLUMNS = [
-  { key: "run", label: "Run", width: "minmax(140px, 2fr)", minWidth: 140 },
+  { key: "run", label: "Run", width: "minmax(140px, 2fr)", minWidth: 140, render: (r) => name(r.run) },
   { key: "optimizer", label: "Optimizer", width: "minmax(90px, 1fr)" },
   ...ROLES.map((role) => ({ key: role, label: ROLE_LABEL[role], width: "130px", numeric: true, text: (r) => formatInt(r[role]) })),
   { key: "total", label: "Total bytes", width: "130px", numeric: true, text: (r) => formatInt(r.total) },
   { key: "ratio", label: "× smallest", width: "90px", numeric: true, text: (r) => (r.ratio === null ? "" : `${r.ratio.toFixed(2)}×`) },
 ];
 
-export function createCompare(api) {
+export function createCompare({ api, loader }) {
   const checked = new Set();
   let listing = null;
   let preferredTag = "";
@@ -47,7 +48,7 @@ export function createCompare(api) {
         else checked.delete(run);
         load();
       });
-      return el("label", {}, box, run);
+      return el("label", {}, box, name(run));
     }));
   }
 
@@ -64,11 +65,14 @@ export function createCompare(api) {
     const key = JSON.stringify(items.map((i) => [i.run, i.tag, stamp(i)]));
     if (key === loadedKey) return;
     const mine = ++token;
-    const settled = await Promise.allSettled(items.map((i) => api.breakdown(i.run, i.tag)));
+    // Through the loader: one request per run at a time, asked again while the server reduces it.
+    const settled = await Promise.allSettled(items.map((i) => loader.get(
+      `compare\u0000${i.run}\u0000${i.tag}\u0000${stamp(i)}`, () => api.breakdown({ run: i.run, tag: i.tag }),
+      { keep: () => mine === token }).then((data) => ({ ...data, run: i.run, tag: i.tag }))));
     if (mine !== token) return;
     loadedKey = key;
     const ok = settled.filter((s) => s.status === "fulfilled").map((s) => s.value);
-    errors.replaceChildren(...settled.map((s, i) => (s.status === "rejected" ? errorBox(s.reason.message, `${items[i].run} / ${items[i].tag}`) : null))
+    errors.replaceChildren(...settled.map((s, i) => (s.status === "rejected" ? errorBox(s.reason.message, items[i].run, items[i].tag) : null))
       .filter(Boolean));
     const rows = compareTotals(ok);
     result.hidden = rows.length === 0;
@@ -96,7 +100,8 @@ function compareChartOption(rows) {
     legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10 },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
     xAxis: bytesAxis(Math.max(0, ...rows.map((r) => r.total))),
-    yAxis: { type: "category", inverse: true, data: rows.map((r) => r.run), axisTick: { show: false } },
+    yAxis: { type: "category", inverse: true, data: rows.map((r) => r.run), axisTick: { show: false },
+      axisLabel: { formatter: (n) => isolate(ellipsize(n, 30)) } },
     series: ROLES.map((role) => ({
       name: ROLE_LABEL[role], type: "bar", stack: "bytes", barMaxWidth: 28,
       itemStyle: { color: ROLE_COLOR[role] }, data: rows.map((r) => r[role]),

@@ -1,46 +1,58 @@
 // What every view shares: pickers for one kind of data, loading the selected
-// (run, tag, step), and a per-item error box that leaves the pickers working.
+// item, progress while the server is still reducing it (HTTP 202), and a
+// per-item error box that leaves the pickers working.
+//
+// One request per item at a time (loader.js): a poll or a repeated selection
+// while an answer is on the way waits for that answer instead of asking again,
+// and a slow answer is rendered when it comes, however long it took.
 
 import { el } from "../dom.js";
-import { reconcile, runsOfKind } from "../selection.js";
+import { formatProgress } from "../format.js";
+import { itemKey, reconcile, tagInfo } from "../selection.js";
 import { createSelector } from "../components/selector.js";
-import { errorBox } from "../components/widgets.js";
+import { errorBox, progressBox } from "../components/widgets.js";
 
 /**
- * kind: "breakdown" | "ops" | "loadbench"; fetch(run, tag, step) -> data;
- * body: Node shown when data loaded; render(data) fills it.
- * Returns {element, update(listing)}; update is cheap when nothing changed.
+ * kind: "breakdown" | "ops" | "loadbench"; route: the answer's route (its cache key);
+ * fetch(item) -> data; body: Node shown once data loaded; render(data, item) fills it
+ * and returns the meta line's nodes. shared: {selection} kept with the other views of
+ * the kind (Ops and Timeline show the same trace). joins: host and breakdown pickers.
+ * Returns {element, update(listing), item()}.
  */
-export function createItemView({ api, kind, fetch, body, render }) {
+export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false }) {
   let listing = null;
-  let selection = { run: "", tag: "", step: "" };
   let steps = [];
   let stepsKey = "";
   let loadedKey = "";
+  let loadingKey = "";
+  let current = null; // the item whose data the body shows
+  let auto = ""; // the breakdown the server joined when none was picked
   let token = 0;
+  shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
 
   const selector = createSelector((next) => {
-    selection = next;
+    shared.selection = next;
     update(listing);
-  });
-  const meta = el("div", { class: "meta" });
-  const status = el("div");
+  }, { joins });
+  const meta = el("div", { class: "meta", testid: "meta" });
+  const progress = progressBox();
+  const status = el("div", { class: "status" });
   selector.element.append(meta);
   const element = el("div", {}, selector.element, status, body);
   body.hidden = true;
 
   async function update(next) {
     listing = next;
-    selection = reconcile(selection, listing, kind);
-    const { run, tag } = selection;
-    const info = runsOfKind(listing, kind).find((r) => r.run === run)?.tags.find((t) => t.tag === tag);
-    if (!info) return;
     const mine = ++token;
-
-    const wantSteps = `${run}\u0000${tag}\u0000${info.max_step}`;
+    const selection = reconcile(shared.selection, listing, kind);
+    shared.selection = selection;
+    const info = tagInfo(listing, kind, selection.run, selection.tag);
+    if (!info) return;
+    const wantSteps = `steps\u0000${selection.run}\u0000${selection.tag}\u0000${info.max_step}`;
     if (wantSteps !== stepsKey) {
       try {
-        steps = (await api.steps(run, tag)).steps || [];
+        const answer = await loader.get(wantSteps, () => api.steps(selection), { keep: () => mine === token });
+        steps = answer.steps || [];
       } catch {
         steps = []; // the data request below reports the problem for this item
       }
@@ -48,26 +60,69 @@ export function createItemView({ api, kind, fetch, body, render }) {
       stepsKey = wantSteps;
     }
     if (selection.step !== "" && !steps.some((s) => s.step === selection.step)) selection.step = "";
-    selector.update(listing, kind, selection, steps);
+    selector.update(listing, kind, selection, steps, auto);
+    load({ ...selection }, itemKey(route, selection, info, listing));
+  }
 
-    const wantData = `${run}\u0000${tag}\u0000${selection.step === "" ? `latest@${info.max_step}` : selection.step}`;
-    if (wantData === loadedKey) return;
-    if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
-    try {
-      const data = await fetch(run, tag, selection.step);
-      if (mine !== token) return;
-      loadedKey = wantData;
-      status.replaceChildren();
-      body.hidden = false;
-      meta.replaceChildren(...render(data));
-    } catch (e) {
-      if (mine !== token) return;
-      loadedKey = "";
+  async function load(item, key) {
+    if (key === loadedKey || key === loadingKey) return; // shown, or on its way: never ask twice
+    loadingKey = key;
+    if (!sameItem(current, item)) { // another item's figures must not stand under this one's pickers
       body.hidden = true;
       meta.replaceChildren();
-      status.replaceChildren(errorBox(e.message, `${run} / ${tag}`));
+    }
+    if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
+    let data;
+    try {
+      data = await loader.get(key, () => fetch(item), {
+        keep: () => loadingKey === key,
+        onProgress: (state) => {
+          if (loadingKey !== key) return;
+          progress.update(formatProgress(state), state.progress);
+          status.replaceChildren(progress.element);
+        },
+      });
+    } catch (e) {
+      if (loadingKey !== key || e?.name === "Cancelled") return;
+      loadingKey = "";
+      loadedKey = "";
+      current = null;
+      body.hidden = true;
+      meta.replaceChildren();
+      status.replaceChildren(errorBox(e.message, item.run, item.tag));
+      return;
+    }
+    if (loadingKey !== key) return; // another item was picked meanwhile
+    loadingKey = "";
+    loadedKey = key;
+    current = item;
+    status.replaceChildren();
+    body.hidden = false;
+    try {
+      meta.replaceChildren(...render(data, item));
+    } catch (e) {
+      status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
+      console.error(e);
+    }
+    const picked = data?.breakdown?.tag || "";
+    if (joins && picked !== auto) {
+      auto = picked;
+      selector.update(listing, kind, shared.selection, steps, auto);
     }
   }
 
-  return { element, update };
+  /** The same item, maybe at another step: its older figures may stay up while the new ones load. */
+  function sameItem(a, b) {
+    return Boolean(a) && ["run", "tag", "host", "breakdown"].every((k) => (a[k] || "") === (b[k] || ""));
+  }
+
+  return {
+    element, update,
+    item: () => current,
+    /** Change part of the selection, as a picker would (e.g. a host picked in a table). */
+    pick(change) {
+      shared.selection = { ...shared.selection, ...change };
+      update(listing);
+    },
+  };
 }

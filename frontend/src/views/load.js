@@ -1,11 +1,11 @@
 // "Load": what each save format costs to load in a fresh process.
 
-import { el } from "../dom.js";
+import { el, message, name } from "../dom.js";
 import { formatHuman, formatInt, formatSeconds } from "../format.js";
 import { loadGrid, splitBaseline } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
-import { chartBox, panel } from "../components/widgets.js";
+import { chartBox, legendItem, panel } from "../components/widgets.js";
 import { OTHER_COLORS } from "../roles.js";
 import { createItemView } from "./item-view.js";
 
@@ -29,10 +29,10 @@ const COLUMNS = [
   { key: "rss_above_baseline", label: "RSS above baseline", width: "140px", numeric: true,
     text: (r) => (r.rss_above_baseline === null ? "" : formatHuman(r.rss_above_baseline)) },
   { key: "repeats", label: "Repeats", width: "70px", numeric: true },
-  { key: "error", label: "Problem", width: "minmax(200px, 3fr)", minWidth: 200, render: (r) => el("span", { class: "err-text" }, r.error || "") },
+  { key: "error", label: "Problem", width: "minmax(200px, 3fr)", minWidth: 200, render: (r) => el("span", { class: "err-text" }, message(r.error || "")) },
 ];
 
-export function createLoadView(api) {
+export function createLoadView({ api, loader, shared }) {
   const charts = METRICS.map((m) => {
     const box = chartBox(260);
     return { ...m, box, chart: createChart(box) };
@@ -52,18 +52,12 @@ export function createLoadView(api) {
     }
     legend.replaceChildren(...loadGrid(results, "file_bytes").series.map((s, i) => legendItem(s.mode, MODE_COLORS[i % MODE_COLORS.length])));
     table.setRows(results);
-    return [data.model_name ? el("b", {}, data.model_name) : "", ` · step ${formatInt(data.step)} · ${results.length} loads`,
+    return [data.model_name ? el("b", {}, name(data.model_name)) : "", ` · step ${formatInt(data.step)} · ${results.length} loads`,
       baseline ? ` · baseline (${baseline.mode}): ${formatHuman(baseline.peak_rss_bytes)} peak RSS` : ""];
   }
 
-  return createItemView({ api, kind: "loadbench", fetch: api.loadbench, body, render });
-}
-
-/** One legend for the three charts: the modes are the same in each. */
-function legendItem(label, color) {
-  const swatch = el("span", { class: "swatch" });
-  swatch.style.setProperty("--c", color);
-  return el("span", { class: "chip" }, swatch, label);
+  return createItemView({ api, loader, kind: "loadbench", route: "loadbench", fetch: api.loadbench, body, render,
+    shared: shared.loadbench });
 }
 
 /** Grouped bars; `floor` (the baseline RSS) is drawn as a dashed line. */

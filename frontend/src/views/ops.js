@@ -1,112 +1,181 @@
-// "Ops": per-op memory and compute time of a traced step, per-layer roll-up,
-// and what the allocator's peak holds by role.
+// "Ops": a traced step's peak by category, its ops joined to the model's layer
+// tree (weights, slots, activations and gradients at the peak, time), the top
+// ops, and every op in a table the server pages, sorts and filters.
 
-import { el } from "../dom.js";
-import { ellipsize, formatHuman, formatInt, formatMicros, shortDevice } from "../format.js";
-import { OTHER_COLORS, PEAK_ROLES, ROLE_COLOR } from "../roles.js";
-import { topN } from "../aggregate.js";
-import { axisTooltip, bytesAxis, createChart } from "../charts.js";
+import { el, name } from "../dom.js";
+import { isolate } from "../bidi.js";
+import {
+  ellipsize, formatHuman, formatInt, formatIntKnown, formatMicros, formatPercent, isKnown, shortDevice, UNKNOWN,
+} from "../format.js";
+import { OTHER_COLORS } from "../roles.js";
+import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
-import { bytesCard, chartBox, panel } from "../components/widgets.js";
+import { chartBox, infoBox, panel, sourceBadge, warnBox } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
+import { createHostsPanel } from "./hosts.js";
+import { createPeakPanel } from "./peak.js";
+import { treeButtons } from "./storage.js";
 
 const TOP_N = 12;
+const UNKNOWN_WHY = "neither measured by the allocator nor derivable from the traced graph "
+  + "(no graph, or a size known only at run time)";
 
 /** A measured/derived badge, then "[1,28,28,32] float32 = 100,352 B" (badge first: never cut off). */
 function outputCell(op) {
+  if (op.bytes_source === "unknown") {
+    return el("span", { title: `unknown: ${UNKNOWN_WHY}` }, sourceBadge("unknown"),
+      op.output_shape ? [name(op.output_shape), ` ${op.output_dtype || ""} = `] : null, el("i", {}, UNKNOWN));
+  }
   if (!op.output_bytes && !op.output_shape) return "";
   const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
-  return el("span", {}, el("span", { class: `badge ${op.bytes_source}` }, op.bytes_source),
-    `${shape ? `${shape} = ` : ""}${formatInt(op.output_bytes)} B`);
+  return el("span", {}, sourceBadge(op.bytes_source), shape ? [name(shape), " = "] : null, `${formatInt(op.output_bytes)} B`);
 }
 
+function outputText(op) {
+  const figure = op.bytes_source === "unknown" ? UNKNOWN : `${formatInt(op.output_bytes)} B`;
+  return `${op.output_shape || ""} ${op.output_dtype || ""} = ${figure} ${op.bytes_source}`.trim();
+}
+
+const knownOrWhy = (value, text) => (isKnown(value) ? text : el("i", { title: `unknown: ${UNKNOWN_WHY}` }, UNKNOWN));
+
 const OP_COLUMNS = [
-  { key: "name", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240 },
-  { key: "op_type", label: "Type", width: "minmax(140px, 1fr)", minWidth: 140 },
-  { key: "fused", label: "Fused ops", width: "minmax(140px, 1fr)", minWidth: 140, value: (o) => (o.fused || []).join(", ") },
-  { key: "layer", label: "Layer", width: "minmax(110px, 1fr)", minWidth: 110 },
+  { key: "name", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240, render: (o) => name(o.name) },
+  { key: "op_type", label: "Type", width: "minmax(130px, 1fr)", minWidth: 130 },
+  { key: "fused", label: "Fused ops", width: "minmax(120px, 1fr)", minWidth: 120, value: (o) => (o.fused || []).join(", ") },
+  { key: "layer", label: "Layer", width: "minmax(110px, 1fr)", minWidth: 110, render: (o) => name(o.layer) },
+  { key: "phase", label: "Phase", width: "84px", minWidth: 84 },
   { key: "device", label: "Device", width: "80px", minWidth: 80, render: (o) => shortDevice(o.device) },
-  { key: "calls", label: "Calls", width: "64px", minWidth: 64, numeric: true, text: (o) => formatInt(o.calls) },
-  { key: "time_us", label: "Total time", width: "96px", numeric: true, text: (o) => formatMicros(o.time_us) },
-  { key: "mean_us", label: "Mean time", width: "96px", numeric: true, text: (o) => formatMicros(o.mean_us) },
-  { key: "output_bytes", label: "Output", width: "minmax(270px, 2fr)", minWidth: 270, numeric: true, left: true,
-    text: (o) => `${o.output_shape || ""} ${o.output_dtype || ""} = ${formatInt(o.output_bytes)} B ${o.bytes_source}`.trim(),
-    value: (o) => o.output_bytes, render: outputCell },
-  { key: "alloc_bytes", label: "Alloc bytes", width: "110px", numeric: true, text: (o) => formatInt(o.alloc_bytes) },
+  { key: "calls", label: "Calls", width: "60px", minWidth: 60, numeric: true, text: (o) => formatInt(o.calls) },
+  { key: "time_us", label: "Total time", width: "92px", numeric: true, text: (o) => formatMicros(o.time_us) },
+  { key: "mean_us", label: "Mean time", width: "92px", numeric: true, text: (o) => formatMicros(o.mean_us) },
+  { key: "output_bytes", label: "Output", filterKey: "output_shape", width: "minmax(260px, 2fr)", minWidth: 260, numeric: true, left: true,
+    text: outputText, value: (o) => (o.bytes_source === "unknown" ? null : o.output_bytes), render: outputCell },
+  { key: "new_bytes", label: "New bytes", width: "110px", numeric: true, title: "bytes the op newly allocated for its output (views of variables add none)",
+    text: (o) => formatIntKnown(o.new_bytes), render: (o) => knownOrWhy(o.new_bytes, formatInt(o.new_bytes)) },
+  { key: "alloc_bytes", label: "Alloc bytes", width: "104px", numeric: true, title: "bytes the allocator handed out for this op",
+    text: (o) => formatInt(o.alloc_bytes) },
 ];
+const TIME_KEYS = new Set(["time_us", "mean_us"]);
+
+function timeTitle(l) {
+  const parts = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor"]
+    .filter((p) => l[`${p}_time_us`] > 0).map((p) => `${p} ${formatMicros(l[`${p}_time_us`])}`);
+  return parts.length ? `${formatMicros(l.time_us)}: ${parts.join(" · ")}` : formatMicros(l.time_us);
+}
 
 const LAYER_COLUMNS = [
-  { key: "layer", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160 },
-  { key: "weight_bytes", label: "Weights", width: "120px", numeric: true, text: (l) => formatInt(l.weight_bytes) },
+  { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || l.label,
+    render: (l) => (l.layer ? name(l.label) : el("i", { title: "ops that belong to no layer of the model" }, l.label)) },
+  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", minWidth: 100,
+    text: (l) => l.class_name || (l.layer && !l.leaf ? "composite" : "") },
+  { key: "weight_bytes", label: "Weights", width: "110px", numeric: true, text: (l) => formatInt(l.weight_bytes),
+    title: "weights and non-trainable state of the layer, from the breakdown" },
   { key: "slot_bytes", label: "Optimizer slots", width: "120px", numeric: true, text: (l) => formatInt(l.slot_bytes) },
-  { key: "output_bytes", label: "Activations", width: "120px", numeric: true, text: (l) => formatInt(l.output_bytes) },
-  { key: "alloc_bytes", label: "Alloc bytes", width: "120px", numeric: true, text: (l) => formatInt(l.alloc_bytes) },
-  { key: "time_us", label: "Time", width: "100px", numeric: true, text: (l) => formatMicros(l.time_us) },
+  { key: "peak_activations_bytes", label: "Activations at peak", width: "140px", numeric: true,
+    text: (l) => formatInt(l.peak_activations_bytes), title: "the layer's forward outputs in use at the peak" },
+  { key: "peak_gradients_bytes", label: "Gradients at peak", width: "130px", numeric: true,
+    text: (l) => formatInt(l.peak_gradients_bytes), title: "the layer's gradients in use at the peak" },
+  { key: "output_bytes", label: "Outputs", width: "110px", numeric: true, text: (l) => formatInt(l.output_bytes),
+    title: "bytes newly allocated by the layer's ops over the trace" },
+  { key: "time_us", label: "Time", width: "96px", numeric: true, text: timeTitle, render: (l) => formatMicros(l.time_us) },
   { key: "ops", label: "Op calls", width: "80px", numeric: true, text: (l) => formatInt(l.ops) },
 ];
 
-export function createOpsView(api) {
-  const peakCards = el("div", { class: "cards", testid: "peak-by-role" });
+export function createOpsView({ api, loader, shared }) {
+  const notes = el("div", { class: "notes" });
+  const peakPanel = createPeakPanel();
+  const hosts = createHostsPanel({ api, onPick: (host) => view.pick({ host }) });
   const timeEl = chartBox(300);
   const memEl = chartBox(300);
-  const timeChart = createChart(timeEl);
-  const memChart = createChart(memEl);
-  // A layer's ops sit under scopes that end with its name (forward, gradients/..., optimizer updates).
-  const layers = createTable({ testid: "op-layer-table", columns: LAYER_COLUMNS, sort: { key: "time_us", direction: "desc" },
-    onRowClick: (row) => row.layer !== "(no layer)" && ops.setFilter(row.layer.split("/").pop()) });
-  const ops = createTable({ testid: "op-table", columns: OP_COLUMNS, sort: { key: "time_us", direction: "desc" }, maxHeight: 520,
-    placeholder: "Filter ops, e.g. conv type:fused" });
-  const body = el("div", {}, peakCards,
-    el("div", { class: "grid2", style: { marginBottom: "12px" } },
-      panel(`Top ${TOP_N} ops by time`, "total over all calls", timeEl),
+  const showOp = (op) => op && ops.setFilter(`name:${op}`);
+  const timeChart = createChart(timeEl, showOp);
+  const memChart = createChart(memEl, showOp);
+  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; click a bar to find the op", timeEl);
+  const join = el("span", { class: "pill", testid: "join-fraction" });
+  const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
+    placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers),
+    onRowClick: (row) => ops.setFilter(row.layer ? `layer:${row.layer}` : `phase:${row.group}`) });
+  const ops = createTable({ testid: "op-table", mode: "remote", columns: OP_COLUMNS, label: "Ops", maxHeight: 520,
+    sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer:dense" });
+  const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
+  const body = el("div", {}, notes, peakPanel.element, hosts.element,
+    el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel,
       panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEl)),
-    panel("Layers", "activations and time joined with the layer's weights and slots; click a layer to list its ops", layers.element),
-    panel("Ops", "one row per op or fused kernel", ops.element));
+    layersPanel,
+    panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element));
+  let treeOf = "";
 
-  function render(data) {
-    peakCards.replaceChildren(...peakCardList(data));
-    const rows = data.ops || [];
-    timeChart.set(topChartOption(topN(rows, "time_us", TOP_N), "time_us", formatMicros, OTHER_COLORS[0]));
-    memChart.set(topChartOption(topN(rows, "new_bytes", TOP_N), "new_bytes", formatHuman, ROLE_COLOR.activations));
-    layers.setRows(data.layers || []);
-    ops.setRows(rows);
+  function render(data, item) {
+    notes.replaceChildren(...banners(data));
+    peakPanel.render(data);
+    hosts.show(item, data);
+    timePanel.hidden = !data.timed;
+    if (data.timed) timeChart.set(topChartOption(data.top_time || [], "time_us", formatMicros, OTHER_COLORS[0]));
+    memChart.set(topChartOption(data.top_bytes || [], "new_bytes", formatHuman, OTHER_COLORS[1]));
+    join.replaceChildren(...joinText(data));
+    const tree = `${item.run}\u0000${item.tag}\u0000${data.breakdown?.tag ?? ""}`;
+    layers.setColumns(data.timed ? LAYER_COLUMNS : LAYER_COLUMNS.filter((c) => c.key !== "time_us"));
+    layers.setRows(data.layers || [], tree !== treeOf);
+    treeOf = tree;
+    ops.setColumns(data.timed ? OP_COLUMNS : OP_COLUMNS.filter((c) => !TIME_KEYS.has(c.key)));
+    // Pages of this very answer: its step, host and joined breakdown, even when "latest" moves on.
+    const pinned = { ...item, step: data.step ?? "", host: data.host ?? item.host, breakdown: data.breakdown?.tag ?? item.breakdown };
+    const key = JSON.stringify([pinned.run, pinned.tag, pinned.step, pinned.host, pinned.breakdown, data.wall_time]);
+    ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page)), data.ops);
     return [
-      `${data.source} · step ${formatInt(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
-      `${formatInt(rows.length)} ops · ${(data.devices || []).map(shortDevice).join(", ") || "no device recorded"}`,
+      `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
+      `${formatInt(data.op_count)} ops`, data.timed ? ` · ${formatMicros(data.total_time_us)}` : "",
+      ` · ${(data.devices || []).map(shortDevice).join(", ") || "no device recorded"}`,
     ];
   }
 
-  return createItemView({ api, kind: "ops", fetch: api.ops, body, render });
+  const view = createItemView({ api, loader, kind: "ops", route: "ops", fetch: api.ops, body, render, shared: shared.ops, joins: true });
+  return view;
 }
 
-/**
- * What is live at the peak, by role. The parts sum to peak_by_role.total, which
- * exceeds the allocator's own peak when the trace (RunMetadata) counted only the
- * step's allocations and the run's weights and slots were added from its breakdown.
- */
-function peakCardList(data) {
-  const peak = data.peak_by_role || {};
-  const total = peak.total ?? data.peak_bytes ?? 0;
-  const share = (bytes) => (total ? `${((100 * bytes) / total).toFixed(1)}% of peak` : "");
-  const note = total === data.peak_bytes
-    ? "allocator's high-water mark"
-    : `step's own allocations peak at ${formatHuman(data.peak_bytes)}; weights and slots added`;
-  return [
-    ...PEAK_ROLES.map((role) => bytesCard(`peak-${role}`, role, peak[role] || 0, share(peak[role] || 0))),
-    bytesCard("peak-all", "total", total, note, "Peak in use"),
-  ];
+/** What the data cannot tell, said before any figure. */
+export function banners(data) {
+  const out = [];
+  if (data.allocations && data.allocations !== "all") {
+    out.push(warnBox(data.allocations_note || (data.allocations === "none"
+      ? "This trace recorded no allocations: the peak and its split are unknown."
+      : "This trace recorded only some allocations: the peak and its split undercount the rest."), "allocations-note"));
+  }
+  if (data.timed === false) {
+    out.push(infoBox("This profile holds memory only (a TF 2.3–2.10 memory profile): it records no op times, so none are shown.",
+      "untimed-note"));
+  }
+  return out;
+}
+
+/** "99% of op time on the model's layers", or why there is no such figure. */
+function joinText(data) {
+  const j = data.join || {};
+  if (j.vocabulary === "none") return ["no layers known: record a breakdown (tb_modelmem.summary.variables) to join ops to layers"];
+  if (!data.timed || j.fraction === null || j.fraction === undefined) return ["ops joined to layers by what they read and write"];
+  const of = `${formatMicros(j.joined_time_us)} of ${formatMicros(data.total_time_us)}`;
+  const source = j.vocabulary === "trace" ? " (layers from the trace's own scopes: no breakdown in this run)" : "";
+  return [el("b", {}, formatPercent(j.fraction)), ` of op time on the model's layers (${of})${source}`];
 }
 
 function topChartOption(rows, key, format, color) {
+  const data = rows.filter((r) => isKnown(r[key]) && r[key] > 0);
   return {
-    grid: { left: 8, right: 56, top: 4, bottom: 4, containLabel: true },
-    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(format) },
-    xAxis: format === formatHuman ? bytesAxis(rows[0]?.[key] || 0)
+    grid: { left: 8, right: 64, top: 4, bottom: 4, containLabel: true },
+    tooltip: {
+      trigger: "axis", axisPointer: { type: "shadow" },
+      formatter: (params) => {
+        const row = data[params[0]?.dataIndex];
+        return row ? tooltipBox(row.name, [tooltipLine(color, key === "time_us" ? "time" : "new bytes", format(row[key]))],
+          row.layer ? ["layer ", name(row.layer)] : "no layer") : "";
+      },
+    },
+    xAxis: format === formatHuman ? bytesAxis(data[0]?.[key] || 0)
       : { type: "value", axisLabel: { formatter: format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
-    yAxis: { type: "category", inverse: true, data: rows.map((o) => o.name), axisLabel: { formatter: (n) => ellipsize(n, 26) },
+    yAxis: { type: "category", inverse: true, data: data.map((o) => o.name), axisLabel: { formatter: (n) => isolate(ellipsize(n, 28)) },
       axisTick: { show: false } },
-    series: [{ name: key === "time_us" ? "time" : "output bytes", type: "bar", barMaxWidth: 16, itemStyle: { color },
+    series: [{ name: key === "time_us" ? "time" : "new bytes", type: "bar", barMaxWidth: 16, itemStyle: { color },
       label: { show: true, position: "right", formatter: (p) => format(p.value), fontSize: 10, color: "#616161" },
-      data: rows.map((o) => o[key]) }],
+      data: data.map((o) => o[key]) }],
   };
 }

@@ -1,11 +1,14 @@
 // "Storage": what the variables of one breakdown cost, by role, layer and variable.
 
-import { el } from "../dom.js";
-import { formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, ellipsize, shortClassName, shortDevice } from "../format.js";
+import { el, name } from "../dom.js";
+import {
+  ellipsize, formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, shortClassName, shortDevice,
+} from "../format.js";
+import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
-import { bytesCard, chartBox, panel, roleChip } from "../components/widgets.js";
+import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 import { createCompare } from "./compare.js";
 import { largestLayers } from "../aggregate.js";
@@ -14,22 +17,23 @@ const CHART_LAYERS = 30;
 const NO_LAYER = "(no layer)"; // variables outside any layer (counters, beta powers, ...)
 
 const VARIABLE_COLUMNS = [
-  { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220 },
-  { key: "layer", label: "Layer", width: "minmax(120px, 1.5fr)", minWidth: 120 },
-  { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", value: (v) => v.params, text: (v) => formatShape(v.shape) },
+  { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220, render: (v) => name(v.name) },
+  { key: "layer", label: "Layer", width: "minmax(120px, 1.5fr)", minWidth: 120, render: (v) => name(v.layer) },
+  { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", sortKey: "params", value: (v) => v.params, text: (v) => formatShape(v.shape) },
   { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
   { key: "params", label: "Params", width: "100px", numeric: true, text: (v) => formatInt(v.params) },
   { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (v) => formatInt(v.bytes) },
   { key: "role", label: "Role", width: "130px", minWidth: 130, render: (v) => roleChip(v.role) },
-  { key: "slot", label: "Slot", width: "80px", minWidth: 70 },
-  { key: "slot_of", label: "Slot of", width: "minmax(120px, 1.5fr)", minWidth: 120 },
+  { key: "slot", label: "Slot", width: "90px", minWidth: 70 },
+  { key: "slot_of", label: "Slot of", width: "minmax(120px, 1.5fr)", minWidth: 120, render: (v) => name(v.slot_of ?? "") },
   { key: "device", label: "Device", width: "minmax(90px, 1fr)", text: (v) => (v.replicas > 1 ? `${v.device} ×${v.replicas}` : v.device),
     render: (v) => (v.replicas > 1 ? `${shortDevice(v.device)} ×${v.replicas}` : shortDevice(v.device)) },
 ];
 
 const LAYER_COLUMNS = [
-  { key: "name", label: "Layer", width: "minmax(160px, 2fr)", minWidth: 160, text: (l) => l.name || NO_LAYER },
-  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)" },
+  { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || NO_LAYER,
+    render: (l) => name(l.layer ? l.label : NO_LAYER) },
+  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", text: (l) => l.class_name || (l.leaf ? "" : "composite") },
   { key: "params", label: "Params", width: "110px", numeric: true, text: (l) => formatInt(l.params) },
   { key: "derivation", label: "Derivation", width: "minmax(200px, 2.5fr)", minWidth: 200 },
   ...ROLES.map((role) => ({
@@ -39,48 +43,65 @@ const LAYER_COLUMNS = [
   { key: "total_bytes", label: "Total bytes", width: "120px", numeric: true, text: (l) => formatInt(l.total_bytes) },
 ];
 
-export function createStorageView(api) {
+export function createStorageView({ api, loader, shared }) {
   const cards = el("div", { class: "cards" });
   const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
   const chartEl = chartBox();
-  const chart = createChart(chartEl, (name) => showLayer(name === NO_LAYER ? "" : name));
+  const chart = createChart(chartEl, (layer) => showLayer(layer === NO_LAYER ? "" : layer));
   const chartPanel = panel("Bytes per layer", " ", chartEl);
   const chartTitle = chartPanel.querySelector("h2 small");
-  // A click on a layer (row or bar) lists its variables, optimizer slots included (their slot_of names it).
-  const showLayer = (name) => name && variables.setFilter(name);
-  const layers = createTable({ testid: "layer-table", columns: LAYER_COLUMNS, placeholder: "Filter layers",
-    onRowClick: (row) => showLayer(row.name) });
-  const variables = createTable({ testid: "variable-table", columns: VARIABLE_COLUMNS, sort: { key: "bytes", direction: "desc" },
-    placeholder: "Filter variables, e.g. conv2d role:slot" });
+  // A click on a layer (row or bar) lists its variables; slots carry their weight's layer.
+  const showLayer = (layer) => layer && variables.setFilter(`layer:${layer}`);
+  const layers = createTable({ testid: "layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
+    placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), toolbar: treeButtons(() => layers) });
+  const variables = createTable({ testid: "variable-table", mode: "remote", columns: VARIABLE_COLUMNS, label: "Variables",
+    sort: { key: "bytes", direction: "desc" }, placeholder: "Filter variables, e.g. conv2d role:slot" });
   const body = el("div", {}, cards, extras,
     chartPanel,
-    panel("Layers", "parameter count and how it is derived; click a layer to list its variables", layers.element),
-    panel("Variables", "click a header to sort", variables.element));
-  const compare = createCompare(api);
+    panel("Layers", "composite layers sum their sublayers; click a layer to list its variables", layers.element),
+    panel("Variables", "sorted and filtered by the server; click a header to sort", variables.element));
+  const compare = createCompare({ api, loader });
+  let treeOf = "";
 
-  function render(data) {
+  function render(data, item) {
     renderCards(cards, data);
     extras.replaceChildren(optimizerPanel(data.optimizer), reconciliationPanel(data));
-    const charted = largestLayers(data.layers || [], CHART_LAYERS);
-    chartTitle.textContent = charted.length < (data.layers || []).length
-      ? `the ${CHART_LAYERS} largest of ${formatInt(data.layers.length)} layers; optimizer slots are charged to the layer of their weight`
+    const rows = data.layers || [];
+    const leaves = rows.filter((l) => l.leaf);
+    const charted = largestLayers(leaves, CHART_LAYERS);
+    chartTitle.textContent = charted.length < leaves.length
+      ? `the ${CHART_LAYERS} largest of ${formatInt(leaves.length)} layers; optimizer slots are charged to the layer of their weight`
       : "optimizer slots are charged to the layer of their weight";
     chart.set(layerChartOption(charted));
     chartEl.style.height = `${Math.max(180, 60 + charted.length * 22)}px`;
-    layers.setRows(data.layers || []);
-    variables.setRows(data.variables || []);
+    const tree = `${item.run}\u0000${item.tag}`;
+    layers.setRows(rows, tree !== treeOf);
+    treeOf = tree;
+    const pinned = { ...item, step: data.step ?? item.step };
+    const key = JSON.stringify([item.run, item.tag, data.step, data.wall_time]);
+    variables.setItem(key, (page) => loader.get(`variables\u0000${key}\u0000${JSON.stringify(page)}`,
+      () => api.variables(pinned, page)), data.variables);
     compare.prefer(data.tag);
     return metaLine(data);
   }
 
-  const view = createItemView({ api, kind: "breakdown", fetch: api.breakdown, body, render });
+  const view = createItemView({ api, loader, kind: "breakdown", route: "breakdown", fetch: api.breakdown, body, render,
+    shared: shared.breakdown });
   view.element.insertBefore(compare.element, view.element.children[1]); // compare sits right under the pickers
   return { element: view.element, update: (listing) => { view.update(listing); compare.update(listing); } };
 }
 
+/** Expand all / collapse all buttons for a tree table (created before the table exists). */
+export function treeButtons(table) {
+  return [
+    el("button", { class: "link-button", type: "button", onclick: () => table().expandAll() }, "Expand all"),
+    el("button", { class: "link-button", type: "button", onclick: () => table().collapseAll() }, "Collapse all"),
+  ];
+}
+
 function metaLine(data) {
   const parts = [];
-  if (data.model_name) parts.push(el("b", {}, data.model_name));
+  if (data.model_name) parts.push(el("b", {}, name(data.model_name)));
   parts.push(`${data.source || "unknown source"} · step ${formatInt(data.step)}`);
   if (data.wall_time) parts.push(formatWallTime(data.wall_time));
   parts.push(`${formatInt(data.total_params)} params`);
@@ -91,46 +112,44 @@ function renderCards(container, data) {
   const totals = data.totals || {};
   const total = data.total_bytes ?? ROLES.reduce((s, r) => s + (totals[r] || 0), 0);
   const share = (b) => (total ? `${((100 * b) / total).toFixed(1)}% of total` : "");
-  const weightParams = (data.variables || []).filter((v) => v.role === "weight").reduce((s, v) => s + (v.params || 0), 0);
   container.replaceChildren(
-    bytesCard("total-weight", "weight", totals.weight || 0, `${formatInt(weightParams)} params · ${share(totals.weight || 0)}`),
-    bytesCard("total-non_trainable", "non_trainable", totals.non_trainable || 0, share(totals.non_trainable || 0)),
-    bytesCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0, optimizerHint(data, totals)),
-    bytesCard("total-other", "other", totals.other || 0, share(totals.other || 0)),
-    bytesCard("total-all", "total", total, `${formatInt((data.variables || []).length)} variables`),
+    roleCard("total-weight", "weight", totals.weight || 0, `${formatInt(data.total_params)} params · ${share(totals.weight || 0)}`),
+    roleCard("total-non_trainable", "non_trainable", totals.non_trainable || 0, share(totals.non_trainable || 0)),
+    roleCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0, optimizerHint(data, totals)),
+    roleCard("total-other", "other", totals.other || 0, share(totals.other || 0)),
+    roleCard("total-all", "total", total, `${formatInt(data.variable_count)} variables`),
   );
 }
 
 /** "2.00× weights (Adam)": the ratio users are asking about in the first place. */
 function optimizerHint(data, totals) {
-  const name = shortClassName(data.optimizer?.class_name);
-  if (!totals.weight) return name || "";
+  const cls = shortClassName(data.optimizer?.class_name);
+  if (!totals.weight) return cls || "";
   const ratio = `${((totals.optimizer_slot || 0) / totals.weight).toFixed(2)}× weights`;
-  return name ? `${ratio} (${name})` : ratio;
+  return cls ? `${ratio} (${cls})` : ratio;
 }
 
 function optimizerPanel(optimizer) {
   if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
   const config = optimizer.config || {};
-  const list = el("dl", { class: "kv" });
+  const list = el("dl", { class: "kv", testid: "optimizer-config" });
   for (const [key, value] of Object.entries(config)) {
-    list.append(el("div", {}, el("dt", {}, key), el("dd", { title: JSON.stringify(value) }, formatConfigValue(value))));
+    const text = formatConfigValue(value);
+    list.append(el("div", {}, el("dt", { title: isolate(key) }, name(key)), el("dd", { title: isolate(text) }, name(text))));
   }
   return panel("Optimizer", optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled",
-    el("div", { testid: "optimizer-class", style: { fontWeight: "500", marginBottom: "6px" } }, optimizer.class_name || "(unnamed)"),
+    el("div", { class: "optimizer-class", testid: "optimizer-class" }, name(optimizer.class_name || "(unnamed)")),
     Object.keys(config).length ? list : el("div", { class: "hint" }, "No config recorded."));
 }
 
 /** Variables + overhead lines = bytes on disk; any difference shows as its own line. */
 function reconciliationPanel(data) {
   const overhead = data.overhead || [];
-  if (data.file_bytes === null || data.file_bytes === undefined) {
-    if (!overhead.length) {
-      return panel("Reconciliation", "", el("div", { class: "hint" },
-        "Recorded from live variables: no file to reconcile with. Use `tb-modelmem inspect FILE --logdir DIR` for checkpoints and model files."));
-    }
+  if ((data.file_bytes === null || data.file_bytes === undefined) && !overhead.length) {
+    return panel("Reconciliation", "", el("div", { class: "hint" },
+      "Recorded from live variables: no file to reconcile with. Use `tb-modelmem inspect FILE --logdir DIR` for checkpoints and model files."));
   }
-  const row = (label, bytes, cls) => el("tr", { class: cls || "" }, el("td", {}, label), el("td", { class: "num" }, formatBytesFull(bytes)));
+  const row = (label, bytes, cls) => el("tr", { class: cls || "" }, el("td", {}, name(label)), el("td", { class: "num" }, formatBytesFull(bytes)));
   const table = el("table", { class: "recon", testid: "reconciliation" }, row("Variables", data.total_bytes));
   let sum = data.total_bytes || 0;
   for (const line of overhead) {
@@ -149,13 +168,13 @@ function reconciliationPanel(data) {
 }
 
 function layerChartOption(layers) {
-  const names = layers.map((l) => l.name || NO_LAYER);
+  const names = layers.map((l) => l.layer || NO_LAYER);
   return {
     grid: { left: 8, right: 24, top: 28, bottom: 8, containLabel: true },
     legend: { top: 0, left: 0, itemWidth: 12, itemHeight: 10, data: ROLES.map((r) => ROLE_LABEL[r]) },
     tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(formatHuman) },
     xAxis: bytesAxis(Math.max(0, ...layers.map((l) => l.total_bytes || 0))),
-    yAxis: { type: "category", inverse: true, data: names, axisLabel: { formatter: (n) => ellipsize(n, 30) },
+    yAxis: { type: "category", inverse: true, data: names, axisLabel: { formatter: (n) => isolate(ellipsize(n, 30)) },
       axisTick: { show: false } },
     series: ROLES.map((role) => ({
       name: ROLE_LABEL[role], type: "bar", stack: "bytes", barMaxWidth: 18,

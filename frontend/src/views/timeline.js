@@ -1,80 +1,102 @@
-// "Timeline": bytes in use over the traced step(s), the peak marked, and the
-// allocator events around it.
+// "Timeline": bytes in use over the traced step(s), stacked by category (what
+// stays resident at the bottom), the peak marked, and every buffer live at the
+// peak: which op made it, for which layer, and what it is.
 
-import { el } from "../dom.js";
-import { formatHuman, formatInt, formatMicros } from "../format.js";
-import { ROLE_COLOR } from "../roles.js";
-import { aroundPeak, peakIndex } from "../aggregate.js";
-import { bytesAxis, createChart } from "../charts.js";
+import { el, name } from "../dom.js";
+import { formatBytesFull, formatHuman, formatInt, formatIntKnown, formatMicros } from "../format.js";
+import { CATEGORY_COLOR, CATEGORY_LABEL } from "../roles.js";
+import { breakdownAt, stackTimeline } from "../stacks.js";
+import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
-import { chartBox, infoBox, panel } from "../components/widgets.js";
+import { categoryChip, chartBox, infoBox, panel, sourceBadge } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
+import { banners } from "./ops.js";
+import { createPeakPanel } from "./peak.js";
 
-const RADIUS = 12; // points listed either side of the peak
+const MAX_POINTS = 2000; // points drawn; the peak is always one of them
 
-// "op" is filled when the trace names the op behind each allocator event.
-const COLUMNS = [
-  { key: "t_us", label: "Time from start", width: "130px", numeric: true, text: (r) => formatMicros(r.t_us) },
-  { key: "bytes", label: "Bytes in use", width: "150px", numeric: true, text: (r) => formatInt(r.bytes) },
-  { key: "delta", label: "Change", width: "150px", numeric: true, text: (r) => `${r.delta > 0 ? "+" : ""}${formatInt(r.delta)}` },
-  { key: "op", label: "Op", width: "minmax(200px, 3fr)", minWidth: 200 },
+const BUFFER_COLUMNS = [
+  { key: "op", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240,
+    text: (b) => b.op || "(allocated before the trace)", render: (b) => (b.op ? name(b.op) : el("i", {}, "(allocated before the trace)")) },
+  { key: "layer", label: "Layer", width: "minmax(120px, 1.2fr)", minWidth: 120, render: (b) => name(b.layer) },
+  { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", minWidth: 100, render: (b) => name(b.shape) },
+  { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
+  { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (b) => formatInt(b.bytes) },
+  { key: "category", label: "Category", width: "minmax(150px, 1fr)", minWidth: 150,
+    text: (b) => CATEGORY_LABEL[b.category] || b.category, render: (b) => categoryChip(b.category) },
+  { key: "bytes_source", label: "Source", width: "100px", minWidth: 100, render: (b) => sourceBadge(b.bytes_source) },
+  { key: "region", label: "Region", width: "80px", minWidth: 80 },
 ];
 
-export function createTimelineView(api) {
-  const chartEl = chartBox(340);
+export function createTimelineView({ api, loader, shared }) {
+  const notes = el("div", { class: "notes" });
+  const peakPanel = createPeakPanel();
+  const chartEl = chartBox(360);
   const chart = createChart(chartEl);
-  const note = el("div");
-  const table = createTable({ testid: "peak-table", columns: COLUMNS, sort: { key: "t_us", direction: "asc" },
-    highlight: (r) => r.isPeak });
-  const body = el("div", {}, panel("Bytes in use", "allocator, over the traced step(s)", note, chartEl),
-    panel("Around the peak", `${RADIUS} allocator events either side; the peak is highlighted`, table.element));
+  const chartNote = el("div");
+  const legend = el("div", { class: "legend", testid: "timeline-legend" });
+  const count = el("small", { testid: "buffer-count" });
+  const buffers = createTable({ testid: "buffer-table", columns: BUFFER_COLUMNS, label: "Buffers live at the peak",
+    sort: { key: "bytes", direction: "desc" }, placeholder: "Filter buffers, e.g. fc1 category:gradients" });
+  const body = el("div", {}, notes,
+    panel("Bytes in use", "over the traced step(s), stacked by category; drag or scroll to zoom", chartNote, legend, chartEl),
+    peakPanel.element,
+    el("section", { class: "panel" }, el("h2", {}, "Live at the peak", count), buffers.element));
 
   function render(data) {
-    const timeline = data.timeline || [];
-    const t0 = timeline.length ? timeline[0][0] : 0;
-    const relative = timeline.map(([t, bytes, op]) => [t - t0, bytes, op]);
-    const index = peakIndex(relative, data.peak_time_us ? data.peak_time_us - t0 : NaN);
-    note.replaceChildren(timeline.length ? "" : infoBox("This trace recorded no memory timeline (no allocator events)."));
-    chart.set(timelineOption(relative, index));
-    const rows = aroundPeak(relative, index, RADIUS);
-    table.setColumns(rows.some((r) => r.op) ? COLUMNS : COLUMNS.filter((c) => c.key !== "op"));
-    table.setRows(rows);
-    return [`${data.source} · step ${formatInt(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(data.peak_bytes)} B`),
-      ` (${formatHuman(data.peak_bytes)}) at ${formatMicros((data.peak_time_us || 0) - t0)}`];
+    notes.replaceChildren(...banners(data));
+    const stacked = stackTimeline(data, MAX_POINTS);
+    chartNote.replaceChildren(stacked.t.length ? "" : infoBox("This trace recorded no memory timeline (no allocation events)."));
+    legend.replaceChildren(...stacked.series.map((s) => categoryChip(s.category)));
+    chart.set(timelineOption(stacked));
+    peakPanel.render(data);
+    const rows = data.buffers || [];
+    count.textContent = rows.length < (data.buffer_count || 0)
+      ? `the ${formatInt(rows.length)} largest of ${formatInt(data.buffer_count)} buffers in use at the peak`
+      : `${formatInt(rows.length)} buffers in use at the peak; what no buffer accounts for was allocated before the trace`;
+    buffers.setRows(rows);
+    const peak = stacked.peak >= 0 ? stacked.total[stacked.peak] : data.peak_bytes;
+    return [`step ${formatIntKnown(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),
+      ` (${formatHuman(peak)})`, stacked.peak >= 0 ? ` at ${formatMicros(stacked.t[stacked.peak])}` : "",
+      ` · ${formatInt(data.t_us?.length || 0)} allocator events`];
   }
 
-  return createItemView({ api, kind: "ops", fetch: api.ops, body, render });
+  return createItemView({ api, loader, kind: "ops", route: "timeline", fetch: api.timeline, body, render,
+    shared: shared.ops, joins: true });
 }
 
-function timelineOption(points, index) {
-  const peak = points[index];
+function timelineOption(stacked) {
+  const { t, series, peak } = stacked;
+  const at = peak >= 0 ? [t[peak], stacked.total[peak]] : null;
   return {
-    grid: { left: 8, right: 24, top: 24, bottom: 8, containLabel: true },
+    grid: { left: 8, right: 24, top: 28, bottom: 44, containLabel: true },
     tooltip: {
       trigger: "axis",
       formatter: (params) => {
-        const p = params[0];
-        const op = points[p.dataIndex]?.[2];
-        return el("div", { style: { fontSize: "12px" } }, el("div", {}, formatMicros(p.value[0])),
-          el("b", {}, `${formatInt(p.value[1])} B (${formatHuman(p.value[1])})`), op ? el("div", {}, op) : null);
+        const point = breakdownAt(stacked, params[0]?.dataIndex ?? 0);
+        return tooltipBox(point.op || "(no op recorded)",
+          point.parts.slice().reverse().map((p) => tooltipLine(CATEGORY_COLOR[p.category], CATEGORY_LABEL[p.category] || p.category,
+            formatHuman(p.bytes))),
+          `${formatMicros(point.t)} · total ${formatBytesFull(point.total)}`);
       },
     },
-    xAxis: { type: "value", max: "dataMax", axisLabel: { formatter: formatMicros, hideOverlap: true },
-      splitLine: { show: false } },
-    yAxis: bytesAxis(points.reduce((m, p) => Math.max(m, p[1]), 0)),
-    series: [{
-      name: "bytes in use", type: "line", step: "end", symbol: "none", sampling: "lttb",
-      lineStyle: { color: ROLE_COLOR.activations, width: 1.5 }, areaStyle: { color: "rgba(56,142,60,0.12)" },
-      data: points.map(([t, b]) => [t, b]),
-      markPoint: peak ? {
-        symbol: "circle", symbolSize: 9, itemStyle: { color: "#f57c00" },
-        label: { show: true, position: "right", formatter: () => `peak ${formatHuman(peak[1])}`, color: "#e65100", fontWeight: 500 },
-        data: [{ coord: [peak[0], peak[1]] }],
+    dataZoom: [{ type: "inside", throttle: 50 }, { type: "slider", height: 18, bottom: 8, showDetail: false }],
+    xAxis: { type: "value", min: 0, max: "dataMax", axisLabel: { formatter: formatMicros, hideOverlap: true }, splitLine: { show: false } },
+    yAxis: bytesAxis(stacked.total.reduce((m, v) => Math.max(m, v), 0)),
+    series: series.map((s, i) => ({
+      name: CATEGORY_LABEL[s.category] || s.category, type: "line", stack: "bytes", step: "end", symbol: "none",
+      lineStyle: { width: 0 }, areaStyle: { color: CATEGORY_COLOR[s.category] || "#9e9e9e", opacity: 0.85 },
+      itemStyle: { color: CATEGORY_COLOR[s.category] || "#9e9e9e" },
+      data: s.values.map((v, j) => [t[j], v]),
+      markLine: i === series.length - 1 && at ? {
+        symbol: "none", silent: true, lineStyle: { color: "#e65100", type: "dashed", width: 1.5 },
+        label: { formatter: () => `peak ${formatHuman(at[1])}`, position: "insideEndTop", color: "#e65100", fontWeight: 500 },
+        data: [{ xAxis: at[0] }],
       } : undefined,
-      markLine: peak ? {
-        symbol: "none", silent: true, label: { show: false }, lineStyle: { color: "#f57c00", type: "dashed" },
-        data: [{ xAxis: peak[0] }],
+      markPoint: i === series.length - 1 && at ? {
+        symbol: "circle", symbolSize: 9, itemStyle: { color: "#e65100" }, label: { show: false },
+        data: [{ coord: at }],
       } : undefined,
-    }],
+    })),
   };
 }

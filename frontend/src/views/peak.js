@@ -1,0 +1,55 @@
+// The peak of a traced step, every byte in one category: a 100% bar and one
+// card per category. Shared by the Ops and Timeline views. An unknown part
+// reads "unknown" with the reason, never 0.
+
+import { el, name } from "../dom.js";
+import { formatBytesFull, formatHuman, formatMicros } from "../format.js";
+import { peakParts } from "../aggregate.js";
+import { CATEGORY_COLOR, CATEGORY_LABEL } from "../roles.js";
+import { bytesCard, categoryCard, shareBar } from "../components/widgets.js";
+
+/** {element, render(data, t0)}: data has peak_by_category, peak_time_us, breakdown. */
+export function createPeakPanel() {
+  const title = el("span", { testid: "peak-title" });
+  const hint = el("small", {});
+  const bar = el("div");
+  const cards = el("div", { class: "cards peak-cards", testid: "peak-by-category" });
+  const element = el("section", { class: "panel" }, el("h2", {}, title, hint), bar, cards);
+
+  return {
+    element,
+    render(data) {
+      const peak = data.peak_by_category || {};
+      const parts = peakParts(peak);
+      const total = peak.total ?? data.peak_bytes ?? 0;
+      title.textContent = `Peak in use: ${formatHuman(total)}`;
+      hint.textContent = Number.isFinite(data.peak_time_us) && data.peak_time_us > 0
+        ? `at ${formatMicros(data.peak_time_us)} into the trace · every byte in one category; hover a card for what it holds`
+        : "every byte in one category; hover a card for what it holds";
+      bar.replaceChildren(shareBar(parts.map((p) => ({ ...p, label: CATEGORY_LABEL[p.category] || p.category,
+        color: CATEGORY_COLOR[p.category] })), "peak-bar"));
+      const fromBreakdown = peak.step_peak_bytes !== null && peak.step_peak_bytes !== undefined;
+      const joined = data.breakdown?.tag;
+      cards.replaceChildren(
+        ...parts.map((p) => categoryCard(p.category, p.bytes, {
+          share: p.share, reason: p.reason,
+          sub: fromBreakdown && p.bytes !== null && ["weights", "non_trainable", "optimizer_slots"].includes(p.category) && joined
+            ? [`${p.share !== null ? `${(100 * p.share).toFixed(1)}% · ` : ""}from breakdown `, name(joined)] : undefined,
+        })),
+        bytesCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
+      );
+    },
+  };
+}
+
+/**
+ * What the total is. RunMetadata counts only the step's own allocations (from 0):
+ * the run's weights and slots come on top, from the breakdown.
+ */
+function totalNote(data, peak, joined) {
+  const step = peak.step_peak_bytes;
+  if (step === null || step === undefined) return "the allocator's high-water mark";
+  if (!joined) return `the step's own allocations (peak ${formatHuman(step)}); weights and slots unknown: no breakdown in this run`;
+  return el("span", { title: `the step's own allocations peak at ${formatBytesFull(step)}` },
+    `step's own peak ${formatHuman(step)} + weights and slots of `, name(joined));
+}
