@@ -224,27 +224,33 @@ def _check_entries(index_path: str, entries: Dict[str, Any], num_shards: int, sh
     a shape must be a real one (rank <= 254, no negative dimension) and its bytes must be
     the bytes the entry occupies in its shard, which must hold them."""
     numeric: Set[str] = set()
+    data_bytes = sum(shard_bytes)
     for key, entry in entries.items():
-        def corrupt(why: str) -> InspectError:
-            return InspectError(f"{index_path}: corrupt checkpoint index ({key[:80]!r}: {why})")
-
-        if not 0 <= entry.shard_id < num_shards:
-            raise corrupt(f"shard {entry.shard_id} of {num_shards}")
-        if entry.offset < 0 or entry.size < 0 or entry.offset + entry.size > shard_bytes[entry.shard_id]:
+        why = _entry_fault(entry, num_shards, data_bytes)
+        if why:
+            raise InspectError(f"{index_path}: corrupt checkpoint index ({key[:80]!r}: {why})")
+        if entry.offset + entry.size > shard_bytes[entry.shard_id]:
             raise InspectError(f"{index_path[:-len('.index')]}: truncated or corrupt checkpoint "
                                f"({key[:80]!r} runs past the end of its .data shard)")
-        dims = [d.size for d in entry.shape.dim]
-        if entry.shape.unknown_rank or len(dims) > _MAX_RANK or any(d < 0 for d in dims):
-            raise corrupt(f"shape {dims[:8]}{'...' if len(dims) > 8 else ''} is not a stored tensor's")
-        if key == OBJECT_GRAPH_KEY or key.startswith("\x00") or not dtype_size(entry.dtype):
-            continue  # the object graph, slices of partitioned variables, strings, unknown dtypes
-        declared = math.prod(dims) * dtype_size(entry.dtype)
-        data_bytes = sum(shard_bytes)
-        if entry.slices and declared > data_bytes or not entry.slices and declared != entry.size:
-            raise corrupt(f"shape {dims} of {dtype_name(entry.dtype)} is {declared:,} bytes, "
-                          f"the entry holds {entry.size:,}")
-        numeric.add(key)
+        if key != OBJECT_GRAPH_KEY and not key.startswith("\x00") and dtype_size(entry.dtype):
+            numeric.add(key)  # not the object graph, a slice of a partitioned variable or a string
     return numeric
+
+
+def _entry_fault(entry: Any, num_shards: int, data_bytes: int) -> str:
+    """Why an index entry cannot describe a stored tensor ("" if it can)."""
+    if not 0 <= entry.shard_id < num_shards:
+        return f"shard {entry.shard_id} of {num_shards}"
+    if entry.offset < 0 or entry.size < 0:
+        return f"offset {entry.offset}, size {entry.size}"
+    dims = [d.size for d in entry.shape.dim]
+    if entry.shape.unknown_rank or len(dims) > _MAX_RANK or any(d < 0 for d in dims):
+        return f"shape {dims[:8]}{'...' if len(dims) > 8 else ''} is not a stored tensor's"
+    item = dtype_size(entry.dtype)
+    declared = math.prod(dims) * item
+    if item and (declared > data_bytes if entry.slices else declared != entry.size):  # slices hold a sliced one's bytes
+        return f"shape {dims} of {dtype_name(entry.dtype)} is {declared:,} bytes, the entry holds {entry.size:,}"
+    return ""
 
 
 # --- reconciliation ------------------------------------------------------------------------
@@ -427,8 +433,9 @@ def _classify_object_graph(graph: Any, shape_of: Dict[str, List[int]], dtype_of:
             weights = [w for w in _list_items(graph, child.get("_trainable_variables")) if w in key_of]
             trainable.update(weights)
             own = [v for v in _list_items(graph, child["_variables"]) if v in key_of]
-            classes[i] = _keras_optimizer_slots(weights, own, names, full_name, key_of, shape_of, dtype_of,
-                                                slot_of, state)
+            described = [(full_name[v] or names[v], shape_of[key_of[v]], dtype_of[key_of[v]]) for v in weights]
+            described += [(full_name[v], shape_of[key_of[v]], dtype_of[key_of[v]]) for v in own]
+            classes[i] = _keras_optimizer_slots(weights, own, described, slot_of, state)
     records = []
     for i, key in sorted(key_of.items(), key=lambda kv: names[kv[0]]):
         name, slot, owner = names[i], None, None
@@ -459,16 +466,16 @@ def _display_names(graph: Any, key_of: Dict[int, str], full_name: Dict[int, str]
             for i in key_of}
 
 
-def _keras_optimizer_slots(weights: List[int], own: List[int], names: Dict[int, str], full_name: Dict[int, str],
-                           key_of: Dict[int, str], shape_of: Dict[str, List[int]], dtype_of: Dict[str, str],
+def _keras_optimizer_slots(weights: List[int], own: List[int], described: List[Tuple[str, List[int], str]],
                            slot_of: Dict[int, Tuple[int, str]], state: Set[int]) -> str:
-    """Mark a Keras 3 optimizer's slots (``slot_of``) and other variables (``state``); its class
-    name, inferred from its default name and the variables it holds (checkpoints keep no class)."""
-    opt_name = next((full_name[v].split("/", 1)[0] for v in own if "/" in full_name[v]), "")
-    layout = roles.keras_layout(
-        [(full_name[w] or names[w], shape_of[key_of[w]], dtype_of[key_of[w]]) for w in weights],
-        [roles.Stored(shape_of[key_of[v]], dtype_of[key_of[v]], full_name[v] or None) for v in own],
-        [("", None, opt_name)])
+    """Mark a Keras 3 optimizer's slots (``slot_of``) and other variables (``state``) among the
+    nodes ``own``, for its trained nodes ``weights`` (``described``: (name, shape, dtype) of
+    each, weights first; an optimizer variable's name only as the checkpoint stores it). Returns its class, inferred from its default name and what it holds
+    (a checkpoint keeps no class)."""
+    paths, stored = described[:len(weights)], described[len(weights):]
+    opt_name = next((name.split("/", 1)[0] for name, _, _ in stored if "/" in name), "")
+    layout = roles.keras_layout(paths, [roles.Stored(shape, dtype, name or None) for name, shape, dtype in stored],
+                                [("", None, opt_name)])
     if layout is not None:
         for v, (kind, what) in zip(own, layout.entries):
             if kind == "slot":
@@ -476,12 +483,12 @@ def _keras_optimizer_slots(weights: List[int], own: List[int], names: Dict[int, 
             else:
                 state.add(v)
         return layout.class_name
-    by_path = {full_name[w] or names[w]: w for w in weights}  # a custom optimizer: Keras' slot naming
-    for v in own:
-        named = roles.keras_slot_by_name(full_name[v], by_path)
+    by_path = {path: w for (path, _, _), w in zip(paths, weights)}  # a custom optimizer: Keras' slot naming
+    for v, (name, shape, _) in zip(own, stored):
+        named = roles.keras_slot_by_name(name, by_path)
         if named:
             slot_of[v] = (by_path[named[1]], named[0])
-        elif not shape_of[key_of[v]]:
+        elif not shape:
             state.add(v)
     return ""
 
