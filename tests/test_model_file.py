@@ -147,3 +147,9 @@ def test_inspect_of_a_keras_archive_reads_its_metadata_not_its_values(tmp_path):
     read = _bytes_read() - before
     assert sum(v.bytes for v in bd.variables) > 48 << 20  # weights + Adam slots
     assert read < 256 << 10, f"read {read:,} bytes of a {os.path.getsize(path):,}-byte archive"
+
+
+def test_a_weights_file_names_the_optimizer_its_variables_fit(saved):
+    """A .weights.h5 keeps no optimizer class: the one whose build() explains the variables is named."""
+    opt = read_path(saved["weights"]).optimizer
+    assert opt["class_name"] == "Adam" and opt["recorded_in"].startswith("inferred")

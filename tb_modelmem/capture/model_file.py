@@ -145,7 +145,7 @@ def read_keras_archive(path: str) -> Breakdown:
             optimizer = _compile_optimizer(config)
             if "model.weights.h5" in names:
                 member = names["model.weights.h5"]
-                variables, copies = _with_member_h5(path, zf, member, lambda h5: _keras3_variables(
+                variables, copies, _ = _with_member_h5(path, zf, member, lambda h5: _keras3_variables(
                     h5, config, roles.optimizer_chain(_compile_entry(config))))
                 overhead += copies
                 stored = sum(v.bytes for v in variables) + sum(o["bytes"] for o in copies)
@@ -264,9 +264,10 @@ def _optimizer_entry(raw: Any, recorded_in: str) -> Optional[Dict[str, Any]]:
 
 
 def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[roles.Level]
-                      ) -> Tuple[List[VariableRecord], List[Dict[str, Any]]]:
+                      ) -> Tuple[List[VariableRecord], List[Dict[str, Any]], Optional[roles.KerasLayout]]:
     """Model weights (``layers/.../vars/i``) then optimizer variables (``optimizer/vars/i``),
-    and overhead lines for what Keras stores twice (a wrapper's inner optimizer's variables)."""
+    overhead lines for what Keras stores twice (a wrapper's inner optimizer's variables), and
+    what the optimizer variables were found to be (None: no optimizer, or none fits)."""
     layers = _config_layers(config) if config else {}
     order = list(layers)
     groups = _vars_groups(h5)
@@ -282,16 +283,17 @@ def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[rol
                 role = NON_TRAINABLE  # moving_mean, moving_variance come last
             weights.append(_record(f"{layer}/{key}", layer, _open(h5, f"{name}/{key}"), role))
     if "optimizer/vars" not in groups:
-        return weights, []
+        return weights, [], None
     records = [_record("", "", _open(h5, f"optimizer/vars/{key}"), OTHER) for key in groups["optimizer/vars"]]
     if not chain:  # a .weights.h5 keeps no config: which weights train is read from the slots' shapes
         _mark_trainable_by_slots(weights, records)
-    _name_keras3_optimizer_vars(records, [w for w in weights if w.role == WEIGHT], _named_chain(h5, chain, groups))
+    layout = _name_keras3_optimizer_vars(records, [w for w in weights if w.role == WEIGHT],
+                                         _named_chain(h5, chain, groups))
     copies = [{"what": f"{name}: a second copy of {len(members)} inner optimizer variables (Keras saves a "
                        "wrapper's inner optimizer twice)",
                "bytes": sum(_record("", "", _open(h5, f"{name}/{key}"), OTHER).bytes for key in members)}
               for name, members in groups.items() if name.startswith("optimizer/") and name != "optimizer/vars"]
-    return weights + records, copies
+    return weights + records, copies, layout
 
 
 def _vars_groups(h5: Any) -> Dict[str, List[str]]:
@@ -353,7 +355,7 @@ def _named_chain(h5: Any, chain: List[roles.Level], groups: Dict[str, List[str]]
 
 
 def _name_keras3_optimizer_vars(records: List[VariableRecord], trainable: List[VariableRecord],
-                                chain: List[roles.Level]) -> None:
+                                chain: List[roles.Level]) -> Optional[roles.KerasLayout]:
     """Name each optimizer variable stored by index: a slot of its weight (and that weight's
     layer) where ``roles.keras_layout`` can tell; counters and hyper-parameters are OTHER."""
     layout = roles.keras_layout([(w.name, w.shape, w.dtype) for w in trainable],
@@ -372,6 +374,7 @@ def _name_keras3_optimizer_vars(records: List[VariableRecord], trainable: List[V
         else:
             scope = chain[what[0]][2]
             r.name, r.layer, r.role = f"{scope}/{what[1]}", scope, OTHER
+    return layout
 
 
 def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[VariableRecord]) -> None:
@@ -468,8 +471,8 @@ def read_h5(path: str) -> Breakdown:
             if "model_weights" in h5 or "layer_names" in h5.attrs:
                 return _read_legacy_h5(path, h5)
             if "layers" in h5 or "vars" in h5:
-                variables, copies = _keras3_variables(h5, None, [])
-                opt = _keras3_weights_optimizer(h5)
+                variables, copies, layout = _keras3_variables(h5, None, [])
+                opt = _keras3_weights_optimizer(h5, layout)
                 return _h5_breakdown(path, "keras weights.h5", variables, opt, copies)
     except InspectError as e:
         raise e if str(e).startswith(path) else InspectError(f"{path}: {e}") from None
@@ -494,12 +497,17 @@ def _member(group: Any, name: str) -> Any:
     return group[name]
 
 
-def _keras3_weights_optimizer(h5: Any) -> Optional[Dict[str, Any]]:
-    group = h5.get("optimizer/vars")
-    if group is None:
+def _keras3_weights_optimizer(h5: Any, layout: Optional[roles.KerasLayout]) -> Optional[Dict[str, Any]]:
+    """A .weights.h5 keeps the optimizer's name and variables, not its class or config: the
+    class is the one whose build() explains the variables (others that also do are named)."""
+    if "optimizer" not in h5:
         return None
-    return {"class_name": "", "config": {}, "name": _attr_str(group.attrs.get("name")),
-            "recorded_in": "not recorded: .weights.h5 keeps the optimizer's variables, not its class"}
+    if layout is None:
+        return {"class_name": "", "config": {},
+                "recorded_in": "not recorded: .weights.h5 keeps the optimizer's variables, not its class"}
+    also = f"; as well explained by {', '.join(layout.also)}" if layout.also else ""
+    return {"class_name": layout.class_name, "config": {"flags": layout.flags} if layout.flags else {},
+            "recorded_in": f"inferred from the optimizer's variables (.weights.h5 keeps no class){also}"}
 
 
 def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optimizer: Optional[Dict[str, Any]],
