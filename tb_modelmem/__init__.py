@@ -8,12 +8,13 @@ imported lazily so the TensorBoard plugin (``tb_modelmem.plugin``) loads without
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["summary", "MemoryCallback", "trace", "__version__"]
+__all__ = ["summary", "MemoryCallback", "trace", "enable_full_memory_trace", "__version__"]
 
 _LAZY = {
     "summary": ("tb_modelmem.summary", None),
     "MemoryCallback": ("tb_modelmem.callbacks", "MemoryCallback"),
     "trace": ("tb_modelmem.tracing", "trace"),
+    "enable_full_memory_trace": ("tb_modelmem.tracing", "enable_full_memory_trace"),
 }
 
 

@@ -14,6 +14,7 @@ import atexit
 import glob
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from types import TracebackType
@@ -170,6 +171,28 @@ class Trace:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def enable_full_memory_trace() -> bool:
+    """Make TensorFlow record every CPU allocation in profiles (its BFC allocator:
+    ``TF_CPU_ALLOCATOR_USE_BFC=true``), so the peak is split byte for byte; its default CPU
+    allocator records only large allocations. Takes effect only if called before TensorFlow
+    runs its first op (the allocator is chosen then): returns False, with a warning, when it
+    is too late. Costs little: see ``benchmarks/bench_bfc.py``."""
+    os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    if "tensorflow" not in sys.modules:
+        return True
+    try:
+        from tensorflow.python.eager import context
+
+        started = bool(context.context()._initialized)
+    except Exception:  # a TensorFlow without this private flag: assume it started
+        started = True
+    if started:
+        warnings.warn("tb_modelmem: enable_full_memory_trace() came after TensorFlow started: the CPU allocator is "
+                      "already chosen. Call it first thing, or run with TF_CPU_ALLOCATOR_USE_BFC=true",
+                      RuntimeWarning, stacklevel=2)
+    return not started
 
 
 def trace(name: str, step: Optional[int] = None, function: Any = None, model: Any = None, optimizer: Any = None,

@@ -150,3 +150,22 @@ def test_exception_in_the_body_propagates_unchanged(tmp_path, lenet):
             raise error
     assert raised.value is error
     assert os.listdir(tmp_path) == [] and profiler_is_idle()
+
+
+def test_full_memory_trace_must_come_before_tensorflow_starts():
+    """In a fresh process it takes effect (the BFC allocator records every allocation); here it is too late."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    import tb_modelmem
+
+    tf.constant(1)  # this process's TensorFlow has started
+    with pytest.warns(RuntimeWarning, match="came after TensorFlow started"):
+        assert tb_modelmem.enable_full_memory_trace() is False
+    script = ("import tb_modelmem; ok = tb_modelmem.enable_full_memory_trace(); import tensorflow as tf; "
+              "x = tf.zeros([1024]); print(ok, tf.config.experimental.get_memory_info('CPU:0')['current'] >= 4096)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"})
+    assert result.stdout.split() == ["True", "True"], result.stderr[-2000:]  # only BFC keeps CPU statistics

@@ -41,7 +41,7 @@ class Event:
     delta: int
     key: Hashable  # which buffer: (allocator, address), or the node for per-node records
     op: str = ""  # the op that allocated it ("" for a free: replay names the allocating op)
-    category: str = ""
+    category: str = ""  # a free's category says what a buffer allocated before the window was, if known
     shape: str = ""
     dtype: str = ""
     region: str = ""
@@ -79,8 +79,9 @@ def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
     ordered = sorted(events, key=lambda e: (e.t_us, e.delta))
     before = _allocated_before(ordered)
     live: Dict[Hashable, _Live] = {}
-    by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES}
-    by_category[BEFORE_WINDOW] = float(sum(b.bytes for b in before.values()))
+    by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
+    for b in before.values():
+        by_category[b.category] = by_category.get(b.category, 0.0) + b.bytes
     allocators: Dict[str, float] = {}  # allocator -> bytes in use now
     extremes: Dict[str, List[float]] = {}  # allocator -> [lowest, highest] bytes in use
     first_peak: Dict[str, float] = {}
@@ -109,7 +110,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
                     del live[event.key]
             else:
                 pre = before.pop(event.key, None)
-                by_category[BEFORE_WINDOW] -= pre.bytes if pre is not None else 0
+                if pre is not None:
+                    by_category[pre.category] -= pre.bytes
                 op = ""
         counted += event.delta
         if event.allocator not in allocators:  # what it held before the window's first event
@@ -151,7 +153,7 @@ def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in before:
-            before[event.key] = _Live(-event.delta, "", BEFORE_WINDOW, "", "", event.region)
+            before[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
     return before
 
 
@@ -175,7 +177,7 @@ def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in later:
-            later[event.key] = _Live(-event.delta, "", BEFORE_WINDOW, "", "", event.region)
+            later[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
                         bytes_source=MEASURED) for b in list(live.values()) + list(later.values()) if b.bytes > 0]
     return sorted(out, key=lambda b: -b.bytes)

@@ -17,14 +17,14 @@ import dataclasses
 import math
 import os
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from tb_modelmem import proto
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
 from tb_modelmem.capture.run_metadata import dtype_name, format_shape, fused_ops
 from tb_modelmem.join import Joiner, Vocabulary
-from tb_modelmem.records import DERIVED, MEASURED, UNKNOWN_BYTES, OpRecord, OpTrace
+from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpRecord, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
 
@@ -88,7 +88,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     joiner = Joiner(vocabulary or Vocabulary([]), graph.graphs, names)
     origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory], default=0)
     rows = _rows(calls.values(), memory, graph, batch_size, joiner)
-    replayed = replay(_events(memory, joiner), origin_ps / 1e6)
+    replayed = replay(_events(memory, joiner, _input_sizes(graph, batch_size or _batch_seen(
+        _measured_outputs(memory), graph.outputs))), origin_ps / 1e6)
     allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=rows, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted({r.device for r in rows}), steps=max(steps, 1),
@@ -280,9 +281,23 @@ def _op_name(stats: Dict[str, Any]) -> str:
     return tf_op.partition(":")[0] if isinstance(tf_op, str) else ""
 
 
-def _events(memory: List[_MemoryEvent], joiner: Joiner) -> List[Event]:
+def _input_sizes(graph: GraphInfo, batch: Optional[int]) -> Set[int]:
+    """Bytes of each tensor the step takes in (the iterator's outputs at the step's batch): a buffer
+    of exactly that size with no op, or allocated before the window, is a batch of input."""
+    sizes = set()
+    for name, specs in graph.outputs.items():
+        if name.rpartition("/")[2].startswith(("IteratorGetNext", "OptionalGetValue")):
+            for dims, _, itemsize in specs:
+                size = _nbytes(_at_batch(dims, batch), itemsize)
+                if size:
+                    sizes.add(size)
+    return sizes
+
+
+def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = frozenset()) -> List[Event]:
     """Allocator events for ``live.replay``: each allocation categorised by its op's phase.
-    Deallocations carry no ``tf_op``; replay names the op that allocated the address."""
+    Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
+    with no op (tf.data's own) or from before the window whose size is an input's is an input."""
     out = []
     last: Dict[str, float] = {}  # allocator -> its count after the previous event
     for m in sorted(memory, key=lambda e: e.time_ps):
@@ -295,12 +310,16 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner) -> List[Event]:
         event = Event(t_us=m.time_ps / 1e6, delta=size if m.is_alloc else -size, key=(allocator, stats.get("addr")),
                       allocator=allocator, region=str(stats.get("region_type") or ""), in_use=in_use,
                       lifetime_peak=float(stats.get("peak_bytes_in_use") or 0))
+        requested = int(stats.get("requested_bytes") or 0)
         if m.is_alloc:
             event.op = _op_name(stats)
             phase = joiner.assign(event.op)[1] if event.op else ""
-            event.category = step_category(phase, event.region)
+            event.category = (INPUTS if not event.op and requested in input_sizes
+                              else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
+        elif requested in input_sizes:
+            event.category = INPUTS  # read only if it was allocated before the window
         out.append(event)
     return out
 

@@ -1,0 +1,118 @@
+"""Issue 10 acceptance: every byte of a step's peak in a category, on CPU with TensorFlow's BFC
+allocator (seed 002's LeNet, batch 32, Adam), for a Keras fit profiled by MemoryCallback and for the
+same model's TF1 RunMetadata. Run in a fresh process: the allocator is chosen when TensorFlow starts."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tb_modelmem.capture import xspace
+from tb_modelmem.records import PEAK_CATEGORIES
+from tests.plugin_harness import Served
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024 + (1024 + 1) * 10
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> str:
+    logdir = str(tmp_path_factory.mktemp("peak"))
+    result = subprocess.run([sys.executable, "-m", "tests.peak_run", logdir], cwd=REPO, capture_output=True,
+                            text=True, timeout=600,
+                            env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def served(logdir) -> Served:
+    return Served(logdir)
+
+
+def _parts(peak):
+    return {c: peak[c] or 0 for c in PEAK_CATEGORIES}  # None: unknown (no breakdown to say)
+
+
+def _buffer(buffers, shape, category):
+    return [b for b in buffers if b["shape"] == shape and b["category"] == category]
+
+
+def test_keras_peak_is_split_byte_for_byte(served):
+    body = served.json("/ops", run="keras", tag="ops")
+    peak = body["peak_by_category"]
+    assert body["allocations"] == "all"  # the BFC allocator records every allocation
+    assert sum(_parts(peak).values()) == peak["total"] == body["peak_bytes"]
+    assert peak["weights"] == 4 * LENET_WEIGHTS == 13_098_536
+    assert peak["optimizer_slots"] == 2 * 13_098_536 + 8 + 4  # m, v, Adam's iteration and learning rate
+    assert peak["activations"] > 0 and peak["gradients"] > 0 and peak["optimizer_temporaries"] > 0
+    # What stays unattributed is BFC's rounding of buffers allocated before the window (a 12.25 MiB
+    # kernel can sit in a 16 MiB chunk): a few percent, shown, never hidden.
+    assert peak["unattributed"] <= 0.06 * peak["total"], peak
+
+
+def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(served):
+    timeline = served.json("/timeline", run="keras", tag="ops")
+    buffers = timeline["buffers"]
+    assert sum(b["bytes"] for b in buffers) <= timeline["peak_bytes"]
+    (conv1,) = _buffer(buffers, "[32,28,28,32]", "activations")
+    assert conv1["layer"] == "lenet/conv1" and conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
+    fc1_grads = [b for b in _buffer(buffers, "[3136,1024]", "gradients") if "gradient_tape" in b["op"]]
+    assert fc1_grads and fc1_grads[0]["layer"] == "lenet/fc1" and fc1_grads[0]["dtype"] == "float32"
+    layers = {row["layer"]: row for row in served.json("/ops", run="keras", tag="ops")["layers"]}
+    assert layers["lenet/conv1"]["peak_activations_bytes"] >= 32 * 28 * 28 * 32 * 4
+    assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4
+
+
+def test_timeline_stacks_add_up_to_the_bytes_in_use(served):
+    timeline = served.json("/timeline", run="keras", tag="ops")
+    stacks = np.array([timeline["stacks"][c] for c in timeline["stacks"]])
+    assert np.allclose(stacks.sum(axis=0), timeline["bytes"])
+    at_peak = max(range(len(timeline["bytes"])), key=lambda i: timeline["bytes"][i])
+    assert timeline["bytes"][at_peak] == timeline["peak_bytes"]
+
+
+def test_tf1_run_metadata_of_the_same_model_has_the_same_categories(served):
+    body = served.json("/ops", run="tf1", tag="ops")
+    peak = body["peak_by_category"]
+    # step stats count the step's own allocations; the session's variables come on top
+    assert peak["total"] == peak["step_peak_bytes"] + 13_098_536 + 26_197_072 + 8
+    assert sum(_parts(peak).values()) == peak["total"]
+    assert peak["activations"] > 0 and peak["gradients"] > 0
+    buffers = served.json("/timeline", run="tf1", tag="ops")["buffers"]
+    (conv1,) = _buffer(buffers, "[32,28,28,32]", "activations")
+    assert conv1["op"] == "conv1/Relu" and conv1["layer"] == "conv1"
+    fc1 = [b for b in _buffer(buffers, "[3136,1024]", "gradients") if b["op"].startswith("gradients/fc1/")]
+    assert fc1 and fc1[0]["layer"] == "fc1"
+
+
+def test_a_gpu_allocator_gives_the_same_categories(logdir):
+    """No GPU here: a recorded BFC profile, its allocator renamed as TensorFlow names a GPU's
+    (GPU_0_bfc), reduces to the same split and names that allocator."""
+    (path,) = glob.glob(os.path.join(logdir, "raw", "plugins", "profile", "*", "*.xplane.pb"))
+    space = xspace.load_xspace(path)
+    renamed = 0
+    for plane in space.planes:
+        for stat in plane.stat_metadata.values():
+            if stat.name == "bfc_cpu_allocator_for_gpu":
+                stat.name, renamed = "GPU_0_bfc", renamed + 1
+    assert renamed  # allocator names are interned strings of the plane (ref_value stats)
+    cpu, gpu = xspace.reduce_xspace(xspace.load_xspace(path)), xspace.reduce_xspace(space)
+    assert [a["name"] for a in gpu.allocators] == ["GPU_0_bfc"] and gpu.allocations == "all"
+    assert gpu.peak_buffers.column("category") == cpu.peak_buffers.column("category")
+    assert (gpu.peak_bytes, gpu.timeline.bytes) == (cpu.peak_bytes, cpu.timeline.bytes)
+
+
+def test_the_raw_profile_in_the_log_dir_is_an_item_with_the_same_split(served):
+    tags = served.tags("raw")
+    (tag,) = [t for (run, t), info in tags.items() if info["origin"] == "profile"]
+    body = served.json("/ops", run="raw", tag=tag)
+    peak = body["peak_by_category"]
+    assert body["allocations"] == "all" and sum(_parts(peak).values()) == peak["total"] == body["peak_bytes"]
+    assert peak["gradients"] > 0 and peak["activations"] > 0
+    assert peak["weights"] is None and "breakdown" in peak["unknown"]["weights"]  # plain TF: no breakdown here
