@@ -35,7 +35,7 @@ setup(
     packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
     package_data={"tb_modelmem": ["static/*"]},
     install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py"],
-    extras_require={"test": ["pytest", "playwright", "grpcio-tools"]},
+    extras_require={"test": ["pytest", "playwright", "grpcio-tools", "xprof", "fsspec"]},
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],
         "console_scripts": ["tb-modelmem = tb_modelmem.cli:main"],

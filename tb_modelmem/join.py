@@ -32,9 +32,14 @@ _LOOP_PART = re.compile(r"^(body|cond)$")
 # Op types that only move a function's arguments and results around.
 _EXECUTOR_TYPES = frozenset({"_Retval", "_DeviceRetval", "NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv",
                              "StatefulPartitionedCall", "PartitionedCall", "_SOURCE", "_SINK", "Const",
-                             "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp"})
+                             "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp",
+                             # summaries written between steps (a TensorBoard callback's)
+                             "WriteSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
+                             "WriteRawProtoSummary", "FlushSummaryWriter", "CreateSummaryFileWriter",
+                             "SummaryWriter", "CloseSummaryWriter"})
 _INPUT_TYPES = frozenset({"IteratorGetNext", "OptionalGetValue", "IteratorGetNextSync", "_Arg", "_DeviceArg",
-                          "Placeholder", "MultiDeviceIteratorGetNextFromShard", "_EagerConst"})
+                          "Placeholder", "MultiDeviceIteratorGetNextFromShard", "_EagerConst", "OptionalHasValue",
+                          "IteratorGetNextAsOptional", "AnonymousIteratorV3", "MakeIterator"})
 # Ops that pass a variable's value on unchanged: their consumers read the variable too.
 _VALUE_TYPES = frozenset({"ReadVariableOp", "Identity", "Cast", "_MklToTf", "Enter", "Switch"})
 _WRITE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "Apply", "SparseApply", "ResourceScatter",
@@ -151,7 +156,7 @@ def strip_calls(name: str) -> str:
 
 def phase_by_name(name: str, op_type: str = "") -> str:
     """The phase an op's name and type show, when no graph says more."""
-    parts = name.split("/")
+    parts = strip_calls(name).split("/")
     if "gradient_tape" in parts or "gradients" in parts or any(p.endswith("_grad") for p in parts):
         return BACKWARD
     if op_type in _INPUT_TYPES or name.startswith("_arg_"):

@@ -562,6 +562,7 @@ class OpTrace(Record):
     timed: bool = True  # False when the source holds memory only (a TF 2.3-2.10 memory profile): no op times
     # Per allocator (device memory pool): {"name", "peak_bytes", "min_bytes"}; min is what stayed resident.
     allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}

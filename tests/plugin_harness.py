@@ -42,13 +42,13 @@ def _newest_event_file(logdir: str) -> str:
 class Served:
     """A werkzeug client on a TensorBoard app holding only our plugin."""
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, **plugin_options: Any):
         multiplexer = plugin_event_multiplexer.EventMultiplexer(size_guidance={"tensors": 0})
         multiplexer.AddRunsFromDirectory(logdir)
         multiplexer.Reload()
         provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
         context = base_plugin.TBContext(logdir=logdir, data_provider=provider)
-        self.plugin = ModelMemPlugin(context)
+        self.plugin = ModelMemPlugin(context, **plugin_options)
         app = application.TensorBoardWSGI([self.plugin])
         self.client = werkzeug_test.Client(app, wrappers.Response)
 

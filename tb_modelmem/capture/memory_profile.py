@@ -55,7 +55,7 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
     return OpTrace(source="memory_profile", ops=list(ops.values()), peak_bytes=peak_bytes,
                    peak_time_us=max(peak_time - origin, 0.0), timeline=timeline, devices=sorted(per_allocator), steps=1, counts_resident=True,
                    peak_buffers=sorted(buffers, key=lambda b: -b.bytes), timed=False, allocators=allocators,
-                   allocations="all")
+                   allocations="all", layers=list(joiner.vocabulary.layers))
 
 
 def _load(data: bytes) -> Dict[str, Any]:

@@ -85,7 +85,8 @@ def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
     return OpTrace(source="run_metadata", ops=list(rows.values()), peak_bytes=int(peak_bytes),
                    peak_time_us=float(peak_time), timeline=replayed.timeline,
                    devices=sorted({d.device for d in dev_stats}), steps=1, counts_resident=False,
-                   peak_buffers=replayed.peak_buffers, allocators=replayed.allocators)
+                   peak_buffers=replayed.peak_buffers, allocators=replayed.allocators,
+                   layers=list(joiner.vocabulary.layers))
 
 
 def fused_ops(kernel: str, node_name: str) -> List[str]:

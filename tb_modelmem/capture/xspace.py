@@ -94,7 +94,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     return OpTrace(source="xspace", ops=rows, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted({r.device for r in rows}), steps=max(steps, 1),
                    counts_resident=True, peak_buffers=replayed.peak_buffers, allocations=allocations,
-                   allocations_note=note, allocators=replayed.allocators)
+                   allocations_note=note, allocators=replayed.allocators, layers=list(joiner.vocabulary.layers))
 
 
 @dataclasses.dataclass

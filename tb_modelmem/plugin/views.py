@@ -201,7 +201,8 @@ class TraceView:
         ops = trace.ops
         names, types = ops.column("name"), ops.column("op_type")
         phases = [p or phase_by_name(n, t) for p, n, t in zip(ops.column("phase"), names, types)]
-        vocabulary = breakdown.vocabulary if breakdown else Vocabulary(sorted({l for l in ops.column("layer") if l}))
+        vocabulary = breakdown.vocabulary if breakdown else Vocabulary(
+            trace.layers or sorted({layer for layer in ops.column("layer") if layer}))
         self.tree = LayerTree(vocabulary.layers)
         joiner = Joiner(vocabulary, (), names) if breakdown else None
         layers = []
@@ -248,9 +249,10 @@ class TraceView:
                 agg = per_layer[layer] if layer else per_group[self._phase_of_op.get(buffer_op, "")]
                 agg[f"peak_{category}_bytes"] += size
         storage = {row["layer"]: row for row in self.breakdown.layers} if self.breakdown else {}
-        paths = [p for p in (self.breakdown.record and [r["layer"] for r in self.breakdown.layers if r["leaf"]]
-                             if self.breakdown else [])]
-        paths += sorted(p for p in per_layer if p not in set(paths))
+        # model order: the breakdown's layers, else the ones the trace joined; then any other layer ops named
+        paths = ([r["layer"] for r in self.breakdown.layers if r["leaf"]] if self.breakdown
+                 else list(self.trace.layers))
+        paths += sorted(p for p in per_layer if p and p not in set(paths))
 
         def leaf(path: str) -> Dict[str, Any]:
             row = dict(per_layer.get(path) or _zero_layer())
@@ -340,6 +342,10 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str
     own allocations, so the breakdown's bytes come on top of its peak. A part the data
     cannot give is None, with the reason in ``unknown``.
     """
+    if trace.allocations == "none":  # no allocator event: nothing about the peak is known
+        reason = trace.allocations_note or "the trace recorded no allocation events"
+        return {**{c: None for c in PEAK_CATEGORIES}, "total": None, "step_peak_bytes": None,
+                "unknown": {c: reason for c in PEAK_CATEGORIES}}
     step = {c: 0 for c in STEP_CATEGORIES}
     seen = 0
     for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
@@ -411,6 +417,8 @@ def _stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     t = trace.timeline
     n = len(t.t_us)
     stacks: Dict[str, List[float]] = {}
+    if peak["total"] is None:
+        return stacks
     in_window = {c: t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES}
     before = t.by_category.get(BEFORE_WINDOW, [0.0] * n)
     constants = {c: float(peak[c] or 0) for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
