@@ -62,8 +62,8 @@ def role(name: str, dtype: str, shape: Sequence[int], trainable: Optional[bool] 
 
 def layer_of(owner: str) -> str:
     """The layer a variable (or, for a slot, its weight) is charged to: its name scope;
-    a variable outside any scope (TF1 ``Variable_3``) is a layer of its own."""
-    return owner.rsplit("/", 1)[0] if "/" in owner else owner
+    "" (no layer) for one outside any scope (TF1 ``beta1_power``, ``Variable_3``)."""
+    return owner.rsplit("/", 1)[0] if "/" in owner else ""
 
 
 # --- TF1 and Keras 2: slots named after their weight ----------------------------------------
