@@ -171,8 +171,9 @@ class MemoryCallback(keras.callbacks.Callback):
                 self._flush()
 
     def _optimizers(self) -> List[Any]:
-        """The optimizers that train the model: ``model.optimizer`` and any other optimizer
-        the model holds (a GAN's), leaving out one never built while another is."""
+        """The optimizers of the model: ``model.optimizer`` and any other optimizer it holds
+        (a GAN's ``d_optimizer``/``g_optimizer``; Keras' default one then stays unbuilt, but its
+        counters exist and are counted)."""
         found = []
         model = self.model
         candidates = [getattr(model, "optimizer", None)] + [v for v in vars(model).values()
@@ -180,8 +181,7 @@ class MemoryCallback(keras.callbacks.Callback):
         for optimizer in candidates:
             if optimizer is not None and all(optimizer is not o for o in found):
                 found.append(optimizer)
-        built = [o for o in found if getattr(o, "built", True)]
-        return built if built else found
+        return found
 
     def _optimizer_changed(self) -> bool:
         """Cheap enough for every batch: the optimizers' identities and variable counts."""
@@ -196,8 +196,8 @@ class MemoryCallback(keras.callbacks.Callback):
         """Write a breakdown if the optimizers are built and the variables differ from last time."""
         try:
             optimizers = self._optimizers()
-            if any(not getattr(o, "built", True) for o in optimizers):
-                return
+            if optimizers and not any(getattr(o, "built", True) for o in optimizers):
+                return  # no slots yet: they appear once an optimizer applies its first gradients
             signature = _signature(self.model, optimizers)
             if signature == self._signature:
                 return

@@ -62,9 +62,16 @@ class Served:
 
     def all_ops(self, run: str, tag: str, **params: Any) -> List[dict]:
         """Every row of an op table, page by page as the tab reads it."""
+        return self._all("/op_rows", run, tag, **params)
+
+    def all_variables(self, run: str, tag: str, **params: Any) -> List[dict]:
+        """Every variable of a breakdown, page by page as the tab reads it."""
+        return self._all("/variables", run, tag, **params)
+
+    def _all(self, route: str, run: str, tag: str, **params: Any) -> List[dict]:
         rows: List[dict] = []
         while True:
-            page = self.json("/op_rows", run=run, tag=tag, offset=len(rows), limit=2000, **params)
+            page = self.json(route, run=run, tag=tag, offset=len(rows), limit=2000, **params)
             rows += page["rows"]
             if len(rows) >= page["matched"] or not page["rows"]:
                 return rows

@@ -129,7 +129,7 @@ def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str,
     truth = _tf1_truth(result) if check.get("tf1") else _keras_truth(result, check)
     body = served.json("/breakdown", run=check["run"], tag=check["tag"])
     totals = body["totals"]
-    rows = body["variables"]
+    rows = served.all_variables(check["run"], check["tag"])
     got = {
         "weight": totals["weight"], "non_trainable": totals["non_trainable"],
         "model_bytes": totals["weight"] + totals["non_trainable"],
@@ -157,15 +157,15 @@ def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str,
         problems.append(f"{where}: {len(missing)} slot variables not recorded as slots of their weight: {missing[:6]}")
     if extra:
         problems.append(f"{where}: {len(extra)} variables recorded as slots that are not: {extra[:6]}")
-    layer_rows = body["layers"]
+    layer_rows = [r for r in body["layers"] if r["leaf"]]  # composite rows total their leaves: count leaves once
     for path, expected in truth["layers"].items():
-        below = [r for r in layer_rows if r["name"] == path or r["name"].startswith(path + "/")]
-        if not below and any(path.startswith(r["name"] + "/") for r in layer_rows):
+        below = [r for r in layer_rows if r["layer"] == path or r["layer"].startswith(path + "/")]
+        if not below and any(path.startswith(r["layer"] + "/") for r in layer_rows):
             continue  # shown as part of an enclosing layer (MultiHeadAttention, LSTM): that row is checked
         params = sum(r["params"] for r in below)
         if params != expected:
             problems.append(f"{where}: layer {path}: params expected {expected:,} (count_params), got {params:,}")
-    unknown = [r["name"] for r in layer_rows if r["params"] and r["name"] not in truth["layers"]
+    unknown = [r["layer"] for r in layer_rows if r["params"] and r["layer"] not in truth["layers"]
                and not check.get("tf1")]
     if unknown:
         problems.append(f"{where}: layer rows with params that are no layer of the model: {unknown[:6]}")

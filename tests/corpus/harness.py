@@ -87,7 +87,6 @@ class State:
         self.tf1_optimizers: List[Any] = []
         self.tf1_graph: Any = None
         self.run_metadata: List[Dict[str, Any]] = []
-        self.tf1_writers: Dict[int, Any] = {}
         self.attach: List[Dict[str, Any]] = []  # tb_modelmem calls made by the harness and their outcome
 
 
@@ -175,35 +174,20 @@ def _install_fit_hook(state: State) -> None:
 
 
 def _tf1_attach(state: State, file_writer: Any, run_metadata: Any, tag: str, step: int) -> None:
-    """What a TF1 user does next to add_run_metadata: the documented summary calls, under a
-    tf.summary writer on the same directory. Each outcome is recorded, none is fatal."""
-    import tensorflow as tf
-
+    """What a TF1 user does next to add_run_metadata: the documented summary calls, with the
+    script's own FileWriter. Each outcome is recorded, none is fatal."""
     import tb_modelmem
 
     record: Dict[str, Any] = {"where": "add_run_metadata", "tag": tag, "step": step, "calls": {}}
     state.attach.append(record)
-    try:
-        writer = state.tf1_writers.get(id(file_writer))
-        if writer is None:
-            writer = state.tf1_writers[id(file_writer)] = tf.summary.create_file_writer(file_writer.get_logdir())
-        calls = (("summary.run_metadata", lambda: tb_modelmem.summary.run_metadata("ops", run_metadata, step=step)),
-                 ("summary.variables", lambda: tb_modelmem.summary.variables("storage", step=step)))
-        with writer.as_default():
-            for what, call in calls:
-                try:
-                    record["calls"][what] = {"returned": repr(call())}
-                except Exception as e:
-                    record["calls"][what] = {"error": _error(e)}
-        session = tf.compat.v1.get_default_session()
-        if not tf.executing_eagerly() and session is not None:  # graph-mode summaries are ops to run, in order
-            for op in (writer.init(), tf.compat.v1.summary.all_v2_summary_ops(), writer.flush()):
-                if op is not None:
-                    session.run(op)
-        else:
-            writer.flush()
-    except Exception as e:
-        record["error"] = _error(e)
+    calls = (("summary.run_metadata",
+              lambda: tb_modelmem.summary.run_metadata("ops", run_metadata, step=step, writer=file_writer)),
+             ("summary.variables", lambda: tb_modelmem.summary.variables("storage", step=step, writer=file_writer)))
+    for what, call in calls:  # as README documents for TF1 sessions: the script's own FileWriter
+        try:
+            record["calls"][what] = {"returned": repr(call())}
+        except Exception as e:
+            record["calls"][what] = {"error": _error(e)}
 
 
 def _custom_loop_attach(state: State, g: Dict[str, Any]) -> None:

@@ -1,0 +1,67 @@
+"""Runtime figures for real public training scripts (tests/corpus/): most of a profiled step's op
+time lands on a layer of the model, named as the live model names its layers; nothing unknown
+is shown as 0. The layer paths are the live model's own (harness ground truth), not tb_modelmem's."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Set
+
+import pytest
+
+from tests.corpus import SCRIPTS, run
+from tests.plugin_harness import Served
+
+ALIASING = {"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval", "VarHandleOp",
+            "Const", "NoOp", "StopGradient"}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    base = tmp_path_factory.mktemp("corpus_ops")
+    return lambda name: run(name, "modelmem", base)
+
+
+def model_layers(result: Dict[str, Any]) -> Set[str]:
+    """Every layer path of the script's models (composites included), as Keras names them; for
+    TF1, every variable scope of the graph's variables."""
+    if result["tf1"] is not None:
+        paths: Set[str] = set()
+        for v in result["tf1"]["global_variables"]:
+            parts = v["name"].split("/")[:-1]
+            paths |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        return paths
+    return {m["name"] for m in result["models"]} | {layer["path"] for m in result["models"] for layer in m["layers"]}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
+    result = corpus(name)
+    assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
+    served = Served(result["logdir"])
+    body = served.json("/ops", run=result["run"], tag="ops")
+    ops = served.all_ops(result["run"], "ops")
+    total = sum(op["time_us"] for op in ops)
+    layers = model_layers(result)
+    joined = sum(op["time_us"] for op in ops if op["layer"] in layers)
+    elsewhere: Dict[str, float] = {}
+    for op in ops:
+        if op["layer"] not in layers:
+            key = op["layer"] or f"({op['phase']})"
+            elsewhere[key] = elsewhere.get(key, 0.0) + op["time_us"]
+    top = sorted(elsewhere.items(), key=lambda kv: -kv[1])[:5]
+    assert total > 0 and joined / total >= 0.9, f"{name}: {joined / total:.1%} of {total:,.0f} us; elsewhere {top}"
+    assert body["join"]["fraction"] >= 0.9
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_no_unknown_figure_is_shown_as_zero(corpus, name):
+    result = corpus(name)
+    served = Served(result["logdir"])
+    ops = served.all_ops(result["run"], "ops")
+    for op in ops:
+        if op["bytes_source"] == "unknown" and op["op_type"] not in ALIASING:
+            assert op["new_bytes"] is None, op
+    peak = served.json("/ops", run=result["run"], tag="ops")["peak_by_category"]
+    for category, value in peak.items():
+        if category in peak["unknown"]:
+            assert value is None, (category, peak)
