@@ -155,8 +155,18 @@ def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str
                               keras_state=id(var) in keras_non_trainable)
             layer = layer_of.get(id(var), roles.layer_of(name))
         out.append(_record(var, name, layer, role, slot))
-    summary = optimizer_summary(optimizers[0]) if len(optimizers) == 1 else None
-    return records.Breakdown(source=source, variables=out, optimizer=summary)
+    return records.Breakdown(source=source, variables=out, optimizer=_summaries(optimizers))
+
+
+def _summaries(optimizers: List[Any]) -> Optional[Dict[str, Any]]:
+    """One optimizer's summary; several (a GAN's) each under its name; None without one."""
+    if len(optimizers) <= 1:
+        return optimizer_summary(optimizers[0]) if optimizers else None
+    named: Dict[str, Any] = {}
+    for opt in optimizers:
+        name = getattr(opt, "name", "") or type(opt).__name__
+        named[name if name not in named else f"{name} ({len(named)})"] = opt
+    return optimizers_summary(named)
 
 
 def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) -> records.VariableRecord:
