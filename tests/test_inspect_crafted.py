@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import zipfile
-import zlib
 
 import h5py
 import numpy as np
