@@ -75,7 +75,10 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
 
 
 def _listed(optimizer: Any) -> List[Any]:
-    return [] if optimizer is None else [optimizer]
+    """One optimizer, or several (a GAN's), as a list."""
+    if optimizer is None:
+        return []
+    return [o for o in optimizer if o is not None] if isinstance(optimizer, (list, tuple)) else [optimizer]
 
 
 def _tracked_paths(root: Any) -> Dict[int, str]:
