@@ -1,6 +1,9 @@
 """Regenerate the README's screenshots from a demo log dir (real TensorBoard, real Chromium).
 
     python demo/make_logdir.py --logdir demo_logs && python demo/screenshots.py --logdir demo_logs
+
+Each view is shot once its figures are on screen (a test id holding text), not after a fixed
+sleep, so a slow first reduction cannot leave a "Loading..." in the README.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -15,37 +19,58 @@ from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
-# view test id -> (run to pick, tag to pick or None, file name)
-SHOTS = [("view-storage", "convnet_adam/train", None, "screenshot-storage.png"),
-         ("view-ops", "lenet_trace", None, "screenshot-ops.png"),
-         ("view-timeline", "tf1_convnet_adam", "ops", "screenshot-timeline.png"),
-         ("view-load", None, None, "screenshot-load.png")]
+WAIT = 120_000  # ms
+
+
+class Shot(NamedTuple):
+    view: str  # the view's tab (test id view-<view>)
+    run: Optional[str]
+    tag: Optional[str]
+    ready: str  # test id of an element that holds the view's figures once they are rendered
+    height: int  # viewport height, px
+    name: str
+
+
+SHOTS = [
+    Shot("storage", "convnet_adam/train", None, "layer-table", 1250, "screenshot-storage.png"),
+    Shot("ops", "tf1_convnet_adam", "step_1", "op-layer-table", 1500, "screenshot-ops.png"),
+    Shot("timeline", "tf1_convnet_adam", "step_1", "buffer-table", 1250, "screenshot-timeline.png"),
+    Shot("load", None, None, "load-table", 1000, "screenshot-load.png"),
+]
 
 
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--logdir", default="demo_logs")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs"))
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs"))
     args = parser.parse_args()
     with TensorBoardProcess(args.logdir, load_fast=True) as tb, sync_playwright() as p:
         tb.wait_for_tab(expect_tags=4)
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1250})
         page.goto(f"{tb.url}/#modelmem")
+        page.locator("iframe").first.wait_for(timeout=WAIT)
+        page.screenshot()  # headless Chromium lays the plugin's iframe out once a frame is painted
         frame = page.frame_locator("iframe").first
-        for view, run, tag, name in SHOTS:
-            tab = frame.locator(f'[data-testid="{view}"]')
-            tab.wait_for(timeout=60_000)
-            tab.click()
-            if run:
-                frame.locator('[data-testid="run-select"]').select_option(run)
-            if tag:
-                frame.locator('[data-testid="tag-select"]').select_option(tag)
-            page.wait_for_timeout(2500)  # charts animate in
-            page.screenshot(path=os.path.join(args.out, name))
-            print("wrote", os.path.join(args.out, name))
+        for shot in SHOTS:
+            testid = lambda name: frame.locator(f'[data-testid="{name}"]')  # noqa: E731
+            if not testid(f"view-{shot.view}").count() and shot.view == "load":
+                print("skipped", shot.name, "(no load benchmark in this log dir)")
+                continue
+            page.set_viewport_size({"width": 1400, "height": shot.height})
+            testid(f"view-{shot.view}").click(timeout=WAIT)
+            if shot.run:
+                testid("run-select").select_option(shot.run)
+            if shot.tag:
+                testid("tag-select").select_option(shot.tag)
+            testid(shot.ready).locator('[role="row"]').nth(1).wait_for(timeout=WAIT)
+            frame.locator("main").evaluate("() => window.scrollTo(0, 0)")
+            page.wait_for_timeout(1500)  # charts animate in
+            path = os.path.join(args.out, shot.name)
+            page.screenshot(path=path)
+            print("wrote", path)
         browser.close()
 
 

@@ -28,7 +28,17 @@ let slowSince = null; // the slow item reduces for SLOW_SECONDS from when it is 
 
 const BREAKDOWNS = { "convnet_adam/train": "breakdown-adam.json", "convnet_sgd/train": "breakdown-sgd.json",
   tf1_convnet_adam: "breakdown-ckpt.json", [RLO]: "breakdown-adam.json", [LONG]: "breakdown-sgd.json" };
-const OPS = { lenet_trace: "lenet", tf1_convnet_adam: "tf1", slow: "lenet" };
+const OPS = { lenet_trace: "lenet", tf1_convnet_adam: "tf1", slow: "lenet", memory_profile: "lenet" };
+// A TF 2.3-2.10 memory profile in a run with no breakdown: no op times, weights and slots unknown.
+const UNKNOWN_RESIDENT = "no variable breakdown in this run: record one to split the resident memory";
+function memoryOnly(data) {
+  const peak = { ...data.peak_by_category, weights: null, non_trainable: null, optimizer_slots: null,
+    unattributed: data.peak_by_category.unattributed + data.peak_by_category.weights + data.peak_by_category.optimizer_slots,
+    unknown: { weights: UNKNOWN_RESIDENT, non_trainable: UNKNOWN_RESIDENT, optimizer_slots: UNKNOWN_RESIDENT } };
+  return { ...data, run: "memory_profile", tag: "profile/2021_05_04", timed: false, breakdown: null, breakdowns: [],
+    allocations: "all", allocations_note: "", peak_by_category: peak, top_time: [],
+    join: { joined_time_us: 0, fraction: null, vocabulary: "trace" } };
+}
 const BIG = bigOps(20000);
 
 function listing() {
@@ -36,6 +46,8 @@ function listing() {
   const tag = (t, kind, extra = {}) => ({ tag: t, kind, origin: "modelmem", max_step: 1, error: null, hosts: [], note: "", ...extra });
   runs.push({ run: "big_trace", tags: [tag("trace", "ops")] }, { run: "slow", tags: [tag("ops", "ops", { origin: "profile", hosts: ["worker_a", "worker_b"] })] },
     { run: RLO, tags: [tag("storage", "breakdown")] }, { run: LONG, tags: [tag("storage", "breakdown")] },
+    { run: "memory_profile", tags: [tag("profile/2021_05_04", "ops", { origin: "profile", max_step: null, hosts: ["localhost"],
+      note: "TF2 profile: memory profile (TF 2.3-2.10)" })] },
     { run: "bad", tags: [tag("garbage", null, { error: `bad/garbage step 1: corrupt or foreign payload from ${RLO} (zlib: incorrect header check)` })] });
   return { runs };
 }
@@ -72,7 +84,7 @@ function opsAnswer(run, q) {
   }
   const name = OPS[run];
   if (!name) return null;
-  const base = fixture(`ops-${name}.json`);
+  const base = run === "memory_profile" ? memoryOnly(fixture(`ops-${name}.json`)) : fixture(`ops-${name}.json`);
   return { ...base, ...(run === "slow" ? { run, tag: "ops", hosts: ["worker_a", "worker_b"], host: q.get("host") || "worker_a" } : {}),
     ops: page(base.ops.rows, q, "time_us") };
 }
@@ -106,7 +118,11 @@ function route(path, q) {
       if (!data) return [404, `no ops data for run ${JSON.stringify(run)}`];
       return path === "ops" ? data : data.ops;
     }
-    case "timeline": return OPS[run] ? fixture(`timeline-${OPS[run]}.json`) : [404, `no ops data for run ${JSON.stringify(run)}`];
+    case "timeline": {
+      if (!OPS[run]) return [404, `no ops data for run ${JSON.stringify(run)}`];
+      const data = fixture(`timeline-${OPS[run]}.json`);
+      return run === "memory_profile" ? { ...data, peak_by_category: memoryOnly(fixture("ops-lenet.json")).peak_by_category } : data;
+    }
     case "hosts": return run === "slow" ? { hosts: ["worker_a", "worker_b"], errors: [], pending: [], rows: [
       { host: "worker_a", allocator: "mklcpu", peak_bytes: 153886720, resident_bytes: 120332288, step_bytes: 33554432 },
       { host: "worker_b", allocator: "mklcpu", peak_bytes: 287309824, resident_bytes: 120332288, step_bytes: 166977536 }] }

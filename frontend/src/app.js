@@ -13,6 +13,7 @@ import { createTimelineView } from "./views/timeline.js";
 import { errorBox } from "./components/widgets.js";
 
 const POLL_MS = 20000;
+const PROBLEMS_SHOWN = 3; // unreadable items listed in full; the rest fold away
 const FACTORIES = { storage: createStorageView, ops: createOpsView, timeline: createTimelineView, load: createLoadView };
 
 export function createApp(root, api) {
@@ -67,7 +68,7 @@ export function createApp(root, api) {
     } finally {
       busy = false;
     }
-    problems.replaceChildren(...tagErrors(listing).map((t) => errorBox(t.error, t.run, t.tag)));
+    problems.replaceChildren(...problemBoxes(tagErrors(listing)));
     const list = availableViews(listing);
     const ids = list.map((v) => v.id).join();
     if (nav.dataset.ids !== ids) {
@@ -86,4 +87,13 @@ export function createApp(root, api) {
   setInterval(() => {
     if (!document.hidden) refresh();
   }, POLL_MS);
+}
+
+/** One box per unreadable item; past a few, the rest behind a "N more" toggle. */
+function problemBoxes(errors) {
+  const boxes = errors.map((t) => errorBox(t.error, t.run, t.tag));
+  if (boxes.length <= PROBLEMS_SHOWN) return boxes;
+  const rest = boxes.slice(PROBLEMS_SHOWN);
+  return [...boxes.slice(0, PROBLEMS_SHOWN),
+    el("details", { class: "more-problems" }, el("summary", {}, `${rest.length} more unreadable items`), rest)];
 }

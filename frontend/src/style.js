@@ -41,7 +41,7 @@ button, input, select { font: inherit; color: inherit; }
 .card { background: var(--bg); border: 1px solid var(--line); border-top: 3px solid var(--c, var(--fg)); border-radius: 6px; padding: 8px 12px; min-width: 0; }
 .card .label { font-size: 11px; text-transform: uppercase; letter-spacing: .04em; color: var(--fg2); display: flex; align-items: center; gap: 6px; }
 .card .value { font-size: 16px; font-weight: 500; margin-top: 2px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-.card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; }
 .card.unknown .value { color: var(--fg3); font-style: italic; font-weight: 400; }
 .card[title] { cursor: help; }
 .peak-cards { grid-template-columns: repeat(5, minmax(0, 1fr)); margin: 10px 0 0; }
@@ -58,6 +58,9 @@ button, input, select { font: inherit; color: inherit; }
 .progress-bar { flex: 0 0 200px; height: 6px; border-radius: 3px; background: var(--bg2); overflow: hidden; }
 .progress-fill { height: 100%; width: 0; background: var(--accent); transition: width .4s; }
 .problems .msg { margin-bottom: 6px; }
+.more-problems { margin: 0 0 12px; color: var(--err); font-size: 12px; }
+.more-problems summary { cursor: pointer; margin-bottom: 6px; }
+.chart-empty { padding: 24px 4px; }
 .msg.error { background: var(--err-bg); color: var(--err); border: 1px solid #ffcdd2; }
 .msg.info { background: #e3f2fd; color: #0d47a1; border: 1px solid #bbdefb; }
 .msg .what { font-weight: 500; }

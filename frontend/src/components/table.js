@@ -169,13 +169,21 @@ export function createTable({
       restart();
       element.scrollIntoView({ behavior: "smooth", block: "nearest" });
     },
-    /** Swap the column set (e.g. drop a column the data has nothing for). */
-    setColumns(next) {
+    /** Swap the column set (e.g. drop a column the data has nothing for); `fallback` sorts when the sorted column went. */
+    setColumns(next, fallback = {}) {
       if (next.length === columns.length && next.every((c, i) => c === columns[i])) return;
       columns = next;
-      if (!columns.some((c) => c.key === state.key)) state = { key: sort.key || "", direction: sort.direction || "desc" };
+      if (state.key && !columns.some((c) => c.key === state.key)) {
+        state = columns.some((c) => c.key === sort.key) ? { key: sort.key, direction: sort.direction || "desc" }
+          : { key: fallback.key || "", direction: fallback.direction || "desc" };
+      }
       layoutColumns();
       refresh();
+    },
+    /** Back to the sort the table started with (a tree: model order). */
+    resetSort() {
+      state = { key: sort.key || "", direction: sort.direction || "desc" };
+      restart();
     },
     expandAll() {
       source.expandAll?.();

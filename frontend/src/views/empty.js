@@ -22,5 +22,6 @@ export function emptyState() {
       + "per-op memory and time, and the cost of loading each save format. Write some data into the logdir:"),
     SNIPPETS.map(([text, code]) => [el("p", {}, text), el("pre", {}, code)]),
     el("p", { class: "hint" }, "Old log dirs with RunMetadata (FileWriter.add_run_metadata, tf.summary.trace_export) "
-      + "show up under Ops without any change. The tab refreshes by itself every 20 seconds."));
+      + "and TF2 profiler sessions (<run>/plugins/profile/) show up under Ops without any change. "
+      + "The tab refreshes by itself every 20 seconds."));
 }

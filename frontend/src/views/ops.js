@@ -90,7 +90,10 @@ export function createOpsView({ api, loader, shared }) {
   const showOp = (op) => op && ops.setFilter(`name:${op}`);
   const timeChart = createChart(timeEl, showOp);
   const memChart = createChart(memEl, showOp);
-  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; click a bar to find the op", timeEl);
+  const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
+  const memEmpty = el("div", { class: "hint chart-empty" }, "No op allocated new bytes for its output in this trace (or none is known).");
+  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; click a bar to find the op", timeEmpty, timeEl);
+  const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEmpty, memEl);
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers),
@@ -99,8 +102,7 @@ export function createOpsView({ api, loader, shared }) {
     sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer:dense" });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
   const body = el("div", {}, notes, peakPanel.element, hosts.element,
-    el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel,
-      panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEl)),
+    el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel),
     layersPanel,
     panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element));
   let treeOf = "";
@@ -110,18 +112,20 @@ export function createOpsView({ api, loader, shared }) {
     peakPanel.render(data);
     hosts.show(item, data);
     timePanel.hidden = !data.timed;
-    if (data.timed) timeChart.set(topChartOption(data.top_time || [], "time_us", formatMicros, OTHER_COLORS[0]));
-    memChart.set(topChartOption(data.top_bytes || [], "new_bytes", formatHuman, OTHER_COLORS[1]));
+    if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0]);
+    showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1]);
     join.replaceChildren(...joinText(data));
     const tree = `${item.run}\u0000${item.tag}\u0000${data.breakdown?.tag ?? ""}`;
-    layers.setColumns(data.timed ? LAYER_COLUMNS : LAYER_COLUMNS.filter((c) => c.key !== "time_us"));
+    // No time without op times; no class column when the breakdown names no classes (a TF1 checkpoint).
+    const classes = (data.layers || []).some((l) => l.class_name || (l.layer && !l.leaf));
+    layers.setColumns(LAYER_COLUMNS.filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")), { key: "" });
     layers.setRows(data.layers || [], tree !== treeOf);
     treeOf = tree;
-    ops.setColumns(data.timed ? OP_COLUMNS : OP_COLUMNS.filter((c) => !TIME_KEYS.has(c.key)));
     // Pages of this very answer: its step, host and joined breakdown, even when "latest" moves on.
     const pinned = { ...item, step: data.step ?? "", host: data.host ?? item.host, breakdown: data.breakdown?.tag ?? item.breakdown };
     const key = JSON.stringify([pinned.run, pinned.tag, pinned.step, pinned.host, pinned.breakdown, data.wall_time]);
     ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page)), data.ops);
+    ops.setColumns(data.timed ? OP_COLUMNS : OP_COLUMNS.filter((c) => !TIME_KEYS.has(c.key)), { key: "new_bytes" });
     return [
       `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
       `${formatInt(data.op_count)} ops`, data.timed ? ` · ${formatMicros(data.total_time_us)}` : "",
@@ -158,8 +162,15 @@ function joinText(data) {
   return [el("b", {}, formatPercent(j.fraction)), ` of op time on the model's layers (${of})${source}`];
 }
 
-function topChartOption(rows, key, format, color) {
-  const data = rows.filter((r) => isKnown(r[key]) && r[key] > 0);
+/** A top-N bar chart, or a line saying there is nothing to chart. */
+function showTop(chart, box, empty, rows, key, format, color) {
+  const data = (rows || []).filter((r) => isKnown(r[key]) && r[key] > 0);
+  box.hidden = !data.length;
+  empty.hidden = Boolean(data.length);
+  if (data.length) chart.set(topChartOption(data, key, format, color));
+}
+
+function topChartOption(data, key, format, color) {
   return {
     grid: { left: 8, right: 64, top: 4, bottom: 4, containLabel: true },
     tooltip: {

@@ -91,9 +91,10 @@ export function createStorageView({ api, loader, shared }) {
   return { element: view.element, update: (listing) => { view.update(listing); compare.update(listing); } };
 }
 
-/** Expand all / collapse all buttons for a tree table (created before the table exists). */
+/** Model order / expand all / collapse all buttons for a tree table (created before the table exists). */
 export function treeButtons(table) {
   return [
+    el("button", { class: "link-button", type: "button", title: "undo a column sort", onclick: () => table().resetSort() }, "Model order"),
     el("button", { class: "link-button", type: "button", onclick: () => table().expandAll() }, "Expand all"),
     el("button", { class: "link-button", type: "button", onclick: () => table().collapseAll() }, "Collapse all"),
   ];

@@ -22,7 +22,7 @@ const BUFFER_COLUMNS = [
   { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", minWidth: 100, render: (b) => name(b.shape) },
   { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
   { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (b) => formatInt(b.bytes) },
-  { key: "category", label: "Category", width: "minmax(150px, 1fr)", minWidth: 150,
+  { key: "category", label: "Category", width: "minmax(180px, 1fr)", minWidth: 180,
     text: (b) => CATEGORY_LABEL[b.category] || b.category, render: (b) => categoryChip(b.category) },
   { key: "bytes_source", label: "Source", width: "100px", minWidth: 100, render: (b) => sourceBadge(b.bytes_source) },
   { key: "region", label: "Region", width: "80px", minWidth: 80 },
@@ -54,6 +54,8 @@ export function createTimelineView({ api, loader, shared }) {
     count.textContent = rows.length < (data.buffer_count || 0)
       ? `the ${formatInt(rows.length)} largest of ${formatInt(data.buffer_count)} buffers in use at the peak`
       : `${formatInt(rows.length)} buffers in use at the peak; what no buffer accounts for was allocated before the trace`;
+    // RunMetadata names no allocator region: no empty column for it.
+    buffers.setColumns(rows.some((r) => r.region) ? BUFFER_COLUMNS : BUFFER_COLUMNS.filter((c) => c.key !== "region"));
     buffers.setRows(rows);
     const peak = stacked.peak >= 0 ? stacked.total[stacked.peak] : data.peak_bytes;
     return [`step ${formatIntKnown(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),
@@ -80,7 +82,12 @@ function timelineOption(stacked) {
           `${formatMicros(point.t)} · total ${formatBytesFull(point.total)}`);
       },
     },
-    dataZoom: [{ type: "inside", throttle: 50 }, { type: "slider", height: 18, bottom: 8, showDetail: false }],
+    dataZoom: [{ type: "inside", throttle: 50 }, {
+      type: "slider", height: 16, bottom: 8, showDetail: false, borderColor: "#e0e0e0", fillerColor: "rgba(245,124,0,0.10)",
+      handleStyle: { color: "#fff", borderColor: "#f57c00" }, moveHandleStyle: { color: "#f57c00", opacity: 0.5 },
+      dataBackground: { lineStyle: { color: "#bdbdbd" }, areaStyle: { color: "#eeeeee" } },
+      selectedDataBackground: { lineStyle: { color: "#f57c00" }, areaStyle: { color: "#ffe0b2" } },
+    }],
     xAxis: { type: "value", min: 0, max: "dataMax", axisLabel: { formatter: formatMicros, hideOverlap: true }, splitLine: { show: false } },
     yAxis: bytesAxis(stacked.total.reduce((m, v) => Math.max(m, v), 0)),
     series: series.map((s, i) => ({
@@ -90,7 +97,7 @@ function timelineOption(stacked) {
       data: s.values.map((v, j) => [t[j], v]),
       markLine: i === series.length - 1 && at ? {
         symbol: "none", silent: true, lineStyle: { color: "#e65100", type: "dashed", width: 1.5 },
-        label: { formatter: () => `peak ${formatHuman(at[1])}`, position: "insideEndTop", color: "#e65100", fontWeight: 500 },
+        label: { formatter: () => `peak ${formatHuman(at[1])}`, position: "end", rotate: 0, color: "#e65100", fontWeight: 500 },
         data: [{ xAxis: at[0] }],
       } : undefined,
       markPoint: i === series.length - 1 && at ? {
