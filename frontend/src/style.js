@@ -28,7 +28,7 @@ button, input, select { font: inherit; color: inherit; }
 .toolbar label[hidden] { display: none; }
 .toolbar select { min-width: 140px; max-width: 320px; width: 100%; padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; background: var(--bg); text-overflow: ellipsis; }
 .meta { color: var(--fg2); font-size: 12px; padding-bottom: 5px; min-width: 0; flex: 1 1 300px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.meta b { color: var(--fg); font-weight: 500; }
+.meta b { color: var(--fg); font-weight: 500; display: inline-block; max-width: 40ch; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 
 .panel { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; margin-bottom: 12px; min-width: 0; }
 .panel h2 { font-size: 13px; font-weight: 500; margin: 0 0 8px; display: flex; gap: 8px; align-items: baseline; }

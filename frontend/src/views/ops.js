@@ -106,6 +106,7 @@ export function createOpsView({ api, loader, shared }) {
     layersPanel,
     panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element));
   let treeOf = "";
+  let shownKey = ""; // the answer whose pages the table shows: pages of another stop being asked for
 
   function render(data, item) {
     notes.replaceChildren(...banners(data));
@@ -124,7 +125,9 @@ export function createOpsView({ api, loader, shared }) {
     // Pages of this very answer: its step, host and joined breakdown, even when "latest" moves on.
     const pinned = { ...item, step: data.step ?? "", host: data.host ?? item.host, breakdown: data.breakdown?.tag ?? item.breakdown };
     const key = JSON.stringify([pinned.run, pinned.tag, pinned.step, pinned.host, pinned.breakdown, data.wall_time]);
-    ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page)), data.ops);
+    shownKey = key;
+    ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page),
+      { keep: () => shownKey === key }), data.ops);
     ops.setColumns(data.timed ? OP_COLUMNS : OP_COLUMNS.filter((c) => !TIME_KEYS.has(c.key)), { key: "new_bytes" });
     return [
       `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,

@@ -62,6 +62,7 @@ export function createStorageView({ api, loader, shared }) {
     panel("Variables", "sorted and filtered by the server; click a header to sort", variables.element));
   const compare = createCompare({ api, loader });
   let treeOf = "";
+  let shownKey = ""; // the answer whose pages the table shows: pages of another stop being asked for
 
   function render(data, item) {
     renderCards(cards, data);
@@ -79,8 +80,9 @@ export function createStorageView({ api, loader, shared }) {
     treeOf = tree;
     const pinned = { ...item, step: data.step ?? item.step };
     const key = JSON.stringify([item.run, item.tag, data.step, data.wall_time]);
+    shownKey = key;
     variables.setItem(key, (page) => loader.get(`variables\u0000${key}\u0000${JSON.stringify(page)}`,
-      () => api.variables(pinned, page)), data.variables);
+      () => api.variables(pinned, page), { keep: () => shownKey === key }), data.variables);
     compare.prefer(data.tag);
     return metaLine(data);
   }
