@@ -144,6 +144,8 @@ def same_name(traced: str, given: str) -> bool:
 def strip_calls(name: str) -> str:
     """The op's name inside the function that defines it: an inlined call's node name and a
     loop body's frame ("StatefulPartitionedCall/", ".../while/body/_381/") come off."""
+    if "PartitionedCall" not in name and "/body/" not in name and "/cond/" not in name:
+        return name  # the common case, without splitting
     parts = name.split("/")
     start = 0
     for i in range(len(parts) - 1):
@@ -196,8 +198,8 @@ class Joiner:
         self._extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
         self._fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
         self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
-        for name in names:
-            self._learn_renaming(_scope_parts(name)[:-1])
+        for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op
+            self._learn_renaming(_scope_parts(scope + "/op")[:-1])
         # Every graph's direct reads teach the renaming before any name is walked.
         analysed = [self._analyse(g) for g in self.graphs]
         self._assigned = [self._finish(g, *a) for g, a in zip(self.graphs, analysed)]

@@ -27,10 +27,12 @@ def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
                             "derivation": layer.derivation, "bytes": {r: 0 for r in ROLES}}
     for v in record.variables:
         name = owner[v.name] or "(no layer)"
-        row = rows.setdefault(name, {"name": name, "class_name": "", "params": 0, "derivation": "",
-                                     "bytes": {r: 0 for r in ROLES}, "_count_params": True})
+        row = rows.get(name)
+        if row is None:  # a scope the layer list does not have: its params are its variables'
+            row = rows[name] = {"name": name, "class_name": "", "params": 0, "derivation": "",
+                                "bytes": {r: 0 for r in ROLES}, "_count_params": True}
         row["bytes"][v.role if v.role in ROLES else OTHER] += v.bytes
-        if row.get("_count_params") and v.role in (WEIGHT, NON_TRAINABLE):
+        if v.role in (WEIGHT, NON_TRAINABLE) and "_count_params" in row:
             row["params"] += v.params
     for row in rows.values():
         row.pop("_count_params", None)

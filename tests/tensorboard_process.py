@@ -23,15 +23,17 @@ def _free_port() -> int:
 class TensorBoardProcess:
     """Starts TensorBoard with our plugin installed; waits until the tab is active."""
 
-    def __init__(self, logdir: str, load_fast: bool, reload_interval: int = 1):
+    def __init__(self, logdir: str, load_fast: bool, reload_interval: int = 1, extra_args: Optional[list] = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.NamedTemporaryFile(prefix="tensorboard-", suffix=".log", delete=False)
         args = [sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
                 "--port", str(self.port), f"--load_fast={'true' if load_fast else 'false'}",
-                "--reload_interval", str(reload_interval), "--samples_per_plugin", "modelmem=0"]
+                "--reload_interval", str(reload_interval), "--samples_per_plugin", "modelmem=0",
+                *(extra_args or [])]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
         self._proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.pid = self._proc.pid
 
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=30) as response:

@@ -96,7 +96,7 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
     for path in _paths(data):  # negative and non-finite numbers where numbers belong
         numeric = ("calls", "bytes", "output_bytes", "alloc_bytes", "peak_bytes", "file_bytes", "params",
                    "replicas", "steps")
-        if path[-1] in numeric or (len(path) >= 2 and path[-2] in numeric + ("shape",)):
+        if path[-1] in numeric or (len(path) >= 2 and path[-2] in numeric) or (len(path) >= 3 and path[-3] == "shape"):
             yield f"{'.'.join(map(str, path))} = -5", _doc(kind, _set(data, path, -5))
     text = json.dumps({"schema": 1, "kind": kind, "data": data})
     for field in ("time_us", "peak_time_us", "bytes", "peak_bytes", "file_bytes"):
@@ -104,6 +104,9 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
             broken = text.replace(f'"{field}": ', f'"{field}": {literal}, "_was": ', 1)
             if broken != text:
                 yield f"{field} = {literal}", zlib.compress(broken.encode())
+            broken = text.replace(f'"{field}": [', f'"{field}": [{literal}, ', 1)  # an item of a column
+            if broken != text:
+                yield f"{field}[0] = {literal}", zlib.compress(broken.encode())
     blob = payload.encode(record)
     for n in (1, 2, 5, len(blob) // 3, len(blob) // 2, len(blob) - 4, len(blob) - 1):
         yield f"truncated to {n} B", blob[:n]
@@ -258,10 +261,10 @@ def test_every_mutation_is_200_or_a_readable_422_and_the_rest_keeps_serving(serv
 
 
 @pytest.mark.parametrize("what, reason", [
-    ("shape.0 = -5", "dimensions must be >= 0 (-1 for unknown)"),
+    ("shape.0.0 = -5", "dimensions must be >= 0 (-1 for unknown)"),
     ("calls.0 = -5", "must be >= 0"),
     ("timeline.t_us = [[1]]", "Timeline.t_us"),
-    ("bytes = NaN", "finite"),
+    ("bytes[0] = NaN", "finite"),
     ("truncated to 5 B", "corrupt or foreign"),
     ("data nested 100,000 deep", "nested"),
     ("free-form field nested 60 deep", "nested deeper than 32 levels"),

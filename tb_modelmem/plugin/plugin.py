@@ -9,13 +9,14 @@ log dir); no path from a query or a summary is ever opened.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
 from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 from tensorboard import errors, plugin_util
-from tensorboard.backend import http_util
+from tensorboard.backend import http_util, json_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
@@ -27,7 +28,7 @@ from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, Profi
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
-from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
+from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError, paused_gc
 from tb_modelmem.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
@@ -189,20 +190,28 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         try:
             record = self._build(located)
             view: Any = record
+            view_key: Tuple[Hashable, ...] = _key(located)
             extra: Dict[str, Any] = {}
             if isinstance(record, Breakdown):
-                view = self.store.get(("view",) + _key(located), lambda job: views.BreakdownView(record))
+                view_key = ("view",) + view_key
+                view = self.store.get(view_key, lambda job: _built(views.BreakdownView, record))
             elif isinstance(record, OpTrace):
                 breakdown, extra = self._breakdown_for(ctx, experiment, item, located, query) if joined else (None, {})
-                bkey = breakdown[0] if breakdown else None
-                view = self.store.get(("view", bkey) + _key(located), lambda job: views.TraceView(
-                    record, breakdown[1] if breakdown else None))
+                view_key = ("view", breakdown[0] if breakdown else None) + view_key
+                view = self.store.get(view_key, lambda job: _built(
+                    views.TraceView, record, breakdown[1] if breakdown else None))
         except Pending as e:
             return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
-        body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
-                "wall_time": located.wall_time, "host": query.host or (item.hosts[0] if item.hosts else None),
-                "hosts": item.hosts, **extra, **render(view, query)}
-        return _respond_json(request, body)
+
+        def answer(job: Any) -> bytes:
+            body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
+                    "wall_time": located.wall_time, "host": query.host or (item.hosts[0] if item.hosts else None),
+                    "hosts": item.hosts, **extra, **render(view, query)}
+            return _gzipped_json(body)
+
+        # The same question about the same data gets the same bytes: kept, compressed, until evicted.
+        key = ("answer", request.path, view_key, tuple(sorted(request.args.items(multi=True))))
+        return http_util.Respond(request, self.store.get(key, answer), "application/json", content_encoding="gzip")
 
     def _build(self, located: Located) -> Any:
         return self.store.get(_key(located), located.build, located.input_bytes)
@@ -229,7 +238,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         for _, tag, found in sorted(ranked, key=lambda r: (r[0], r[1])):
             try:
                 record = self._build(found)
-                view = self.store.get(("view",) + _key(found), lambda job: views.BreakdownView(record))
+                view = self.store.get(("view",) + _key(found), lambda job: _built(views.BreakdownView, record))
             except (errors.PublicError, Pending):
                 continue
             return (_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed}
@@ -284,8 +293,23 @@ class _Query:
                 "query": self.filter, "fields": fields}
 
 
+def _built(view: Callable[..., Any], *args: Any) -> Any:
+    """A prepared view, built with the garbage collector paused (millions of acyclic objects)."""
+    with paused_gc():
+        return view(*args)
+
+
 def _key(located: Located) -> Tuple[Hashable, ...]:
     return located.key if isinstance(located.key, tuple) else (located.key,)
+
+
+def _gzipped_json(body: Dict[str, Any]) -> bytes:
+    """Strict JSON (non-finite numbers as null, as Respond cleanses them), gzip-compressed."""
+    try:
+        text = json.dumps(body, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        text = json.dumps(json_util.Cleanse(body), separators=(",", ":"))
+    return gzip.compress(text.encode("utf-8"), compresslevel=3, mtime=0)
 
 
 def _respond_json(request: wrappers.Request, body: Dict[str, Any], code: int = 200) -> wrappers.Response:

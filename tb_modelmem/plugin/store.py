@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
+import gc
+import itertools
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Hashable, Optional
+from typing import Any, Callable, Dict, Hashable, Iterator, Optional
 
 from tensorboard import errors
 
@@ -24,6 +27,20 @@ DEFAULT_CACHE_BYTES = 512 * 2**20  # --modelmem_cache_mb
 BACKGROUND_INPUT_BYTES = 4 * 2**20  # inputs at least this big are built by the background worker
 SYNC_WAIT_SECONDS = 1.0  # a request waits this long for a background job before answering 202
 MAX_FAILURES = 10_000
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a decode or view build makes millions of
+    acyclic objects (JSON lists and strings): each collection would walk every object of the
+    TensorBoard process for nothing, and they dominate a 200,000-op decode. Bounded work only."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class UnreadableError(errors.PublicError):
@@ -149,9 +166,9 @@ class Store:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
 
-def approx_size(value: Any, sample: int = 64) -> int:
+def approx_size(value: Any, sample: int = 16) -> int:
     """Bytes an object graph of dicts, lists, strings and numbers holds, estimated in
-    O(containers): long lists are measured on a sample of their items."""
+    O(containers): long lists and dicts are measured on a sample of their items, never copied."""
     seen: set = set()
 
     def size(obj: Any, depth: int) -> int:
@@ -160,18 +177,18 @@ def approx_size(value: Any, sample: int = 64) -> int:
         seen.add(id(obj))
         total = sys.getsizeof(obj)
         if isinstance(obj, dict):
-            items = list(obj.items())
-            if len(items) > sample:
-                part = items[:: max(1, len(items) // sample)][:sample]
-                return total + int(sum(size(k, depth + 1) + size(v, depth + 1) for k, v in part)
-                                   * len(items) / len(part))
-            return total + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in items)
-        if isinstance(obj, (list, tuple, set, frozenset)):
-            items = list(obj)
-            if len(items) > sample:
-                part = items[:: max(1, len(items) // sample)][:sample]
-                return total + int(sum(size(v, depth + 1) for v in part) * len(items) / len(part))
-            return total + sum(size(v, depth + 1) for v in items)
+            n = len(obj)
+            part = list(itertools.islice(obj.items(), sample))
+            measured = sum(size(k, depth + 1) + size(v, depth + 1) for k, v in part)
+            return total + (int(measured * n / len(part)) if part else 0)
+        if isinstance(obj, (list, tuple)):
+            n = len(obj)
+            picks = range(0, n, max(1, n // sample)) if n > sample else range(n)
+            measured = [size(obj[i], depth + 1) for i in picks]
+            return total + (int(sum(measured) * n / len(measured)) if measured else 0)
+        if isinstance(obj, (set, frozenset)):
+            part = list(itertools.islice(obj, sample))
+            return total + (int(sum(size(v, depth + 1) for v in part) * len(obj) / len(part)) if part else 0)
         if hasattr(obj, "__dict__") and not isinstance(obj, type):
             return total + size(vars(obj), depth + 1)
         return total

@@ -8,6 +8,7 @@ sorts and filters it. Joins and aggregations are linear in ops + layers.
 from __future__ import annotations
 
 import collections
+import heapq
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -24,6 +25,7 @@ from tb_modelmem.rollup import layer_owners, layer_rollup
 ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
                           "VarHandleOp", "Const", "NoOp", "StopGradient"})
 PAGE = 100  # rows per page unless the request asks for another size
+FIRST_PAGES = 5000  # rows from the top of a table served without sorting the whole table
 MAX_PAGE = 2000
 MAX_BUFFERS = 5000  # buffers at the peak listed in one answer (the largest; the rest are counted)
 _GROUP_LABEL = {FORWARD: "(forward, no layer)", BACKWARD: "(backward, no layer)", OPTIMIZER: "(optimizer)",
@@ -51,8 +53,14 @@ class Pager:
              query: str = "", fields: Sequence[str] = ()) -> Dict[str, Any]:
         """``{"total", "matched", "offset", "rows": [...]}`` of the rows in the order and filter asked."""
         key = sort if sort in self.columns else self.default_sort
-        indices = self._order(key, order != "asc")
         matched = self._filter(query)
+        if matched is None and not self._cached(key, order != "asc") and offset + limit <= FIRST_PAGES:
+            # the first screens of an unfiltered table: the rows asked for, without sorting them all
+            chosen = self._first(key, order != "asc", offset + limit)[offset:offset + limit]
+            names = [f for f in (fields or self.columns) if f in self.columns]
+            return {"total": self.length, "matched": self.length, "offset": offset, "sort": key,
+                    "order": "asc" if order == "asc" else "desc", "rows": self.rows(chosen, names)}
+        indices = self._order(key, order != "asc")
         if matched is not None:
             allowed = set(matched)
             indices = [i for i in indices if i in allowed]
@@ -63,15 +71,46 @@ class Pager:
         return {"total": self.length, "matched": len(indices), "offset": offset, "sort": key,
                 "order": "asc" if order == "asc" else "desc", "rows": rows}
 
+    def top(self, key: str, n: int) -> List[int]:
+        """Indices of the ``n`` largest positive numbers of a column, largest first (no full sort;
+        None, unknown, counts as nothing)."""
+        values = self.columns[key]
+        if None in values:
+            values = [v or 0 for v in values]
+        return [i for i in heapq.nlargest(n, range(len(values)), key=values.__getitem__) if values[i] > 0]
+
+    def rows(self, indices: Sequence[int], fields: Sequence[str]) -> List[Dict[str, Any]]:
+        return [{f: self.columns[f][i] for f in fields} for i in indices]
+
+    def _cached(self, key: str, descending: bool) -> bool:
+        with self._lock:
+            return (key, descending) in self._orders
+
+    def _first(self, key: str, descending: bool, n: int) -> List[int]:
+        """The first ``n`` rows of a numeric column's order (empty values last), by a heap."""
+        values = self.columns[key]
+        filled = [i for i, v in enumerate(values) if v is not None] if None in values else range(len(values))
+        if not all(isinstance(values[i], (int, float)) for i in filled[:64]):
+            return self._order(key, descending)[:n]
+        pick = heapq.nlargest if descending else heapq.nsmallest
+        first = pick(n, filled, key=values.__getitem__)
+        if len(first) < n:  # not enough numbers: the empty ones follow
+            first += [i for i, v in enumerate(values) if v is None][:n - len(first)]
+        return first
+
     def _order(self, key: str, descending: bool) -> List[int]:
         with self._lock:
             found = self._orders.get((key, descending))
         if found is None:
             values = self.columns[key]
-            empty = [i for i, v in enumerate(values) if v in (None, "")]
-            filled = [i for i, v in enumerate(values) if v not in (None, "")]
+            empty = [i for i, v in enumerate(values) if v is None or v == ""]
+            filled = [i for i, v in enumerate(values) if not (v is None or v == "")]
+            kinds = {type(values[i]) for i in filled}
             try:
-                filled.sort(key=lambda i: _sort_key(values[i]), reverse=descending)
+                if kinds <= {int, float}:  # numbers compare as they are: no Python key function per row
+                    filled.sort(key=values.__getitem__, reverse=descending)
+                else:
+                    filled.sort(key=lambda i: _sort_key(values[i]), reverse=descending)
             except TypeError:  # mixed types in one column: compare their text
                 filled.sort(key=lambda i: str(values[i]), reverse=descending)
             found = filled + empty  # empty values last either way
@@ -171,12 +210,9 @@ class BreakdownView:
         } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
             nested=("bytes",))
         self.vocabulary = Vocabulary.from_breakdown(record)
-        self.owners = layer_owners(record)
-        columns: Dict[str, list] = {f: [] for f in VARIABLE_FIELDS}
-        for v in record.variables:
-            for f in VARIABLE_FIELDS:
-                columns[f].append(v.params if f == "params" else getattr(v, f))
-        self.variables = Pager(columns, "bytes")
+        columns = dict(record.variable_columns())
+        columns["params"] = [v.params for v in record.variables]
+        self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
 
     def summary(self) -> Dict[str, Any]:
         record = self.record
@@ -204,55 +240,68 @@ class TraceView:
         vocabulary = breakdown.vocabulary if breakdown else Vocabulary(
             trace.layers or sorted({layer for layer in ops.column("layer") if layer}))
         self.tree = LayerTree(vocabulary.layers)
-        joiner = Joiner(vocabulary, (), names) if breakdown else None
-        layers = []
-        for name, layer, phase, op_type in zip(names, ops.column("layer"), phases, types):
-            if layer and layer in self.tree:
-                layers.append(layer)
-            elif joiner is not None and phase not in (INPUT, EXECUTOR):
-                layers.append(joiner.assign(name, op_type)[0])
-            else:
-                layers.append("")
+        known = self.tree.children
+        layers = [layer if layer in known and layer else "" for layer in ops.column("layer")]
+        # Ops the trace did not place on one of these layers (an old trace, a trace joined to a
+        # breakdown it was not captured with) are placed by name, learning from those names only.
+        unplaced = ([i for i, (layer, phase) in enumerate(zip(layers, phases)) if not layer
+                     and phase not in (INPUT, EXECUTOR)] if breakdown is not None and "" in layers else [])
+        if unplaced:
+            joiner = Joiner(vocabulary, (), [names[i] for i in unplaced])
+            for i in unplaced:
+                layers[i] = joiner.assign(names[i], types[i])[0]
         self.layer_column = layers
         self.phase_column = phases
         calls, time_us = ops.column("calls"), ops.column("time_us")
-        new_bytes = [_new_bytes(t, s, o, a) for t, s, o, a in zip(types, ops.column("bytes_source"),
-                                                                   ops.column("output_bytes"), ops.column("alloc_bytes"))]
+        new_bytes = [0 if t in ALIASING_OPS or (s == MEASURED and a == 0) else None if s == UNKNOWN_BYTES else o
+                     for t, s, o, a in zip(types, ops.column("bytes_source"), ops.column("output_bytes"),
+                                           ops.column("alloc_bytes"))]
         columns = dict(ops.columns)
         columns.update(layer=layers, phase=phases, new_bytes=new_bytes,
                        mean_us=[t / c if c else 0.0 for t, c in zip(time_us, calls)])
+        # new_bytes: output bytes the op newly allocated (None when unknown); measured ops that got no
+        # allocation, and aliasing ops (a ReadVariableOp "outputs" the whole kernel), add nothing
         self.ops = Pager({f: columns[f] for f in OP_FIELDS}, "time_us")
-        self._layer_of_op = dict(zip(names, layers))
-        self._phase_of_op = dict(zip(names, phases))
+        # the ops that allocated a buffer at the peak, by name (a dict of every op would cost more)
+        wanted = set(trace.peak_buffers.column("op"))
+        self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
         self.peak = peak_by_category(trace, breakdown.record if breakdown else None)
         self.layer_rows = self._layer_rows(layers, phases, time_us, calls, new_bytes, ops.column("alloc_bytes"))
 
     def _layer_of(self, op: str) -> str:
-        return self._layer_of_op.get(op, "")
+        return self._of_op.get(op, ("", ""))[0]
 
     def _layer_rows(self, layers: List[str], phases: List[str], time_us: List[float], calls: List[int],
                     new_bytes: List[Optional[int]], alloc_bytes: List[int]) -> List[Dict[str, Any]]:
         per_layer: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
         per_group: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
-        for layer, phase, t, c, nb, ab in zip(layers, phases, time_us, calls, new_bytes, alloc_bytes):
+        # One pass groups op indices by (layer or phase group, phase); the sums run in C over each group.
+        groups: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
+        for i, key in enumerate(zip(layers, phases)):
+            groups[key].append(i)
+        known_bytes = [nb or 0 for nb in new_bytes]
+        for (layer, phase), indices in groups.items():
             agg = per_layer[layer] if layer else per_group[phase]
-            agg["time_us"] += t
-            agg["ops"] += c
-            agg["output_bytes"] += nb or 0
-            agg["alloc_bytes"] += ab
-            agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + t
+            spent = sum(map(time_us.__getitem__, indices))
+            agg["time_us"] += spent
+            agg["ops"] += sum(map(calls.__getitem__, indices))
+            agg["output_bytes"] += sum(map(known_bytes.__getitem__, indices))
+            agg["alloc_bytes"] += sum(map(alloc_bytes.__getitem__, indices))
+            agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + spent
         for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
                                              self.trace.peak_buffers.column("bytes"),
                                              self.trace.peak_buffers.column("category")):
             if category in (ACTIVATIONS, GRADIENTS):
                 layer = self._layer_of(buffer_op)
-                agg = per_layer[layer] if layer else per_group[self._phase_of_op.get(buffer_op, "")]
+                agg = per_layer[layer] if layer else per_group[self._of_op.get(buffer_op, ("", ""))[1]]
                 agg[f"peak_{category}_bytes"] += size
         storage = {row["layer"]: row for row in self.breakdown.layers} if self.breakdown else {}
         # model order: the breakdown's layers, else the ones the trace joined; then any other layer ops named
         paths = ([r["layer"] for r in self.breakdown.layers if r["leaf"]] if self.breakdown
                  else list(self.trace.layers))
-        paths += sorted(p for p in per_layer if p and p not in set(paths))
+        listed = set(paths)
+        paths += sorted(p for p in per_layer if p and p not in listed)
+        self.joined_time_us = sum(agg["time_us"] for p, agg in per_layer.items() if p and p in self.tree)
 
         def leaf(path: str) -> Dict[str, Any]:
             row = dict(per_layer.get(path) or _zero_layer())
@@ -276,7 +325,7 @@ class TraceView:
     def summary(self, top: int = 12) -> Dict[str, Any]:
         trace = self.trace
         total = sum(trace.ops.column("time_us"))
-        joined = sum(t for t, l in zip(trace.ops.column("time_us"), self.layer_column) if l in self.tree and l)
+        joined = self.joined_time_us
         return {
             "source": trace.source, "steps": trace.steps, "devices": trace.devices, "timed": trace.timed,
             "op_count": len(trace.ops), "total_time_us": total,
@@ -286,8 +335,8 @@ class TraceView:
             "peak_by_category": self.peak, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
             "layers": self.layer_rows,
-            "top_time": self.ops.page(0, top, "time_us", "desc", "", ("name", "time_us", "layer"))["rows"],
-            "top_bytes": self.ops.page(0, top, "new_bytes", "desc", "", ("name", "new_bytes", "layer"))["rows"],
+            "top_time": self.ops.rows(self.ops.top("time_us", top), ("name", "time_us", "layer")),
+            "top_bytes": self.ops.rows(self.ops.top("new_bytes", top), ("name", "new_bytes", "layer")),
         }
 
     def timeline(self) -> Dict[str, Any]:
@@ -314,16 +363,6 @@ def _zero_layer() -> Dict[str, Any]:
     row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0,
                            f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
     return row
-
-
-def _new_bytes(op_type: str, source: str, output_bytes: int, alloc_bytes: int) -> Optional[int]:
-    """Output bytes the op newly allocated (None when unknown): measured ops that got no
-    allocation, and aliasing ops (a ReadVariableOp "outputs" the whole kernel), add nothing."""
-    if op_type in ALIASING_OPS or (source == MEASURED and alloc_bytes == 0):
-        return 0
-    if source == UNKNOWN_BYTES:
-        return None
-    return output_bytes
 
 
 def _buffer_category(category: str) -> str:

@@ -8,7 +8,7 @@ from tensorboard.data import provider
 
 from tb_modelmem import metadata, payload
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error, pick_step, read_blob, read_data
-from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.plugin.store import Job, UnreadableError, paused_gc
 
 ORIGIN = "modelmem"
 
@@ -47,7 +47,8 @@ class SummarySource(Source):
         def build(job: Job) -> Any:
             blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
             try:
-                record = payload.decode(blob)
+                with paused_gc():
+                    record = payload.decode(blob)
             except payload.PayloadError as e:
                 raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: {e}") from None
             if payload.kind_of(record) != item.kind:  # metadata and payload disagree: a foreign or broken writer

@@ -1,0 +1,121 @@
+"""What serving a 200,000-op trace costs, on both TensorBoard loaders, against decoding its blob.
+
+Writes ``--runs`` runs, each a 200,000-op trace of one training step with a 10,000-variable
+breakdown beside it (benchmarks/synthetic.py), starts a real ``tensorboard`` process with
+``--load_fast=true`` and another with ``--load_fast=false``, and times over HTTP:
+
+  first   /ops       the first request for a run's trace (read both blobs, decode, join, answer)
+  repeat  /ops       the same request again (from the store)
+  first   /breakdown the breakdown's own first request (another process, so it is not cached)
+  repeat  /breakdown
+
+each against the bare decode of the same blob (zlib + json.loads) timed in this process,
+interleaved; medians. Then TensorBoard's RSS after opening every run, against its RSS before
+and the plugin's cache bound (--modelmem_cache_mb).
+
+    python -m benchmarks.bench_serving [--runs 10] [--ops 200000] [--variables 10000] [--cache-mb 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import zlib
+from typing import Callable, Dict, List, Tuple
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import psutil  # noqa: E402
+
+from benchmarks import synthetic  # noqa: E402
+from tb_modelmem import payload, summary  # noqa: E402
+from tests.plugin_harness import write_events  # noqa: E402
+from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
+
+
+def fetch(tb: TensorBoardProcess, route: str, **params: str) -> Tuple[float, int]:
+    """Seconds until the 200 answer of a route (following 202s), and the answer's bytes."""
+    url = f"{tb.url}/data/plugin/modelmem/{route}?{urllib.parse.urlencode(params)}"
+    started = time.perf_counter()
+    while True:
+        with urllib.request.urlopen(url, timeout=600) as response:
+            body = response.read()
+            if response.status == 200:
+                return time.perf_counter() - started, len(body)
+        time.sleep(0.05)
+
+
+def bare(blob: bytes) -> float:
+    started = time.perf_counter()
+    json.loads(zlib.decompress(blob))
+    return time.perf_counter() - started
+
+
+def measure(load_fast: bool, logdir: str, runs: int, blobs: Dict[str, bytes], cache_mb: int) -> Dict[str, float]:
+    with TensorBoardProcess(logdir, load_fast=load_fast, extra_args=[f"--modelmem_cache_mb={cache_mb}"]) as tb:
+        tb.wait_for_tab(expect_tags=2 * runs)
+        process = psutil.Process(tb.pid)
+        before = process.memory_info().rss
+        results: Dict[str, List[float]] = {k: [] for k in ("ops1", "ops2", "bd1", "bd2", "bare_ops", "bare_bd")}
+        size = 0
+        for r in range(runs):
+            results["bare_bd"].append(bare(blobs["storage"]))
+            seconds, _ = fetch(tb, "breakdown", run=f"run{r}", tag="storage")
+            results["bd1"].append(seconds)
+            results["bd2"].append(fetch(tb, "breakdown", run=f"run{r}", tag="storage")[0])
+        for r in range(runs):
+            results["bare_ops"].append(bare(blobs["ops"]))
+            seconds, size = fetch(tb, "ops", run=f"run{r}", tag="ops", breakdown="storage")
+            results["ops1"].append(seconds)
+            results["ops2"].append(fetch(tb, "ops", run=f"run{r}", tag="ops", breakdown="storage")[0])
+        after = process.memory_info().rss
+    out = {k: statistics.median(v) for k, v in results.items()}
+    out.update(first_screen_bytes=size, rss_before=before, rss_after=after)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--ops", type=int, default=200_000)
+    parser.add_argument("--variables", type=int, default=10_000)
+    parser.add_argument("--cache-mb", type=int, default=512)
+    args = parser.parse_args()
+
+    trace, breakdown = synthetic.trace(args.ops), synthetic.breakdown(args.variables)
+    blobs = {"ops": payload.encode(trace), "storage": payload.encode(breakdown)}
+    print(f"{args.ops:,}-op trace: {len(blobs['ops']):,} B stored, "
+          f"{len(zlib.decompress(blobs['ops'])):,} B of JSON; {args.variables:,}-variable breakdown: "
+          f"{len(blobs['storage']):,} B stored")
+    with tempfile.TemporaryDirectory() as logdir:
+        for r in range(args.runs):
+            write_events(os.path.join(logdir, f"run{r}"), [(0, summary.pb("storage", breakdown)),
+                                                            (1, summary.pb("ops", trace))])
+        for load_fast in (True, False):
+            m = measure(load_fast, logdir, args.runs, blobs, args.cache_mb)
+            loader = "--load_fast=true " if load_fast else "--load_fast=false"
+            print(f"\n{loader} (medians of {args.runs} runs, each measured once cold)")
+            _row("first /ops (with the breakdown)", m["ops1"], m["bare_ops"])
+            _row("repeated /ops", m["ops2"], m["bare_ops"])
+            _row("first /breakdown", m["bd1"], m["bare_bd"])
+            _row("repeated /breakdown", m["bd2"], m["bare_bd"])
+            print(f"  first /ops answer: {m['first_screen_bytes']:,} B (the first screen, the rest is paged)")
+            grown = (m["rss_after"] - m["rss_before"]) / 2**20
+            print(f"  TensorBoard RSS {m['rss_before'] / 2**20:,.0f} -> {m['rss_after'] / 2**20:,.0f} MiB after "
+                  f"{args.runs} traces: +{grown:,.0f} MiB, bound {args.cache_mb:,} MiB "
+                  f"({'within' if grown <= args.cache_mb else 'OVER'})")
+
+
+def _row(what: str, seconds: float, baseline: float) -> None:
+    print(f"  {what:34s} {seconds * 1e3:9.1f} ms   bare decode {baseline * 1e3:8.1f} ms   "
+          f"ratio {seconds / baseline:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
