@@ -137,11 +137,11 @@ def test_storage_view_shows_the_seed_convnet_to_the_byte(demo_tb, browser, shots
     model.get_by_role("button", name="Expand").click()
     # A layer lists its variables (slots included) through the server's filter.
     tab.row("layer-table", "(3136+1)*1024").click()
-    assert tab.testid("variable-table-filter").input_value() == "layer:lenet/fc1"
+    assert tab.testid("variable-table-filter").input_value() == "layer^=lenet/fc1"
     tab.text("variable-table-count", "6 of 26 rows")
     tab.row("variable-table", "lenet/fc1/kernel").filter(has_text="12,845,056").wait_for()
     tab.row("variable-table", "velocity")
-    assert any("variables?" in u and "filter=layer%3Alenet%2Ffc1" in u for u in tab.requests), tab.requests
+    assert any("variables?" in u and "filter=layer%5E%3Dlenet%2Ffc1" in u for u in tab.requests), tab.requests
     tab.page.screenshot(path=os.path.join(shots, "storage.png"), full_page=True)
     tab.close()
 
@@ -166,11 +166,11 @@ def test_ops_view_of_a_plain_tf1_log_dir(demo_tb, browser, shots):
     tab.text("peak-weights", "13,098,536")
     # Clicking a layer filters the op table by it, on the server.
     tab.row("op-layer-table", "conv1").click()
-    assert tab.testid("op-table-filter").input_value() == "layer:conv1"
+    assert tab.testid("op-table-filter").input_value() == "layer^=conv1"
     relu = tab.row("op-table", "conv1/Relu")
     relu.filter(has_text="[1,28,28,32]").filter(has_text="100,352").wait_for()
     relu.locator(".badge.measured").wait_for()
-    assert any("op_rows?" in u and "filter=layer%3Aconv1" in u for u in tab.requests), tab.requests
+    assert any("op_rows?" in u and "filter=layer%5E%3Dconv1" in u for u in tab.requests), tab.requests
     tab.page.screenshot(path=os.path.join(shots, "ops-tf1.png"), full_page=True)
     tab.close()
 

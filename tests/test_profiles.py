@@ -216,3 +216,13 @@ class _NoData:
 class _Job:
     def report(self, *args) -> None:
         pass
+
+
+def test_a_log_dir_of_profiles_only_activates_the_tab(tmp_path, lenet_xplane_bytes):
+    """tf.profiler.experimental.start(logdir) writes no event file: the tab still shows."""
+    session = profile_fixtures.session_dir(str(tmp_path), ".")
+    with open(os.path.join(session, "host0.xplane.pb"), "wb") as f:
+        f.write(lenet_xplane_bytes)
+    served = Served(str(tmp_path))
+    assert served.plugin.is_active()
+    assert [(run, tag.split("/")[0]) for run, tag in served.tags()] == [(".", "profile")]

@@ -46,10 +46,11 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         flags = getattr(context, "flags", None)
         reload_seconds = float(getattr(flags, "reload_interval", 5) or 5)
         model = RunModel(context.data_provider)
+        self._profiles = ProfileSource(context.logdir or "", model, reload_seconds, max_profile_bytes)
         self._sources: List[Source] = [
             SummarySource(context.data_provider),
             RunMetadataSource(context.data_provider, model),
-            ProfileSource(context.logdir or "", model, reload_seconds, max_profile_bytes),
+            self._profiles,
         ]
         self.store = Store(cache_bytes)
         self._listing: Dict[str, Tuple[float, List[Tuple[Source, Item]]]] = {}
@@ -70,7 +71,12 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         }
 
     def is_active(self) -> bool:
-        return False  # TensorBoard's list_plugins activates the tab when data exists
+        """TensorBoard activates the tab when its data provider has our summaries or RunMetadata;
+        a log dir that holds only profile sessions has neither: then the listing decides."""
+        try:
+            return self._profiles.has_sessions()
+        except Exception:  # an unreadable log dir: the tab stays off, as for any plugin
+            return False
 
     def data_plugin_names(self) -> Tuple[str, ...]:
         """Our own summaries, and RunMetadata of old log dirs (so the tab shows for those too)."""

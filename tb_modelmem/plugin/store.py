@@ -2,9 +2,10 @@
 
 Decoding a 200,000-op trace or reducing a 200 MB profile costs far more than reading it,
 and a request must not pay it twice, nor pile up: each item is built by one job, which
-concurrent requests share. Small items are built in the request thread; big ones (by input
-size) by a single background worker, so one heavy reduction at a time bounds memory and
-the request answers "reducing" (HTTP 202) with its progress instead of blocking. Failures are
+concurrent requests share, off the request thread. Big inputs (by size) go to a single
+worker, so one heavy reduction at a time bounds memory and
+the request answers "reducing" (HTTP 202) with its progress instead of blocking; small ones by
+two more, so a request waits at most SYNC_WAIT_SECONDS for any build. Failures are
 remembered like results, so a decompression bomb costs its decode once, not once per poll.
 """
 
@@ -95,7 +96,10 @@ class Store:
         self._failures: "collections.OrderedDict[Hashable, errors.PublicError]" = collections.OrderedDict()
         self._jobs: Dict[Hashable, Job] = {}
         self._lock = threading.Lock()
-        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="modelmem-reduce")
+        # Big inputs one at a time (bounded memory); the rest beside them, so one slow profile
+        # never holds up the small items of the tab.
+        self._heavy = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="modelmem-reduce")
+        self._light = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="modelmem-decode")
         self.bytes = 0
 
     def get(self, key: Hashable, build: Build, input_bytes: int = 0) -> Any:
@@ -134,14 +138,7 @@ class Store:
                 self._finish(key, value=value)
                 future.set_result(value)
 
-        if background:
-            self._worker.submit(run)
-        else:
-            self._lock.release()  # build small items in this thread, without blocking other items
-            try:
-                run()
-            finally:
-                self._lock.acquire()
+        (self._heavy if background else self._light).submit(run)
         return job
 
     def _finish(self, key: Hashable, value: Any = None, failure: Optional[errors.PublicError] = None) -> None:
@@ -163,7 +160,8 @@ class Store:
                 self.bytes -= self._sizes.pop(old)
 
     def close(self) -> None:
-        self._worker.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._heavy, self._light):
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def approx_size(value: Any, sample: int = 16) -> int:

@@ -26,6 +26,7 @@ ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "E
                           "VarHandleOp", "Const", "NoOp", "StopGradient"})
 PAGE = 100  # rows per page unless the request asks for another size
 FIRST_PAGES = 5000  # rows from the top of a table served without sorting the whole table
+_FIELD_ALIASES = {"type": "op_type", "source": "bytes_source", "op": "name", "variable": "name"}
 MAX_PAGE = 2000
 MAX_BUFFERS = 5000  # buffers at the peak listed in one answer (the largest; the rest are counted)
 _GROUP_LABEL = {FORWARD: "(forward, no layer)", BACKWARD: "(backward, no layer)", OPTIMIZER: "(optimizer)",
@@ -47,6 +48,7 @@ class Pager:
         self.default_sort = default_sort
         self._orders: Dict[Tuple[str, bool], List[int]] = {}
         self._filters: "collections.OrderedDict[str, List[int]]" = collections.OrderedDict()
+        self._lowered: Dict[str, List[str]] = {}
         self._lock = threading.Lock()
 
     def page(self, offset: int = 0, limit: int = PAGE, sort: Optional[str] = None, order: str = "desc",
@@ -81,6 +83,34 @@ class Pager:
 
     def rows(self, indices: Sequence[int], fields: Sequence[str]) -> List[Dict[str, Any]]:
         return [{f: self.columns[f][i] for f in fields} for i in indices]
+
+    def _match(self, term: str, candidates: Sequence[int]) -> List[int]:
+        for op in ("^=", "=", ":"):
+            field, sep, value = term.partition(op)
+            field = _FIELD_ALIASES.get(field.lower(), field.lower())
+            if sep and field in self.columns and (value or op != ":"):
+                column = self.columns[field]
+                if op == "^=":
+                    under = value.rstrip("/") + "/"
+                    return [i for i in candidates if str(column[i]) == value or str(column[i]).startswith(under)]
+                if op == "=":
+                    return [i for i in candidates if ("" if column[i] is None else str(column[i])) == value]
+                texts = self._texts(field)
+                value = value.lower()
+                return [i for i in candidates if value in texts[i]]
+        needle = term.lower()
+        every = [self._texts(c) for c in self.columns]
+        return [i for i in candidates if any(needle in t[i] for t in every)]
+
+    def _texts(self, column: str) -> List[str]:
+        """A column's values as lower-case text, made once (filters ask again as the user types)."""
+        with self._lock:
+            found = self._lowered.get(column)
+        if found is None:
+            found = [_text(v) for v in self.columns[column]]
+            with self._lock:
+                self._lowered[column] = found
+        return found
 
     def _cached(self, key: str, descending: bool) -> bool:
         with self._lock:
@@ -119,21 +149,19 @@ class Pager:
         return found
 
     def _filter(self, query: str) -> Optional[List[int]]:
-        """Indices of rows matching every term; ``field:text`` looks in that column only."""
-        terms = [t for t in query.lower().split() if t][:16]
+        """Indices of rows matching every term: ``text`` (any column contains it, any case),
+        ``field:text`` (that column contains it), ``field=value`` (that column is exactly it;
+        ``field=`` for empty) and ``field^=path`` (a path equal to it or under it, "a/b/...")."""
+        terms = [t for t in query.split() if t][:16]
         if not terms:
             return None
         with self._lock:
             if query in self._filters:
                 self._filters.move_to_end(query)
                 return self._filters[query]
-        candidates = range(self.length)
+        candidates: Sequence[int] = range(self.length)
         for term in terms:
-            field, _, text = term.partition(":")
-            columns = [field] if text and field in self.columns else list(self.columns)
-            text = text if text and field in self.columns else term
-            texts = [[_text(v) for v in self.columns[c]] for c in columns]
-            candidates = [i for i in candidates if any(text in t[i] for t in texts)]
+            candidates = self._match(term, candidates)
         found = list(candidates)
         with self._lock:
             self._filters[query] = found
@@ -286,6 +314,7 @@ class TraceView:
             agg["time_us"] += spent
             agg["ops"] += sum(map(calls.__getitem__, indices))
             agg["output_bytes"] += sum(map(known_bytes.__getitem__, indices))
+            agg["unknown_output_ops"] += sum(1 for i in indices if new_bytes[i] is None)  # output_bytes is a floor
             agg["alloc_bytes"] += sum(map(alloc_bytes.__getitem__, indices))
             agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + spent
         for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
@@ -312,7 +341,7 @@ class TraceView:
             row["in_breakdown"] = path in storage
             return row
 
-        sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "weight_bytes", "slot_bytes",
+        sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "weight_bytes", "slot_bytes",
                 f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes") + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
         rows = tree_rows(paths, leaf, sums)
         for row in rows:
@@ -360,7 +389,7 @@ _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
 
 
 def _zero_layer() -> Dict[str, Any]:
-    row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0,
+    row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0, "unknown_output_ops": 0,
                            f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
     return row
 
@@ -398,8 +427,10 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str
     resident_parts = _resident(breakdown)
     in_window_state = {WEIGHTS_CATEGORY: step[WEIGHTS_CATEGORY], OPTIMIZER_SLOTS_CATEGORY: step[OPTIMIZER_SLOTS_CATEGORY]}
     if trace.counts_resident:
-        total = trace.peak_bytes
-        resident = max(total - seen, 0)
+        # The buffers live at the peak can add up past the allocator's own count only when a profile's
+        # events are inconsistent (sizes missing, an allocator not counted): then they are the floor.
+        total = max(trace.peak_bytes, seen)
+        resident = total - seen
         if resident_parts is None:
             for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
                 parts[category] = None
@@ -414,8 +445,8 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str
                 left -= share
             parts[UNATTRIBUTED] = left
     else:
-        step_total = trace.peak_bytes
-        parts[UNATTRIBUTED] = max(step_total - seen, 0)
+        step_total = max(trace.peak_bytes, seen)
+        parts[UNATTRIBUTED] = step_total - seen
         if resident_parts is None:
             for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
                 parts[category] = in_window_state.get(category) or None

@@ -87,7 +87,7 @@ export function createOpsView({ api, loader, shared }) {
   const hosts = createHostsPanel({ api, onPick: (host) => view.pick({ host }) });
   const timeEl = chartBox(300);
   const memEl = chartBox(300);
-  const showOp = (op) => op && ops.setFilter(`name:${op}`);
+  const showOp = (op) => op && ops.setFilter(`name=${op}`);
   const timeChart = createChart(timeEl, showOp);
   const memChart = createChart(memEl, showOp);
   const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
@@ -97,9 +97,10 @@ export function createOpsView({ api, loader, shared }) {
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers),
-    onRowClick: (row) => ops.setFilter(row.layer ? `layer:${row.layer}` : `phase:${row.group}`) });
+    // a layer row lists its ops and its sublayers' (layer^=path); a group row the ops of no layer in that phase
+    onRowClick: (row) => ops.setFilter(row.layer ? `layer^=${row.layer}` : `layer= phase=${row.group}`) });
   const ops = createTable({ testid: "op-table", mode: "remote", columns: OP_COLUMNS, label: "Ops", maxHeight: 520,
-    sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer:dense" });
+    sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense" });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
   const body = el("div", {}, notes, peakPanel.element, hosts.element,
     el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel),

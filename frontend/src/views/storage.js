@@ -51,7 +51,7 @@ export function createStorageView({ api, loader, shared }) {
   const chartPanel = panel("Bytes per layer", " ", chartEl);
   const chartTitle = chartPanel.querySelector("h2 small");
   // A click on a layer (row or bar) lists its variables; slots carry their weight's layer.
-  const showLayer = (layer) => layer && variables.setFilter(`layer:${layer}`);
+  const showLayer = (layer) => layer && variables.setFilter(`layer^=${layer}`);
   const layers = createTable({ testid: "layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
     placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), toolbar: treeButtons(() => layers) });
   const variables = createTable({ testid: "variable-table", mode: "remote", columns: VARIABLE_COLUMNS, label: "Variables",

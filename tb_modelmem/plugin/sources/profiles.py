@@ -58,6 +58,10 @@ class ProfileSource(Source):
             items.append(item)
         return items
 
+    def has_sessions(self) -> bool:
+        """Whether the log dir holds any profile session (a cheap question: no step lookups)."""
+        return bool(self._listing())
+
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
         hosts = self._hosts(item)
         mtime = max((_stat(p)[1] for p in hosts.values()), default=0.0)
