@@ -19,7 +19,6 @@ tests/test_keras_slots.py runs the check against the installed Keras.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import itertools
 import json
@@ -27,6 +26,8 @@ import os
 import pprint
 import re
 import sys
+
+import generated_file  # this folder's (the script's own folder is first on sys.path)
 from typing import Any, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -264,21 +265,5 @@ def render() -> str:
             f"SKIPPED = {pprint.pformat(skipped, width=110)}\n")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check that _keras_slots.py is current")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        with open(OUTPUT) as f:
-            current = f.read() == text
-        print("up to date" if current else f"{OUTPUT} is out of date for this Keras: run python scripts/gen_keras_slots.py")
-        return 0 if current else 1
-    with open(OUTPUT, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.relpath(OUTPUT)}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(generated_file.main(OUTPUT, render, __doc__.splitlines()[0], "python scripts/gen_keras_slots.py (for this Keras)"))

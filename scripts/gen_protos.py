@@ -14,10 +14,11 @@ Needs ``grpcio-tools`` (a pip package that bundles protoc).
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import sys
+
+import generated_file  # this folder's (the script's own folder is first on sys.path)
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,21 +46,5 @@ def render(descriptor_set: bytes) -> str:
     return f"{HEADER}DESCRIPTOR_SET = (\n{body}\n)\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check that _compiled.py is current")
-    args = parser.parse_args()
-    text = render(compile_descriptor_set())
-    if args.check:
-        with open(OUTPUT) as f:
-            current = f.read() == text
-        print("up to date" if current else f"{OUTPUT} is out of date: run python scripts/gen_protos.py")
-        return 0 if current else 1
-    with open(OUTPUT, "w") as f:
-        f.write(text)
-    print(f"wrote {os.path.relpath(OUTPUT)}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(generated_file.main(OUTPUT, lambda: render(compile_descriptor_set()), __doc__.splitlines()[0], "python scripts/gen_protos.py"))

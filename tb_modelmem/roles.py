@@ -19,18 +19,21 @@ from tb_modelmem import _keras_slots
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 __all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
-           "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind", "keras_layout", "KerasLayout"]
+           "is_param", "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind", "keras_layout", "KerasLayout"]
 
 # Last name component of training state that is neither a weight nor a per-weight slot:
-# step counters, hyper-parameters, loss-scale state, seeds (TF1, Keras 2 and Keras 3 names).
+# step counters, hyper-parameters, loss-scale state (TF1, Keras 2 and Keras 3 names).
 _OTHER_NAME = re.compile(
     r"beta\d*_power(_\d+)?|global_step|iter|iterations?|learning_rate|lr|decay|beta_[12]|epsilon|rho|"
     r"save_counter|loss_scale\w*|current_loss_scale|good_steps|num_good_steps|step_counter|dynamic_scale|"
-    r"momentum_cache|u_product|seed_generator_state"
+    r"momentum_cache|u_product"
 )
-# Last name component of model state that is never trained (BatchNorm statistics).
+# Last name component of the RNG state of a Keras 3 Dropout or random-augmentation layer: model
+# state (one of ``model.non_trainable_variables``) but no parameter (``count_params()`` skips it).
+_RNG_STATE_NAMES = frozenset({"seed_generator_state"})
+# Last name component of model state that is never trained (BatchNorm statistics, RNG state).
 NON_TRAINABLE_NAMES = frozenset({"moving_mean", "moving_variance", "moving_avg", "moving_stddev",
-                                 "num_batches_tracked"})
+                                 "num_batches_tracked"}) | _RNG_STATE_NAMES
 _TRAINABLE_DTYPES = ("float", "bfloat", "half", "complex")  # dtype names a gradient can update
 
 
@@ -58,6 +61,12 @@ def role(name: str, dtype: str, shape: Sequence[int], trainable: Optional[bool] 
     if trainable is False or not numeric or name.rsplit("/", 1)[-1] in NON_TRAINABLE_NAMES:
         return NON_TRAINABLE
     return WEIGHT
+
+
+def is_param(name: str, role_: str) -> bool:
+    """Counted in a model's parameters, as Keras' ``count_params()`` counts: its weights and
+    non-trainable weights, not the RNG state of its random layers."""
+    return role_ in (WEIGHT, NON_TRAINABLE) and name.rsplit("/", 1)[-1] not in _RNG_STATE_NAMES
 
 
 def layer_of(owner: str) -> str:

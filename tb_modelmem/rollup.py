@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from tb_modelmem import roles
 from tb_modelmem.capture.layers import scope_layer_records
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, ROLES, WEIGHT, Breakdown, LayerRecord
+from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, ROLES, Breakdown, LayerRecord
 
 
 def layer_owners(record: Breakdown) -> Dict[str, str]:
@@ -32,7 +33,7 @@ def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
             row = rows[name] = {"name": name, "class_name": "", "params": 0, "derivation": "",
                                 "bytes": {r: 0 for r in ROLES}, "_count_params": True}
         row["bytes"][v.role if v.role in ROLES else OTHER] += v.bytes
-        if v.role in (WEIGHT, NON_TRAINABLE) and "_count_params" in row:
+        if "_count_params" in row and roles.is_param(v.name, v.role):
             row["params"] += v.params
     for row in rows.values():
         row.pop("_count_params", None)

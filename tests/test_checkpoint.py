@@ -225,8 +225,8 @@ def test_dtype_names_and_sizes_are_tensorflows():
     """inspect reads dtypes without TensorFlow; its table must say what TensorFlow says."""
     from tensorboard.compat.proto import types_pb2
 
-    from tb_modelmem.capture.checkpoint import dtype_size
-    from tb_modelmem.capture.run_metadata import dtype_name
+    from tb_modelmem.capture.dtypes import dtype_size
+    from tb_modelmem.capture.dtypes import dtype_name
 
     for enum in (v for v in types_pb2.DataType.values() if 0 < v < 100):
         dtype = tf.as_dtype(enum)

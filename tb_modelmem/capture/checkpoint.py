@@ -21,10 +21,10 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 from tb_modelmem import proto, roles
 from tb_modelmem.capture.bounded import GRAPH_LIMIT, INDEX_LIMIT, STATE_LIMIT, InspectError, file_size, read_file, \
     read_range
-from tb_modelmem.capture.run_metadata import dtype_name
+from tb_modelmem.capture.dtypes import dtype_name, dtype_size
 from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, Breakdown, VariableRecord
 
-__all__ = ["InspectError", "find_prefix", "read_checkpoint", "dtype_size"]
+__all__ = ["InspectError", "find_prefix", "read_checkpoint"]
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -32,13 +32,6 @@ _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_BYTES = 48
 _MAX_RANK = 254  # TensorShape's own limit
 _MAX_SHARDS = 1 << 16  # shards a real checkpoint splits into are a handful; each must exist as a file
-# Bytes per element a tensor bundle stores, by dtype name (run_metadata.dtype_name of the DataType
-# enum); what is not here (string, resource, variant) is no fixed-size number.
-_ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "uint8": 1, "int16": 2, "int8": 1, "complex64": 8, "int64": 8,
-               "bool": 1, "qint8": 1, "quint8": 1, "qint32": 4, "bfloat16": 2, "qint16": 2, "quint16": 2,
-               "uint16": 2, "complex128": 16, "float16": 2, "uint32": 4, "uint64": 8, "float8_e5m2": 1,
-               "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e4m3b11fnuz": 1, "float8_e5m2fnuz": 1,
-               "int4": 1, "uint4": 1, "int2": 1, "uint2": 1, "float4_e2m1fn": 1}
 _DT_STRING = 7
 # Training op type (without Resource/Sparse prefixes) -> tf.compat.v1.train optimizer.
 _TF1_APPLY_OPS = {
@@ -49,11 +42,6 @@ _TF1_APPLY_OPS = {
     "ApplyProximalAdagrad": "ProximalAdagradOptimizer", "ApplyAdagradDA": "AdagradDAOptimizer",
     "ApplyAdaMax": "AdaMaxOptimizer",
 }
-
-
-def dtype_size(enum: int) -> int:
-    """Bytes per element of a DataType enum value in a checkpoint; 0 for strings, handles and unknown values."""
-    return _ITEM_BYTES.get(dtype_name(enum), 0)
 
 
 def find_prefix(path: str) -> str:

@@ -13,17 +13,11 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from tensorboard.compat.proto import graph_pb2, types_pb2
 
 from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
-from tb_modelmem.capture.run_metadata import dtype_name
+from tb_modelmem.capture.dtypes import dtype_name, dtype_size
 from tb_modelmem.join import OpGraph
 
 _VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
 _DTYPE_ATTRS = ("T", "dtype", "out_type", "DstT", "Tout")
-# Bytes per element of the plain numeric dtypes (DT_* enum value -> size).
-_ITEM_SIZE = {types_pb2.DT_FLOAT: 4, types_pb2.DT_DOUBLE: 8, types_pb2.DT_INT32: 4, types_pb2.DT_UINT8: 1,
-              types_pb2.DT_INT16: 2, types_pb2.DT_INT8: 1, types_pb2.DT_INT64: 8, types_pb2.DT_BOOL: 1,
-              types_pb2.DT_BFLOAT16: 2, types_pb2.DT_HALF: 2, types_pb2.DT_UINT16: 2, types_pb2.DT_UINT32: 4,
-              types_pb2.DT_UINT64: 8, types_pb2.DT_COMPLEX64: 8, types_pb2.DT_COMPLEX128: 16}
-
 
 def graph_info_from_graph_defs(graph_defs: Iterable[graph_pb2.GraphDef]) -> GraphInfo:
     """Op graphs and output specs of GraphDefs and every function in their libraries."""
@@ -78,10 +72,10 @@ def _specs(node: object) -> Optional[List[OutputSpec]]:
     if not shapes:
         return None
     dtype = next((node.attr[a].type for a in _DTYPE_ATTRS if a in node.attr and node.attr[a].type), 0)  # type: ignore
-    if dtype not in _ITEM_SIZE and dtype not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT):
+    if not dtype_size(dtype) and dtype not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT):
         return None  # an element size we cannot know: the output's bytes stay unknown
     out = []
     for shape in shapes:
         dims = None if shape.unknown_rank else tuple(None if d.size < 0 else int(d.size) for d in shape.dim)
-        out.append((dims, dtype_name(dtype) if dtype else "", _ITEM_SIZE.get(dtype, 0)))
+        out.append((dims, dtype_name(dtype) if dtype else "", dtype_size(dtype)))
     return out

@@ -2,19 +2,19 @@
 
 No TensorFlow import: the plugin backend runs this on old log dirs written by plain
 ``FileWriter.add_run_metadata``, so it reads TensorBoard's copies of the protos. The
-op-naming helpers here (kernel -> fused ops, dtype names, shapes) are shared with
+op-naming helpers here (kernel -> fused ops, shapes) are shared with
 ``capture.xspace`` so both sources read the same way.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import config_pb2, step_stats_pb2, types_pb2
+from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
+from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.join import Joiner, OpGraph, Vocabulary
 from tb_modelmem.records import MEASURED, OpRecord, OpTrace
@@ -26,7 +26,6 @@ _FUSABLE = {"Conv2D", "Conv3D", "MatMul", "BatchMatMulV2", "DepthwiseConv2dNativ
 # Ops grappler folds after the BiasAdd; the fused node keeps the last op's name.
 _FUSED_TAILS = {"Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid", "Selu", "Softplus", "Swish",
                 "Gelu", "Mish", "Add", "AddV2"}
-_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
 
 
 def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
@@ -107,17 +106,6 @@ def fused_ops(kernel: str, node_name: str) -> List[str]:
     if core.endswith("WithBias"):
         return [core[:-len("WithBias")], "BiasAddGrad"]
     return [core]
-
-
-@functools.lru_cache(maxsize=None)
-def dtype_name(dtype: int) -> str:
-    """numpy-style name of a DataType enum value: DT_FLOAT -> "float32"."""
-    try:
-        name = types_pb2.DataType.Name(dtype)[len("DT_"):].lower()
-    except ValueError:
-        return f"dtype{dtype}"
-    name = name[:-len("_ref")] if name.endswith("_ref") else name
-    return _DTYPE_ALIASES.get(name, name)
 
 
 def format_shape(dims: Iterable[Optional[int]]) -> str:

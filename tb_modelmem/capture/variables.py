@@ -68,10 +68,16 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     layer_of = layer_capture.variable_layers(model)
     weights = list(model.variables)
     found = _from_variables(weights, _listed(optimizer), source="keras", layer_of=layer_of,
-                            keras_non_trainable={id(v) for v in model.non_trainable_weights})
+                            keras_non_trainable=_keras_state_ids(model))
     found.layers = layers
     found.model_name = model.name
     return found
+
+
+def _keras_state_ids(model: Any) -> Set[int]:
+    """Ids of the model's untrained state: Keras 3 ``non_trainable_variables`` (non-trainable
+    weights plus RNG seeds), Keras 2's ``non_trainable_weights``."""
+    return {id(v) for v in getattr(model, "non_trainable_variables", model.non_trainable_weights)}
 
 
 def _listed(optimizer: Any) -> List[Any]:
@@ -115,7 +121,7 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     layers: List[records.LayerRecord] = []
     for model in models:
         layer_of.update(layer_capture.variable_layers(model))
-        keras_non_trainable.update(id(v) for v in model.non_trainable_weights)
+        keras_non_trainable.update(_keras_state_ids(model))
         variables.extend(model.variables)
         layers.extend(layer_capture.layer_records(model))
     variables.extend(o for o in objects if _is_variable(o))

@@ -12,6 +12,7 @@ import heapq
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from tb_modelmem import roles
 from tb_modelmem.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.records import (
     ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, LOSS, MEASURED, METRICS,
@@ -248,7 +249,7 @@ class BreakdownView:
             "source": record.source, "model_name": record.model_name, "optimizer": record.optimizer,
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
-            "total_params": sum(v.params for v in record.variables if v.role in (WEIGHT, NON_TRAINABLE)),
+            "total_params": sum(v.params for v in record.variables if roles.is_param(v.name, v.role)),
             "layers": self.layers,
         }
 
