@@ -229,16 +229,23 @@ class MemoryCallback(keras.callbacks.Callback):
             self._census_seconds += self._last_census
 
     def _written(self, write: Any) -> None:
-        """Run one summary write and flush; if the event file did not grow, the disk is full or
-        read-only: say so once (TensorFlow's writer drops the data without an error)."""
+        """Run one summary write and flush it; if the flush fails or the event file did not grow,
+        the disk is full or read-only (TensorFlow's writer may drop the data without an error)."""
         before = self._event_bytes()
         if write():
             self._flush()
-            if self._event_bytes() <= before and not self._lost_warned:
-                self._lost_warned = True
-                warnings.warn(f"tb_modelmem: MemoryCallback's summaries are not reaching {self._run_dir()!r} "
-                              "(disk full or read-only?); what it records from now on may be lost",
-                              RuntimeWarning, stacklevel=3)
+            if self._event_bytes() <= before:
+                self._say_lost()
+
+    def _say_lost(self, error: Optional[BaseException] = None) -> None:
+        """Warn, once per callback, that summaries are being lost (not once per write)."""
+        if self._lost_warned:
+            return
+        self._lost_warned = True
+        why = f" ({type(error).__name__}: {first_line(error)})" if error is not None else ""
+        warnings.warn(f"tb_modelmem: MemoryCallback's summaries are not reaching {self._run_dir()!r} "
+                      f"(disk full or read-only?){why}; what it records from now on may be lost",
+                      RuntimeWarning, stacklevel=4)
 
     def _run_dir(self) -> str:
         return os.path.join(self.log_dir, self.subdir)
@@ -269,12 +276,12 @@ class MemoryCallback(keras.callbacks.Callback):
             return None
 
     def _flush(self) -> None:
-        """Flush what was written; a failing disk warns rather than ending ``fit``."""
+        """Flush what was written; a failing disk warns (once) rather than ending ``fit``."""
         try:
             if self._writer is not None:
                 self._writer.flush()
         except Exception as e:
-            _warn(self.name, e)
+            self._say_lost(e)
 
 
 def _warn(tag: str, error: BaseException) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 from typing import Any, Dict, Optional, Sequence
@@ -112,9 +111,8 @@ def _write_summary(logdir: str, name: str, record: Any) -> None:
     write = summary.breakdown if isinstance(record, Breakdown) else summary.load_bench
     try:
         writer = tf.summary.create_file_writer(logdir)
-    except tf.errors.OpError as e:  # "{{function_node ...}} Not a directory [Op:CreateSummaryFileWriter] name: "
-        reason = re.sub(r"\{\{.*?\}\}|\[Op:.*$", "", first_line(e)).strip() or type(e).__name__
-        raise RuntimeError(f"{logdir}: cannot write summaries there ({reason})") from None
+    except tf.errors.OpError as e:  # first_line drops TF's "{{function_node ...}}" and "[Op:...]" decoration
+        raise RuntimeError(f"{logdir}: cannot write summaries there ({first_line(e)})") from None
     with writer.as_default():
         ok = write(name, record, step=0)
     writer.close()

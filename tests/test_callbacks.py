@@ -139,7 +139,6 @@ def test_unwritable_log_dir_with_profile_steps_warns_and_leaves_the_profiler_idl
     tf.profiler.experimental.stop(save=False)
 
 
-@pytest.mark.filterwarnings("ignore:tb_modelmem. the profile has no allocation events")
 def test_steps_count_batches_when_one_call_runs_several(tmp_path):
     """steps_per_execution=3: Keras calls the batch hooks once per 3 batches (begin 0, end 2);
     the step still counts batches, like the TensorBoard callback's, and profile_steps too."""
@@ -228,3 +227,49 @@ def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_an
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
     assert getattr(model.train_function, "__wrapped__", None) is None  # Keras' own function is back
+
+
+FULL_DISK_SCRIPT = r"""
+import os, resource, signal, sys, warnings
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import keras, numpy as np
+from tb_modelmem.callbacks import MemoryCallback
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+
+
+class FillTheDisk(keras.callbacks.Callback):
+    # After the first epoch no file may grow: every write fails, as when the file system fills up.
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            sizes = [os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(sys.argv[1]) for f in fs]
+            limit = max(sizes)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16), keras.layers.Dense(3)])
+model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model.fit(np.zeros((6, 8), "float32"), np.zeros((6,), "int64"), batch_size=2, epochs=4, verbose=0,
+              callbacks=[FillTheDisk(), MemoryCallback(sys.argv[1], memory_every=1)])
+ours = [str(w.message) for w in caught if "tb_modelmem" in str(w.message)]
+print("WARNINGS", len(ours))
+for message in ours:
+    print("WARNING", message)
+print("TRAINED", len(model.history.history["loss"]))
+"""
+
+
+def test_a_full_disk_mid_training_is_said_once_and_training_goes_on(tmp_path):
+    """Issue 12: summaries lost to a full disk were lost with no warning. The file system "fills" after
+    epoch 1 (RLIMIT_FSIZE: every write past it fails); memory samples keep being written every batch."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "TRAINED 4" in lines, done.stdout  # all four epochs ran
+    assert "WARNINGS 1" in lines, done.stdout  # once, not per write
+    assert "not reaching" in done.stdout and "disk full" in done.stdout, done.stdout
