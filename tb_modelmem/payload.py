@@ -20,10 +20,11 @@ RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.LOADBENCH: LoadBench,
     metadata.MEMORY: MemorySample,
 }
-# A 200,000-op trace is about 1 MB stored and 34 MB of JSON: these limits leave room for
-# traces ten times that, and refuse what no real trace needs (a bomb, a 200 MiB "model name").
-MAX_PAYLOAD_BYTES = 64 * 2**20  # stored (compressed) payload
-MAX_DECODED_BYTES = 384 * 2**20  # what it may inflate to
+# A 200,000-op trace is 3.1 MB stored and 43 MB of JSON (benchmarks/synthetic.py): these limits
+# leave room for a trace of ~600,000 ops and refuse what no real trace needs (a bomb, a 200 MiB
+# "model name"), so one hostile summary costs the backend at most this much, once.
+MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload
+MAX_DECODED_BYTES = 128 * 2**20  # what it may inflate to
 
 Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample]
 
@@ -42,7 +43,15 @@ def kind_of(record: Record) -> str:
 def encode(record: Record) -> bytes:
     """Compressed JSON bytes for one Breakdown, OpTrace or LoadBench."""
     doc = {"schema": metadata.SCHEMA_VERSION, "kind": kind_of(record), "data": record.to_dict()}
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("utf-8"), 6)
+    raw = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    if len(raw) > MAX_DECODED_BYTES:  # what TensorBoard would refuse to read back is not written at all
+        raise PayloadError(f"this {doc['kind']} is {len(raw):,} bytes of JSON, over the {MAX_DECODED_BYTES:,} "
+                           "bytes the tab reads back; not written")
+    blob = zlib.compress(raw, 6)
+    if len(blob) > MAX_PAYLOAD_BYTES:
+        raise PayloadError(f"this {doc['kind']} is {len(blob):,} bytes compressed, over the {MAX_PAYLOAD_BYTES:,} "
+                           "bytes the tab reads back; not written")
+    return blob
 
 
 def decode(blob: bytes) -> Payload:

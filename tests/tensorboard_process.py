@@ -10,8 +10,9 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 
 def _free_port() -> int:
@@ -38,6 +39,20 @@ class TensorBoardProcess:
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=30) as response:
             return json.loads(response.read())
+
+    def answer(self, route: str, **params: Any) -> Tuple[int, str]:
+        """(status, body) of a tab route, waiting out 202 ("still reducing") answers as the tab does."""
+        url = f"{self.url}/data/plugin/modelmem{route}?{urllib.parse.urlencode(params)}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    status, body = response.status, response.read().decode("utf-8", "replace")
+            except urllib.error.HTTPError as e:
+                status, body = e.code, e.read().decode("utf-8", "replace")
+            if status != 202 or time.monotonic() > deadline:
+                return status, body
+            time.sleep(0.2)
 
     def wait_for_tab(self, timeout: float = 180.0, expect_tags: int = 1) -> None:
         deadline = time.monotonic() + timeout

@@ -13,155 +13,40 @@ decodes can be counted. Time and memory per request are measured in benchmarks/b
 from __future__ import annotations
 
 import json
-import os
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-import zlib
-from typing import Any, Dict, Tuple
+from typing import Dict, Tuple
 
 import pytest
-from tensorboard.compat.proto import summary_pb2, tensor_pb2, types_pb2
 
-from tb_modelmem import metadata, payload, summary
-from tb_modelmem.capture.run_metadata import reduce_run_metadata
-from tb_modelmem.records import WEIGHT, Breakdown, VariableRecord
-from tests.plugin_harness import Served, write_events
+from tb_modelmem import payload
+from tb_modelmem.records import WEIGHT
+from tests.hostile_logdir import GOOD, HOSTILE, LONG_TAG, QUOTED_RUN, routes, write_hostile_logdir
+from tests.plugin_harness import Served
 from tests.tensorboard_process import TensorBoardProcess
-from tests.trace_fixtures import synthetic_run_metadata
-
-API = "/data/plugin/modelmem"
-LONG_TAG = "t" * 5000  # a run name is a path, bounded by PATH_MAX (4096); a tag is not
-QUOTED_RUN = 'run "quoted"'
-BOMB_INFLATES_TO = payload.MAX_DECODED_BYTES + 2**20
-
-
-def _breakdown(name: str = "model") -> Breakdown:
-    return Breakdown(source="test", model_name=name, variables=[
-        VariableRecord(name=f"{name}/dense/kernel", layer=f"{name}/dense", shape=[3, 4], dtype="float32", bytes=48,
-                       role=WEIGHT)])
-
-
-def _tensor_summary(tag: str, kind: str, tensor: tensor_pb2.TensorProto) -> summary_pb2.Summary:
-    return summary_pb2.Summary(value=[summary_pb2.Summary.Value(
-        tag=tag, metadata=metadata.create_summary_metadata(kind), tensor=tensor)])
-
-
-def _blob_summary(tag: str, kind: str, blob: bytes) -> summary_pb2.Summary:
-    """A well-formed summary of ``kind`` whose one blob is ``blob`` (whatever it holds)."""
-    message = summary.pb(tag, _breakdown())
-    message.value[0].metadata.CopyFrom(metadata.create_summary_metadata(kind))
-    del message.value[0].tensor.string_val[:]
-    message.value[0].tensor.string_val.append(blob)
-    return message
-
-
-def _doc_blob(kind: str, data: Dict[str, Any]) -> bytes:
-    return zlib.compress(json.dumps({"schema": metadata.SCHEMA_VERSION, "kind": kind, "data": data}).encode())
-
-
-def _huge_shape_blob() -> bytes:
-    """A breakdown whose one variable has shape [10**4000, 10**4000] (valid JSON, no int64 can hold it)."""
-    text = json.dumps({"schema": metadata.SCHEMA_VERSION, "kind": metadata.BREAKDOWN,
-                       "data": _breakdown().to_dict()})
-    text = text.replace("[3, 4]", f"[{10**4000}, {10**4000}]", 1)
-    assert str(10**4000) in text, "the shape was not found in the payload's JSON"
-    return zlib.compress(text.encode())
-
-
-def _bomb_blob() -> bytes:
-    """A few hundred KB that inflate past the decoded-size limit."""
-    deflate = zlib.compressobj(9)
-    chunk = b" " * 2**20
-    return b"".join([deflate.compress(chunk) for _ in range(BOMB_INFLATES_TO // 2**20)] + [deflate.flush()])
-
-
-# (run, tag) -> the reason its 422 must give; routes are picked by the item's kind.
-HOSTILE = {
-    ("mixed", "storage"): "says it holds",  # metadata says breakdown, the payload holds an op trace
-    ("mixed", "trace_says_ops"): "says it holds",  # metadata says ops, the payload holds a breakdown
-    ("huge_shape", "storage"): "malformed breakdown",
-    ("rank0", "storage"): "not a tb_modelmem summary",
-    ("bomb", "storage"): "inflates past",
-    ("long_model_name", "storage"): "malformed breakdown",
-    ("corrupt_profile", "profile/session_1"): "xplane",
-}
-GOOD = {("good", "storage"), ("good", "ops"), ("mixed", "ops"), ("long_tag", LONG_TAG), ("truncated", "storage")}
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory) -> str:
-    root = str(tmp_path_factory.mktemp("hostile"))
-    trace = reduce_run_metadata(synthetic_run_metadata(200))
-    write_events(os.path.join(root, "good"), [(1, summary.pb("storage", _breakdown())), (1, summary.pb("ops", trace))])
-    write_events(os.path.join(root, "mixed"), [
-        (1, _blob_summary("storage", metadata.BREAKDOWN, payload.encode(trace))),
-        (1, _blob_summary("trace_says_ops", metadata.OPS, payload.encode(_breakdown()))),
-        (1, summary.pb("ops", trace))])
-    write_events(os.path.join(root, "huge_shape"), [(1, _blob_summary("storage", metadata.BREAKDOWN, _huge_shape_blob()))])
-    rank0 = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[payload.encode(_breakdown())])
-    write_events(os.path.join(root, "rank0"), [(1, _tensor_summary("storage", metadata.BREAKDOWN, rank0))])
-    write_events(os.path.join(root, "bomb"), [(1, _blob_summary("storage", metadata.BREAKDOWN, _bomb_blob()))])
-    long_name = _breakdown().to_dict()
-    long_name["model_name"] = "m" * 100_000
-    write_events(os.path.join(root, "long_model_name"),
-                 [(1, _blob_summary("storage", metadata.BREAKDOWN, _doc_blob(metadata.BREAKDOWN, long_name)))])
-    write_events(os.path.join(root, "long_tag"), [(1, summary.pb(LONG_TAG, _breakdown()))])
-    write_events(os.path.join(root, QUOTED_RUN), [(1, summary.pb("storage", _breakdown()))])
-    session = os.path.join(root, "corrupt_profile", "plugins", "profile", "session_1")
-    os.makedirs(session)
-    with open(os.path.join(session, "worker0.xplane.pb"), "wb") as f:
-        f.write(b"\xff" * 4096)
-    truncated = write_events(os.path.join(root, "truncated"), [(s, summary.pb("storage", _breakdown())) for s in range(3)])
-    with open(truncated, "r+b") as f:
-        f.truncate(os.path.getsize(truncated) - 5)
-    return root
-
-
-def _routes(kind: str) -> Tuple[str, ...]:
-    return {"breakdown": ("/steps", "/breakdown", "/variables"),
-            "ops": ("/steps", "/ops", "/op_rows", "/timeline", "/hosts")}.get(kind, ("/steps",))
-
-
-class Client:
-    """Asks a real TensorBoard; waits out 202 ("still reducing") answers as the tab does."""
-
-    def __init__(self, tb: TensorBoardProcess):
-        self.tb = tb
-
-    def get(self, route: str, **params: Any) -> Tuple[int, str]:
-        url = f"{self.tb.url}{API}{route}?{urllib.parse.urlencode(params)}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=60) as response:
-                    status, body = response.status, response.read().decode("utf-8", "replace")
-            except urllib.error.HTTPError as e:
-                status, body = e.code, e.read().decode("utf-8", "replace")
-            if status != 202 or time.monotonic() > deadline:
-                return status, body
-            time.sleep(0.2)
+    return write_hostile_logdir(str(tmp_path_factory.mktemp("hostile")))
 
 
 @pytest.mark.parametrize("load_fast", [True, False], ids=["rust-data-server", "python-loader"])
 def test_no_5xx_hostile_items_named_good_items_served(logdir, load_fast):
     with TensorBoardProcess(logdir, load_fast=load_fast) as tb:
         tb.wait_for_tab(expect_tags=len(HOSTILE) + len(GOOD) - 1)
-        client = Client(tb)
-        status, body = client.get("/runs")
+        status, body = tb.answer("/runs")
         assert status == 200, body
         items = {(r["run"], t["tag"]): t for r in json.loads(body)["runs"] for t in r["tags"]}
         answers: Dict[Tuple[str, str, str], Tuple[int, str]] = {}
         for (run, tag), item in items.items():
-            for route in _routes(item["kind"] or "") + ("/breakdown", "/ops"):
-                answers[(run, tag, route)] = client.get(route, run=run, tag=tag)
+            for route in routes(item["kind"] or "") + ("/breakdown", "/ops"):
+                answers[(run, tag, route)] = tb.answer(route, run=run, tag=tag)
         server_errors = {k: v for k, v in answers.items() if v[0] >= 500}
         assert not server_errors, server_errors
 
         for key in GOOD:
             assert key in items, (key, sorted(items))
-            for route in _routes(items[key]["kind"]):
+            for route in routes(items[key]["kind"]):
                 status, body = answers[(*key, route)]
                 assert status == 200, (key, route, body[:300])
         good_ops = json.loads(answers[("good", "ops", "/ops")][1])
@@ -224,3 +109,17 @@ def test_an_unrepresentable_shape_is_refused_with_its_field(served):
     text = response.get_data(as_text=True)
     assert response.status_code == 422 and "shape" in text, text
     assert len(text) < 2000  # the 4,001-digit number is not echoed back
+
+
+def test_a_payload_the_tab_could_not_read_back_is_not_written_and_said(tmp_path, monkeypatch):
+    """The writer refuses what the reader would refuse (a trace past the decoded-size limit), with a
+    warning naming the limit, rather than writing a summary that could never be shown."""
+    import tensorflow as tf
+
+    from tb_modelmem import summary
+    from tests.hostile_logdir import _breakdown
+
+    monkeypatch.setattr(payload, "MAX_DECODED_BYTES", 200)
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        with pytest.warns(RuntimeWarning, match="over the 200 bytes the tab reads back; not written"):
+            assert summary.breakdown("storage", _breakdown(), step=1) is False
