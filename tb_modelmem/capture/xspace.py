@@ -20,9 +20,9 @@ import warnings
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from tb_modelmem import proto
+from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
-from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.run_metadata import format_shape, fused_ops
 from tb_modelmem.join import Joiner, Vocabulary
 from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpRecord, OpTrace

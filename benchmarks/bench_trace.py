@@ -1,0 +1,115 @@
+"""What ``tb_modelmem.trace()`` costs against a bare profiler capture of the same step (issue 11).
+
+A ResNet50 (keras.applications, weights=None) and the seed LeNet, each trained by a custom
+``tf.function`` step with Adam. Interleaved rounds, medians:
+
+  bare    tf.profiler.experimental.start(dir); step; stop()   (the profiler writes its .xplane.pb)
+  trace   with tb_modelmem.trace("ops", function=step, model=model, optimizer=opt): step
+          (the same capture, plus reducing the XSpace, joining it to the model, writing the summary)
+
+Printed: both times, their ratio, and the stored payload against the ``.xplane.pb`` it replaces.
+
+    python -m benchmarks.bench_trace [--rounds 3] [--batch 8] [--models resnet50 lenet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any, Callable, List, Tuple
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tb_modelmem  # noqa: E402
+from tb_modelmem import payload  # noqa: E402
+from tests import trace_fixtures  # noqa: E402
+
+
+def resnet50_step(batch: int) -> Tuple[Any, Any, Callable[[], Any]]:
+    import keras
+
+    model = keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+    optimizer = keras.optimizers.Adam()
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    x = tf.constant(np.random.default_rng(0).random((batch, 224, 224, 3), np.float32))
+    y = tf.constant(np.zeros((batch,), np.int32))
+
+    @tf.function
+    def train_step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return model, optimizer, train_step, (x, y)
+
+
+def lenet_step(batch: int) -> Tuple[Any, Any, Any, Any]:
+    model = trace_fixtures.lenet_keras()
+    training = trace_fixtures.lenet_train_step(model, batch_size=batch)
+    return model, training.optimizer, training.step, training.batch
+
+
+def bare(step: Any, args: Any) -> float:
+    folder = tempfile.mkdtemp(prefix="bench_bare_")
+    started = time.perf_counter()
+    tf.profiler.experimental.start(folder)
+    step(*args)
+    tf.profiler.experimental.stop()
+    took = time.perf_counter() - started
+    shutil.rmtree(folder)
+    return took
+
+
+def ours(step: Any, args: Any, model: Any, optimizer: Any, writer: Any, round_: int) -> Tuple[float, Any]:
+    with writer.as_default():
+        started = time.perf_counter()
+        with tb_modelmem.trace("ops", step=round_, function=step, model=model, optimizer=optimizer) as window:
+            step(*args)
+        took = time.perf_counter() - started
+    return took, window
+
+
+def measure(name: str, build: Callable[[int], Any], batch: int, rounds: int) -> None:
+    model, optimizer, step, args = build(batch)
+    step(*args)  # traced and warm
+    step(*args)
+    with tempfile.TemporaryDirectory() as logdir:
+        writer = tf.summary.create_file_writer(logdir)
+        bare_times: List[float] = []
+        our_times: List[float] = []
+        window = None
+        for r in range(rounds):
+            bare_times.append(bare(step, args))
+            took, window = ours(step, args, model, optimizer, writer, r)
+            our_times.append(took)
+        writer.close()
+    assert window is not None and window.record is not None, "the trace was not recorded"
+    blob = payload.encode(window.record)
+    b, o = statistics.median(bare_times), statistics.median(our_times)
+    print(f"{name} (batch {batch}, {len(window.record.ops):,} ops): bare capture {b:.2f} s | trace() {o:.2f} s | "
+          f"ratio {o / b:.2f}x (median of {rounds}, interleaved)")
+    print(f"  stored payload {len(blob):,} B vs .xplane.pb {window.xplane_bytes:,} B: "
+          f"{len(blob) / window.xplane_bytes:.4f} ({100 * len(blob) / window.xplane_bytes:.2f}%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--models", nargs="+", default=["resnet50", "lenet"], choices=["resnet50", "lenet"])
+    args = parser.parse_args()
+    for name in args.models:
+        measure(name, {"resnet50": resnet50_step, "lenet": lenet_step}[name],
+                args.batch if name == "resnet50" else 32, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
