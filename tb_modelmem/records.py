@@ -598,7 +598,7 @@ class Timeline(Record):
 class OpTrace(Record):
     """Per-op table of one or more traced steps, plus memory over time and at the peak."""
 
-    source: str  # "run_metadata" or "xspace"
+    source: str  # "run_metadata", "xspace" or "memory_profile"
     ops: OpTable
     peak_bytes: int = 0  # peak bytes in use during the trace (see counts_resident)
     peak_time_us: float = 0.0

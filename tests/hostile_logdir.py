@@ -2,7 +2,7 @@
 and benchmarks/bench_reliability.py: a payload whose kind disagrees with its metadata (one the
 run's only breakdown), a shape of 10**4000, a rank-0 string tensor, a decompression bomb, a
 100,000-character model name, a 5,000-character tag, a run name the Rust data server cannot put
-in a blob key, a corrupt profile and a truncated event file."""
+in a blob key, a corrupt profile, a gzip-bomb memory profile and a truncated event file."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any, Dict, Tuple
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, types_pb2
 
 from tb_modelmem import metadata, payload, summary
+from tb_modelmem.capture.memory_profile import MAX_JSON_BYTES as MAX_MEMORY_PROFILE_JSON
 from tb_modelmem.capture.run_metadata import reduce_run_metadata
 from tb_modelmem.records import WEIGHT, Breakdown, VariableRecord
 from tests.plugin_harness import write_events
@@ -57,6 +58,13 @@ def _huge_shape_blob() -> bytes:
     return zlib.compress(text.encode())
 
 
+def _gzip_bomb(inflates_to: int) -> bytes:
+    """A gzip file of white space: a few hundred KB that inflate to ``inflates_to`` bytes."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b" " * 2**20
+    return b"".join([deflate.compress(chunk) for _ in range(inflates_to // 2**20)] + [deflate.flush()])
+
+
 def _bomb_blob() -> bytes:
     """A few hundred KB that inflate past the decoded-size limit."""
     deflate = zlib.compressobj(9)
@@ -73,6 +81,7 @@ HOSTILE = {
     ("bomb", "storage"): "inflates past",
     ("long_model_name", "storage"): "malformed breakdown",
     ("corrupt_profile", "profile/session_1"): "xplane",
+    ("bomb_profile", "profile/session_1"): "inflates past",
 }
 GOOD = {("good", "storage"), ("good", "ops"), ("mixed", "ops"), ("long_tag", LONG_TAG), ("truncated", "storage")}
 
@@ -99,6 +108,10 @@ def write_hostile_logdir(root: str) -> str:
     os.makedirs(session)
     with open(os.path.join(session, "worker0.xplane.pb"), "wb") as f:
         f.write(b"\xff" * 4096)
+    session = os.path.join(root, "bomb_profile", "plugins", "profile", "session_1")
+    os.makedirs(session)
+    with open(os.path.join(session, "worker0.memory_profile.json.gz"), "wb") as f:
+        f.write(_gzip_bomb(MAX_MEMORY_PROFILE_JSON + 2**20))
     truncated = write_events(os.path.join(root, "truncated"), [(s, summary.pb("storage", _breakdown())) for s in range(3)])
     with open(truncated, "r+b") as f:
         f.truncate(os.path.getsize(truncated) - 5)

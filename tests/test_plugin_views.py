@@ -34,3 +34,34 @@ def test_order_puts_unknown_values_last_both_ways():
     assert names(p.page(sort="time_us", order="desc")) == ["a/MatMul", "c/Relu", "b/Conv2D", "d/Add"]
     assert names(p.page(sort="time_us", order="asc")) == ["b/Conv2D", "c/Relu", "a/MatMul", "d/Add"]
     assert p.page(offset=3, limit=5)["rows"] == [{"name": "d/Add", "layer": "", "op_type": "AddV2", "time_us": None}]
+
+
+def test_no_page_is_longer_than_max_page_on_any_path():
+    from tb_modelmem.plugin.views import FIRST_PAGES, MAX_PAGE
+
+    big = Pager({"name": [f"op{i}" for i in range(FIRST_PAGES + 10)], "time_us": list(range(FIRST_PAGES + 10))},
+                "time_us")
+    assert len(big.page(limit=FIRST_PAGES)["rows"]) == MAX_PAGE  # the heap path of an unsorted first screen
+    assert len(big.page(limit=FIRST_PAGES, query="op")["rows"]) == MAX_PAGE  # the filtered path
+
+
+def test_answers_slower_than_the_wait_are_202_then_200_and_joined(tmp_path):
+    """Every build (record, its view, the breakdown it joins, the answer) may outlast the request's wait:
+    each is a 202 ("still reducing"), never a 500, and the trace is not kept unjoined meanwhile."""
+    import time
+
+    from tests.hostile_logdir import write_hostile_logdir
+    from tests.plugin_harness import Served
+
+    served = Served(write_hostile_logdir(str(tmp_path)))
+    served.plugin.store._sync_wait = 0.0  # no build finishes within the request
+    statuses = []
+    for _ in range(200):
+        response = served.get("/ops", run="good", tag="ops")
+        statuses.append(response.status_code)
+        if response.status_code != 202:
+            break
+        time.sleep(0.05)
+    assert statuses[0] == 202 and statuses[-1] == 200, statuses
+    assert set(statuses) == {200, 202}
+    assert served.json("/ops", run="good", tag="ops")["breakdown"]["tag"] == "storage"

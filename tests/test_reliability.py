@@ -60,7 +60,7 @@ def test_no_5xx_hostile_items_named_good_items_served(logdir, load_fast):
                 continue
             assert key in items, (key, sorted(items))
             listed_error = items[key]["error"] or ""
-            main_route = "/breakdown" if key[0] != "corrupt_profile" and "ops" not in key[1] else "/ops"
+            main_route = "/ops" if items[key]["kind"] == "ops" else "/breakdown"
             status, body = answers[(*key, main_route)]
             assert status == 422 or reason in listed_error, (key, status, body[:300], listed_error)
             assert reason in (body if status == 422 else listed_error), (key, body[:300], listed_error)
@@ -123,3 +123,22 @@ def test_a_payload_the_tab_could_not_read_back_is_not_written_and_said(tmp_path,
     with tf.summary.create_file_writer(str(tmp_path)).as_default():
         with pytest.warns(RuntimeWarning, match="over the 200 bytes the tab reads back; not written"):
             assert summary.breakdown("storage", _breakdown(), step=1) is False
+
+
+def test_one_unreadable_memory_sample_is_listed_and_the_series_still_served(tmp_path):
+    """A memory series of six samples (RSS growing 1 MiB per step) with a corrupt blob at step 3: the
+    Growth answer is built from the five readable ones and names step 3 with its reason."""
+    from tb_modelmem import metadata, summary
+    from tb_modelmem.records import MemorySample
+    from tests.hostile_logdir import _blob_summary
+    from tests.plugin_harness import write_events
+
+    events = [(step, summary.pb("memory", MemorySample(rss_bytes=(100 + step) * 2**20, live_variables=10)))
+              for step in (1, 2, 4, 5, 6)]
+    events.insert(2, (3, _blob_summary("memory", metadata.MEMORY, b"\x00not zlib")))
+    write_events(str(tmp_path / "run"), events)
+    body = Served(str(tmp_path)).json("/growth", run="run", tag="memory")
+    assert body["series"]["rss_bytes"]["steps"] == [1, 2, 4, 5, 6]
+    assert [u["step"] for u in body["unreadable"]] == [3] and "corrupt or foreign" in body["unreadable"][0]["error"]
+    (rss,) = [g for g in body["growth"] if g["series"] == "rss_bytes"]
+    assert rss["per_step"] == 2**20

@@ -177,12 +177,13 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"), metadata.MEMORY)
         located = source.locate_series(ctx, experiment, item)  # type: ignore[attr-defined]
         try:
-            samples = self._build(located)
-            body = self.store.get(("view",) + _key(located), lambda job: growth.analyse(samples))
+            series = self._build(located)
+            body = self.store.get(("view",) + _key(located), lambda job: growth.analyse(series.samples))
         except Pending as e:
             return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
-        labels = [{"step": step, "label": s.label} for step, s in samples if s.label]
-        return _respond_json(request, {"run": item.run, "tag": item.tag, "labels": labels, **body})
+        labels = [{"step": step, "label": s.label} for step, s in series.samples if s.label]
+        return _respond_json(request, {"run": item.run, "tag": item.tag, "labels": labels,
+                                       "unreadable": series.unreadable, **body})
 
     # --- items --------------------------------------------------------------------------------
 
@@ -206,18 +207,19 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 view_key = ("view", breakdown[0] if breakdown else None) + view_key
                 view = self.store.get(view_key, lambda job: _built(
                     views.TraceView, record, breakdown[1] if breakdown else None))
-        except Pending as e:
+
+            def answer(job: Any) -> bytes:
+                body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
+                        "wall_time": located.wall_time, "host": query.host or (item.hosts[0] if item.hosts else None),
+                        "hosts": item.hosts, **extra, **render(view, query)}
+                return _gzipped_json(body)
+
+            # The same question about the same data gets the same bytes: kept, compressed, until evicted.
+            key = ("answer", request.path, view_key, tuple(sorted(request.args.items(multi=True))))
+            body = self.store.get(key, answer)
+        except Pending as e:  # the record, its view or this answer is still being built: asked again later
             return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
-
-        def answer(job: Any) -> bytes:
-            body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
-                    "wall_time": located.wall_time, "host": query.host or (item.hosts[0] if item.hosts else None),
-                    "hosts": item.hosts, **extra, **render(view, query)}
-            return _gzipped_json(body)
-
-        # The same question about the same data gets the same bytes: kept, compressed, until evicted.
-        key = ("answer", request.path, view_key, tuple(sorted(request.args.items(multi=True))))
-        return http_util.Respond(request, self.store.get(key, answer), "application/json", content_encoding="gzip")
+        return http_util.Respond(request, body, "application/json", content_encoding="gzip")
 
     def _build(self, located: Located) -> Any:
         return self.store.get(_key(located), located.build, located.input_bytes)
@@ -242,10 +244,10 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             distance = abs((found.step or 0) - (located.step or 0))
             ranked.append((distance, candidate.tag, found))
         for _, tag, found in sorted(ranked, key=lambda r: (r[0], r[1])):
-            try:
+            try:  # still building (Pending): the trace's answer waits for it rather than being kept unjoined
                 record = self._build(found)
                 view = self.store.get(("view",) + _key(found), lambda job: _built(views.BreakdownView, record))
-            except (errors.PublicError, Pending):
+            except errors.PublicError:  # unreadable: the next nearest breakdown
                 continue
             return (_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed}
         return None, {"breakdown": None, "breakdowns": listed}
@@ -310,7 +312,7 @@ def _key(located: Located) -> Tuple[Hashable, ...]:
 
 
 def _gzipped_json(body: Dict[str, Any]) -> bytes:
-    """Strict JSON (non-finite numbers as null, as Respond cleanses them), gzip-compressed."""
+    """Strict JSON, gzip-compressed; non-finite numbers become "NaN"/"Infinity" strings, as Respond's own cleansing makes them."""
     try:
         text = json.dumps(body, allow_nan=False, separators=(",", ":"))
     except ValueError:

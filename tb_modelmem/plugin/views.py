@@ -56,23 +56,21 @@ class Pager:
              query: str = "", fields: Sequence[str] = ()) -> Dict[str, Any]:
         """``{"total", "matched", "offset", "rows": [...]}`` of the rows in the order and filter asked."""
         key = sort if sort in self.columns else self.default_sort
+        limit = max(0, min(limit, MAX_PAGE))
+        names = [f for f in (fields or self.columns) if f in self.columns]
         matched = self._filter(query)
         if matched is None and not self._cached(key, order != "asc") and offset + limit <= FIRST_PAGES:
             # the first screens of an unfiltered table: the rows asked for, without sorting them all
             chosen = self._first(key, order != "asc", offset + limit)[offset:offset + limit]
-            names = [f for f in (fields or self.columns) if f in self.columns]
-            return {"total": self.length, "matched": self.length, "offset": offset, "sort": key,
-                    "order": "asc" if order == "asc" else "desc", "rows": self.rows(chosen, names)}
-        indices = self._order(key, order != "asc")
-        if matched is not None:
-            allowed = set(matched)
-            indices = [i for i in indices if i in allowed]
-        limit = max(0, min(limit, MAX_PAGE))
-        chosen = indices[offset:offset + limit]
-        names = [f for f in (fields or self.columns) if f in self.columns]
-        rows = [{f: self.columns[f][i] for f in names} for i in chosen]
-        return {"total": self.length, "matched": len(indices), "offset": offset, "sort": key,
-                "order": "asc" if order == "asc" else "desc", "rows": rows}
+            count = self.length
+        else:
+            indices = self._order(key, order != "asc")
+            if matched is not None:
+                allowed = set(matched)
+                indices = [i for i in indices if i in allowed]
+            chosen, count = indices[offset:offset + limit], len(indices)
+        return {"total": self.length, "matched": count, "offset": offset, "sort": key,
+                "order": "asc" if order == "asc" else "desc", "rows": self.rows(chosen, names)}
 
     def top(self, key: str, n: int) -> List[int]:
         """Indices of the ``n`` largest positive numbers of a column, largest first (no full sort;

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
 
 from tensorboard.data import provider
 
@@ -45,16 +46,7 @@ class SummarySource(Source):
                datum.wall_time)
 
         def build(job: Job) -> Any:
-            blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
-            try:
-                with paused_gc():
-                    record = payload.decode(blob)
-            except payload.PayloadError as e:
-                raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: {e}") from None
-            if payload.kind_of(record) != item.kind:  # metadata and payload disagree: a foreign or broken writer
-                raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: the summary says it holds "
-                                      f"{item.kind!r} but its payload is {payload.kind_of(record)!r}")
-            return record
+            return _decoded(read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES), item, datum.step)
 
         return Located(key, datum.step, datum.wall_time, 0, build)
 
@@ -65,15 +57,38 @@ class SummarySource(Source):
                (data[-1].step, data[-1].wall_time) if data else None)
 
         def build(job: Job) -> Any:
-            out = []
+            samples, unreadable = [], []
             for i, datum in enumerate(data):
-                blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
                 try:
-                    out.append((datum.step, payload.decode(blob)))
-                except payload.PayloadError as e:
-                    raise UnreadableError(f"{item.run}/{item.tag} step {datum.step}: {e}") from None
+                    blob = read_blob(self._provider, ctx, datum, item, payload.MAX_PAYLOAD_BYTES)
+                    samples.append((datum.step, _decoded(blob, item, datum.step)))
+                except UnreadableError as e:  # one bad sample is listed, the others still make the series
+                    unreadable.append({"step": datum.step, "error": str(e)})
                 job.report((i + 1) / len(data), f"{i + 1} of {len(data)} samples")
-            return out
+            if not samples and unreadable:
+                raise UnreadableError(unreadable[-1]["error"])
+            return Series(samples, unreadable)
 
         return Located(key, data[-1].step if data else None, data[-1].wall_time if data else None, 0, build)
 
+
+@dataclasses.dataclass
+class Series:
+    """Every readable step of a tag, and the steps that could not be read (with why)."""
+
+    samples: List[Tuple[int, Any]]
+    unreadable: List[Dict[str, Any]]
+
+
+def _decoded(blob: bytes, item: Item, step: int) -> Any:
+    """The record in one step's blob, as that item's error when it cannot be read or is not
+    the kind its metadata says (a foreign or broken writer)."""
+    try:
+        with paused_gc():
+            record = payload.decode(blob)
+    except payload.PayloadError as e:
+        raise UnreadableError(f"{item.run}/{item.tag} step {step}: {e}") from None
+    if payload.kind_of(record) != item.kind:
+        raise UnreadableError(f"{item.run}/{item.tag} step {step}: the summary says it holds "
+                              f"{item.kind!r} but its payload is {payload.kind_of(record)!r}")
+    return record
