@@ -353,9 +353,14 @@ def _has_negative(values: list) -> bool:
 
 def bytes_by_role(variables: Iterable["VariableRecord"]) -> Dict[str, int]:
     """Bytes per role, every role present even at zero; an unknown role counts as OTHER."""
+    return role_totals([(v.role, v.bytes) for v in variables])
+
+
+def role_totals(role_bytes: Iterable[Tuple[str, int]]) -> Dict[str, int]:
+    """``bytes_by_role`` of (role, bytes) pairs (a breakdown's columns, zipped)."""
     totals = {role: 0 for role in ROLES}
-    for v in variables:
-        totals[v.role if v.role in totals else OTHER] += v.bytes
+    for role, size in role_bytes:
+        totals[role if role in totals else OTHER] += size
     return totals
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import math
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -18,7 +19,7 @@ from tb_modelmem.records import (
     ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, LOSS, MEASURED, METRICS,
     NON_TRAINABLE, NON_TRAINABLE_CATEGORY, OPTIMIZER, OPTIMIZER_SLOT, OPTIMIZER_SLOTS_CATEGORY, OTHER,
     PEAK_CATEGORIES, ROLES, STEP_CATEGORIES, UNATTRIBUTED, UNKNOWN_BYTES, WEIGHT, WEIGHTS_CATEGORY, Breakdown,
-    LoadBench, OpTrace, bytes_by_role,
+    LoadBench, OpTrace, role_totals,
 )
 from tb_modelmem.rollup import layer_owners, layer_rollup
 
@@ -195,30 +196,33 @@ def tree_rows(paths: Sequence[str], leaf: Callable[[str], Dict[str, Any]], sums:
     rows: List[Dict[str, Any]] = []
     # Depth first, iteratively (a path may have thousands of components): rows in visiting
     # order, then each row's totals folded into its parent's, deepest first.
-    parent_of: Dict[int, int] = {}
+    parent_of: List[int] = []
     stack = [(root, 0, -1) for root in reversed(list(tree.children[""].values()))]
     while stack:
         path, depth, parent = stack.pop()
-        children = list(tree.children.get(path, {}).values())
+        children = tree.children.get(path)
         row = dict(own.get(path) or {})
         row.update(layer=path, label=path.rpartition("/")[2], depth=depth, leaf=not children)
         for key in sums:
             row.setdefault(key, 0)
-        parent_of[len(rows)] = parent
+        if children:  # a composite folds its descendants into dicts of its own (never a leaf's)
+            for key in nested:
+                row[key] = dict(row.get(key) or {})
+        parent_of.append(parent)
         rows.append(row)
-        stack.extend((child, depth + 1, len(rows) - 1) for child in reversed(children))
-    for index in range(len(rows) - 1, -1, -1):
+        if children:
+            stack.extend((child, depth + 1, len(rows) - 1) for child in reversed(list(children.values())))
+    for index in range(len(rows) - 1, 0, -1):
         parent = parent_of[index]
         if parent < 0:
             continue
         row, up = rows[index], rows[parent]
         for key in sums:
-            up[key] = up.get(key, 0) + row.get(key, 0)
+            up[key] += row[key]
         for key in nested:
-            merged = dict(up.get(key) or {})
+            merged = up[key]
             for k, v in (row.get(key) or {}).items():
                 merged[k] = merged.get(k, 0) + v
-            up[key] = merged
     return rows
 
 
@@ -229,7 +233,8 @@ class BreakdownView:
 
     def __init__(self, record: Breakdown) -> None:
         self.record = record
-        self.totals = bytes_by_role(record.variables)
+        columns = dict(record.variable_columns())
+        self.totals = role_totals(zip(columns["role"], columns["bytes"]))
         rollup = {row["name"]: row for row in layer_rollup(record)}
         self.layers = tree_rows(list(rollup), lambda p: {
             "class_name": rollup[p]["class_name"], "derivation": rollup[p]["derivation"],
@@ -237,8 +242,9 @@ class BreakdownView:
         } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
             nested=("bytes",))
         self.vocabulary = Vocabulary.from_breakdown(record)
-        columns = dict(record.variable_columns())
-        columns["params"] = [v.params for v in record.variables]
+        columns["params"] = [0 if shape and min(shape) < 0 else math.prod(shape) for shape in columns["shape"]]
+        self.total_params = sum(p for p, name, role in zip(columns["params"], columns["name"], columns["role"])
+                                if roles.is_param(name, role))
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
 
     def summary(self) -> Dict[str, Any]:
@@ -247,7 +253,7 @@ class BreakdownView:
             "source": record.source, "model_name": record.model_name, "optimizer": record.optimizer,
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
-            "total_params": sum(v.params for v in record.variables if roles.is_param(v.name, v.role)),
+            "total_params": self.total_params,
             "layers": self.layers,
         }
 
@@ -489,7 +495,6 @@ def _stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     if peak["total"] is None:
         return stacks
     in_window = {c: t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES}
-    before = t.by_category.get(BEFORE_WINDOW, [0.0] * n)
     constants = {c: float(peak[c] or 0) for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
     for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
         constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
@@ -507,7 +512,7 @@ def _stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
         else:
             for c in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
                 stacks.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
-            rest.append(max(t.bytes[i] - counted, 0.0) + before[i] * 0)
+            rest.append(max(t.bytes[i] - counted, 0.0))
     for c in (GRADIENTS, ACTIVATIONS, "optimizer_temporaries", "inputs", "temporaries"):
         stacks[c] = list(in_window[c])
     stacks[UNATTRIBUTED] = rest
@@ -516,10 +521,6 @@ def _stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
 
 def loadbench_view(record: LoadBench) -> Dict[str, Any]:
     return {"model_name": record.model_name, "results": [r.to_dict() for r in record.results]}
-
-
-def role_totals(variables: Iterable[Any]) -> Dict[str, int]:
-    return bytes_by_role(variables)
 
 
 __all__ = ["BreakdownView", "TraceView", "Pager", "peak_by_category", "loadbench_view", "tree_rows", "ROLES"]
