@@ -2,16 +2,29 @@
 // (python demo/make_logdir.py --logdir L; tensorboard --logdir L --samples_per_plugin modelmem=0):
 //   node dev/make-fixtures.mjs http://127.0.0.1:6006
 // Paged tables are saved whole (limit 2000): the dev server pages them itself.
+//
+// The Growth fixtures come from the seed-004 loops of tests/growth_loops.py, each in its own run:
+//   python -m tests.growth_loops keep G/keep /tmp/keep.json; python -m tests.growth_loops fit G/fit /tmp/fit.json
+//   tensorboard --logdir G --port 6007 --samples_per_plugin modelmem=0
+//   node dev/make-fixtures.mjs --growth http://127.0.0.1:6007
 
 import { writeFileSync } from "node:fs";
 
-const base = `${process.argv[2] || "http://127.0.0.1:6006"}/data/plugin/modelmem`;
+const growthOnly = process.argv[2] === "--growth";
+const base = `${process.argv[growthOnly ? 3 : 2] || "http://127.0.0.1:6006"}/data/plugin/modelmem`;
 const out = (name, data) => writeFileSync(new URL(`../test/fixtures/${name}`, import.meta.url), `${JSON.stringify(data, null, 1)}\n`);
 
 async function get(route, params) {
   const response = await fetch(`${base}/${route}?${new URLSearchParams(params)}`);
   if (!response.ok) throw new Error(`${route}: ${response.status} ${await response.text()}`);
   return response.json();
+}
+
+if (growthOnly) {
+  out("growth-keep.json", await get("growth", { run: "keep/builds", tag: "memory" }));
+  out("growth-fit.json", await get("growth", { run: "fit/train", tag: "memory" }));
+  console.log("growth fixtures written");
+  process.exit(0);
 }
 
 const whole = { limit: 2000 };

@@ -2,7 +2,8 @@
 // plugin iframe (same <base>, a CSP at least as strict: no 'unsafe-eval'),
 // answering the HTTP API from test/fixtures/ (node dev/make-fixtures.mjs), plus
 // a 20,000-op trace, an item that answers 202 for its first seconds, hostile
-// names and an unreadable tag. `npm run dev` -> http://localhost:6124/
+// names, an unreadable tag, and memory samples for Growth (two real loops, a sparse one
+// with a GPU, hostile names). `npm run dev` -> http://localhost:6124/
 
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -41,10 +42,45 @@ function memoryOnly(data) {
 }
 const BIG = bigOps(20000);
 
+// Growth: the seed-004 loops (models kept in a list; a plain fit), plus variants made here.
+const XSS = "<script>alert(1)</script>";
+/** The keep loop with names from hostile user code: markup, an RLO, a 10,000-character model. */
+function hostileGrowth(data) {
+  const rename = (rows, names) => rows.map((r, i) => ({ ...r, name: names[i % names.length] }));
+  const names = [XSS, RLO, LONG, "<img src=x onerror=alert(1)>"];
+  const e = data.explained_by;
+  return { ...data, labels: [{ step: 3, label: `${XSS} ${RLO}` }],
+    explained_by: { ...e, models: rename(e.models, names), variables_by_owner: rename(e.variables_by_owner, names),
+      graph_ops_by_function: rename(e.graph_ops_by_function, [LONG, ...names]), objects_by_type: rename(e.objects_by_type, names) } };
+}
+/** The fit loop sampled as MemoryCallback does between censuses: RSS and a GPU every step, the census every 8th step, a GPU reading missing, one sample unreadable. */
+function sparseGrowth(data) {
+  const rss = data.series.rss_bytes;
+  const steps = Array.from({ length: 33 }, (_, i) => i);
+  const at = (i) => rss.values[Math.min(rss.values.length - 1, Math.floor(i / 2))];
+  const every4 = (s) => ({ ...s, steps: s.steps.filter((x) => x % 8 === 0), values: s.values.filter((_, i) => s.steps[i] % 8 === 0) });
+  const series = { rss_bytes: { unit: "bytes", steps, values: steps.map(at) } };
+  for (const [name, s] of Object.entries(data.series)) if (name !== "rss_bytes") series[name] = every4(s);
+  const gpu = steps.map((i) => (i === 17 ? null : 2 ** 30 + (i > 2 ? 3 * 2 ** 28 : 0) + (i % 4) * 2 ** 20));
+  series["GPU:0/bytes_in_use"] = { unit: "bytes", steps, values: gpu };
+  series["GPU:0/peak_bytes"] = { unit: "bytes", steps, values: gpu.map((v, i) => (v === null ? null : 2 ** 30 + 4 * 2 ** 28 + i * 2 ** 19)) };
+  const growth = [...data.growth, { series: "GPU:0/bytes_in_use", per_step: 0, flagged: false, reason: "flat after warm-up" },
+    { series: "GPU:0/peak_bytes", per_step: 524288, flagged: true, reason: "grows in 100% of steps after warm-up" }];
+  return { ...data, run: "sparse", series, growth, samples: 33,
+    unreadable: [{ step: 5, error: `sparse/memory step 5: corrupt or foreign payload (zlib: incorrect header check)` }] };
+}
+const GROWTH = { "keep/builds": () => fixture("growth-keep.json"), "fit/train": () => fixture("growth-fit.json"),
+  growth_hostile: () => hostileGrowth(fixture("growth-keep.json")), sparse: () => sparseGrowth(fixture("growth-fit.json")),
+  slow: () => fixture("growth-keep.json") };
+
 function listing() {
   const runs = fixture("runs.json").runs;
   const tag = (t, kind, extra = {}) => ({ tag: t, kind, origin: "modelmem", max_step: 1, error: null, hosts: [], note: "", ...extra });
-  runs.push({ run: "big_trace", tags: [tag("trace", "ops")] }, { run: "slow", tags: [tag("ops", "ops", { origin: "profile", hosts: ["worker_a", "worker_b"] })] },
+  const memory = (maxStep) => tag("memory", "memory", { max_step: maxStep });
+  runs.push({ run: "keep/builds", tags: [memory(7)] }, { run: "fit/train", tags: [memory(32)] }, { run: "sparse", tags: [memory(32)] },
+    { run: "growth_hostile", tags: [memory(7)] });
+  runs.push({ run: "big_trace", tags: [tag("trace", "ops")] },
+    { run: "slow", tags: [tag("ops", "ops", { origin: "profile", hosts: ["worker_a", "worker_b"] }), memory(7)] },
     { run: RLO, tags: [tag("storage", "breakdown")] }, { run: LONG, tags: [tag("storage", "breakdown")] },
     { run: "memory_profile", tags: [tag("profile/2021_05_04", "ops", { origin: "profile", max_step: null, hosts: ["localhost"],
       note: "TF2 profile: memory profile (TF 2.3-2.10)" })] },
@@ -99,7 +135,7 @@ function reducing(run) {
 
 function route(path, q) {
   const run = q.get("run");
-  const wait = ["ops", "op_rows", "timeline"].includes(path) && reducing(run);
+  const wait = ["ops", "op_rows", "timeline", "growth"].includes(path) && reducing(run);
   if (wait) return wait;
   switch (path) {
     case "runs": return listing();
@@ -128,6 +164,10 @@ function route(path, q) {
       { host: "worker_b", allocator: "mklcpu", peak_bytes: 287309824, resident_bytes: 120332288, step_bytes: 166977536 }] }
       : { hosts: [], rows: [], pending: [], errors: [] };
     case "loadbench": return fixture("loadbench-mobilenet.json");
+    case "growth": {
+      if (!GROWTH[run]) return [404, `no memory data for run ${JSON.stringify(run)}`];
+      return { ...GROWTH[run](), run, tag: q.get("tag") };
+    }
     default: return [404, `no route ${path}`];
   }
 }

@@ -60,4 +60,5 @@ export const api = {
   timeline: (item) => getJson("timeline", itemParams(item)),
   hosts: (item) => getJson("hosts", { run: item.run, tag: item.tag, step: item.step }),
   loadbench: (item) => getJson("loadbench", itemParams(item)),
+  growth: (item) => getJson("growth", { run: item.run, tag: item.tag }),
 };

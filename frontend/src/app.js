@@ -10,11 +10,14 @@ import { createLoadView } from "./views/load.js";
 import { createOpsView } from "./views/ops.js";
 import { createStorageView } from "./views/storage.js";
 import { createTimelineView } from "./views/timeline.js";
+import { createGrowthView } from "./views/growth.js";
 import { errorBox } from "./components/widgets.js";
 
 const POLL_MS = 20000;
 const PROBLEMS_SHOWN = 3; // unreadable items listed in full; the rest fold away
-const FACTORIES = { storage: createStorageView, ops: createOpsView, timeline: createTimelineView, load: createLoadView };
+const FACTORIES = {
+  storage: createStorageView, ops: createOpsView, timeline: createTimelineView, load: createLoadView, growth: createGrowthView,
+};
 
 export function createApp(root, api) {
   // id -> {element, update}, created on first show. Only the active view is in
@@ -23,7 +26,7 @@ export function createApp(root, api) {
   // One loader for the page: an item asked for by two views (or twice) is one request.
   const loader = createLoader();
   // Selections per kind, shared by the views of that kind (Ops and Timeline show the same trace).
-  const shared = { breakdown: {}, ops: {}, loadbench: {} };
+  const shared = { breakdown: {}, ops: {}, loadbench: {}, memory: {} };
   let active = "";
   let listing = null;
   let busy = false;

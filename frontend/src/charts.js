@@ -18,15 +18,21 @@ export const TEXT_STYLE = { fontFamily: "Roboto, 'Segoe UI', Arial, sans-serif",
 
 /**
  * A chart in `container` that follows the container's size (views live as long
- * as the page). onCategoryClick(name) fires for clicks on a bar's category.
+ * as the page; a chart that does not is disposed). onCategoryClick(name) fires for clicks on a bar's category.
  */
 export function createChart(container, onCategoryClick) {
   const chart = echarts.init(container, null, { renderer: "svg" });
-  new ResizeObserver(() => chart.resize()).observe(container);
+  const observer = new ResizeObserver(() => chart.resize());
+  observer.observe(container);
   if (onCategoryClick) chart.on("click", (params) => onCategoryClick(params.name));
   return {
     set(option) {
       chart.setOption({ textStyle: TEXT_STYLE, animationDuration: 300, ...option }, { notMerge: true });
+    },
+    /** For charts that do not live as long as the page (one per series of an item). */
+    dispose() {
+      observer.disconnect();
+      chart.dispose();
     },
   };
 }

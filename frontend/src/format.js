@@ -20,6 +20,18 @@ export function formatHumanShort(bytes) {
   return human(bytes, (value) => String(Number(value.toFixed(2))));
 }
 
+/**
+ * Axis labels on ticks `interval` bytes apart: as many decimals as the ticks need to differ
+ * ("2.005 GiB", "2.01 GiB" five MiB apart, not "2 GiB" twice), at most three.
+ */
+export function formatHumanTick(bytes, interval) {
+  return human(bytes, (value, unit) => {
+    const step = interval > 0 ? interval / 1024 ** unit : 0.01;
+    const decimals = Math.min(3, Math.max(0, Math.ceil(-Math.log10(step) - 1e-9)));
+    return String(Number(value.toFixed(decimals)));
+  });
+}
+
 function human(bytes, digits) {
   if (bytes === null || bytes === undefined || !Number.isFinite(Number(bytes))) return "—";
   let value = Math.abs(bytes);
@@ -29,7 +41,7 @@ function human(bytes, digits) {
     unit += 1;
   }
   const sign = bytes < 0 ? "-" : "";
-  return unit === 0 ? `${sign}${value} B` : `${sign}${digits(value)} ${UNITS[unit]}`;
+  return unit === 0 ? `${sign}${value} B` : `${sign}${digits(value, unit)} ${UNITS[unit]}`;
 }
 
 /** 13098536 -> "13,098,536 B (12.49 MiB)": exact and readable at once. */

@@ -69,3 +69,6 @@ export const CATEGORY_COLOR = {
 
 // For series that are neither roles nor categories (compute time, save-format modes).
 export const OTHER_COLORS = ["#3949ab", "#00897b", "#d81b60", "#8d6e63", "#9e9d24", "#00acc1"];
+
+// Growth: a series that keeps growing, and one that does not.
+export const GROWTH_COLOR = { flagged: "#d84315", steady: "#546e7a" };

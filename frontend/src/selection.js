@@ -6,6 +6,7 @@ export const VIEWS = [
   { id: "ops", label: "Ops", kind: "ops" },
   { id: "timeline", label: "Timeline", kind: "ops" },
   { id: "load", label: "Load", kind: "loadbench" },
+  { id: "growth", label: "Growth", kind: "memory" },
 ];
 
 /** Runs that have readable tags of `kind`: [{run, tags: [tag info]}]. */
@@ -65,7 +66,7 @@ export function reconcile(selection, listing, kind) {
  */
 export function itemKey(route, selection, info, listing) {
   const step = selection.step === "" ? `latest@${info?.max_step ?? ""}` : selection.step;
-  const joined = route === "breakdown" || route === "loadbench" ? ""
+  const joined = route !== "ops" && route !== "timeline" ? ""
     : (runsOfKind(listing, "breakdown").find((r) => r.run === selection.run)?.tags || []).map((t) => `${t.tag}@${t.max_step}`).join(",");
   return [route, selection.run, selection.tag, step, selection.host || "", selection.breakdown || "", joined].join("\u0000");
 }

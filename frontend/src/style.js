@@ -133,6 +133,24 @@ bdi.name { unicode-bidi: isolate; }
 .bar-cell { display: inline-flex; align-items: center; gap: 8px; width: 100%; }
 .inline-bar { flex: 1; height: 8px; background: var(--bg2); border-radius: 2px; overflow: hidden; }
 .inline-bar-fill { display: block; height: 100%; background: #5c6bc0; }
+.growth-summary { background: #e8f5e9; color: #1b5e20; border: 1px solid #c8e6c9; border-radius: 6px; padding: 8px 12px; margin-bottom: 12px; overflow-wrap: anywhere; }
+.growth-summary.growing { background: #fbe9e7; color: #bf360c; border-color: #ffccbc; }
+.growth-summary-head { font-weight: 500; display: flex; gap: 6px; align-items: baseline; }
+.growth-flags { margin: 4px 0 0; padding-left: 22px; color: var(--fg); }
+.growth-flags li { margin: 2px 0; }
+.growth-flags b { color: #bf360c; font-weight: 500; }
+.growth-flags .reason { color: var(--fg2); }
+.growth-charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(360px, 100%), 1fr)); gap: 12px; margin-bottom: 12px; }
+.growth-charts > .panel { margin-bottom: 0; border-left: 3px solid var(--line); }
+.growth-chart.flagged { border-left-color: #d84315; }
+.growth-chart h2 { flex-wrap: wrap; row-gap: 0; }
+.growth-chart-title { max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.growth-badge { font-size: 10px; font-weight: 500; text-transform: uppercase; letter-spacing: .03em; color: #fff; background: #d84315; border-radius: 7px; padding: 0 6px; line-height: 15px; }
+.growth-badge[hidden] { display: none; }
+.growth-explain-head { font-size: 13px; font-weight: 500; margin: 4px 0 8px; color: var(--fg2); }
+.growth-tables { margin-bottom: 12px; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); }
+.growth-tables > .panel[hidden] { display: none; }
+.badge.new { min-width: 0; background: #fbe9e7; color: #bf360c; }
 .tip { font-size: 12px; max-width: 420px; }
 .tip-head { font-weight: 500; margin-bottom: 3px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .tip-line { display: flex; gap: 12px; justify-content: space-between; }

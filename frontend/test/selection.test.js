@@ -61,6 +61,18 @@ test("an answer's key changes with a new latest step or a new breakdown to join,
   assert.notEqual(itemKey("timeline", sel, info, listing), key);
 });
 
+test("memory samples get the Growth view; their answer follows new samples and joins nothing", () => {
+  const memory = { tag: "memory", kind: "memory", origin: "modelmem", max_step: 7, error: null };
+  const withMemory = { runs: [...listing.runs, { run: "builds", tags: [memory] }] };
+  assert.deepEqual(availableViews(withMemory).map((v) => v.id), ["storage", "ops", "timeline", "growth"]);
+  assert.deepEqual(availableViews({ runs: [{ run: "builds", tags: [memory] }] }).map((v) => v.label), ["Growth"]);
+  assert.deepEqual(reconcile({}, withMemory, "memory"), { run: "builds", tag: "memory", step: "", ...none });
+  const sel = { run: "adam", tag: "memory", step: "", host: "", breakdown: "" };
+  const key = itemKey("growth", sel, memory, listing);
+  assert.equal(itemKey("growth", sel, memory, { runs: [{ run: "adam", tags: [{ ...listing.runs[0].tags[0], max_step: 9 }] }] }), key);
+  assert.notEqual(itemKey("growth", sel, { ...memory, max_step: 8 }, listing), key);
+});
+
 test("tags say what they are when their name does not", () => {
   assert.equal(tagLabel(listing.runs[2].tags[2]), "profile/2026_11_22 (TF2 profile, 2 hosts)");
   assert.equal(tagLabel({ tag: "step_1", origin: "run_metadata" }), "step_1 (RunMetadata)");

@@ -8,7 +8,8 @@ import { el, option } from "../dom.js";
 import { formatInt, formatWallTime } from "../format.js";
 import { breakdownTags, runsOfKind, tagLabel } from "../selection.js";
 
-export function createSelector(onChange, { joins = false } = {}) {
+/** steps: false for data read over all its steps at once (memory samples): no step picker. */
+export function createSelector(onChange, { joins = false, steps: stepPicker = true } = {}) {
   const runSelect = el("select", { testid: "run-select", "aria-label": "Run" });
   const tagSelect = el("select", { testid: "tag-select", "aria-label": "Tag" });
   const stepSelect = el("select", { testid: "step-select", "aria-label": "Step" });
@@ -18,7 +19,7 @@ export function createSelector(onChange, { joins = false } = {}) {
   const joinLabel = el("label", { title: "the variable breakdown whose layers, weights and slots the ops are joined with" },
     "Joined with", joinSelect);
   const element = el("div", { class: "toolbar" },
-    el("label", {}, "Run", runSelect), el("label", {}, "Tag", tagSelect), el("label", {}, "Step", stepSelect),
+    el("label", {}, "Run", runSelect), el("label", {}, "Tag", tagSelect), stepPicker ? el("label", {}, "Step", stepSelect) : null,
     joins ? [hostLabel, joinLabel] : null);
   hostLabel.hidden = true;
   joinLabel.hidden = true;

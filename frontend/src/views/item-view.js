@@ -17,9 +17,10 @@ import { errorBox, progressBox } from "../components/widgets.js";
  * fetch(item) -> data; body: Node shown once data loaded; render(data, item) fills it
  * and returns the meta line's nodes. shared: {selection} kept with the other views of
  * the kind (Ops and Timeline show the same trace). joins: host and breakdown pickers.
+ * steps: false for an answer over all the tag's steps (no step picker, no ./steps request).
  * Returns {element, update(listing), item()}.
  */
-export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false }) {
+export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false, steps: stepPicker = true }) {
   let listing = null;
   let steps = [];
   let stepsKey = "";
@@ -33,7 +34,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   const selector = createSelector((next) => {
     shared.selection = next;
     update(listing);
-  }, { joins });
+  }, { joins, steps: stepPicker });
   const meta = el("div", { class: "meta", testid: "meta" });
   const progress = progressBox();
   const status = el("div", { class: "status" });
@@ -49,7 +50,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     const info = tagInfo(listing, kind, selection.run, selection.tag);
     if (!info) return;
     const wantSteps = `steps\u0000${selection.run}\u0000${selection.tag}\u0000${info.max_step}`;
-    if (wantSteps !== stepsKey) {
+    if (stepPicker && wantSteps !== stepsKey) {
       try {
         const answer = await loader.get(wantSteps, () => api.steps(selection), { keep: () => mine === token });
         steps = answer.steps || [];

@@ -1,0 +1,206 @@
+// "Growth": memory samples of one tag over its steps or model builds. First what keeps growing
+// (a robust slope after warm-up, decided by the server) and by how much per step or build;
+// then one small chart per series; then what explains the growth: the models whose variables
+// are still alive, the owners of the variables, the functions whose graphs stay, the object
+// types that multiply.
+
+import { el, message, name } from "../dom.js";
+import { isolate } from "../bidi.js";
+import {
+  formatBytesFull, formatHuman, formatHumanTick, formatInt, formatSeconds, isKnown,
+} from "../format.js";
+import {
+  axisRange, chartedSeries, explainTables, formatCount, formatPerStep, growthSummary, labelsByStep, seriesLabel,
+  seriesPoints, seriesUnit, unreadableNote,
+} from "../growth.js";
+import { GROWTH_COLOR } from "../roles.js";
+import { createChart, tooltipBox, tooltipLine } from "../charts.js";
+import { createTable } from "../components/table.js";
+import { chartBox, panel, warnBox } from "../components/widgets.js";
+import { createItemView } from "./item-view.js";
+
+const SYMBOLS_UP_TO = 60; // points drawn as dots up to this many samples
+
+const TABLES = {
+  models: { testid: "growth-models", title: "Live models", label: "Live models",
+    hint: "every Keras model alive at the last sample: something still holds them" },
+  variables_by_owner: { testid: "growth-owners", title: "Variables by owner", label: "Variables by owner",
+    hint: "owners (model/layer, optimizer) whose live variables grew after warm-up" },
+  graph_ops_by_function: { testid: "growth-functions", title: "Graph ops by function", label: "Graph ops by function",
+    hint: "functions whose graph operations stay alive and accumulate" },
+  objects_by_type: { testid: "growth-types", title: "Objects by type", label: "Objects by type",
+    hint: "the Python object types that multiplied most" },
+};
+
+const nameColumn = (label) => ({ key: "name", label, width: "minmax(180px, 3fr)", minWidth: 180, render: (r) => name(r.name) });
+const newColumn = (title) => ({ key: "new", label: "New", width: "56px", minWidth: 50, title,
+  value: (r) => (r.new ? 1 : 0), text: (r) => (r.new ? "new" : ""), render: (r) => (r.new ? el("span", { class: "badge new" }, "new") : "") });
+const bytesColumn = { key: "bytes", label: "Bytes", width: "110px", minWidth: 100, numeric: true,
+  value: (r) => (isKnown(r.bytes) ? r.bytes : null), text: (r) => (isKnown(r.bytes) ? formatInt(r.bytes) : "") };
+
+const MODEL_COLUMNS = [
+  nameColumn("Model"),
+  { key: "variables", label: "Variables", width: "100px", numeric: true, text: (r) => formatInt(r.variables) },
+  bytesColumn,
+  { key: "size", label: "Size", width: "100px", numeric: true, value: (r) => (isKnown(r.bytes) ? r.bytes : null),
+    text: (r) => (isKnown(r.bytes) ? formatHuman(r.bytes) : "") },
+  newColumn("not alive at the first sample"),
+];
+
+const moverCache = new Map();
+/** Columns of a "grew" table; the same array for the same shape, so a refresh keeps the sort. */
+function moverColumns(word, bytes) {
+  const key = `${word}|${bytes}`;
+  if (!moverCache.has(key)) {
+    moverCache.set(key, [
+      nameColumn("Name"),
+      { key: "count", label: "Count", width: "80px", minWidth: 70, numeric: true, title: "at the last sample", text: (r) => formatInt(r.count) },
+      ...(bytes ? [bytesColumn] : []),
+      { key: "grown", label: "Grown", width: "80px", minWidth: 70, numeric: true, title: "from the first sample after warm-up to the last",
+        text: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : "") },
+      { key: "per_step", label: `Per ${word}`, width: "80px", minWidth: 70, numeric: true, title: `growth per ${word} over the same samples`,
+        text: (r) => formatCount(r.per_step) },
+      newColumn("absent at the first sample after warm-up"),
+    ]);
+  }
+  return moverCache.get(key);
+}
+
+export function createGrowthView({ api, loader, shared }) {
+  const summary = el("div", { class: "growth-summary", testid: "growth-summary", role: "status" });
+  const unreadable = el("div");
+  const chartsEl = el("div", { class: "growth-charts" });
+  const charts = new Map(); // series -> {element, chart, title, hint}
+  const tables = {};
+  const panels = {};
+  for (const [key, t] of Object.entries(TABLES)) {
+    tables[key] = createTable({ testid: t.testid, label: t.label, sort: { key: key === "models" ? "bytes" : "grown", direction: "desc" },
+      columns: key === "models" ? MODEL_COLUMNS : moverColumns("step", true), maxHeight: 290, placeholder: `Filter ${t.label.toLowerCase()}` });
+    panels[key] = panel(t.title, t.hint, tables[key].element);
+    panels[key].hidden = true;
+  }
+  const explainHead = el("h3", { class: "growth-explain-head" }, "What explains it");
+  explainHead.hidden = true;
+  const scalarsNote = el("p", { class: "hint" });
+  const body = el("div", {}, summary, unreadable, chartsEl, explainHead,
+    el("div", { class: "grid2 growth-tables" }, Object.values(panels)), scalarsNote);
+
+  function chartFor(series) {
+    if (!charts.has(series)) {
+      const box = chartBox(170);
+      const title = el("span", { class: "growth-chart-title" });
+      const badge = el("span", { class: "growth-badge", title: "keeps growing" }, "▲ growing");
+      const hint = el("small");
+      const element = el("section", { class: "panel growth-chart", testid: `growth-chart-${series}` },
+        el("h2", {}, title, badge, hint), box);
+      charts.set(series, { element, chart: createChart(box), title, badge, hint });
+    }
+    return charts.get(series);
+  }
+
+  function render(data, item) {
+    const { word, flagged, none } = growthSummary(data);
+    renderSummary(summary, flagged, none, word);
+    const note = unreadableNote(data.unreadable);
+    unreadable.replaceChildren(note ? warnBox(message(note), "growth-unreadable") : "");
+
+    const growth = new Map((data.growth || []).filter((g) => g && typeof g.series === "string").map((g) => [g.series, g]));
+    const labels = labelsByStep(data.labels);
+    const shown = chartedSeries(data);
+    for (const [series, c] of charts) {
+      if (!shown.includes(series)) {
+        c.chart.dispose();
+        charts.delete(series);
+      }
+    }
+    chartsEl.replaceChildren(...shown.map((series) => {
+      const c = chartFor(series);
+      const g = growth.get(series);
+      const unit = seriesUnit(data, series);
+      const isFlagged = Boolean(g?.flagged);
+      c.element.classList.toggle("flagged", isFlagged);
+      c.element.dataset.flagged = String(isFlagged);
+      c.badge.hidden = !isFlagged;
+      c.title.replaceChildren(name(seriesLabel(series)));
+      const n = (data.series[series].steps || []).length;
+      c.hint.replaceChildren(g ? `${formatPerStep(g.per_step, unit)} per ${word} · ` : "", message(g?.reason || "no trend computed"),
+        isKnown(data.samples) && n < data.samples ? ` · ${formatInt(n)} of ${formatInt(data.samples)} samples` : "");
+      c.hint.title = isolate(`${g && isKnown(g.per_step) && unit === "bytes" ? `${formatBytesFull(g.per_step)} per ${word}; ` : ""}${g?.reason || ""}`);
+      c.chart.set(chartOption(series, data.series[series], { flagged: isFlagged, unit, labels, word }));
+      return c.element;
+    }));
+    if (!shown.length) chartsEl.append(el("div", { class: "msg info" }, "This tag holds no samples yet."));
+
+    const present = explainTables(data.explained_by);
+    const keys = new Set(present.map((t) => t.key));
+    for (const key of Object.keys(TABLES)) panels[key].hidden = !keys.has(key);
+    explainHead.hidden = !present.length;
+    for (const t of present) {
+      if (t.key !== "models") tables[t.key].setColumns(moverColumns(word, t.bytes), { key: "grown", direction: "desc" });
+      tables[t.key].setRows(t.rows);
+    }
+    scalarsNote.textContent = `RSS, device memory, live variables and graph ops are also in TensorBoard's Scalars dashboard, `
+      + `as ${isolate(item.tag)}/… (samples written in TF2).`;
+    return metaLine(data, word);
+  }
+
+  return createItemView({ api, loader, kind: "memory", route: "growth", fetch: api.growth, body, render,
+    shared: shared.memory, steps: false });
+}
+
+function renderSummary(container, flagged, none, word) {
+  container.classList.toggle("growing", flagged.length > 0);
+  if (!flagged.length) {
+    container.replaceChildren(el("span", { class: "growth-none" }, "✓ ", message(none)));
+    return;
+  }
+  container.replaceChildren(
+    el("div", { class: "growth-summary-head" }, el("span", { class: "icon", "aria-hidden": "true" }, "▲"),
+      `Keeps growing: ${flagged.length === 1 ? "1 series rises" : `${flagged.length} series rise`} steadily after warm-up `
+        + "(a robust slope over the samples, not the first points)"),
+    el("ul", { class: "growth-flags" }, flagged.map((f) => el("li", { testid: `growth-flag-${f.series}`,
+      title: isolate(f.unit === "bytes" && isKnown(f.per_step) ? `${formatBytesFull(f.per_step)} per ${word}` : f.text) },
+    el("b", {}, message(f.text)), f.reason ? [" — ", el("span", { class: "reason" }, message(f.reason))] : ""))));
+}
+
+function metaLine(data, word) {
+  const steps = chartedSeries(data).flatMap((s) => data.series[s].steps || []).filter(isKnown);
+  const parts = [`${formatInt(data.samples ?? 0)} samples`];
+  if (steps.length) parts.push(`${word}s ${formatInt(Math.min(...steps))}–${formatInt(Math.max(...steps))}`);
+  if (isKnown(data.census_seconds)) parts.push(`census ${formatSeconds(data.census_seconds)} per sample (median)`);
+  const labelled = (data.labels || []).filter((l) => l?.label).length;
+  if (labelled) parts.push(`${formatInt(labelled)} labelled`);
+  return [parts.join(" · ")];
+}
+
+function chartOption(series, data, { flagged, unit, labels, word }) {
+  const points = seriesPoints(data);
+  const bytes = unit === "bytes";
+  const color = flagged ? GROWTH_COLOR.flagged : GROWTH_COLOR.steady;
+  const label = seriesLabel(series);
+  const range = axisRange(points.map((p) => p[1]), unit);
+  return {
+    animation: false,
+    grid: { left: 8, right: 18, top: 10, bottom: 4, containLabel: true },
+    tooltip: {
+      trigger: "axis", confine: true,
+      formatter: (params) => {
+        const p = (Array.isArray(params) ? params : [params])[0];
+        const [step, value] = Array.isArray(p?.value) ? p.value : [null, null];
+        const sample = labels.get(step);
+        return tooltipBox(`${word} ${formatInt(step)}${sample ? ` · ${sample}` : ""}`,
+          [tooltipLine(color, label, !isKnown(value) ? "unknown" : bytes ? formatBytesFull(value) : formatInt(value))]);
+      },
+    },
+    xAxis: { type: "value", min: "dataMin", max: "dataMax", minInterval: 1,
+      axisLabel: { formatter: (v) => formatInt(v), hideOverlap: true }, splitLine: { show: false } },
+    yAxis: { type: "value", ...range,
+      axisLabel: { formatter: bytes ? (v) => formatHumanTick(v, range.interval) : (v) => formatInt(v), hideOverlap: true },
+      splitLine: { lineStyle: { color: "#eee" } } },
+    series: [{
+      name: label, type: "line", data: points, connectNulls: false, showSymbol: points.length <= SYMBOLS_UP_TO, symbolSize: 5,
+      lineStyle: { color, width: flagged ? 2.5 : 1.5 }, itemStyle: { color },
+      areaStyle: flagged ? { color, opacity: 0.08 } : undefined,
+    }],
+  };
+}
