@@ -8,8 +8,10 @@ takes a screenshot before reading the frame.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import urllib.parse
@@ -282,6 +284,93 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
         assert long_tag in title  # the picker shows a cut label; the full name is its tooltip
         tab.page.screenshot(path=os.path.join(shots, "hostile.png"))
         tab.close()
+
+
+@pytest.fixture(scope="module")
+def growth_logdir(tmp_path_factory):
+    """The seed-004 loops of tests/growth_loops.py, each in a fresh process as tests/test_growth.py runs
+    them: models kept in a list (keep/builds) and freed with clear_session (clear/builds). Returns the
+    log dir and each loop's TRUTH.json (gc counts and the model's own variables, taken without tb_modelmem)."""
+    base = tmp_path_factory.mktemp("growth")
+    logdir, truth = str(base / "logs"), {}
+    for mode in ("keep", "clear"):  # one after the other: one TensorFlow process at a time
+        out = str(base / f"{mode}.json")
+        result = subprocess.run([sys.executable, "-m", "tests.growth_loops", mode, os.path.join(logdir, mode), out],
+                                cwd=ROOT, capture_output=True, text=True, timeout=600,
+                                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(out) as f:
+            truth[mode] = json.load(f)
+    return logdir, truth
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["rust-data-server", "python-loader"])
+def growth_tb(growth_logdir, request):
+    with TensorBoardProcess(growth_logdir[0], load_fast=request.param) as tb:
+        tb.wait_for_tab(expect_tags=2)
+        yield tb
+
+
+def _per_build(values):
+    """The growth per build the loop measured itself: the median of its build-to-build increments."""
+    return statistics.median(b - a for a, b in zip(values, values[1:]))
+
+
+def _human(n: float) -> str:
+    """Bytes as the tab writes them (binary units, two decimals)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:g} B" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def test_growth_view_flags_what_models_kept_in_a_list_leave_alive(growth_tb, growth_logdir, browser, shots):
+    """Issue 9 in the browser: 8 builds of a small CNN kept in a list. The tab flags live variables
+    with the growth per build the loop counted itself (gc), names every surviving model; after
+    clear_session the variables no longer grow (the loop counted 0 alive) and their chart is not marked."""
+    keep, clear = growth_logdir[1]["keep"], growth_logdir[1]["clear"]
+    variables = _per_build(keep["variables"])
+    assert variables == keep["model_variables"] == 22  # the loop's own count agrees with its model
+    tab = Tab(browser, growth_tb, shots)
+    tab.view("growth")
+    tab.pick("run-select", "keep/builds", exact=True)
+    tab.text("growth-flag-live_variables", f"+{variables} live variables per build")
+    # its bytes: the model's variables, Adam's slots and counters, the loss tracker's (the loop summed them)
+    tab.text("growth-flag-live_variable_bytes", f"+{_human(keep['model_bytes'])} live variable bytes per build")
+    if len(set(b - a for a, b in zip(keep["operations"], keep["operations"][1:]))) == 1:  # every build the same
+        tab.text("growth-flag-graph_ops", f"+{_per_build(keep['operations']):,} graph ops per build")
+    chart = tab.testid("growth-chart-live_variables")
+    assert chart.get_attribute("data-flagged") == "true" and chart.locator(".growth-badge").is_visible()
+    assert chart.locator("svg path").count() > 0
+    tab.text("growth-summary", "Keeps growing")
+    models = tab.testid("growth-models")
+    assert keep["kept_models"]
+    for model in keep["kept_models"]:  # every surviving model is named, as text
+        tab.filter("growth-models", model)
+        models.locator('[role="rowheader"]').filter(has_text=re.compile(rf"^{re.escape(model)}$")).first.wait_for(timeout=WAIT)
+    tab.filter("growth-models", "")
+    tab.text("growth-models-count", f"{len(keep['kept_models'])} rows")
+    for table in ("growth-owners", "growth-functions", "growth-types"):
+        assert tab.testid(table).is_visible(), table
+    tab.page.screenshot(path=os.path.join(shots, "growth-keep.png"), full_page=True)
+    models.scroll_into_view_if_needed()
+    tab.page.screenshot(path=os.path.join(shots, "growth-keep-explained.png"))
+
+    # clear_session: the loop found no variable alive after any build; the traced graphs still pile up.
+    assert clear["variables"] == [0] * len(clear["variables"])
+    assert all(b > a for a, b in zip(clear["operations"], clear["operations"][1:]))
+    tab.pick("run-select", "clear/builds", exact=True)
+    tab.testid("growth-flag-graph_ops").wait_for(timeout=WAIT)
+    chart = tab.testid("growth-chart-live_variables")
+    chart.wait_for(timeout=WAIT)
+    assert tab.testid("growth-flag-live_variables").count() == 0
+    assert chart.get_attribute("data-flagged") == "false" and not chart.locator(".growth-badge").is_visible()
+    assert "flat after warm-up" in chart.inner_text()
+    assert clear["kept_models"] == [] and not tab.testid("growth-models").is_visible()  # no model survives to name
+    tab.page.screenshot(path=os.path.join(shots, "growth-clear.png"), full_page=True)
+    assert not tab.errors, tab.errors
+    tab.close()
 
 
 def _first(responses, route: str):

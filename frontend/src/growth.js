@@ -126,9 +126,9 @@ export function axisRange(values, unit) {
   if (!known.length) return {};
   const lo = Math.min(...known);
   const hi = Math.max(...known);
-  const counts = unit === "bytes" ? {} : { minInterval: 1 };
-  if (lo === hi) return lo >= 0 ? { min: 0, ...counts } : counts;
-  if (unit !== "bytes") return { scale: true, ...counts };
+  // bytes and counts are whole: no 0.2 B ticks on a flat series at 0
+  if (lo === hi) return lo >= 0 ? { min: 0, minInterval: 1 } : { minInterval: 1 };
+  if (unit !== "bytes") return { scale: true, minInterval: 1 };
   const interval = byteAxisInterval(hi - lo, 4);
   return { min: Math.floor(lo / interval) * interval, max: Math.ceil(hi / interval) * interval, interval };
 }

@@ -150,7 +150,7 @@ bdi.name { unicode-bidi: isolate; }
 .growth-explain-head { font-size: 13px; font-weight: 500; margin: 4px 0 8px; color: var(--fg2); }
 .growth-tables { margin-bottom: 12px; grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); }
 .growth-tables > .panel[hidden] { display: none; }
-.badge.new { min-width: 0; background: #fbe9e7; color: #bf360c; }
+.badge.new { min-width: 0; margin-right: 0; background: #fbe9e7; color: #bf360c; }
 .tip { font-size: 12px; max-width: 420px; }
 .tip-head { font-weight: 500; margin-bottom: 3px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .tip-line { display: flex; gap: 12px; justify-content: space-between; }

@@ -98,6 +98,7 @@ test("a chart's value axis spans the data on round byte ticks; a flat series sta
   assert.deepEqual(axisRange([1, 1, null], "count"), { min: 0, minInterval: 1 });
   assert.deepEqual(axisRange([22, 176], "count"), { scale: true, minInterval: 1 });
   assert.deepEqual(axisRange([null], "bytes"), {});
+  assert.deepEqual(axisRange([0, 0], "bytes"), { min: 0, minInterval: 1 });
   // ticks 5 MiB apart near 2 GiB must differ
   assert.equal(formatHumanTick(2 * 2 ** 30 + 5 * MiB, 5 * MiB), "2.005 GiB");
   assert.equal(formatHumanTick(2 * 2 ** 30 + 10 * MiB, 5 * MiB), "2.01 GiB");

@@ -33,7 +33,7 @@ const TABLES = {
 };
 
 const nameColumn = (label) => ({ key: "name", label, width: "minmax(180px, 3fr)", minWidth: 180, render: (r) => name(r.name) });
-const newColumn = (title) => ({ key: "new", label: "New", width: "56px", minWidth: 50, title,
+const newColumn = (title) => ({ key: "new", label: "New", width: "64px", minWidth: 60, title,
   value: (r) => (r.new ? 1 : 0), text: (r) => (r.new ? "new" : ""), render: (r) => (r.new ? el("span", { class: "badge new" }, "new") : "") });
 const bytesColumn = { key: "bytes", label: "Bytes", width: "110px", minWidth: 100, numeric: true,
   value: (r) => (isKnown(r.bytes) ? r.bytes : null), text: (r) => (isKnown(r.bytes) ? formatInt(r.bytes) : "") };
