@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tb_modelmem.capture.process import OTHER_LINE
 from tb_modelmem.records import MemorySample
 
 # Series name -> (unit, noise floor per step: growth below it is not flagged).
@@ -99,16 +100,24 @@ def explain(samples: Sequence[Tuple[int, MemorySample]], flagged: set) -> Dict[s
 
 
 def _movers(before: Sequence[Any], after: Sequence[Any], steps: int) -> List[Dict[str, Any]]:
-    """Lines that grew (or appeared), largest growth first, with the growth per step."""
+    """Lines that grew (or appeared), largest growth first, with the growth per step (the
+    average over the window). A line missing from an earlier census that was cut to its top
+    lines (it has an "(other)" line) may have been below the cut: its growth is unknown (None),
+    listed after the known ones, never counted from 0."""
     was = {c.name: c for c in before}
-    out = []
+    cut = OTHER_LINE in was
+    known, unknown = [], []
     for c in after:
         old = was.get(c.name)
+        if old is None and cut and c.name != OTHER_LINE:
+            unknown.append({"name": c.name, "count": c.count, "bytes": c.bytes, "grown": None, "per_step": None,
+                            "new": None})
+            continue
         grown = c.count - (old.count if old else 0)
         if grown > 0:
-            out.append({"name": c.name, "count": c.count, "bytes": c.bytes, "grown": grown,
-                        "per_step": grown / steps, "new": old is None})
-    return sorted(out, key=lambda m: -m["grown"])
+            known.append({"name": c.name, "count": c.count, "bytes": c.bytes, "grown": grown,
+                          "per_step": grown / steps, "new": old is None})
+    return sorted(known, key=lambda m: -m["grown"]) + unknown
 
 
 def _median(values: List[float]) -> Optional[float]:

@@ -86,3 +86,20 @@ def test_a_warm_up_jump_is_not_growth_and_a_steady_rise_is():
     assert trend("graph_ops", steps, [900 * s for s in steps], 1.0)["flagged"]
     assert not trend("rss_bytes", steps, [100, 400, 90, 410, 95, 405, 100, 400, 90, 410, 95, 405], 1.0)["flagged"]
     assert "too few" in trend("live_variables", [0, 1], [0, 22], 0.5)["reason"]
+
+
+def test_a_line_below_an_earlier_census_cut_has_unknown_growth_not_its_whole_count():
+    """The census keeps its top lines and sums the rest into "(other)": a line that appears at the
+    last sample may have been below the cut at the first, so its growth is unknown, and "(other)"
+    keeps one name (it compares across samples whatever its tail holds)."""
+    from tb_modelmem.capture.process import OTHER_LINE, _top
+    from tb_modelmem.growth import _movers
+    from tb_modelmem.records import Count
+
+    first = _top([Count(name=f"t{i}", count=100 - i) for i in range(50)], by="count", n=40)
+    last = _top([Count(name="risen", count=500)] + [Count(name=f"t{i}", count=100 - i) for i in range(45)],
+                by="count", n=40)
+    assert first[-1].name == last[-1].name == OTHER_LINE
+    rows = {m["name"]: m for m in _movers(first, last, steps=2)}
+    assert rows["risen"]["grown"] is None and rows["risen"]["new"] is None  # unknown, not +500
+    assert OTHER_LINE not in rows or rows[OTHER_LINE]["grown"] == last[-1].count - first[-1].count

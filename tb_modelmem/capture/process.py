@@ -21,7 +21,8 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from tb_modelmem.records import Count, DeviceMemory, MemorySample
 
-TOP = 40  # lines kept per census list (the rest is summed into "(other)")
+TOP = 40  # lines kept per census list (the rest is summed into one OTHER_LINE)
+OTHER_LINE = "(other)"  # one stable name, so samples with a different tail still compare
 
 
 def sample(census: bool = True, label: str = "") -> MemorySample:
@@ -172,11 +173,11 @@ def _type_name(t: type) -> str:
 
 
 def _top(counts: Iterable[Count], by: str = "bytes", n: int = TOP) -> List[Count]:
-    """The ``n`` largest lines, the rest summed into one "(other)" line."""
+    """The ``n`` largest lines, the rest summed into one OTHER_LINE."""
     ranked = sorted(counts, key=lambda c: (-(getattr(c, by) or 0), -c.count, c.name))
     head, tail = ranked[:n], ranked[n:]
     if tail:
         bytes_ = [c.bytes for c in tail]
-        head.append(Count(name=f"(other: {len(tail)})", count=sum(c.count for c in tail),
+        head.append(Count(name=OTHER_LINE, count=sum(c.count for c in tail),
                           bytes=None if any(b is None for b in bytes_) else sum(bytes_)))
     return head

@@ -7,7 +7,7 @@
 import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
 import {
-  formatBytesFull, formatHuman, formatHumanTick, formatInt, formatSeconds, isKnown,
+  UNKNOWN, formatBytesFull, formatHuman, formatHumanTick, formatInt, formatSeconds, isKnown,
 } from "../format.js";
 import {
   axisRange, chartedSeries, explainTables, formatCount, formatPerStep, growthSummary, labelsByStep, seriesLabel,
@@ -57,7 +57,9 @@ function moverColumns(word, bytes) {
       { key: "count", label: "Count", width: "80px", minWidth: 70, numeric: true, title: "at the last sample", text: (r) => formatInt(r.count) },
       ...(bytes ? [bytesColumn] : []),
       { key: "grown", label: "Grown", width: "80px", minWidth: 70, numeric: true, title: "from the first sample after warm-up to the last",
-        text: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : "") },
+        text: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : UNKNOWN),
+        render: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}`
+          : el("i", { title: "below the first sample's top lines: how much it grew is not known" }, UNKNOWN)) },
       { key: "per_step", label: `Per ${word}`, width: "80px", minWidth: 70, numeric: true, title: `growth per ${word} over the same samples`,
         text: (r) => formatCount(r.per_step) },
       newColumn("absent at the first sample after warm-up"),
