@@ -5,6 +5,10 @@ Runs (each a folder of the log dir):
   tf1_convnet_adam      TF1 session: breakdown, plain FileWriter.add_run_metadata (an "old log dir"),
                         the per-op table, and the saved checkpoint inspected to the byte (#2, #3)
   lenet_trace           LeNet batch 1 traced with the TF2 profiler: per-op memory and time (#3)
+  lenet_peak            LeNet batch 32, every CPU allocation recorded: the peak split by category (#3)
+  seed004_kept/builds, seed004_cleared/builds
+                        8 model builds in one process, kept in a list / dropped with clear_session():
+                        what keeps growing and why (#5, the Growth view)
   loadbench             load cost of each save format in fresh processes (#1, #4; --loadbench)
   model_file            the saved .keras file inspected: weights vs slots, its optimizer (#1)
 """
@@ -17,7 +21,8 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph, traced_step  # noqa: E402
 
@@ -75,6 +80,41 @@ def lenet_trace_run(logdir: str) -> None:
               callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="lenet_trace", profile_steps=(3, 4))])
 
 
+def lenet_peak_run(logdir: str) -> None:
+    """#3 at batch 32 with Adam, one step profiled with every CPU allocation recorded: the peak by
+    category, to the byte. Runs in a fresh process, so the allocator holds this model alone (the
+    other runs' models would be resident, unattributed bytes) and the BFC CPU allocator is on."""
+    import keras
+
+    import tb_modelmem
+
+    tb_modelmem.enable_full_memory_trace()
+
+    model = seed001_convnet()
+    model.compile(optimizer=keras.optimizers.Adam(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = mnist_like(32 * 4)
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0,
+              callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="lenet_peak", profile_steps=(3, 3))])
+
+
+def growth_runs(logdir: str) -> None:
+    """#5: seed 004's loop of model builds, each mode in a fresh process (clear_session() must not
+    touch the other runs' models): the Growth view names what each build leaves alive."""
+    import tempfile
+
+    for mode, run in (("keep", "seed004_kept"), ("clear", "seed004_cleared")):
+        with tempfile.TemporaryDirectory() as scratch:
+            _fresh_process(["-m", "demo.growth_loops", mode, os.path.join(logdir, run),
+                            os.path.join(scratch, "truth.json")])
+
+
+def _fresh_process(args: list) -> None:
+    import subprocess
+
+    subprocess.run([sys.executable, *args], check=True, cwd=ROOT)
+
+
 def loadbench_run(logdir: str, model: str, repeats: int) -> None:
     """#1 and #4: each save format's size, load time and peak RSS, in fresh processes; then
     what the saved .keras file holds (weights vs Adam slots, the optimizer it was compiled with)."""
@@ -97,7 +137,10 @@ def main() -> None:
     args = parser.parse_args()
     steps = [("Keras ConvNet, Adam vs SGD (#2)", lambda: keras_runs(args.logdir)),
              ("TF1 session: breakdown, RunMetadata, checkpoint (#2, #3)", lambda: tf1_run(args.logdir)),
-             ("LeNet batch 1 with the TF2 profiler (#3)", lambda: lenet_trace_run(args.logdir))]
+             ("LeNet batch 1 with the TF2 profiler (#3)", lambda: lenet_trace_run(args.logdir)),
+             ("LeNet batch 32, the peak by category (#3)", lambda: _fresh_process(
+                 ["-c", f"from demo.make_logdir import lenet_peak_run; lenet_peak_run({args.logdir!r})"])),
+             ("8 model builds kept / cleared: what grows (#5)", lambda: growth_runs(args.logdir))]
     if args.loadbench.lower() != "none":
         steps.append((f"load cost of {args.loadbench} per save format (#1, #4)",
                       lambda: loadbench_run(args.logdir, args.loadbench, args.repeats)))

@@ -288,14 +288,14 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
 
 @pytest.fixture(scope="module")
 def growth_logdir(tmp_path_factory):
-    """The seed-004 loops of tests/growth_loops.py, each in a fresh process as tests/test_growth.py runs
+    """The seed-004 loops of demo/growth_loops.py, each in a fresh process as tests/test_growth.py runs
     them: models kept in a list (keep/builds) and freed with clear_session (clear/builds). Returns the
     log dir and each loop's TRUTH.json (gc counts and the model's own variables, taken without tb_modelmem)."""
     base = tmp_path_factory.mktemp("growth")
     logdir, truth = str(base / "logs"), {}
     for mode in ("keep", "clear"):  # one after the other: one TensorFlow process at a time
         out = str(base / f"{mode}.json")
-        result = subprocess.run([sys.executable, "-m", "tests.growth_loops", mode, os.path.join(logdir, mode), out],
+        result = subprocess.run([sys.executable, "-m", "demo.growth_loops", mode, os.path.join(logdir, mode), out],
                                 cwd=ROOT, capture_output=True, text=True, timeout=600,
                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
         assert result.returncode == 0, result.stderr[-3000:]

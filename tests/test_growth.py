@@ -19,7 +19,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _run(mode: str, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"growth_{mode}")
     logdir, out = str(base / "logs"), str(base / "truth.json")
-    result = subprocess.run([sys.executable, "-m", "tests.growth_loops", mode, logdir, out], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "demo.growth_loops", mode, logdir, out], cwd=REPO,
                             capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,6 +1,6 @@
 """The loops of USER_PROBLEMS.md #5 (seed 004), run in a fresh process each:
 
-    python -m tests.growth_loops MODE LOGDIR TRUTH.json
+    python -m demo.growth_loops MODE LOGDIR TRUTH.json
 
 MODE: ``keep`` (models kept in a list), ``clear`` (``del model; clear_session(); gc.collect()``),
 ``tf1`` (TF1 graphs built into the default graph without a reset), ``fit`` (one model, a plain
