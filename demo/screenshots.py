@@ -34,7 +34,8 @@ class Shot(NamedTuple):
 SHOTS = [
     Shot("storage", "convnet_adam/train", None, "layer-table", 1250, "screenshot-storage.png"),
     Shot("ops", "tf1_convnet_adam", "step_1", "op-layer-table", 1500, "screenshot-ops.png"),
-    Shot("timeline", "tf1_convnet_adam", "step_1", "buffer-table", 1250, "screenshot-timeline.png"),
+    Shot("timeline", "lenet_peak", "ops", "buffer-table", 1250, "screenshot-timeline.png"),
+    Shot("growth", "seed004_kept/builds", "memory", "growth-models", 1500, "screenshot-growth.png"),
     Shot("load", None, None, "load-table", 1000, "screenshot-load.png"),
 ]
 

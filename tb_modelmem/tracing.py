@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Tuple, Type
 
 from tb_modelmem import summary
+from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.messages import first_line
 from tb_modelmem.records import OpTrace
 
@@ -86,7 +87,8 @@ class Trace:
             import tensorflow as tf
 
             tf.profiler.experimental.stop()
-            self.record = self._reduce()
+            with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
+                self.record = self._reduce()
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
                                                                  self.description):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "

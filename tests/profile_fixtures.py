@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 from tb_modelmem import proto
 
@@ -27,24 +28,36 @@ def copy_profile(xplane: str, logdir: str, run: str, host: str = "worker0", sess
 
 
 def big_xplane(source: str, path: str, target_bytes: int) -> int:
-    """Write a copy of ``source`` whose host lines repeat their events until it is ``target_bytes``
-    large (each repeat shifted past the last); returns the size written."""
+    """Write a copy of ``source`` whose host lines repeat their events until it is at least
+    ``target_bytes`` large (each repeat shifted past the last); returns the size written."""
     with open(source, "rb") as f:
         space = proto.XSpace.FromString(f.read())
     base = len(space.SerializeToString())
-    repeats = max(1, target_bytes // max(base, 1))
+    events = sum(len(line.events) for plane in space.planes for line in plane.lines)
+    per_repeat = max(base - len(_without_events(space).SerializeToString()), 1)  # what one copy of the events adds
+    repeats = max(1, -(-(target_bytes - base) // per_repeat) + 1)
     for plane in space.planes:
         for line in plane.lines:
-            events = list(line.events)
-            if not events:
+            originals = list(line.events)
+            if not originals:
                 continue
-            span = max(e.offset_ps + e.duration_ps for e in events) + 1
+            span = max(e.offset_ps + e.duration_ps for e in originals) + 1
             for r in range(1, repeats):
-                for e in events:
+                for e in originals:
                     copy = line.events.add()
                     copy.CopyFrom(e)
                     copy.offset_ps = e.offset_ps + r * span
+    assert events, "the source profile has no events to repeat"
     data = space.SerializeToString()
     with open(path, "wb") as f:
         f.write(data)
     return len(data)
+
+
+def _without_events(space: Any) -> Any:
+    bare = type(space)()
+    bare.CopyFrom(space)
+    for plane in bare.planes:
+        for line in plane.lines:
+            del line.events[:]
+    return bare

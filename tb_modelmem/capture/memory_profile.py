@@ -17,7 +17,7 @@ from tb_modelmem.capture.live import MAX_TIMELINE_POINTS, step_category
 from tb_modelmem.join import Joiner, Vocabulary
 from tb_modelmem.records import BEFORE_WINDOW, MEASURED, BufferRecord, OpRecord, OpTrace, Timeline
 
-MAX_JSON_BYTES = 256 * 2**20  # a TF 2.3-2.10 step profile is a few MB; parsing this much already costs ~2 GiB
+MAX_JSON_BYTES = 128 * 2**20  # a TF 2.3-2.10 step profile is a few MB; parsing this much already costs ~1 GiB
 
 
 def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) -> OpTrace:
@@ -72,17 +72,21 @@ def _load(data: bytes) -> Dict[str, Any]:
 
 
 def _gunzip(data: bytes) -> bytes:
-    """The gzip member's bytes, inflating no further than the limit (a small bomb is refused cheaply)."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    """The gzip member's bytes. Its size is counted first, in 16 MiB pieces that are dropped,
+    so a bomb is refused for the price of inflating it, not of holding it."""
+    inflater, size, rest = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), 0, data
     try:
-        raw = inflater.decompress(data, MAX_JSON_BYTES)
+        while not inflater.eof:
+            piece = inflater.decompress(rest, 16 * 2**20)
+            rest = inflater.unconsumed_tail
+            if not piece and not rest and not inflater.eof:
+                raise ValueError("corrupt gzip (cut short)")
+            size += len(piece)
+            if size > MAX_JSON_BYTES:
+                raise ValueError(f"inflates past the {MAX_JSON_BYTES:,}-byte limit of a memory profile's JSON")
+        return zlib.decompress(data, wbits=16 + zlib.MAX_WBITS)
     except zlib.error as e:
         raise ValueError(f"corrupt gzip ({e})") from None
-    if inflater.unconsumed_tail:
-        raise ValueError(f"inflates past the {MAX_JSON_BYTES:,}-byte limit of a memory profile's JSON")
-    if not inflater.eof:
-        raise ValueError("corrupt gzip (cut short)")
-    return raw
 
 
 def _list(obj: Dict[str, Any], key: str) -> List[Dict[str, Any]]:

@@ -28,7 +28,8 @@ from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, Profi
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
-from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError, paused_gc
+from tb_modelmem.gc_paused import paused_gc
+from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
 from tb_modelmem.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import dataclasses
-import gc
 import itertools
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Hashable, Iterator, Optional
+from typing import Any, Callable, Dict, Hashable, Optional
 
 from tensorboard import errors
 
@@ -28,20 +26,6 @@ DEFAULT_CACHE_BYTES = 512 * 2**20  # --modelmem_cache_mb
 BACKGROUND_INPUT_BYTES = 4 * 2**20  # inputs at least this big are built by the background worker
 SYNC_WAIT_SECONDS = 1.0  # a request waits this long for a background job before answering 202
 MAX_FAILURES = 10_000
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a decode or view build makes millions of
-    acyclic objects (JSON lists and strings): each collection would walk every object of the
-    TensorBoard process for nothing, and they dominate a 200,000-op decode. Bounded work only."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class UnreadableError(errors.PublicError):

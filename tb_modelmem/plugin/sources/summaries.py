@@ -9,7 +9,8 @@ from tensorboard.data import provider
 
 from tb_modelmem import metadata, payload
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error, pick_step, read_blob, read_data
-from tb_modelmem.plugin.store import Job, UnreadableError, paused_gc
+from tb_modelmem.gc_paused import paused_gc
+from tb_modelmem.plugin.store import Job, UnreadableError
 
 ORIGIN = "modelmem"
 
