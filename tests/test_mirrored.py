@@ -42,7 +42,8 @@ def test_mirrored_variables_count_every_replica():
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    variables = result["breakdown"]["variables"]
+    columns = result["breakdown"]["variables"]  # the payload stores the table as columns
+    variables = [dict(zip(columns, values)) for values in zip(*columns.values())]
     assert {v["replicas"] for v in variables} == {2}
     assert sum(v["bytes"] for v in variables) == 2 * result["single_copy_bytes"]
     kernel = next(v for v in variables if v["name"] == "mirrored/fc1/kernel")
