@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
 
 
 def _free_port() -> int:
@@ -54,7 +54,11 @@ class TensorBoardProcess:
                 return status, body
             time.sleep(0.2)
 
-    def wait_for_tab(self, timeout: float = 180.0, expect_tags: int = 1) -> None:
+    def wait_for_tab(self, timeout: float = 180.0, expect_tags: int = 1,
+                     expect: Iterable[Tuple[str, str]] = ()) -> None:
+        """Until the tab is active, lists ``expect_tags`` items and every (run, tag-or-kind) of
+        ``expect`` (a loader lists a log dir progressively on its first pass)."""
+        wanted = set(expect)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -62,7 +66,9 @@ class TensorBoardProcess:
             try:
                 listing = self.get("/data/plugins_listing")
                 runs = self.get("/data/plugin/modelmem/runs")["runs"]
-                if listing.get("modelmem", {}).get("enabled") and sum(len(r["tags"]) for r in runs) >= expect_tags:
+                listed = {(r["run"], t[field]) for r in runs for t in r["tags"] for field in ("tag", "kind")}
+                if (listing.get("modelmem", {}).get("enabled") and sum(len(r["tags"]) for r in runs) >= expect_tags
+                        and wanted <= listed):
                     return
             except (urllib.error.URLError, ConnectionError, OSError, ValueError):
                 pass

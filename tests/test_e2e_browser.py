@@ -39,11 +39,17 @@ def demo_logdir(tmp_path_factory) -> str:
     return logdir
 
 
+# What the tests below open in the demo log dir, as (run, tag or kind): waited for, because a
+# loader's first pass over the log dir lists it run by run.
+DEMO_ITEMS = {("tf1_convnet_adam", "storage"), ("tf1_convnet_adam", "checkpoint"), ("tf1_convnet_adam", "step_1"),
+              ("convnet_adam/train", "storage"), ("lenet_trace", "ops")}
+
+
 @pytest.fixture(scope="module", params=[True, False], ids=["rust-data-server", "python-loader"])
 def demo_tb(demo_logdir, request):
     """One TensorBoard per loader on the demo log dir, shared by the tests that read it."""
     with TensorBoardProcess(demo_logdir, load_fast=request.param) as tb:
-        tb.wait_for_tab(expect_tags=8)
+        tb.wait_for_tab(expect_tags=8, expect=DEMO_ITEMS)
         yield tb
 
 
@@ -96,7 +102,9 @@ class Tab:
         select = self.testid(testid)
         select.wait_for(timeout=WAIT)
         values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-        select.select_option(next(v for v in values if (v == wanted if exact else wanted in v)))
+        found = [v for v in values if (v == wanted if exact else wanted in v)]
+        assert found, f"no option {wanted!r} in {testid}: {values}"
+        select.select_option(found[0])
 
     def text(self, testid: str, contains, timeout: int = WAIT) -> None:
         self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)
