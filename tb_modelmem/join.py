@@ -19,6 +19,7 @@ an old log dir, or op names alone (old RunMetadata), each giving as much as its 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -156,6 +157,7 @@ def strip_calls(name: str) -> str:
     return "/".join(parts[start:])
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a step's graphs repeat names (Adam's one update function per weight)
 def phase_by_name(name: str, op_type: str = "") -> str:
     """The phase an op's name and type show, when no graph says more."""
     parts = strip_calls(name).split("/")
@@ -198,6 +200,7 @@ class Joiner:
         self._extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
         self._fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
         self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
+        self._renamed: Dict[Tuple[str, str], Optional[str]] = {}  # (parent, traced scope) -> uniquified child
         for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op
             self._learn_renaming(_scope_parts(scope + "/op")[:-1])
         # Every graph's direct reads teach the renaming before any name is walked.
@@ -406,8 +409,11 @@ class Joiner:
             return stripped if extra_count > exact_count else exact
         if exact is not None or stripped is not None:
             return exact or stripped
-        matches = [path for child, path in children.items() if same_name(traced, child)]
-        return matches[0] if len(matches) == 1 else None
+        key = (parent, traced)
+        if key not in self._renamed:  # the same scope is looked up under one parent many times
+            matches = [path for child, path in children.items() if same_name(traced, child)]
+            self._renamed[key] = matches[0] if len(matches) == 1 else None
+        return self._renamed[key]
 
     def _global_extra(self) -> List[int]:
         totals = [0, 0]
