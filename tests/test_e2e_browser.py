@@ -106,6 +106,12 @@ class Tab:
         assert found, f"no option {wanted!r} in {testid}: {values}"
         select.select_option(found[0])
 
+    def open(self, view: str, run: str, tag: str) -> None:
+        """Show ``view`` of the item at (run, tag), picked as a user picks it."""
+        self.view(view)
+        self.pick("run-select", run, exact=True)
+        self.pick("tag-select", tag, exact=True)
+
     def text(self, testid: str, contains, timeout: int = WAIT) -> None:
         self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)
 
@@ -160,9 +166,7 @@ def test_ops_view_of_a_plain_tf1_log_dir(demo_tb, browser, shots):
     """tf1_convnet_adam/step_1 was written by FileWriter.add_run_metadata alone: its ops, joined with the
     run's breakdowns, and the peak by category (the step's own peak plus the breakdown's weights and slots)."""
     tab = Tab(browser, demo_tb, shots)
-    tab.view("ops")
-    tab.pick("run-select", "tf1_convnet_adam", exact=True)
-    tab.pick("tag-select", "step_1", exact=True)
+    tab.open("ops", "tf1_convnet_adam", "step_1")
     tab.text("peak-weights", "13,098,536")
     tab.text("peak-all", "step's own peak")
     tab.text("join-fraction", "of op time on the model's layers")
@@ -195,9 +199,7 @@ def test_ops_view_of_a_tf2_profile_says_what_it_missed(demo_tb, browser, shots):
     tag = _ops_tag(demo_tb, "lenet_trace")
     body = demo_tb.get(f"{API}/ops?run=lenet_trace&tag={urllib.parse.quote(tag)}")
     tab = Tab(browser, demo_tb, shots)
-    tab.view("ops")
-    tab.pick("run-select", "lenet_trace", exact=True)
-    tab.pick("tag-select", tag, exact=True)
+    tab.open("ops", "lenet_trace", tag)
     if body["allocations"] != "all":
         tab.text("allocations-note", "TF_CPU_ALLOCATOR_USE_BFC")
     tab.text("peak-weights", "13,098,536")
@@ -212,9 +214,7 @@ def test_timeline_stacks_the_peak_by_category_and_lists_its_buffers(demo_tb, bro
     tag = _ops_tag(demo_tb, "lenet_trace")
     timeline = demo_tb.get(f"{API}/timeline?run=lenet_trace&tag={urllib.parse.quote(tag)}")
     tab = Tab(browser, demo_tb, shots)
-    tab.view("timeline")
-    tab.pick("run-select", "lenet_trace", exact=True)
-    tab.pick("tag-select", tag, exact=True)
+    tab.open("timeline", "lenet_trace", tag)
     tab.text("timeline-peak", f"{timeline['peak_bytes']:,} B")
     legend = tab.testid("timeline-legend")
     legend.get_by_text("Weights").wait_for()
