@@ -72,18 +72,20 @@ class Vocabulary:
     variable_role: Dict[str, str] = dataclasses.field(default_factory=dict)  # variable -> role
 
     @classmethod
-    def from_breakdown(cls, breakdown: Optional[Breakdown]) -> "Vocabulary":
+    def from_breakdown(cls, breakdown: Optional[Breakdown], owners: Optional[List[str]] = None) -> "Vocabulary":
         """Layers of a breakdown (variable scopes where it has no Keras layers); a slot is owned
-        by its weight's layer; optimizer counters, under no layer, by none."""
+        by its weight's layer; optimizer counters, under no layer, by none. ``owners``: the
+        breakdown's ``rollup.owner_column``, when the caller has it already."""
         if breakdown is None:
             return cls([])
-        from tb_modelmem.rollup import layer_owners, model_layers
+        from tb_modelmem.rollup import model_layers, owner_column
 
         layers = model_layers(breakdown)
         known = set(layers)
-        owners = layer_owners(breakdown)
-        return cls(layers, {name: owner for name, owner in owners.items() if owner in known},
-                   {v.name: v.role for v in breakdown.variables})
+        columns = breakdown.variables.columns
+        owned = zip(columns["name"], owners or owner_column(breakdown))
+        return cls(layers, {name: owner for name, owner in owned if owner in known},
+                   dict(zip(columns["name"], columns["role"])))
 
 
 def vocabulary_from_variables(names: Iterable[str]) -> Vocabulary:

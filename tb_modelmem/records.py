@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 import reprlib
 import typing
@@ -75,8 +76,6 @@ class Record:
     """
 
     _nested: ClassVar[Dict[str, Type["Record"]]] = {}  # field -> record type of its items (or of itself)
-    # List fields kept as lists of records in memory but stored column by column (fast to decode).
-    _columnar: ClassVar[Dict[str, Type["Table"]]] = {}
     _non_negative: ClassVar[Tuple[str, ...]] = ()  # int/float fields (or lists of them) that must be >= 0
 
     def to_dict(self) -> Dict[str, Any]:
@@ -86,8 +85,6 @@ class Record:
             value = getattr(self, name)
             if isinstance(value, Record):
                 value = value.to_dict()
-            elif name in self._columnar:
-                value = self._columnar[name].from_rows(value).to_dict()
             elif name in self._nested:
                 value = [item.to_dict() for item in value]
             elif isinstance(value, list):
@@ -102,14 +99,9 @@ class Record:
             raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
         checks = _field_checks(cls)
         kwargs = {k: v for k, v in data.items() if k in checks}
-        tables: Dict[str, Table] = {}
         for key, value in kwargs.items():
             nested = cls._nested.get(key)
-            if key in cls._columnar:
-                table = _nested_record(cls, key, cls._columnar[key], value)
-                kwargs[key] = table.records()  # type: ignore[attr-defined]
-                tables[key] = table
-            elif nested is not None and typing.get_origin(_field_hints(cls)[key]) not in (list, List):
+            if nested is not None and typing.get_origin(_field_hints(cls)[key]) not in (list, List):
                 kwargs[key] = _nested_record(cls, key, nested, value)
             elif nested is not None:
                 if not isinstance(value, list):
@@ -125,8 +117,6 @@ class Record:
         except TypeError as e:
             raise ValueError(f"{cls.__name__}: {e}") from None
         record._check()
-        if "variables" in tables:  # the columns a view reads again (Breakdown.variable_columns)
-            object.__setattr__(record, "_columns", tables["variables"].columns)
         return record
 
     def _check(self) -> None:
@@ -161,6 +151,8 @@ class Table(Record, Generic[R]):
 
     @classmethod
     def from_rows(cls, rows: Iterable[R]) -> "Table[R]":
+        if isinstance(rows, cls):
+            return rows
         rows = list(rows)
         return cls({name: [getattr(r, name) for r in rows] for name in _field_hints(cls.row_type)})
 
@@ -168,8 +160,7 @@ class Table(Record, Generic[R]):
         return self.columns[name]
 
     def records(self) -> List[R]:
-        """Every row as its record (made without a constructor call each: 10,000 rows in a few
-        ms), each checked (constraints across a row's fields)."""
+        """Every row as its record, made without a constructor call each (10,000 rows in a few ms)."""
         fields = list(self.columns)
         row_type, new = self.row_type, object.__new__
         rows = []
@@ -177,11 +168,6 @@ class Table(Record, Generic[R]):
             row = new(row_type)
             row.__dict__.update(zip(fields, values))
             rows.append(row)
-        for i, row in enumerate(rows):
-            try:
-                row._check()
-            except ValueError as e:
-                raise ValueError(f"[{i}]: {e}") from None
         return rows
 
     def row(self, index: int) -> R:
@@ -191,12 +177,14 @@ class Table(Record, Generic[R]):
         return self._length
 
     def __iter__(self) -> Iterator[R]:
-        return (self.row(i) for i in range(self._length))
+        return iter(self.records())
 
     def __getitem__(self, index: int) -> R:
         return self.row(range(self._length)[index])
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):  # a record made in memory with a list of rows
+            return self.records() == other
         return isinstance(other, Table) and type(other) is type(self) and other.columns == self.columns
 
     def __repr__(self) -> str:
@@ -209,7 +197,9 @@ class Table(Record, Generic[R]):
     def from_dict(cls, data: Any) -> "Table[R]":
         """Columns (``{field: [...]}``), or a list of row objects as older payloads stored them."""
         if isinstance(data, list):
-            return cls.from_rows(_list_item(cls.row_type, i, x) for i, x in enumerate(data))
+            table = cls.from_rows(_list_item(cls.row_type, i, x) for i, x in enumerate(data))
+            table._check()
+            return table
         if not isinstance(data, dict):
             raise ValueError(f"{cls.__name__}: expected columns (an object of lists), got {type(data).__name__}")
         row = cls.row_type
@@ -231,6 +221,7 @@ class Table(Record, Generic[R]):
             table = cls(columns)
         except ValueError as e:
             raise ValueError(str(e)) from None
+        table._check()
         return table
 
 
@@ -329,7 +320,7 @@ def _column_fits(values: list, hint: Any) -> bool:
     if origin in (list, List) and args and args[0] in (str, int):
         if not set(map(type, values)) <= {list}:
             return False
-        return _column_fits([x for v in values for x in v], args[0])
+        return _column_fits(list(itertools.chain.from_iterable(values)), args[0])
     kinds = set(map(type, values))
     if hint is str:
         return kinds <= {str} and max(map(len, values), default=0) <= MAX_STRING
@@ -448,19 +439,25 @@ class VariableRecord(Record):
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "replicas")
 
-    def _check(self) -> None:
-        if self.shape and min(self.shape) < UNKNOWN_DIM:
-            raise ValueError(f"VariableRecord.shape: dimensions must be >= 0 ({UNKNOWN_DIM} for unknown), "
-                             f"got {preview(self.shape)}")
-
     @property
     def params(self) -> int:
-        """Element count; 0 while a dimension is unknown (a TF1 variable of unknown shape)."""
-        return 0 if self.shape and min(self.shape) < 0 else math.prod(self.shape)
+        return element_count(self.shape)
+
+
+def element_count(shape: List[int]) -> int:
+    """A variable's element count; 0 while a dimension is unknown (a TF1 variable of unknown shape)."""
+    return 0 if UNKNOWN_DIM in shape else math.prod(shape)
 
 
 class VariableTable(Table[VariableRecord]):
     row_type = VariableRecord
+
+    def _check(self) -> None:
+        shapes = self.columns["shape"]
+        if min(itertools.chain.from_iterable(shapes), default=0) < UNKNOWN_DIM:
+            index = next(i for i, s in enumerate(shapes) if s and min(s) < UNKNOWN_DIM)
+            raise ValueError(f"VariableRecord.shape[{index}]: dimensions must be >= 0 ({UNKNOWN_DIM} for unknown), "
+                             f"got {preview(shapes[index])}")
 
 
 @dataclasses.dataclass
@@ -484,23 +481,19 @@ class Breakdown(Record):
     """Every variable of a model/optimizer/checkpoint at one moment."""
 
     source: str  # "keras", "tf.Module", "tf1", "checkpoint", ...
-    variables: List[VariableRecord]
-    layers: List[LayerRecord] = dataclasses.field(default_factory=list)
+    variables: VariableTable  # (a list of VariableRecord is taken too)
+    layers: LayerTable = dataclasses.field(default_factory=LayerTable)
     model_name: str = ""
     optimizer: Optional[Dict[str, Any]] = None  # {"class_name": ..., "config": {...}}
     file_bytes: Optional[int] = None  # size on disk, for files and checkpoints
     overhead: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # [{"what", "bytes"}]
 
-    _columnar: ClassVar[Dict[str, Type[Table]]] = {"variables": VariableTable, "layers": LayerTable}
+    _nested: ClassVar[Dict[str, Type[Record]]] = {"variables": VariableTable, "layers": LayerTable}
     _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes",)
 
-    def variable_columns(self) -> Dict[str, list]:
-        """The variables column by column (as a payload stores them; kept from decoding)."""
-        columns = getattr(self, "_columns", None)
-        if columns is None or len(next(iter(columns.values()), ())) != len(self.variables):
-            columns = VariableTable.from_rows(self.variables).columns
-            object.__setattr__(self, "_columns", columns)
-        return columns
+    def __post_init__(self) -> None:
+        self.variables = VariableTable.from_rows(self.variables)
+        self.layers = LayerTable.from_rows(self.layers)
 
     def _check(self) -> None:
         for i, line in enumerate(self.overhead):  # bytes may be negative: zip compression saves bytes

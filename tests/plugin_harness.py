@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tensorboard.backend import application
 from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
@@ -37,6 +37,21 @@ def write_events(logdir: str, summaries: Iterable[Tuple[int, summary_pb2.Summary
 def _newest_event_file(logdir: str) -> str:
     files = [os.path.join(logdir, f) for f in os.listdir(logdir) if "tfevents" in f]
     return max(files, key=os.path.getmtime)
+
+
+def layer_rows(body: Dict[str, Any]) -> List[dict]:
+    """An answer's layer tree (sent column by column, views.as_columns) as rows, as the tab's api.js reads it."""
+    table = body["layers"]
+    rows: List[dict] = [{} for _ in range(table["length"])]
+    for field, values in table["columns"].items():
+        if isinstance(values, dict):
+            for i, row in enumerate(rows):
+                parts = {key: column[i] for key, column in values.items()}
+                row[field] = parts if any(v is not None for v in parts.values()) else None
+        else:
+            for row, value in zip(rows, values):
+                row[field] = value
+    return rows
 
 
 class Served:

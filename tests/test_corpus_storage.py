@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Set, Tuple
 import pytest
 
 from tests.corpus import SCRIPTS, run
-from tests.plugin_harness import Served
+from tests.plugin_harness import Served, layer_rows
 
 
 @pytest.fixture(scope="module")
@@ -157,15 +157,15 @@ def _compare(served: Served, tags: Dict[Tuple[str, str], Any], result: Dict[str,
         problems.append(f"{where}: {len(missing)} slot variables not recorded as slots of their weight: {missing[:6]}")
     if extra:
         problems.append(f"{where}: {len(extra)} variables recorded as slots that are not: {extra[:6]}")
-    layer_rows = [r for r in body["layers"] if r["leaf"]]  # composite rows total their leaves: count leaves once
+    leaves = [r for r in layer_rows(body) if r["leaf"]]  # composite rows total their leaves: count leaves once
     for path, expected in truth["layers"].items():
-        below = [r for r in layer_rows if r["layer"] == path or r["layer"].startswith(path + "/")]
-        if not below and any(path.startswith(r["layer"] + "/") for r in layer_rows):
+        below = [r for r in leaves if r["layer"] == path or r["layer"].startswith(path + "/")]
+        if not below and any(path.startswith(r["layer"] + "/") for r in leaves):
             continue  # shown as part of an enclosing layer (MultiHeadAttention, LSTM): that row is checked
         params = sum(r["params"] for r in below)
         if params != expected:
             problems.append(f"{where}: layer {path}: params expected {expected:,} (count_params), got {params:,}")
-    unknown = [r["layer"] for r in layer_rows if r["params"] and r["layer"] not in truth["layers"]
+    unknown = [r["layer"] for r in leaves if r["params"] and r["layer"] not in truth["layers"]
                and not check.get("tf1")]
     if unknown:
         problems.append(f"{where}: layer rows with params that are no layer of the model: {unknown[:6]}")

@@ -14,7 +14,7 @@ import pytest
 
 from tb_modelmem.capture import xspace
 from tb_modelmem.records import PEAK_CATEGORIES
-from tests.plugin_harness import Served
+from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024 + (1024 + 1) * 10
@@ -64,7 +64,7 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
     assert conv1["layer"] == "lenet/conv1" and conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
     fc1_grads = [b for b in _buffer(buffers, "[3136,1024]", "gradients") if "gradient_tape" in b["op"]]
     assert fc1_grads and fc1_grads[0]["layer"] == "lenet/fc1" and fc1_grads[0]["dtype"] == "float32"
-    layers = {row["layer"]: row for row in served.json("/ops", run="keras", tag="ops")["layers"]}
+    layers = {row["layer"]: row for row in layer_rows(served.json("/ops", run="keras", tag="ops"))}
     assert layers["lenet/conv1"]["peak_activations_bytes"] >= 32 * 28 * 28 * 32 * 4
     assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4
 

@@ -13,7 +13,7 @@ from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph, traced_s
 from tb_modelmem import summary
 from tb_modelmem.capture.run_metadata import reduce_run_metadata
 from tb_modelmem.records import DERIVED, MEASURED
-from tests.plugin_harness import Served, write_events
+from tests.plugin_harness import Served, layer_rows, write_events
 from tests.trace_fixtures import synthetic_run_metadata
 
 LENET_OUTPUTS = {"conv1": 100_352, "conv2": 50_176, "fc1": 4_096}  # batch 1, float32
@@ -99,7 +99,7 @@ def test_profiled_keras_steps_have_lenet_outputs_and_a_reconciled_peak(served):
     parts = sum(peak[c] for c in ("weights", "non_trainable", "optimizer_slots", "gradients", "activations",
                                   "optimizer_temporaries", "inputs", "temporaries", "unattributed"))
     assert parts == peak["total"] == body["peak_bytes"] > 0
-    layers = {row["layer"].split("/")[-1]: row for row in body["layers"] if row["layer"]}
+    layers = {row["layer"].split("/")[-1]: row for row in layer_rows(body) if row["layer"]}
     assert layers["fc1"]["weight_bytes"] == 12_849_152 and layers["fc1"]["time_us"] > 0
     assert body["breakdown"] == {"tag": "storage", "step": body["breakdown"]["step"]} and body["breakdowns"] == ["storage"]
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
 from tb_modelmem import summary
 from tb_modelmem.capture.variables import breakdown
-from tests.plugin_harness import Served
+from tests.plugin_harness import Served, layer_rows
 
 
 def _train_one_step(optimizer) -> keras.Model:
@@ -57,14 +57,14 @@ def test_tf1_adam_is_37_48_mib_with_beta_powers(served):
     assert body["total_bytes"] == 39_295_616
     assert round(body["total_bytes"] / 2**20, 2) == 37.48
     # no Keras layers in a TF1 graph: layers and derivations come from variable scopes
-    derivations = {row["layer"]: row["derivation"] for row in body["layers"]}
+    derivations = {row["layer"]: row["derivation"] for row in layer_rows(body)}
     assert derivations["conv1"] == "(5*5*1+1)*32 = 832" and derivations["fc1"] == "(3136+1)*1024 = 3,212,288"
     assert derivations["(no layer)"] == ""  # beta1_power, beta2_power: optimizer state, no params
 
 
 def test_lenet_layers_params_and_derivations_match_keras(served):
     model = seed001_convnet()
-    rows = served.json("/breakdown", run="adam", tag="storage")["layers"]
+    rows = layer_rows(served.json("/breakdown", run="adam", tag="storage"))
     layers = {row["layer"].split("/")[-1]: row for row in rows}
     for name, params in (("conv1", 832), ("conv2", 51_264), ("fc1", 3_212_288), ("fc2", 10_250)):
         assert layers[name]["params"] == params == model.get_layer(name).count_params()
@@ -104,5 +104,5 @@ def test_tf1_variables_of_unknown_shape_are_served_with_no_params(tmp_path):
     assert (variables["free"]["shape"], variables["free"]["bytes"], variables["free"]["params"]) == ([-1], 0, 0)
     assert (variables["dense/memory"]["shape"], variables["dense/memory"]["params"]) == ([-1, 4], 0)
     assert body["total_params"] == 3 * 4 + 4 and body["totals"]["weight"] == (3 * 4 + 4) * 4
-    layers = {row["layer"]: row for row in body["layers"]}
+    layers = {row["layer"]: row for row in layer_rows(body)}
     assert layers["dense"]["params"] == 16 and all(row["params"] >= 0 for row in layers.values()), layers

@@ -15,7 +15,7 @@ import pytest
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
 from tests import corpus, profile_fixtures
-from tests.plugin_harness import Served
+from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,7 +62,7 @@ def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(pla
                op["op_type"] in ("ReadVariableOp", "Identity", "Reshape") for op in ops if op["bytes_source"] != "derived")
     assert any(op["bytes_source"] == "measured" and op["new_bytes"] for op in ops)
     # the layers of the model config the TensorBoard callback wrote; most of the step's time is on them
-    layers = [row["layer"] for row in body["layers"] if row["layer"]]
+    layers = [row["layer"] for row in layer_rows(body) if row["layer"]]
     assert layers[:3] == ["sequential", "sequential/conv2d", "sequential/max_pooling2d"]
     assert body["join"]["fraction"] >= 0.9
 

@@ -50,12 +50,37 @@ function pageParams(page) {
   return { offset: page.offset, limit: page.limit, sort: page.sort, order: page.order, filter: page.filter };
 }
 
+/**
+ * Rows of an answer's table sent column by column ({length, columns: {field: [...]}}, a dict
+ * field as {field: {key: [...]}}; views.as_columns on the server): field names once, not per row.
+ */
+export function rowsOf(table) {
+  const length = Number.isInteger(table?.length) ? table.length : 0;
+  const columns = table?.columns && typeof table.columns === "object" ? Object.entries(table.columns) : [];
+  const rows = Array.from({ length }, () => ({}));
+  for (const [field, values] of columns) {
+    if (Array.isArray(values)) {
+      for (let i = 0; i < length; i++) rows[i][field] = values[i] ?? null;
+    } else if (values && typeof values === "object") {
+      const parts = Object.entries(values).filter(([, v]) => Array.isArray(v));
+      for (let i = 0; i < length; i++) {
+        const entries = parts.map(([key, v]) => [key, v[i] ?? null]);
+        rows[i][field] = entries.some(([, v]) => v !== null) ? Object.fromEntries(entries) : null; // a row without it
+      }
+    }
+  }
+  return rows;
+}
+
+/** An item's answer with its layer tree as rows (a 202's Pending as it is). */
+const withLayerRows = (answer) => (isPending(answer) || !answer ? answer : { ...answer, layers: rowsOf(answer.layers) });
+
 export const api = {
   runs: () => getJson("runs"),
   steps: (item) => getJson("steps", { run: item.run, tag: item.tag }),
-  breakdown: (item) => getJson("breakdown", itemParams(item)),
+  breakdown: (item) => getJson("breakdown", itemParams(item)).then(withLayerRows),
   variables: (item, page) => getJson("variables", { ...itemParams(item), ...pageParams(page) }),
-  ops: (item) => getJson("ops", itemParams(item)),
+  ops: (item) => getJson("ops", itemParams(item)).then(withLayerRows),
   opRows: (item, page) => getJson("op_rows", { ...itemParams(item), ...pageParams(page) }),
   timeline: (item) => getJson("timeline", itemParams(item)),
   hosts: (item) => getJson("hosts", { run: item.run, tag: item.tag, step: item.step }),

@@ -43,10 +43,7 @@ def graph_info(source: Any, variables: Iterable[Any] = ()) -> GraphInfo:
         seen.add(id(graph))
         for v in getattr(graph, "variables", ()):
             names.setdefault(id(_handle(v)), _tf_name(v))
-        graphs.append(_op_graph(graph, names))
-        for op in graph.get_operations():
-            if op.name not in outputs:  # an outer graph's op keeps its spec; no spec is read twice
-                outputs[op.name] = [_spec(t) for t in op.outputs]
+        graphs.append(_op_graph(graph, names, outputs))
         pending.extend(f.graph for f in getattr(graph, "_functions", {}).values()
                        if getattr(f, "graph", None) is not None)
     return GraphInfo(outputs, graphs)
@@ -92,15 +89,20 @@ def variable_names(variables: Iterable[Any]) -> Dict[int, str]:
     return names
 
 
-def _op_graph(graph: Any, names: Dict[int, str]) -> OpGraph:
+def _op_graph(graph: Any, names: Dict[int, str], outputs: Dict[str, List[OutputSpec]]) -> OpGraph:
+    """The graph's dataflow, in one pass over its ops that also reads each op's output specs
+    into ``outputs`` (an outer graph's op keeps its spec: no spec is read twice)."""
     types: Dict[str, str] = {}
     inputs: Dict[str, List[str]] = {}
     variables: Dict[str, str] = {}
     for op in graph.get_operations():
-        types[op.name] = op.type
-        inputs[op.name] = [t.op.name for t in op.inputs]
-        if op.type in _VARIABLE_OPS:  # a TF1 variable, or a handle created in the graph
-            variables[op.name] = op.name
+        name, kind = op.name, op.type
+        types[name] = kind
+        inputs[name] = [t.op.name for t in op.inputs]
+        if kind in _VARIABLE_OPS:  # a TF1 variable, or a handle created in the graph
+            variables[name] = name
+        if name not in outputs:
+            outputs[name] = [_spec(t) for t in op.outputs]
     for external, internal in getattr(graph, "captures", ()):
         name = names.get(id(external))
         if name is not None:

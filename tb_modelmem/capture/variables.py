@@ -69,7 +69,7 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     weights = list(model.variables)
     found = _from_variables(weights, _listed(optimizer), source="keras", layer_of=layer_of,
                             keras_non_trainable=_keras_state_ids(model))
-    found.layers = layers
+    found.layers = records.LayerTable.from_rows(layers)
     found.model_name = model.name
     return found
 
@@ -130,7 +130,7 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     if len(optimizers) > 1:
         paths = _tracked_paths(checkpoint)
         found.optimizer = optimizers_summary({paths.get(id(o)) or o.name: o for o in optimizers})
-    found.layers = layers
+    found.layers = records.LayerTable.from_rows(layers)
     found.model_name = ",".join(m.name for m in models)
     return found
 

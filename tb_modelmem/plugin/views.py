@@ -19,9 +19,9 @@ from tb_modelmem.records import (
     ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, LOSS, MEASURED, METRICS,
     NON_TRAINABLE, NON_TRAINABLE_CATEGORY, OPTIMIZER, OPTIMIZER_SLOT, OPTIMIZER_SLOTS_CATEGORY, OTHER,
     PEAK_CATEGORIES, ROLES, STEP_CATEGORIES, UNATTRIBUTED, UNKNOWN_BYTES, WEIGHT, WEIGHTS_CATEGORY, Breakdown,
-    LoadBench, OpTrace, role_totals,
+    LoadBench, OpTrace, element_count, role_totals,
 )
-from tb_modelmem.rollup import layer_owners, layer_rollup
+from tb_modelmem.rollup import layer_owners, layer_rollup, owner_column
 
 # Ops whose output is a view of an existing buffer (a variable, an input): no new bytes.
 ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
@@ -186,6 +186,22 @@ def _text(value: Any) -> str:
 
 # --- layer trees ----------------------------------------------------------------------------
 
+def as_columns(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Rows as ``{field: [value per row]}`` (a dict field as ``{field: {key: [...]}}``): the
+    compact form an answer carries a layer tree in, its field names once instead of once per
+    row (the tab's api.js ``rowsOf`` turns it back). A row without a field has None there."""
+    fields = list(dict.fromkeys(field for row in rows for field in row))
+    columns: Dict[str, Any] = {}
+    for field in fields:
+        values = [row.get(field) for row in rows]
+        if any(isinstance(v, dict) for v in values):
+            keys = dict.fromkeys(k for v in values if isinstance(v, dict) for k in v)
+            columns[field] = {k: [v.get(k) if isinstance(v, dict) else None for v in values] for k in keys}
+        else:
+            columns[field] = values
+    return {"length": len(rows), "columns": columns}
+
+
 def tree_rows(paths: Sequence[str], leaf: Callable[[str], Dict[str, Any]], sums: Sequence[str],
               nested: Sequence[str] = ()) -> List[Dict[str, Any]]:
     """One row per layer and per composite layer above it, depth first in the order given:
@@ -233,16 +249,17 @@ class BreakdownView:
 
     def __init__(self, record: Breakdown) -> None:
         self.record = record
-        columns = dict(record.variable_columns())
+        columns = dict(record.variables.columns)
+        owners = owner_column(record)
         self.totals = role_totals(zip(columns["role"], columns["bytes"]))
-        rollup = {row["name"]: row for row in layer_rollup(record)}
+        rollup = {row["name"]: row for row in layer_rollup(record, owners)}
         self.layers = tree_rows(list(rollup), lambda p: {
             "class_name": rollup[p]["class_name"], "derivation": rollup[p]["derivation"],
             "params": rollup[p]["params"], "bytes": rollup[p]["bytes"], "total_bytes": rollup[p]["total_bytes"],
         } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
             nested=("bytes",))
-        self.vocabulary = Vocabulary.from_breakdown(record)
-        columns["params"] = [0 if shape and min(shape) < 0 else math.prod(shape) for shape in columns["shape"]]
+        self.vocabulary = Vocabulary.from_breakdown(record, owners)
+        columns["params"] = list(map(element_count, columns["shape"]))
         self.total_params = sum(p for p, name, role in zip(columns["params"], columns["name"], columns["role"])
                                 if roles.is_param(name, role))
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
@@ -254,7 +271,7 @@ class BreakdownView:
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
             "total_params": self.total_params,
-            "layers": self.layers,
+            "layers": as_columns(self.layers),
         }
 
 
@@ -368,7 +385,7 @@ class TraceView:
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
             "peak_by_category": self.peak, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
-            "layers": self.layer_rows,
+            "layers": as_columns(self.layer_rows),
             "top_time": self.ops.rows(self.ops.top("time_us", top), ("name", "time_us", "layer")),
             "top_bytes": self.ops.rows(self.ops.top("new_bytes", top), ("name", "new_bytes", "layer")),
         }
@@ -476,13 +493,14 @@ def _resident(breakdown: Optional[Breakdown]) -> Optional[Dict[str, int]]:
         return None
     owners, layers = layer_owners(breakdown), set(Vocabulary.from_breakdown(breakdown).layers)
     out = {WEIGHTS_CATEGORY: 0, NON_TRAINABLE_CATEGORY: 0, OPTIMIZER_SLOTS_CATEGORY: 0}
-    for v in breakdown.variables:
-        if v.role == WEIGHT:
-            out[WEIGHTS_CATEGORY] += v.bytes
-        elif v.role == NON_TRAINABLE or (v.role == OTHER and owners.get(v.name) in layers):
-            out[NON_TRAINABLE_CATEGORY] += v.bytes
+    columns = breakdown.variables.columns
+    for name, role, size in zip(columns["name"], columns["role"], columns["bytes"]):
+        if role == WEIGHT:
+            out[WEIGHTS_CATEGORY] += size
+        elif role == NON_TRAINABLE or (role == OTHER and owners.get(name) in layers):
+            out[NON_TRAINABLE_CATEGORY] += size
         else:
-            out[OPTIMIZER_SLOTS_CATEGORY] += v.bytes
+            out[OPTIMIZER_SLOTS_CATEGORY] += size
     return out
 
 

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Dict, List
 
 from tests.corpus import load
-from tests.plugin_harness import Served
+from tests.plugin_harness import Served, layer_rows
 
 
 def layer_time_fraction(logdir: str, run: str = "train", tag: str = "ops") -> Dict[str, Any]:
@@ -24,10 +24,10 @@ def layer_time_fraction(logdir: str, run: str = "train", tag: str = "ops") -> Di
     names = set()
     for (tag_run, tag_name), info in served.tags(run).items():
         if info["kind"] == "breakdown" and not info["error"]:
-            names |= {row["name"] for row in served.json("/breakdown", run=tag_run, tag=tag_name)["layers"]}
+            names |= {row["layer"] for row in layer_rows(served.json("/breakdown", run=tag_run, tag=tag_name))}
     total = sum(op["time_us"] for op in body["ops"])
-    on_layers = [row for row in body["layers"] if row["layer"] in names and row["time_us"] > 0]
-    elsewhere = sorted((row for row in body["layers"] if row["layer"] not in names),
+    on_layers = [row for row in layer_rows(body) if row["layer"] in names and row["time_us"] > 0]
+    elsewhere = sorted((row for row in layer_rows(body) if row["layer"] not in names),
                        key=lambda row: -row["time_us"])
     layer_us = sum(row["time_us"] for row in on_layers)
     return {"total_us": total, "layer_us": layer_us, "fraction": layer_us / total if total else 0.0,
