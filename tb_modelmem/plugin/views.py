@@ -8,6 +8,7 @@ sorts and filters it. Joins and aggregations are linear in ops + layers.
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import math
 import threading
@@ -258,11 +259,16 @@ class BreakdownView:
             "params": rollup[p]["params"], "bytes": rollup[p]["bytes"], "total_bytes": rollup[p]["total_bytes"],
         } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
             nested=("bytes",))
-        self.vocabulary = Vocabulary.from_breakdown(record, owners)
+        self._owners = owners
         columns["params"] = list(map(element_count, columns["shape"]))
         self.total_params = sum(p for p, name, role in zip(columns["params"], columns["name"], columns["role"])
                                 if roles.is_param(name, role))
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
+
+    @functools.cached_property
+    def vocabulary(self) -> Vocabulary:
+        """Its layers and variable owners, for joining a trace (built when the first trace asks)."""
+        return Vocabulary.from_breakdown(self.record, self._owners)
 
     def summary(self) -> Dict[str, Any]:
         record = self.record
