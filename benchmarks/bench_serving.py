@@ -11,7 +11,8 @@ breakdown beside it (benchmarks/synthetic.py), starts a real ``tensorboard`` pro
 
 each against the bare decode of the same blob (zlib + json.loads) timed in this process,
 interleaved; medians. Then TensorBoard's RSS after opening every run, against its RSS before
-and the plugin's cache bound (--modelmem_cache_mb).
+and the plugin's cache bound (--modelmem_cache_mb). First, where a first /breakdown's time
+goes in process (decode and check, the view, the gzipped answer), against the same bare decode.
 
     python -m benchmarks.bench_serving [--runs 10] [--ops 200000] [--variables 10000] [--cache-mb 512]
 """
@@ -57,6 +58,36 @@ def bare(blob: bytes) -> float:
     return time.perf_counter() - started
 
 
+def breakdown_parts(blob: bytes, rounds: int = 15) -> None:
+    """A first /breakdown's steps in this process, each against the bare decode, interleaved; medians."""
+    from tb_modelmem.gc_paused import paused_gc
+    from tb_modelmem.plugin import plugin, views
+
+    record = payload.decode(blob)
+    view = views.BreakdownView(record)
+
+    def answer() -> bytes:
+        page = view.variables.page(offset=0, limit=views.PAGE, sort=None, order="desc", query="",
+                                   fields=views.VARIABLE_FIELDS)
+        return plugin._gzipped_json(dict(view.summary(), variables=page))
+
+    steps = {"decode and check": lambda: payload.decode(blob), "view (roll-up, layer tree)":
+             lambda: views.BreakdownView(record), "answer (JSON, gzip)": answer}
+    times: Dict[str, List[float]] = {k: [] for k in ("bare", *steps)}
+    with paused_gc():  # as the plugin builds them
+        for _ in range(rounds):
+            times["bare"].append(bare(blob))
+            for name, step in steps.items():
+                started = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - started)
+    base = statistics.median(times["bare"])
+    print(f"first /breakdown in process (medians of {rounds}, interleaved; bare decode {base * 1e3:.1f} ms):")
+    for name in steps:
+        _row(name, statistics.median(times[name]), base)
+    print(f"  answer: {len(answer()):,} B gzipped")
+
+
 def measure(load_fast: bool, logdir: str, runs: int, blobs: Dict[str, bytes], cache_mb: int) -> Dict[str, float]:
     with TensorBoardProcess(logdir, load_fast=load_fast, extra_args=[f"--modelmem_cache_mb={cache_mb}"]) as tb:
         tb.wait_for_tab(expect_tags=2 * runs)
@@ -93,6 +124,7 @@ def main() -> None:
     print(f"{args.ops:,}-op trace: {len(blobs['ops']):,} B stored, "
           f"{len(zlib.decompress(blobs['ops'])):,} B of JSON; {args.variables:,}-variable breakdown: "
           f"{len(blobs['storage']):,} B stored")
+    breakdown_parts(blobs["storage"])
     with tempfile.TemporaryDirectory() as logdir:
         for r in range(args.runs):
             write_events(os.path.join(logdir, f"run{r}"), [(0, summary.pb("storage", breakdown)),
