@@ -18,10 +18,11 @@ an old log dir, or op names alone (old RunMetadata), each giving as much as its 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.records import (
     BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
@@ -193,11 +194,32 @@ class Joiner:
     """Assigns (layer, phase) to op names of a trace, using the model's vocabulary and, when
     there is one, the traced graph."""
 
+    _recent: "collections.OrderedDict[Any, Joiner]" = collections.OrderedDict()
+
+    @classmethod
+    def reused(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph], names: Iterable[str]) -> "Joiner":
+        """A Joiner, the same one when the same graphs (the same objects: ``opgraph.graph_info``
+        keeps them), model and executed op names are joined again, as a loop profiled every N
+        steps does: analysing the graphs is the costly part and depends on nothing else."""
+        executed = frozenset(names)
+        key = (id(graphs), executed)
+        found = cls._recent.get(key)
+        if found is not None and found._graphs_given is graphs and found.vocabulary == vocabulary:
+            cls._recent.move_to_end(key)
+            return found
+        joiner = cls(vocabulary, graphs, executed)
+        joiner._graphs_given = graphs  # held, so its id is never another list's while kept
+        cls._recent[key] = joiner
+        while len(cls._recent) > 2:
+            cls._recent.popitem(last=False)
+        return joiner
+
     def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = ()) -> None:
         """``names``: the trace's op names, which show how it renamed layers where no graph does."""
         self.vocabulary = vocabulary
         self.tree = LayerTree(vocabulary.layers)
         self.graphs = list(graphs)
+        self._graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
         self._scopes: Dict[str, str] = {}  # traced scope -> layer path
         self._extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
         self._fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics

@@ -152,7 +152,7 @@ def test_exception_in_the_body_propagates_unchanged(tmp_path, lenet):
     assert os.listdir(tmp_path) == [] and profiler_is_idle()
 
 
-def test_full_memory_trace_must_come_before_tensorflow_starts():
+def test_full_memory_trace_must_come_before_tensorflow_starts(monkeypatch):
     """In a fresh process it takes effect (the BFC allocator records every allocation); here it is too late."""
     import subprocess
     import sys
@@ -162,6 +162,7 @@ def test_full_memory_trace_must_come_before_tensorflow_starts():
     import tb_modelmem
 
     tf.constant(1)  # this process's TensorFlow has started
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "false")  # undone after the test with what the call sets: later subprocesses inherit the environment
     with pytest.warns(RuntimeWarning, match="came after TensorFlow started"):
         assert tb_modelmem.enable_full_memory_trace() is False
     script = ("import tb_modelmem; ok = tb_modelmem.enable_full_memory_trace(); import tensorflow as tf; "
@@ -169,3 +170,53 @@ def test_full_memory_trace_must_come_before_tensorflow_starts():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             env={k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"})
     assert result.stdout.split() == ["True", "True"], result.stderr[-2000:]  # only BFC keeps CPU statistics
+
+
+def test_a_step_traced_again_reuses_its_graph_reading_until_the_graph_changes(lenet):
+    """A loop profiled every N steps reads its graphs once; a retraced function or a TF1 graph
+    that grew is read again (the cache never answers for graphs it did not read)."""
+    import tensorflow as tf
+
+    from tb_modelmem.capture import opgraph
+
+    train_step, batch, _ = lenet
+    first = opgraph.graph_info(train_step)
+    assert opgraph.graph_info(train_step) is first
+    assert set(first.outputs) == set(opgraph._read_graphs(list(opgraph._graphs_of(train_step)), {}).outputs)
+
+    @tf.function
+    def scaled(x):
+        return x * 2.0
+
+    scaled(tf.ones([2]))
+    one = opgraph.graph_info(scaled)
+    scaled(tf.ones([3, 3]))  # a second signature: a second concrete function
+    two = opgraph.graph_info(scaled)
+    assert two is not one and len(two.graphs) == len(one.graphs) + 1
+
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.constant(1.0, name="a")
+    before = opgraph.graph_info(graph)
+    with graph.as_default():
+        tf.constant(2.0, name="b")
+    after = opgraph.graph_info(graph)
+    assert "b" not in before.outputs and "b" in after.outputs
+
+
+def test_two_traces_of_the_same_step_give_the_same_table(tmp_path, lenet):
+    """The second reduction reuses the first one's graph analysis; every op lands on the same
+    layer and phase (whether the allocator reported an op's bytes may differ run to run)."""
+    import tensorflow as tf
+
+    train_step, batch, _ = lenet
+    records = []
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        for step in (1, 2):
+            with tb_modelmem.trace("ops", step=step, function=train_step) as t:
+                train_step(*batch)
+            records.append(t.record)
+    columns = ("name", "layer", "phase")
+    tables = [sorted(zip(*(r.ops.column(c) for c in columns))) for r in records]
+    assert tables[0] == tables[1]
+    assert sum(1 for row in tables[0] if row[2] == "forward") > 5

@@ -7,8 +7,10 @@ traced so far and the functions they call (nested calls, loop bodies).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
+import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from tb_modelmem.join import OpGraph
@@ -31,9 +33,35 @@ def graph_info(source: Any, variables: Iterable[Any] = ()) -> GraphInfo:
     """Output specs and op graphs of a tf.function, ConcreteFunction, tf.Graph, or a Python
     function calling tf.functions (Keras 3 ``model.train_function``); call it once before
     profiling so the function is traced. ``variables`` (Keras or tf variables) name the
-    handles the graphs capture as the breakdown does; others keep TensorFlow's names."""
+    handles the graphs capture as the breakdown does; others keep TensorFlow's names.
+
+    Reading every op through TensorFlow's Python API is most of what a ``trace()`` adds to
+    a step, and a loop profiled every N steps asks again for the same graphs: the last
+    answers are kept for graphs that are still alive and unchanged (``Graph.version``)."""
     names = variable_names(variables)
-    pending, seen = list(_graphs_of(source)), set()
+    top = list(_graphs_of(source))
+    key = (tuple((id(g), getattr(g, "version", None)) for g in top), tuple(sorted(names.items())))
+    kept = _RECENT.get(key)
+    if kept is not None and all(ref() is g for ref, g in zip(kept[0], top)):
+        _RECENT.move_to_end(key)
+        return kept[1]
+    info = _read_graphs(top, names)
+    try:
+        refs = [weakref.ref(g) for g in top]
+    except TypeError:  # a graph object that cannot be weakly referenced: not kept
+        return info
+    _RECENT[key] = (refs, info)
+    while len(_RECENT) > _KEEP:
+        _RECENT.popitem(last=False)
+    return info
+
+
+_KEEP = 2  # graph infos kept: a training step's, and one more (an evaluation step, a GAN's other step)
+_RECENT: "collections.OrderedDict[Any, Tuple[List[Any], GraphInfo]]" = collections.OrderedDict()
+
+
+def _read_graphs(top: List[Any], names: Dict[int, str]) -> GraphInfo:
+    pending, seen = list(top), set()
     outputs: Dict[str, List[OutputSpec]] = {}
     graphs: List[OpGraph] = []
     while pending:

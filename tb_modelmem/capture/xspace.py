@@ -30,6 +30,7 @@ from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpReco
 Dims = Optional[Tuple[Optional[int], ...]]
 
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
+_UNSEEN = object()  # a metadata id not looked at yet
 _EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
 # Host allocators that trace only part of their allocations (TF's default CPU allocator with
 # oneDNN sends small requests through an untraced path); a BFC allocator traces every one.
@@ -66,17 +67,28 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
             continue
         stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
         host = plane.name.startswith("/host:")
+        # What an event is depends on its metadata alone (allocator event, or a host op named
+        # "node:Type"): worked out once per metadata id, not once per event (most repeat).
+        # A device op's tf_op may sit in the event's own stats: looked at per event.
+        kinds: Dict[int, Any] = {}
         for line in plane.lines:
             if host and line.name == "python":
                 steps += _outermost_function_calls(line, stat_names)
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
-                meta = _event_metadata(plane, event)
-                if meta.name in (_ALLOC, _DEALLOC):
-                    memory.append(_MemoryEvent(base_ps + event.offset_ps, meta.name == _ALLOC, plane.name,
+                kind = kinds.get(event.metadata_id, _UNSEEN)
+                if kind is _UNSEEN:
+                    meta = _event_metadata(plane, event)
+                    if meta.name in (_ALLOC, _DEALLOC):
+                        kind = _ALLOC if meta.name == _ALLOC else _DEALLOC  # the constants: compared by identity
+                    else:
+                        kind = _op_of(meta, event, stat_names, host) if host else meta
+                    kinds[event.metadata_id] = kind
+                if kind is _ALLOC or kind is _DEALLOC:
+                    memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, plane.name,
                                                _stats(event.stats, stat_names)))
                     continue
-                op = _op_of(meta, event, stat_names, host)
+                op = kind if host else _op_of(kind, event, stat_names, host)
                 if op:
                     key = (op[0], plane.name)
                     acc = calls.get(key) or calls.setdefault(key, _Calls(op[0], op[1], plane.name))
@@ -86,7 +98,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                       "while profiling)", RuntimeWarning, stacklevel=2)
     graph = graph or GraphInfo({})
     names = [c.name for c in calls.values()] + [_op_name(m.stats) for m in memory if m.is_alloc]
-    joiner = Joiner(vocabulary or Vocabulary([]), graph.graphs, names)
+    joiner = Joiner.reused(vocabulary or Vocabulary([]), graph.graphs, names)
     origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory], default=0)
     rows = _rows(calls.values(), memory, graph, batch_size, joiner)
     replayed = replay(_events(memory, joiner, _input_sizes(graph, batch_size or _batch_seen(
