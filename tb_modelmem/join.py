@@ -190,6 +190,9 @@ def _scope_parts(name: str) -> List[str]:
     return parts
 
 
+_KEEP_JOINERS = 2  # as opgraph keeps two graph readings: a training step's and one more
+
+
 class Joiner:
     """Assigns (layer, phase) to op names of a trace, using the model's vocabulary and, when
     there is one, the traced graph."""
@@ -210,7 +213,7 @@ class Joiner:
         joiner = cls(vocabulary, graphs, executed)
         joiner._graphs_given = graphs  # held, so its id is never another list's while kept
         cls._recent[key] = joiner
-        while len(cls._recent) > 2:
+        while len(cls._recent) > _KEEP_JOINERS:
             cls._recent.popitem(last=False)
         return joiner
 

@@ -11,14 +11,9 @@ from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, ROLES, Breakdown, LayerTa
 NO_LAYER = "(no layer)"  # the row of variables under no layer (TF1 ``beta1_power``, optimizer counters)
 
 
-def layer_owners(record: Breakdown) -> Dict[str, str]:
-    """Layer that owns each variable; a slot is charged to the layer of its weight."""
-    columns = record.variables.columns
-    return dict(zip(columns["name"], owner_column(record)))
-
-
 def owner_column(record: Breakdown) -> List[str]:
-    """``layer_owners`` row by row, in the breakdown's variable order."""
+    """The layer that owns each variable, in the breakdown's variable order; a slot is charged
+    to the layer of its weight."""
     columns = record.variables.columns
     by_name = dict(zip(columns["name"], columns["layer"]))
     return [by_name.get(slot_of or "", layer) if role == OPTIMIZER_SLOT else layer

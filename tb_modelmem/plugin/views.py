@@ -22,7 +22,7 @@ from tb_modelmem.records import (
     PEAK_CATEGORIES, ROLES, STEP_CATEGORIES, UNATTRIBUTED, UNKNOWN_BYTES, WEIGHT, WEIGHTS_CATEGORY, Breakdown,
     LoadBench, OpTrace, element_count, role_totals,
 )
-from tb_modelmem.rollup import layer_owners, layer_rollup, owner_column
+from tb_modelmem.rollup import layer_rollup, owner_column
 
 # Ops whose output is a view of an existing buffer (a variable, an input): no new bytes.
 ALIASING_OPS = frozenset({"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval",
@@ -259,6 +259,7 @@ class BreakdownView:
             "params": rollup[p]["params"], "bytes": rollup[p]["bytes"], "total_bytes": rollup[p]["total_bytes"],
         } if p in rollup else {"class_name": "", "derivation": ""}, sums=("params", "total_bytes"),
             nested=("bytes",))
+        self.layer_table = as_columns(self.layers)  # as answers carry it: built once, held (and counted) by the store
         self._owners = owners
         columns["params"] = list(map(element_count, columns["shape"]))
         self.total_params = sum(p for p, name, role in zip(columns["params"], columns["name"], columns["role"])
@@ -277,7 +278,7 @@ class BreakdownView:
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
             "total_params": self.total_params,
-            "layers": as_columns(self.layers),
+            "layers": self.layer_table,
         }
 
 
@@ -321,8 +322,9 @@ class TraceView:
         # the ops that allocated a buffer at the peak, by name (a dict of every op would cost more)
         wanted = set(trace.peak_buffers.column("op"))
         self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
-        self.peak = peak_by_category(trace, breakdown.record if breakdown else None)
+        self.peak = peak_by_category(trace, breakdown)
         self.layer_rows = self._layer_rows(layers, phases, time_us, calls, new_bytes, ops.column("alloc_bytes"))
+        self.layer_table = as_columns(self.layer_rows)  # as answers carry it: built once
 
     def _layer_of(self, op: str) -> str:
         return self._of_op.get(op, ("", ""))[0]
@@ -391,7 +393,7 @@ class TraceView:
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
             "peak_by_category": self.peak, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
-            "layers": as_columns(self.layer_rows),
+            "layers": self.layer_table,
             "top_time": self.ops.rows(self.ops.top("time_us", top), ("name", "time_us", "layer")),
             "top_bytes": self.ops.rows(self.ops.top("new_bytes", top), ("name", "new_bytes", "layer")),
         }
@@ -428,7 +430,7 @@ def _buffer_category(category: str) -> str:
 
 # --- the peak, by category ----------------------------------------------------------------------
 
-def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, Any]:
+def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict[str, Any]:
     """Every byte in use at the peak in one category, summing to ``total``.
 
     Buffers allocated during the trace take their category from the op that allocated them.
@@ -492,18 +494,18 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str
     return parts
 
 
-def _resident(breakdown: Optional[Breakdown]) -> Optional[Dict[str, int]]:
+def _resident(breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
     """Bytes of the breakdown's variables by peak category: counters and other state owned by
     a layer count as its non-trainable state, the optimizer's own as its slots."""
     if breakdown is None:
         return None
-    owners, layers = layer_owners(breakdown), set(Vocabulary.from_breakdown(breakdown).layers)
+    owned_by_a_layer = breakdown.vocabulary.variable_layer
     out = {WEIGHTS_CATEGORY: 0, NON_TRAINABLE_CATEGORY: 0, OPTIMIZER_SLOTS_CATEGORY: 0}
-    columns = breakdown.variables.columns
+    columns = breakdown.record.variables.columns
     for name, role, size in zip(columns["name"], columns["role"], columns["bytes"]):
         if role == WEIGHT:
             out[WEIGHTS_CATEGORY] += size
-        elif role == NON_TRAINABLE or (role == OTHER and owners.get(name) in layers):
+        elif role == NON_TRAINABLE or (role == OTHER and name in owned_by_a_layer):
             out[NON_TRAINABLE_CATEGORY] += size
         else:
             out[OPTIMIZER_SLOTS_CATEGORY] += size
