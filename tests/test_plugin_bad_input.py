@@ -106,3 +106,21 @@ def test_no_path_outside_the_allowlist_is_served(served, path):
     response = served.client.get("/data/plugin/modelmem" + path)
     assert response.status_code == 404
     assert b"def " not in response.get_data()
+
+
+def test_a_listing_that_fails_once_keeps_that_sources_items(tmp_path, monkeypatch):
+    """A data provider call that fails now and then (a busy data server) does not make a run's
+    items vanish from the pickers until the next listing: the source's last items stay."""
+
+    write_events(str(tmp_path / "run"), [(0, summary.pb("storage", _good()))])
+    served = Served(str(tmp_path))
+    assert ("run", "storage") in served.tags()
+    source = served.plugin._sources[0]
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the data server did not answer")
+
+    monkeypatch.setattr(source, "list", fails)
+    served.plugin._listing.clear()  # the next request lists again (as after _LISTING_SECONDS)
+    assert ("run", "storage") in served.tags()
+    assert served.json("/breakdown", run="run", tag="storage")["variable_count"] == len(_good().variables)

@@ -55,6 +55,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         ]
         self.store = Store(cache_bytes)
         self._listing: Dict[str, Tuple[float, List[Tuple[Source, Item]]]] = {}
+        self._listed: Dict[Tuple[str, str], List[Item]] = {}  # (experiment, source origin) -> its last items
 
     def get_plugin_apps(self) -> Dict[str, Callable]:
         return {
@@ -262,8 +263,10 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         for source in self._sources:
             try:
                 items = source.list(ctx, experiment)
-            except Exception:  # one broken source never hides the others
-                continue
+                self._listed[(experiment, source.origin)] = items
+            except Exception:  # one broken source never hides the others; a failing listing
+                # (a data provider call that failed this once) keeps that source's last items
+                items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
         found.sort(key=lambda si: (si[1].run, si[1].tag, si[1].origin))
         self._listing[experiment] = (time.monotonic(), found)
