@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tensorboard.backend import application
@@ -70,8 +71,20 @@ class Served:
     def get(self, route: str, **params: Any) -> wrappers.Response:
         return self.client.get(PREFIX + route, query_string={k: v for k, v in params.items() if v is not None})
 
+    def settled(self, route: str, timeout: float = 120.0, **params: Any) -> wrappers.Response:
+        """The first answer that is not 202 ("still reducing"), asking again as the tab does: on a
+        loaded machine even a small item can take longer than the request's wait."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.get(route, **params)
+            if response.status_code != 202 or time.monotonic() > deadline:
+                return response
+            state = json.loads(response.get_data())
+            assert state["state"] == "reducing" and 0 <= state["progress"] <= 1, state
+            time.sleep(0.2)
+
     def json(self, route: str, **params: Any) -> Any:
-        response = self.get(route, **params)
+        response = self.settled(route, **params)
         assert response.status_code == 200, (response.status_code, response.get_data(as_text=True))
         return json.loads(response.get_data())
 

@@ -65,7 +65,7 @@ def test_good_item_served_with_names_as_data(served):
     ("empty", "empty"),
 ])
 def test_each_bad_item_gets_a_clear_422(served, tag, reason):
-    response = served.get("/breakdown", run="good", tag=tag)
+    response = served.settled("/breakdown", run="good", tag=tag)
     assert response.status_code == 422
     assert reason in response.get_data(as_text=True)
 
@@ -95,7 +95,7 @@ def test_truncated_event_file_keeps_records_before_the_cut(served):
     ({"run": "good", "tag": "storage", "limit": "lots"}, 400),
 ])
 def test_bad_queries_are_4xx_never_500(served, params, code):
-    response = served.get("/breakdown", **params)
+    response = served.settled("/breakdown", **params)
     assert response.status_code == code, response.get_data(as_text=True)
     assert response.get_data(as_text=True).strip()
 

@@ -235,7 +235,7 @@ def test_every_mutation_is_200_or_a_readable_422_and_the_rest_keeps_serving(serv
     failures, refused = [], 0
     for tag, (route, what) in CASES.items():
         try:
-            response = served.get(route, run=_run_of(tag), tag=tag)
+            response = served.settled(route, run=_run_of(tag), tag=tag)
         except Exception as e:  # the test client re-raises what TensorBoard would turn into a 500
             failures.append(f"{what}: raised {type(e).__name__}: {e!s:.120}")
             continue
@@ -275,7 +275,7 @@ def test_faults_are_named(served, what, reason):
     tags = [tag for tag, (_, w) in CASES.items() if w == what or w.endswith("." + what)]
     assert tags, what
     for tag in tags:
-        response = served.get(CASES[tag][0], run=_run_of(tag), tag=tag)
+        response = served.settled(CASES[tag][0], run=_run_of(tag), tag=tag)
         assert response.status_code == 422, (what, response.get_data(as_text=True))
         assert reason in response.get_data(as_text=True), (what, response.get_data(as_text=True))
 
@@ -285,20 +285,20 @@ def test_bad_plugin_content_is_a_422_and_an_error_in_the_listing(served):
     for tag, (_, what) in CASES.items():
         if tag.startswith("meta_"):
             assert listing[("mutated", tag)]["error"], what
-            response = served.get("/breakdown", run="mutated", tag=tag)
+            response = served.settled("/breakdown", run="mutated", tag=tag)
             assert response.status_code == 422, (what, response.get_data(as_text=True))
 
 
 def test_the_reason_names_the_item_of_a_long_list(served):
     (tag,) = [tag for tag, (_, w) in CASES.items() if w == "ops.calls.1 = -5"]
-    text = served.get("/ops", run="mutated", tag=tag).get_data(as_text=True)
+    text = served.settled("/ops", run="mutated", tag=tag).get_data(as_text=True)
     assert text.endswith("malformed ops payload: OpTrace.ops: OpRecord.calls[1]: must be >= 0, got -5"), text
 
 
 @pytest.mark.parametrize("what", ["garbage", "empty", "a proto of no step stats", "truncated to 3 B"])
 def test_run_metadata_garbage_is_a_422(served, what):
     (tag,) = [tag for tag, (_, w) in CASES.items() if w == "RunMetadata " + what]
-    response = served.get("/ops", run="old_tf1", tag=tag)
+    response = served.settled("/ops", run="old_tf1", tag=tag)
     assert response.status_code == 422, response.get_data(as_text=True)
     assert "cannot read this RunMetadata" in response.get_data(as_text=True)
 

@@ -119,6 +119,6 @@ def test_a_20000_op_trace_reads_one_blob_per_request(served, monkeypatch):
 
 
 def test_run_metadata_without_step_stats_is_a_clear_422(served):
-    response = served.get("/ops", run="no_stats", tag="empty")
+    response = served.settled("/ops", run="no_stats", tag="empty")
     assert response.status_code == 422
     assert "step stats" in response.get_data(as_text=True)

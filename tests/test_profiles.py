@@ -20,19 +20,6 @@ from tests.plugin_harness import Served, layer_rows
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def answer(served: Served, route: str, **params):
-    """The 200 answer of a route, polling while it says 202 (reducing), as the tab does."""
-    deadline = time.monotonic() + 120
-    while True:
-        response = served.get(route, **params)
-        if response.status_code != 202 or time.monotonic() > deadline:
-            assert response.status_code == 200, (response.status_code, response.get_data(as_text=True)[:300])
-            return json.loads(response.get_data())
-        state = json.loads(response.get_data())
-        assert state["state"] == "reducing" and 0 <= state["progress"] <= 1
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     """keras-io's mnist_convnet.py with only keras.callbacks.TensorBoard(profile_batch=2)."""
@@ -52,7 +39,7 @@ def test_a_plain_keras_profile_is_an_item_with_its_step_and_no_error(plain):
 def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(plain):
     served = Served(plain)
     (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
-    body = answer(served, "/ops", run="train", tag=tag)
+    body = served.json("/ops", run="train", tag=tag)
     ops = served.all_ops("train", tag)
     timed = [op for op in ops if op["time_us"] > 0]
     assert len(timed) >= 100
@@ -77,7 +64,7 @@ def test_with_the_bfc_allocator_every_op_output_is_measured(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     served = Served(str(base / "logs"))
     (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
-    body = answer(served, "/ops", run="train", tag=tag)
+    body = served.json("/ops", run="train", tag=tag)
     ops = served.all_ops("train", tag)
     assert body["allocations"] == "all"
     # Ground truth from the profile read with TensorFlow's own schema: every op it saw allocate an output.
@@ -114,11 +101,11 @@ def test_a_tf_2_3_to_2_10_memory_profile_shows_its_peak_and_live_allocations(tmp
     served = Served(str(tmp_path / "logs"))
     ((run, tag), info), = [(k, v) for k, v in served.tags().items()]
     assert "memory profile" in info["note"]
-    body = answer(served, "/ops", run=run, tag=tag)
+    body = served.json("/ops", run=run, tag=tag)
     (allocator, profile), = doc["memoryProfilePerAllocator"].items()
     assert body["peak_bytes"] == int(profile["profileSummary"]["peakStats"]["peakBytesInUse"])
     assert body["timed"] is False  # a memory profile has no op times: none are made up
-    timeline = answer(served, "/timeline", run=run, tag=tag)
+    timeline = served.json("/timeline", run=run, tag=tag)
     live = [b for b in timeline["buffers"] if b["op"] and b["shape"] not in ("", "unknown")]
     assert sum(b["bytes"] for b in timeline["buffers"]) == body["peak_bytes"]
     assert live and all(b["dtype"] and b["region"] for b in live)
@@ -162,7 +149,7 @@ def test_a_two_host_session_shows_both_hosts_side_by_side(two_hosts):
     peaks = {row["host"]: row["peak_bytes"] for row in hosts["rows"]}
     assert peaks["localhost_6312"] > peaks["localhost_6311"]  # the wider model's host: the imbalance shows
     for host in info["hosts"]:
-        assert answer(served, "/ops", run=run, tag=tag, host=host)["host"] == host
+        assert served.json("/ops", run=run, tag=tag, host=host)["host"] == host
 
 
 def test_profiles_are_found_through_tensorboards_filesystem_layer(tmp_path, lenet_xplane_bytes):
@@ -182,7 +169,7 @@ def test_a_profile_over_the_size_limit_is_a_clear_error_for_that_item(tmp_path, 
     (tmp_path / "big" / "plugins" / "profile" / "2026_01_01_00_00_00" / "host0.xplane.pb").write_bytes(lenet_xplane_bytes)
     served = Served(str(tmp_path), max_profile_bytes=1024)
     (tag,) = [tag for (_, tag) in served.tags()]
-    response = served.get("/ops", run="big", tag=tag)
+    response = served.settled("/ops", run="big", tag=tag)
     assert response.status_code == 422
     assert "--modelmem_max_profile_mb" in response.get_data(as_text=True)
     assert os.listdir(session) == ["host0.xplane.pb"]
@@ -199,7 +186,7 @@ def test_a_big_profile_is_reduced_off_the_request_thread(tmp_path, lenet_xplane_
     assert first.status_code == 202, size  # reducing: the request did not wait for it
     assert json.loads(first.get_data())["state"] == "reducing"
     assert served.json("/runs")["runs"]  # the rest of the tab keeps answering meanwhile
-    body = answer(served, "/ops", run="long", tag=tag)
+    body = served.json("/ops", run="long", tag=tag)
     assert body["op_count"] > 100
 
 
