@@ -18,7 +18,7 @@ import sys
 import tempfile
 import warnings
 from types import TracebackType
-from typing import Any, List, Optional, Tuple, Type
+from typing import Any, List, Optional, Set, Tuple, Type
 
 from tb_modelmem import summary
 from tb_modelmem.gc_paused import paused_gc
@@ -135,7 +135,8 @@ class Trace:
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
         vocabulary, variables = self._vocabulary()
-        return xspace.reduce_xspace(space, self._graph_info(variables), self.batch_size, vocabulary)
+        return xspace.reduce_xspace(space, self._graph_info(variables, xspace.functions_run(space)), self.batch_size,
+                                    vocabulary)
 
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
         """The model's layers and its variables (to name the handles the graph captures). With
@@ -155,14 +156,15 @@ class Trace:
             _warn(self.name, "could not read the model's layers (ops keep their scope names)", e)
             return None, []
 
-    def _graph_info(self, variables: List[Any]) -> Any:
-        """The traced graph's shapes and dataflow; without them the table still has measured bytes."""
+    def _graph_info(self, variables: List[Any], ran: Set[str]) -> Any:
+        """The shapes and dataflow of the traced graphs that ran (``ran``: their function names);
+        without them the table still has measured bytes."""
         from tb_modelmem.capture.opgraph import graph_info
 
         if self.function is None:
             return None
         try:
-            return graph_info(self.function, variables)
+            return graph_info(self.function, variables, ran)
         except Exception as e:
             _warn(self.name, "could not read the traced graph (output bytes stay unknown)", e)
             return None

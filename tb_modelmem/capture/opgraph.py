@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import inspect
 import weakref
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from tb_modelmem.join import OpGraph
 
@@ -29,17 +29,23 @@ class GraphInfo:
     graphs: List[OpGraph] = dataclasses.field(default_factory=list)
 
 
-def graph_info(source: Any, variables: Iterable[Any] = ()) -> GraphInfo:
+def graph_info(source: Any, variables: Iterable[Any] = (), ran: Optional[Collection[str]] = None) -> GraphInfo:
     """Output specs and op graphs of a tf.function, ConcreteFunction, tf.Graph, or a Python
     function calling tf.functions (Keras 3 ``model.train_function``); call it once before
     profiling so the function is traced. ``variables`` (Keras or tf variables) name the
     handles the graphs capture as the breakdown does; others keep TensorFlow's names.
 
+    ``ran``: the concrete functions the profile saw called (``xspace.functions_run``). A
+    tf.function holds every trace it made, and most have two: the first call's, which also
+    created the optimizer's slots, and the one every later step runs. Only those that ran are
+    read (with the functions they call); if none of them is named there, all are.
+
     Reading every op through TensorFlow's Python API is most of what a ``trace()`` adds to
     a step, and a loop profiled every N steps asks again for the same graphs: the last
     answers are kept for graphs that are still alive and unchanged (``Graph.version``)."""
     names = variable_names(variables)
-    top = list(_graphs_of(source))
+    traced = list(_graphs_of(source))
+    top = [graph for name, graph in traced if name in (ran or ())] or [graph for _, graph in traced]
     key = (tuple((id(g), getattr(g, "version", None)) for g in top), tuple(sorted(names.items())))
     kept = _RECENT.get(key)
     if kept is not None and all(ref() is g for ref, g in zip(kept[0], top)):
@@ -158,18 +164,24 @@ def _spec(tensor: Any) -> OutputSpec:
     return dims, dtype.name, int(dtype.size)
 
 
-def _graphs_of(source: Any) -> Iterator[Any]:
+def _graphs_of(source: Any) -> Iterator[Tuple[Optional[str], Any]]:
+    """(concrete function name or None, graph) of each graph ``source`` runs."""
     if hasattr(source, "get_operations"):  # tf.Graph / FuncGraph
-        yield source
+        yield None, source
     elif hasattr(source, "graph") and hasattr(source.graph, "get_operations"):  # ConcreteFunction
-        yield source.graph
+        yield _function_name(source), source.graph
     elif hasattr(source, "_list_all_concrete_functions"):  # tf.function: every signature traced so far
-        yield from (f.graph for f in source._list_all_concrete_functions())
+        yield from ((_function_name(f), f.graph) for f in source._list_all_concrete_functions())
     elif inspect.isfunction(source) or inspect.ismethod(source):  # Python code calling tf.functions
-        yield from (g for f in _wrapped_tf_functions(source) for g in _graphs_of(f))
+        yield from (found for f in _wrapped_tf_functions(source) for found in _graphs_of(f))
     else:
         raise TypeError(f"expected a tf.function, ConcreteFunction, tf.Graph or a Python function calling "
                         f"tf.functions, got {type(source).__name__}")
+
+
+def _function_name(function: Any) -> Optional[str]:
+    name = getattr(function, "name", None)
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
 def model_in(function: Any, depth: int = 3) -> Any:

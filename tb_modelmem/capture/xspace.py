@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import warnings
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
 
@@ -32,6 +33,8 @@ Dims = Optional[Tuple[Optional[int], ...]]
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
 _UNSEEN = object()  # a metadata id not looked at yet
 _EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
+_FUNCTION = "__inference_"  # a concrete function's name begins so: "EagerLocalExecute: __inference_train_step_41238"
+_FUNCTION_NAME = re.compile(r"__inference_[\w.]+")
 # Host allocators that trace only part of their allocations (TF's default CPU allocator with
 # oneDNN sends small requests through an untraced path); a BFC allocator traces every one.
 _PARTIAL_ALLOCATORS = frozenset({"cpu", "mklcpu", "cpu_pool"})
@@ -47,6 +50,18 @@ def load_xspace(source: Union[str, bytes, "os.PathLike[str]"]) -> Any:
         with open(source, "rb") as f:
             source = f.read()
     return proto.XSpace.FromString(source)
+
+
+def functions_run(xspace: Any) -> Set[str]:
+    """Names of the tf.functions the profile saw called ("__inference_train_step_41238"), from
+    the host's event names, so only the graphs that ran are read (``opgraph.graph_info``)."""
+    found: Set[str] = set()
+    for plane in xspace.planes:
+        if plane.name.startswith("/host:"):
+            for meta in plane.event_metadata.values():
+                if _FUNCTION in meta.name:
+                    found.update(_FUNCTION_NAME.findall(meta.name))
+    return found
 
 
 def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Optional[int] = None,
