@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import functools
 import heapq
+import itertools
 import math
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -191,13 +192,13 @@ def as_columns(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Rows as ``{field: [value per row]}`` (a dict field as ``{field: {key: [...]}}``): the
     compact form an answer carries a layer tree in, its field names once instead of once per
     row (the tab's api.js ``rowsOf`` turns it back). A row without a field has None there."""
-    fields = list(dict.fromkeys(field for row in rows for field in row))
     columns: Dict[str, Any] = {}
-    for field in fields:
+    for field in dict.fromkeys(itertools.chain.from_iterable(rows)):
         values = [row.get(field) for row in rows]
-        if any(isinstance(v, dict) for v in values):
-            keys = dict.fromkeys(k for v in values if isinstance(v, dict) for k in v)
-            columns[field] = {k: [v.get(k) if isinstance(v, dict) else None for v in values] for k in keys}
+        if any(issubclass(kind, dict) for kind in set(map(type, values))):
+            parts = [v if isinstance(v, dict) else {} for v in values]
+            columns[field] = {k: [part.get(k) for part in parts]
+                              for k in dict.fromkeys(itertools.chain.from_iterable(parts))}
         else:
             columns[field] = values
     return {"length": len(rows), "columns": columns}
