@@ -15,6 +15,7 @@ The one value Keras reads is the learning rate, inside ``get_config``.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import json
 import math
 import re
@@ -69,9 +70,7 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     weights = list(model.variables)
     found = _from_variables(weights, _listed(optimizer), source="keras", layer_of=layer_of,
                             keras_non_trainable=_keras_state_ids(model))
-    found.layers = records.LayerTable.from_rows(layers)
-    found.model_name = model.name
-    return found
+    return dataclasses.replace(found, layers=layers, model_name=model.name)  # via the constructor: rows to a table
 
 
 def _keras_state_ids(model: Any) -> Set[int]:
@@ -130,9 +129,7 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     if len(optimizers) > 1:
         paths = _tracked_paths(checkpoint)
         found.optimizer = optimizers_summary({paths.get(id(o)) or o.name: o for o in optimizers})
-    found.layers = records.LayerTable.from_rows(layers)
-    found.model_name = ",".join(m.name for m in models)
-    return found
+    return dataclasses.replace(found, layers=layers, model_name=",".join(m.name for m in models))
 
 
 def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str,
