@@ -449,6 +449,13 @@ def element_count(shape: List[int]) -> int:
     return 0 if UNKNOWN_DIM in shape else math.prod(shape)
 
 
+def element_counts(shapes: List[List[int]]) -> List[int]:
+    """``element_count`` of each shape, the common case (no unknown dimension anywhere) in C."""
+    if UNKNOWN_DIM in itertools.chain.from_iterable(shapes):
+        return list(map(element_count, shapes))
+    return list(map(math.prod, shapes))
+
+
 class VariableTable(Table[VariableRecord]):
     row_type = VariableRecord
 

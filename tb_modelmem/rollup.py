@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Dict, List, Optional, Tuple
 
 from tb_modelmem import roles
@@ -15,43 +16,77 @@ def owner_column(record: Breakdown) -> List[str]:
     """The layer that owns each variable, in the breakdown's variable order; a slot is charged
     to the layer of its weight."""
     columns = record.variables.columns
-    by_name = dict(zip(columns["name"], columns["layer"]))
-    return [by_name.get(slot_of or "", layer) if role == OPTIMIZER_SLOT else layer
-            for layer, role, slot_of in zip(columns["layer"], columns["role"], columns["slot_of"])]
+    layer, role, slot_of = columns["layer"], columns["role"], columns["slot_of"]
+    by_name = dict(zip(columns["name"], layer))
+    owners = list(layer)
+    for i in itertools.compress(range(len(owners)), map(OPTIMIZER_SLOT.__eq__, role)):
+        owners[i] = by_name.get(slot_of[i] or "", owners[i])
+    return owners
 
 
-def layer_rollup(record: Breakdown, owners: Optional[List[str]] = None) -> List[Dict[str, Any]]:
-    """One row per layer: params with derivation, bytes by role, total. Model order kept.
+def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict[str, Any]:
+    """One entry per layer, column by column: ``name``, ``class_name``, ``params`` with its
+    ``derivation``, ``bytes`` by role (``{role: [...]}``) and ``total_bytes``. Model order
+    kept; owners the layer list lacks (variable scopes, NO_LAYER) follow it.
 
     Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
     ``owners``: the record's ``owner_column``, when the caller has it already.
     """
     layers = _layer_table(record).columns
-    rows: Dict[str, Dict[str, Any]] = {
-        name: {"name": name, "class_name": class_name, "params": params, "derivation": derivation,
-               "bytes": dict.fromkeys(ROLES, 0)}
-        for name, class_name, params, derivation in zip(layers["name"], layers["class_name"], layers["params"],
-                                                        layers["derivation"])}
+    names: List[str] = []
+    at: Dict[str, int] = {}
+    class_names: List[str] = []
+    params: List[int] = []
+    derivations: List[str] = []
+    for name, class_name, count, derivation in zip(layers["name"], layers["class_name"], layers["params"],
+                                                  layers["derivation"]):
+        if name in at:  # a repeated layer: its last figures, at its first place
+            i = at[name]
+            class_names[i], params[i], derivations[i] = class_name, count, derivation
+            continue
+        at[name] = len(names)
+        names.append(name)
+        class_names.append(class_name)
+        params.append(count)
+        derivations.append(derivation)
+    by_role = {role: [0] * len(names) for role in ROLES}
     columns = record.variables.columns
-    owners = [owner or NO_LAYER for owner in (owners or owner_column(record))]
-    by_owner_role: Dict[Tuple[str, str], int] = {}  # one dict update per variable; rows per group below
+    owners = owners or owner_column(record)
+    grouped: Dict[Tuple[str, str], int] = {}  # one dict update per variable; one column update per group
     for key, size in zip(zip(owners, columns["role"]), columns["bytes"]):
-        by_owner_role[key] = by_owner_role.get(key, 0) + size
+        grouped[key] = grouped.get(key, 0) + size
     scopes = set()  # owners the layer list does not have: their params are their variables'
-    for (owner, role), size in by_owner_role.items():
-        row = rows.get(owner)
-        if row is None:
-            row = rows[owner] = {"name": owner, "class_name": "", "params": 0, "derivation": "",
-                                 "bytes": dict.fromkeys(ROLES, 0)}
+    for (owner, role), size in grouped.items():
+        owner = owner or NO_LAYER
+        i = at.get(owner)
+        if i is None:
+            i = at[owner] = len(names)
+            names.append(owner)
+            class_names.append("")
+            params.append(0)
+            derivations.append("")
+            for values in by_role.values():
+                values.append(0)
             scopes.add(owner)
-        row["bytes"][role if role in ROLES else OTHER] += size
+        by_role[role if role in ROLES else OTHER][i] += size
     if scopes:
         for owner, name, role, shape in zip(owners, columns["name"], columns["role"], columns["shape"]):
+            owner = owner or NO_LAYER
             if owner in scopes and roles.is_param(name, role):
-                rows[owner]["params"] += element_count(shape)
-    for row in rows.values():
-        row["total_bytes"] = sum(row["bytes"].values())
-    return list(rows.values())
+                params[at[owner]] += element_count(shape)
+    return {"name": names, "class_name": class_names, "params": params, "derivation": derivations,
+            "bytes": by_role, "total_bytes": list(map(sum, zip(*by_role.values())))}
+
+
+def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:
+    """``layer_columns`` as one row per layer (``{"name", ..., "bytes": {role: n}, "total_bytes"}``)."""
+    columns = layer_columns(record)
+    by_role = columns["bytes"]
+    return [{"name": name, "class_name": class_name, "params": count, "derivation": derivation,
+             "bytes": {role: by_role[role][i] for role in ROLES}, "total_bytes": total}
+            for i, (name, class_name, count, derivation, total) in enumerate(zip(
+                columns["name"], columns["class_name"], columns["params"], columns["derivation"],
+                columns["total_bytes"]))]
 
 
 def model_layers(record: Breakdown) -> List[str]:

@@ -1,6 +1,7 @@
-"""The paged tables' filter and order (views.Pager): what the tab's filter boxes send."""
+"""The paged tables' filter and order (views.Pager): what the tab's filter boxes send; the layer tree
+answers carry, column by column (views.layer_tree)."""
 
-from tb_modelmem.plugin.views import Pager
+from tb_modelmem.plugin.views import Pager, appended, layer_tree
 
 
 def pager() -> Pager:
@@ -65,3 +66,37 @@ def test_answers_slower_than_the_wait_are_202_then_200_and_joined(tmp_path):
     assert statuses[0] == 202 and statuses[-1] == 200, statuses
     assert set(statuses) == {200, 202}
     assert served.json("/ops", run="good", tag="ops")["breakdown"]["tag"] == "storage"
+
+
+def test_layer_tree_rows_are_depth_first_and_composites_add_their_descendants():
+    # "m" is a composite of two leaves, one nested a level deeper; "x" stands alone.
+    tree = layer_tree(["m/a", "m/b/c", "x"],
+                      {"params": [10, 5, 7], "class_name": ["Dense", "Conv2D", "Add"],
+                       "bytes": {"weight": [40, 20, 28], "optimizer_slot": [80, None, 0]}},
+                      sums=("params", "time_us"), nested=("bytes",))
+    columns = tree["columns"]
+    assert tree["length"] == 5
+    assert columns["layer"] == ["m", "m/a", "m/b", "m/b/c", "x"]
+    assert columns["label"] == ["m", "a", "b", "c", "x"]
+    assert columns["depth"] == [0, 1, 1, 2, 0]
+    assert columns["leaf"] == [False, True, False, True, True]
+    assert columns["params"] == [15, 10, 5, 5, 7]  # m = a + c; m/b = c
+    assert columns["time_us"] == [0, 0, 0, 0, 0]  # a sum no path has is 0, not missing
+    assert columns["class_name"] == [None, "Dense", None, "Conv2D", "Add"]  # composites have no own class
+    assert columns["bytes"] == {"weight": [60, 40, 20, 20, 28], "optimizer_slot": [80, 80, None, None, 0]}
+
+
+def test_a_path_thousands_of_layers_deep_is_one_row_per_level_without_recursion():
+    deep = "/".join(f"l{i}" for i in range(5000))
+    tree = layer_tree([deep], {"params": [3]}, sums=("params",))
+    assert tree["length"] == 5000
+    assert tree["columns"]["params"] == [3] * 5000
+    assert tree["columns"]["depth"][-1] == 4999
+
+
+def test_rows_appended_to_a_column_table_keep_every_field_of_both():
+    table = {"length": 2, "columns": {"layer": ["a", "b"], "bytes": {"weight": [1, 2]}}}
+    both = appended(table, [{"layer": "", "group": "(optimizer)", "bytes": {"other": 5}}])
+    assert both == {"length": 3, "columns": {"layer": ["a", "b", ""], "bytes": {"weight": [1, 2, None],
+                                                                                "other": [None, None, 5]},
+                                             "group": [None, None, "(optimizer)"]}}
