@@ -163,19 +163,31 @@ def strip_calls(name: str) -> str:
 @functools.lru_cache(maxsize=1 << 16)  # a step's graphs repeat names (Adam's one update function per weight)
 def phase_by_name(name: str, op_type: str = "") -> str:
     """The phase an op's name and type show, when no graph says more."""
-    parts = strip_calls(name).split("/")
-    if "gradient_tape" in parts or "gradients" in parts or any(p.endswith("_grad") for p in parts):
+    path = strip_calls(name)
+    framed = f"/{path}/"  # scope tests as substring searches: a graph has ~15,000 names, each asked once
+    if "/gradient_tape/" in framed or "/gradients/" in framed or "_grad/" in framed:
         return BACKWARD
     if op_type in _INPUT_TYPES or name.startswith("_arg_"):
         return INPUT
     if op_type in _EXECUTOR_TYPES or name.startswith(("_retval_", "_SOURCE", "_SINK")):
         return EXECUTOR
-    if (op_type.startswith(_WRITE_PREFIXES[1:]) or any(p.startswith("update_") for p in parts)
-            or any(_OPTIMIZER_SCOPE.match(p) for p in parts[:2])):
+    if op_type.startswith(_WRITE_PREFIXES[1:]) or "/update_" in framed:
         return OPTIMIZER
-    if _LOSS_SCOPE.match(parts[0]):
+    first, second = (path.split("/", 2) + [""])[:2]
+    scope = _scope_phase(first)
+    if scope != OPTIMIZER and "/" in path and _scope_phase(second) == OPTIMIZER:
+        return OPTIMIZER  # the optimizer's scope one level down ("model/adam/...")
+    return scope
+
+
+@functools.lru_cache(maxsize=1 << 12)  # scope names repeat across a graph's ops
+def _scope_phase(part: str) -> str:
+    """The phase a scope component names: the optimizer's, the loss's, a metric's; else forward."""
+    if _OPTIMIZER_SCOPE.match(part):
+        return OPTIMIZER
+    if _LOSS_SCOPE.match(part):
         return LOSS
-    if _METRIC_SCOPE.match(parts[0]):
+    if _METRIC_SCOPE.match(part):
         return METRICS
     return FORWARD
 

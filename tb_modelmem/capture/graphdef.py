@@ -21,16 +21,17 @@ _DTYPE_ATTRS = ("T", "dtype", "out_type", "DstT", "Tout")
 
 def graph_info_from_graph_defs(graph_defs: Iterable[graph_pb2.GraphDef]) -> GraphInfo:
     """Op graphs and output specs of GraphDefs and every function in their libraries."""
-    info = GraphInfo({})
+    outputs: Dict[str, List[OutputSpec]] = {}
+    info = GraphInfo(outputs)
     seen_functions = set()
     for graph_def in graph_defs:
-        info.graphs.append(_graph(graph_def.node, (), info.outputs))
+        info.graphs.append(_graph(graph_def.node, (), outputs))
         for function in graph_def.library.function:
             if function.signature.name in seen_functions:
                 continue
             seen_functions.add(function.signature.name)
             args = [(a.name, a.type) for a in function.signature.input_arg]
-            info.graphs.append(_graph(function.node_def, args, info.outputs))
+            info.graphs.append(_graph(function.node_def, args, outputs))
     return info
 
 

@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import inspect
 import weakref
-from typing import Any, Collection, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from tb_modelmem.join import OpGraph
 
@@ -25,8 +25,37 @@ _VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
 class GraphInfo:
     """What the traced graphs say about the ops a profile ran."""
 
-    outputs: Dict[str, List[OutputSpec]]  # op name -> its outputs
+    outputs: Mapping[str, List[OutputSpec]]  # op name -> its outputs
     graphs: List[OpGraph] = dataclasses.field(default_factory=list)
+
+
+class OutputSpecs(Mapping[str, List[OutputSpec]]):
+    """Op name -> its output specs, each read from TensorFlow when first asked: a profile ran
+    about half the ops of a training step's graph (ResNet50: 8,356 of 14,481), and reading a
+    spec is most of what reading the graph costs. Holds the ops (so their graph) while kept."""
+
+    def __init__(self) -> None:
+        self._ops: Dict[str, Any] = {}
+        self._read: Dict[str, List[OutputSpec]] = {}
+
+    def add(self, name: str, op: Any) -> None:
+        """The first graph to name an op keeps it (an outer graph's op before a function's)."""
+        self._ops.setdefault(name, op)
+
+    def __getitem__(self, name: str) -> List[OutputSpec]:
+        found = self._read.get(name)
+        if found is None:
+            found = self._read[name] = [_spec(t) for t in self._ops[name].outputs]
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ops
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
 
 
 def graph_info(source: Any, variables: Iterable[Any] = (), ran: Optional[Collection[str]] = None) -> GraphInfo:
@@ -68,7 +97,7 @@ _RECENT: "collections.OrderedDict[Any, Tuple[List[Any], GraphInfo]]" = collectio
 
 def _read_graphs(top: List[Any], names: Dict[int, str]) -> GraphInfo:
     pending, seen = list(top), set()
-    outputs: Dict[str, List[OutputSpec]] = {}
+    outputs = OutputSpecs()
     graphs: List[OpGraph] = []
     while pending:
         graph = pending.pop(0)  # outer graphs first: an inner capture is an outer placeholder
@@ -123,9 +152,9 @@ def variable_names(variables: Iterable[Any]) -> Dict[int, str]:
     return names
 
 
-def _op_graph(graph: Any, names: Dict[int, str], outputs: Dict[str, List[OutputSpec]]) -> OpGraph:
-    """The graph's dataflow, in one pass over its ops that also reads each op's output specs
-    into ``outputs`` (an outer graph's op keeps its spec: no spec is read twice)."""
+def _op_graph(graph: Any, names: Dict[int, str], outputs: OutputSpecs) -> OpGraph:
+    """The graph's dataflow, in one pass over its ops that also names each op in ``outputs``
+    (whose specs are read when asked)."""
     types: Dict[str, str] = {}
     inputs: Dict[str, List[str]] = {}
     variables: Dict[str, str] = {}
@@ -135,8 +164,7 @@ def _op_graph(graph: Any, names: Dict[int, str], outputs: Dict[str, List[OutputS
         inputs[name] = [t.op.name for t in op.inputs]
         if kind in _VARIABLE_OPS:  # a TF1 variable, or a handle created in the graph
             variables[name] = name
-        if name not in outputs:
-            outputs[name] = [_spec(t) for t in op.outputs]
+        outputs.add(name, op)
     for external, internal in getattr(graph, "captures", ()):
         name = names.get(id(external))
         if name is not None:

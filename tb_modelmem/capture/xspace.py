@@ -18,7 +18,7 @@ import math
 import os
 import re
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from tb_modelmem import proto
 from tb_modelmem.capture.dtypes import dtype_name
@@ -83,8 +83,9 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
         stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
         host = plane.name.startswith("/host:")
         # What an event is depends on its metadata alone (allocator event, or a host op named
-        # "node:Type"): worked out once per metadata id, not once per event (most repeat).
-        # A device op's tf_op may sit in the event's own stats: looked at per event.
+        # "node:Type", whose running totals it then is): worked out once per metadata id, not
+        # once per event (most repeat; most are not ops at all, e.g. the Eigen threads'
+        # ThreadpoolListener). A device op's tf_op may sit in the event's own stats: per event.
         kinds: Dict[int, Any] = {}
         for line in plane.lines:
             if host and line.name == "python":
@@ -92,22 +93,21 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
                 kind = kinds.get(event.metadata_id, _UNSEEN)
+                if kind is None:
+                    continue
                 if kind is _UNSEEN:
-                    meta = _event_metadata(plane, event)
-                    if meta.name in (_ALLOC, _DEALLOC):
-                        kind = _ALLOC if meta.name == _ALLOC else _DEALLOC  # the constants: compared by identity
-                    else:
-                        kind = _op_of(meta, event, stat_names, host) if host else meta
-                    kinds[event.metadata_id] = kind
-                if kind is _ALLOC or kind is _DEALLOC:
+                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, host, calls)
+                    if kind is None:
+                        continue
+                if type(kind) is _Calls:  # noqa: E721 (a host op)
+                    kind.add(base_ps + event.offset_ps, event.duration_ps)
+                elif kind is _ALLOC or kind is _DEALLOC:
                     memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, plane.name,
                                                _stats(event.stats, stat_names)))
-                    continue
-                op = kind if host else _op_of(kind, event, stat_names, host)
-                if op:
-                    key = (op[0], plane.name)
-                    acc = calls.get(key) or calls.setdefault(key, _Calls(op[0], op[1], plane.name))
-                    acc.add(base_ps + event.offset_ps, event.duration_ps)
+                else:
+                    op = _op_of(kind, event, stat_names, host)
+                    if op:
+                        _calls_of(calls, op, plane.name).add(base_ps + event.offset_ps, event.duration_ps)
     if not calls:
         warnings.warn("tb_modelmem: the profile has no TensorFlow op events (unknown device, or nothing ran "
                       "while profiling)", RuntimeWarning, stacklevel=2)
@@ -148,6 +148,28 @@ class _MemoryEvent:
     is_alloc: bool
     device: str
     stats: Dict[str, Any]
+
+
+def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], host: bool,
+             calls: Dict[Tuple[str, str], _Calls]) -> Any:
+    """What events of this metadata are: _ALLOC or _DEALLOC; on a host, the op's running totals
+    or None (not an op); on a device, the metadata (its events' own stats name their op)."""
+    meta = _event_metadata(plane, event)
+    if meta.name in (_ALLOC, _DEALLOC):
+        return _ALLOC if meta.name == _ALLOC else _DEALLOC  # the constants: compared by identity
+    if not host:
+        return meta
+    op = _op_of(meta, event, stat_names, host)
+    return _calls_of(calls, op, plane.name) if op else None
+
+
+def _calls_of(calls: Dict[Tuple[str, str], _Calls], op: Tuple[str, str], device: str) -> _Calls:
+    """The running totals of op (node, type) on ``device``, made when first seen."""
+    key = (op[0], device)
+    found = calls.get(key)
+    if found is None:
+        found = calls[key] = _Calls(op[0], op[1], device)
+    return found
 
 
 def _stats(stats: Iterable[Any], stat_names: Dict[int, str]) -> Dict[str, Any]:
@@ -264,7 +286,7 @@ def _fill_bytes(row: OpRecord, measured: Optional[_Measured], specs: Optional[Li
             row.bytes_source, row.output_bytes = DERIVED, sum(sizes)  # type: ignore[arg-type]
 
 
-def _lookup(graph: Dict[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
+def _lookup(graph: Mapping[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
     """Graph specs of an executed node; inlined function bodies carry the call node as a prefix."""
     parts = name.split("/")
     for i in range(len(parts)):
@@ -274,7 +296,7 @@ def _lookup(graph: Dict[str, List[OutputSpec]], name: str) -> Optional[List[Outp
     return None
 
 
-def _batch_seen(measured: Dict[str, _Measured], graph: Dict[str, List[OutputSpec]]) -> Optional[int]:
+def _batch_seen(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
     """The batch size of the profiled steps, from a measured output whose graph shape has it unknown."""
     for name, m in measured.items():
         specs = _lookup(graph, name)
@@ -313,9 +335,9 @@ def _input_sizes(graph: GraphInfo, batch: Optional[int]) -> Set[int]:
     """Bytes of each tensor the step takes in (the iterator's outputs at the step's batch): a buffer
     of exactly that size with no op, or allocated before the window, is a batch of input."""
     sizes = set()
-    for name, specs in graph.outputs.items():
+    for name in graph.outputs:  # names only: a spec is read when asked (opgraph.OutputSpecs)
         if name.rpartition("/")[2].startswith(("IteratorGetNext", "OptionalGetValue")):
-            for dims, _, itemsize in specs:
+            for dims, _, itemsize in graph.outputs[name]:
                 size = _nbytes(_at_batch(dims, batch), itemsize)
                 if size:
                     sizes.add(size)
