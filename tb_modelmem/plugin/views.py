@@ -11,9 +11,8 @@ import collections
 import functools
 import heapq
 import itertools
-import math
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem import roles
 from tb_modelmem.join import Joiner, LayerTree, Vocabulary, phase_by_name
@@ -577,4 +576,4 @@ def loadbench_view(record: LoadBench) -> Dict[str, Any]:
     return {"model_name": record.model_name, "results": [r.to_dict() for r in record.results]}
 
 
-__all__ = ["BreakdownView", "TraceView", "Pager", "peak_by_category", "loadbench_view", "layer_tree", "ROLES"]
+__all__ = ["BreakdownView", "TraceView", "Pager", "peak_by_category", "loadbench_view", "layer_tree", "appended", "ROLES"]
