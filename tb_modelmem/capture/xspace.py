@@ -115,9 +115,10 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     names = [c.name for c in calls.values()] + [_op_name(m.stats) for m in memory if m.is_alloc]
     joiner = Joiner.reused(vocabulary or Vocabulary([]), graph.graphs, names)
     origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory], default=0)
-    ops = _op_table(calls.values(), memory, graph, batch_size, joiner)
-    replayed = replay(_events(memory, joiner, _input_sizes(graph, batch_size or _batch_seen(
-        _measured_outputs(memory), graph.outputs))), origin_ps / 1e6)
+    measured = _measured_outputs(memory)
+    batch = batch_size or _batch_seen(measured, graph.outputs)
+    ops = _op_table(calls.values(), measured, graph, batch, joiner)
+    replayed = replay(_events(memory, joiner, _input_sizes(graph, batch)), origin_ps / 1e6)
     allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted(set(ops.column("device"))), steps=max(steps, 1),
@@ -217,11 +218,11 @@ _COLUMNS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "
             "output_bytes", "alloc_bytes", "output_shape", "output_dtype")
 
 
-def _op_table(calls: Iterable[_Calls], memory: List[_MemoryEvent], graph: GraphInfo, batch_size: Optional[int],
+def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: GraphInfo, batch: Optional[int],
               joiner: Joiner) -> OpTable:
-    """One row per op, made column by column (a ResNet50 step has 8,356: no record object each)."""
-    measured = _measured_outputs(memory)
-    batch = batch_size or _batch_seen(measured, graph.outputs)
+    """One row per op, made column by column (a ResNet50 step has 8,356: no record object each);
+    ``measured``: what the allocator reported per op (``_measured_outputs``)."""
+    measured = dict(measured)  # each op event takes its own; what is left had no op event
     rows = []
     for acc in calls:
         layer, phase = joiner.assign(acc.name, acc.op_type)

@@ -217,18 +217,19 @@ def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = 
     order: List[str] = []
     depth: List[int] = []
     parent: List[int] = []
+    leaf: List[bool] = []
     # Depth first, iteratively (a path may have thousands of components).
     stack = [(root, 0, -1) for root in reversed(list(tree.children[""].values()))]
     while stack:
         path, level, up = stack.pop()
+        children = tree.children[path]
         order.append(path)
         depth.append(level)
         parent.append(up)
-        children = tree.children[path]
+        leaf.append(not children)
         if children:
             here = len(order) - 1
             stack.extend((child, level + 1, here) for child in reversed(list(children.values())))
-    leaf = [not tree.children[path] for path in order]
     source = [position.get(path) for path in order]
     folding = [(row, up) for row, up in zip(range(len(order) - 1, -1, -1), reversed(parent)) if up >= 0]
 
