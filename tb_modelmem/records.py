@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import operator
 import reprlib
 import typing
 from typing import (
@@ -210,10 +211,14 @@ class Table(Record, Generic[R]):
                 continue
             if not isinstance(values, list):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
-            bad = _first_misfit(values, _field_hints(row)[name], checks[name])
+            non_negative = name in row._non_negative
+            if _column_fits(values, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
+                columns[name] = values  # the common case: the whole column checked in C
+                continue
+            bad = _first_misfit(values, checks[name])
             if bad is not None:
                 raise ValueError(f"{row.__name__}.{name}[{bad}]: {_misfit(values[bad])} {preview(values[bad])}")
-            if name in row._non_negative and values and _has_negative(values):
+            if non_negative and values and _has_negative(values):
                 index = next(i for i, v in enumerate(values) if _negative(v))
                 raise ValueError(f"{row.__name__}.{name}[{index}]: must be >= 0, got {preview(values[index])}")
             columns[name] = values
@@ -300,34 +305,36 @@ def _compile_check(hint: Any) -> Check:
     return lambda v: isinstance(v, hint)
 
 
-def _first_misfit(values: list, hint: Any, check: Check) -> Optional[int]:
-    """Index of the first value of a column that fails its field's check, else None. Common
-    columns pass a whole-column check in C (sets of types, min/max) before any per-value one."""
-    if _column_fits(values, hint):
-        return None
+def _first_misfit(values: list, check: Check) -> Optional[int]:
+    """Index of the first value of a column that fails its field's check, else None."""
     for i, value in enumerate(values):
         if not check(value):
             return i
     return None
 
 
-def _column_fits(values: list, hint: Any) -> bool:
-    """True when every value surely fits ``hint`` (False: look value by value)."""
+def _column_fits(values: list, hint: Any, low: int = -MAX_INT) -> bool:
+    """True when every value surely fits ``hint`` and numbers are >= ``low`` (False: look value
+    by value). Sets of types, min and max: the whole column in C, one pass each."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Union and type(None) in args and len(args) == 2:
-        inner = args[0] if args[1] is type(None) else args[1]
-        return _column_fits([v for v in values if v is not None] if None in values else values, inner)
-    if origin in (list, List) and args and args[0] in (str, int):
-        if not set(map(type, values)) <= {list}:
-            return False
-        return _column_fits(list(itertools.chain.from_iterable(values)), args[0])
     kinds = set(map(type, values))
+    if origin is Union and type(None) in args and len(args) == 2:
+        if type(None) in kinds:
+            values = list(itertools.compress(values, map(operator.is_not, values, itertools.repeat(None))))
+        hint = args[0] if args[1] is type(None) else args[1]
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+        kinds.discard(type(None))
+    if origin in (list, List) and args and args[0] in (str, int):
+        return kinds <= {list} and _column_fits(list(itertools.chain.from_iterable(values)), args[0], low)
     if hint is str:
         return kinds <= {str} and max(map(len, values), default=0) <= MAX_STRING
     if hint is int:
-        return kinds <= {int} and -MAX_INT <= min(values, default=0) and max(values, default=0) < MAX_INT
+        return kinds <= {int} and low <= min(values, default=0) and max(values, default=0) < MAX_INT
     if hint is float:
-        return kinds <= {int, float} and math.isfinite(math.fsum(values))
+        try:  # a NaN or an infinity makes the sum one; so may finite values past 1e308 (then value by value)
+            return kinds <= {int, float} and math.isfinite(sum(values)) and min(values, default=0) >= low
+        except OverflowError:  # an integer past a float's range
+            return False
     return False
 
 
@@ -406,8 +413,13 @@ def preview(value: Any) -> str:
 
 
 def is_number(value: Any) -> bool:
-    """A finite JSON number (not a bool, not NaN or Infinity)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite JSON number (not a bool, not NaN or Infinity, not an integer past a float's range)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _nesting(value: Any) -> int:

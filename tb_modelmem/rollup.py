@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, Dict, List, Optional, Tuple
 
 from tb_modelmem import roles
@@ -18,6 +19,10 @@ def owner_column(record: Breakdown) -> List[str]:
     columns = record.variables.columns
     layer, role, slot_of = columns["layer"], columns["role"], columns["slot_of"]
     by_name = dict(zip(columns["name"], layer))
+    names_a_weight = map(operator.is_not, slot_of, itertools.repeat(None))
+    not_a_slot = map(operator.ne, role, itertools.repeat(OPTIMIZER_SLOT))
+    if "" not in by_name and not any(map(operator.and_, names_a_weight, not_a_slot)):
+        return list(map(by_name.get, slot_of, layer))  # only slots name a weight: the whole column in C
     owners = list(layer)
     for i in itertools.compress(range(len(owners)), map(OPTIMIZER_SLOT.__eq__, role)):
         owners[i] = by_name.get(slot_of[i] or "", owners[i])
@@ -70,9 +75,10 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
             scopes.add(owner)
         by_role[role if role in ROLES else OTHER][i] += size
     if scopes:
-        for owner, name, role, shape in zip(owners, columns["name"], columns["role"], columns["shape"]):
+        counted = roles.param_flags(columns["name"], columns["role"])
+        for owner, shape in itertools.compress(zip(owners, columns["shape"]), counted):
             owner = owner or NO_LAYER
-            if owner in scopes and roles.is_param(name, role):
+            if owner in scopes:
                 params[at[owner]] += element_count(shape)
     return {"name": names, "class_name": class_names, "params": params, "derivation": derivations,
             "bytes": by_role, "total_bytes": list(map(sum, zip(*by_role.values())))}

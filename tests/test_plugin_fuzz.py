@@ -56,7 +56,7 @@ def _trace() -> OpTrace:
 
 # Valid JSON, wrong types or shapes: put at every key and list item of the payload's data.
 WRONG_VALUES: List[Any] = [
-    None, True, -1, 1.5, 1e300, -1e300, 2 ** 70, "NaN", "x" * 100_000, [], {}, [None], [[1]], [-1],
+    None, True, -1, 1.5, 1e300, -1e300, 2 ** 70, 10 ** 400, "NaN", "x" * 100_000, [], {}, [None], [[1]], [-1],
     [[[[[[[[[[1]]]]]]]]]],
 ]
 
@@ -342,3 +342,20 @@ def test_from_dict_names_any_nesting_without_recursing():
     data["ops"]["fused"][0] = deep
     with pytest.raises(ValueError, match=r"OpTrace.ops: OpRecord.fused\[0\]: nested deeper than 32 levels"):
         OpTrace.from_dict(data)
+
+
+def test_numbers_past_a_float_are_named_and_finite_extremes_are_kept():
+    """JSON numbers are unbounded: an integer past a float's range is refused with its field named
+    (it was an OverflowError, not a reason); finite floats whose sum overflows are still finite."""
+    data = _trace().to_dict()
+    data["ops"]["time_us"] = [1e308, 1e308]
+    assert OpTrace.from_dict(data).ops.column("time_us") == [1e308, 1e308]
+    data["ops"]["time_us"] = [10 ** 400, 1.0]
+    with pytest.raises(ValueError, match=r"OpRecord.time_us\[0\]: an integer out of the int64 range"):
+        OpTrace.from_dict(data)
+    data = _trace().to_dict()
+    data["peak_time_us"] = -(10 ** 400)
+    with pytest.raises(ValueError, match=r"OpTrace.peak_time_us: an integer out of the int64 range"):
+        OpTrace.from_dict(data)
+    with pytest.raises(payload.PayloadError, match="time_us"):
+        payload.decode(zlib.compress(json.dumps({"schema": 1, "kind": metadata.OPS, "data": data}).encode()))

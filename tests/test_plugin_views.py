@@ -1,7 +1,9 @@
 """The paged tables' filter and order (views.Pager): what the tab's filter boxes send; the layer tree
-answers carry, column by column (views.layer_tree)."""
+answers carry, column by column (views.layer_tree); who owns a variable and what counts as a
+parameter in a served breakdown (views.BreakdownView)."""
 
-from tb_modelmem.plugin.views import Pager, appended, layer_tree
+from tb_modelmem.plugin.views import BreakdownView, Pager, appended, layer_tree
+from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
 
 
 def pager() -> Pager:
@@ -100,3 +102,34 @@ def test_rows_appended_to_a_column_table_keep_every_field_of_both():
     assert both == {"length": 3, "columns": {"layer": ["a", "b", ""], "bytes": {"weight": [1, 2, None],
                                                                                 "other": [None, None, 5]},
                                              "group": [None, None, "(optimizer)"]}}
+
+
+def _variable(name: str, layer: str, shape: list, role: str, slot_of=None) -> VariableRecord:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return VariableRecord(name, layer, shape, "float32", 4 * count, role, slot_of=slot_of)
+
+
+def test_slots_are_charged_to_their_weights_layer_and_rng_state_is_no_parameter():
+    variables = [
+        _variable("enc/dense/kernel", "enc/dense", [8, 4], WEIGHT),  # 32 params, 128 B
+        _variable("enc/bn/moving_mean", "enc/bn", [4], NON_TRAINABLE),  # 4 params, 16 B
+        _variable("enc/dropout/seed_generator_state", "enc/dropout", [2], NON_TRAINABLE),  # state, not a param
+        _variable("enc/my_seed_generator_state", "enc", [3], WEIGHT),  # only named like it: 3 params
+        _variable("adam/enc_dense_kernel_m", "adam", [8, 4], OPTIMIZER_SLOT, "enc/dense/kernel"),  # to enc/dense
+        _variable("adam/iteration", "adam", [], OTHER),  # no weight: stays on its own scope
+    ]
+    view = BreakdownView(Breakdown(source="keras", variables=variables))
+    assert view.total_params == 32 + 4 + 3
+    columns = view.layer_table["columns"]
+    rows = dict(zip(columns["layer"], zip(columns["total_bytes"], columns["bytes"]["optimizer_slot"])))
+    assert rows["enc/dense"] == (128 + 128, 128)  # its kernel and the kernel's slot
+    assert rows["adam"] == (4, 0)  # the counter only
+    assert rows["enc"] == (128 + 128 + 16 + 8 + 12, 128)  # a composite: itself and every layer under it
+    assert view.totals == {WEIGHT: 128 + 12, NON_TRAINABLE: 16 + 8, OPTIMIZER_SLOT: 128, OTHER: 4}
+
+    # A foreign writer that names a weight on a non-slot row: that row keeps its own layer.
+    foreign = variables + [_variable("enc/extra", "enc/extra", [1], WEIGHT, "enc/dense/kernel")]
+    rows = BreakdownView(Breakdown(source="keras", variables=foreign)).layer_table["columns"]
+    assert dict(zip(rows["layer"], rows["total_bytes"]))["enc/extra"] == 4

@@ -290,8 +290,8 @@ class BreakdownView:
         self.layer_table = layer_tree(own.pop("name"), own, sums=("params", "total_bytes"), nested=("bytes",))
         self._owners = owners
         columns["params"] = element_counts(columns["shape"])
-        self.total_params = sum(itertools.compress(columns["params"], map(roles.is_param, columns["name"],
-                                                                          columns["role"])))
+        self.total_params = sum(itertools.compress(columns["params"], roles.param_flags(columns["name"],
+                                                                                        columns["role"])))
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
 
     @functools.cached_property
