@@ -19,7 +19,8 @@ from tb_modelmem import _keras_slots
 from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 __all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
-           "is_param", "param_flags", "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind", "keras_layout", "KerasLayout"]
+           "is_param", "param_flags", "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind",
+           "keras_layout", "KerasLayout"]
 
 # Last name component of training state that is neither a weight nor a per-weight slot:
 # step counters, hyper-parameters, loss-scale state (TF1, Keras 2 and Keras 3 names).
