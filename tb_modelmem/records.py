@@ -215,15 +215,14 @@ class Table(Record, Generic[R]):
             if not isinstance(values, list):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
             non_negative = name in row._non_negative
-            if _column_fits(values, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
-                columns[name] = _shared(values) if name in row._repeated else values  # the whole column, in C
-                continue
-            bad = _first_misfit(values, checks[name])
-            if bad is not None:
-                raise ValueError(f"{row.__name__}.{name}[{bad}]: {_misfit(values[bad])} {preview(values[bad])}")
-            if non_negative and values and _has_negative(values):
-                index = next(i for i, v in enumerate(values) if _negative(v))
-                raise ValueError(f"{row.__name__}.{name}[{index}]: must be >= 0, got {preview(values[index])}")
+            if not _column_fits(values, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
+                # value by value, only to name the first that fails (the whole-column check is in C)
+                bad = _first_misfit(values, checks[name])
+                if bad is not None:
+                    raise ValueError(f"{row.__name__}.{name}[{bad}]: {_misfit(values[bad])} {preview(values[bad])}")
+                if non_negative and values and _has_negative(values):
+                    index = next(i for i, v in enumerate(values) if _negative(v))
+                    raise ValueError(f"{row.__name__}.{name}[{index}]: must be >= 0, got {preview(values[index])}")
             columns[name] = _shared(values) if name in row._repeated else values
         try:
             table = cls(columns)
