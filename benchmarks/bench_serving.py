@@ -12,9 +12,11 @@ breakdown beside it (benchmarks/synthetic.py), starts a real ``tensorboard`` pro
 each against the bare decode of the same blob (zlib + json.loads) timed in this process,
 interleaved; medians. On ``--load_fast=true`` also TensorBoard's own read of the breakdown's
 blob, asked by this process of the same data server over gRPC just before (the floor under
-any plugin's first request: the plugin reads through the same server). Then TensorBoard's RSS after opening every run, against its RSS before
-and the plugin's cache bound (--modelmem_cache_mb). First, where a first /breakdown's time
-goes in process (decode and check, the view, the gzipped answer), against the same bare decode.
+any plugin's first request: the plugin reads through the same server; ``bench_data_server``
+shows why it is sometimes ~45 ms). Then TensorBoard's RSS after opening every run, against its
+RSS before and the plugin's cache bound (--modelmem_cache_mb). First, where a first /breakdown's
+time goes in process (decode and check, the view, the gzipped answer), against the same bare
+decode.
 
     python -m benchmarks.bench_serving [--runs 10] [--ops 200000] [--variables 10000] [--cache-mb 512]
 """
