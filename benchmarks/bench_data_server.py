@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import psutil  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
-from benchmarks.bench_serving import bare, data_server_read, fetch  # noqa: E402
+from benchmarks.bench_serving import bare, data_server, data_server_read, fetch  # noqa: E402
 from tb_modelmem import payload, summary  # noqa: E402
 from tests.plugin_harness import write_events  # noqa: E402
 from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
@@ -58,12 +58,6 @@ def socket_of(pid: int, fd: int) -> Iterator[socket.socket]:
         yield sock
     finally:
         sock.close()  # the copy only
-
-
-def data_server(tb: TensorBoardProcess) -> psutil.Process:
-    (server,) = [p for p in psutil.Process(tb.pid).children(recursive=True)
-                 if any(c.status == psutil.CONN_LISTEN for c in p.net_connections(kind="tcp"))]
-    return server
 
 
 def connected_fds(server: psutil.Process) -> List[int]:

@@ -92,6 +92,13 @@ def breakdown_parts(blob: bytes, rounds: int = 15) -> None:
     print(f"  answer: {len(answer()):,} B gzipped")
 
 
+def data_server(tb: TensorBoardProcess) -> psutil.Process:
+    """TensorBoard's Rust data server (``--load_fast=true``): its one child that listens."""
+    (server,) = [p for p in psutil.Process(tb.pid).children(recursive=True)
+                 if any(c.status == psutil.CONN_LISTEN for c in p.net_connections(kind="tcp"))]
+    return server
+
+
 def data_server_read(tb: TensorBoardProcess) -> Callable[[str, str], float]:
     """Seconds TensorBoard's data server (``--load_fast=true``) takes to give a tag's latest blob
     to a gRPC client: the reads TensorBoard's GrpcDataProvider makes for a plugin."""
@@ -99,8 +106,7 @@ def data_server_read(tb: TensorBoardProcess) -> Callable[[str, str], float]:
     from tensorboard import context
     from tensorboard.data import grpc_provider, provider
 
-    (port,) = {c.laddr.port for child in psutil.Process(tb.pid).children(recursive=True)
-               for c in child.net_connections() if c.status == psutil.CONN_LISTEN}
+    (port,) = {c.laddr.port for c in data_server(tb).net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
     data = grpc_provider.GrpcDataProvider(f"127.0.0.1:{port}", grpc_provider.make_stub(
         grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_receive_message_length", 2**28)])))
 
