@@ -202,83 +202,45 @@ def _scope_parts(name: str) -> List[str]:
     return parts
 
 
-_KEEP_JOINERS = 2  # as opgraph keeps two graph readings: a training step's and one more
+_KEEP = 2  # analyses and joiners kept, as opgraph keeps two graph readings: a training step's and one more
 
 
-class Joiner:
-    """Assigns (layer, phase) to op names of a trace, using the model's vocabulary and, when
-    there is one, the traced graph."""
+class GraphAnalysis:
+    """What the traced graphs alone say, whatever a trace ran: each graph's order, consumers and
+    phases, the layer of every op that reads a variable, and the scope renamings those reads
+    teach. It needs no profile, so ``trace()`` works it out while TensorFlow writes the profile
+    (``reused``), and a loop profiled every N steps does it once."""
 
-    _recent: "collections.OrderedDict[Any, Joiner]" = collections.OrderedDict()
+    _recent: "collections.OrderedDict[int, GraphAnalysis]" = collections.OrderedDict()
 
     @classmethod
-    def reused(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph], names: Iterable[str]) -> "Joiner":
-        """A Joiner, the same one when the same graphs (the same objects: ``opgraph.graph_info``
-        keeps them), model and executed op names are joined again, as a loop profiled every N
-        steps does: analysing the graphs is the costly part and depends on nothing else."""
-        executed = frozenset(names)
-        key = (id(graphs), executed)
-        found = cls._recent.get(key)
-        if found is not None and found._graphs_given is graphs and found.vocabulary == vocabulary:
-            cls._recent.move_to_end(key)
+    def reused(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph]) -> "GraphAnalysis":
+        """The analysis of ``graphs`` (the same object: ``opgraph.graph_info`` keeps it) for
+        ``vocabulary``, made once; it is held, so its id is never another list's while kept."""
+        found = cls._recent.get(id(graphs))
+        if found is not None and found.graphs_given is graphs and found.vocabulary == vocabulary:
+            cls._recent.move_to_end(id(graphs))
             return found
-        joiner = cls(vocabulary, graphs, executed)
-        joiner._graphs_given = graphs  # held, so its id is never another list's while kept
-        cls._recent[key] = joiner
-        while len(cls._recent) > _KEEP_JOINERS:
+        analysis = cls(vocabulary, graphs)
+        analysis.graphs_given = graphs
+        cls._recent[id(graphs)] = analysis
+        while len(cls._recent) > _KEEP:
             cls._recent.popitem(last=False)
-        return joiner
+        return analysis
 
-    def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = ()) -> None:
-        """``names``: the trace's op names, which show how it renamed layers where no graph does."""
+    def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = ()) -> None:
         self.vocabulary = vocabulary
         self.tree = LayerTree(vocabulary.layers)
         self.graphs = list(graphs)
-        self._graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
-        self._scopes: Dict[str, str] = {}  # traced scope -> layer path
-        self._extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
-        self._fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
-        self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
-        self._renamed: Dict[Tuple[str, str], Optional[str]] = {}  # (parent, traced scope) -> uniquified child
-        for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op
-            self._learn_renaming(_scope_parts(scope + "/op")[:-1])
-        # Every graph's direct reads teach the renaming before any name is walked.
-        analysed = [self._analyse(g) for g in self.graphs]
-        self._assigned = [self._finish(g, *a) for g, a in zip(self.graphs, analysed)]
-        self._found: Dict[str, Optional[Tuple[str, str]]] = {}
-
-    def assign(self, name: str, op_type: str = "") -> Tuple[str, str]:
-        """(layer path or "", phase) of an executed op."""
-        found = self._lookup(name)
-        if found is not None:
-            return found
-        phase = phase_by_name(name, op_type)
-        if phase in (INPUT, EXECUTOR):
-            return "", phase
-        return self._layer_by_name(name, phase), phase
-
-    # --- graph-based assignment -------------------------------------------------------------
-
-    def _lookup(self, name: str) -> Optional[Tuple[str, str]]:
-        """The graph node an executed name stands for: inlined calls prefix the node's own name."""
-        if name in self._found:
-            return self._found[name]
-        found = None
-        if self.graphs:
-            parts = name.split("/")
-            for start in range(len(parts)):
-                candidate = "/".join(parts[start:])
-                for assigned in self._assigned:
-                    if candidate in assigned:
-                        found = assigned[candidate]
-                        break
-                if found is not None:
-                    break
-        self._found[name] = found
-        return found
+        self.graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
+        self.scopes: Dict[str, str] = {}  # traced scope -> layer path
+        self.extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
+        self.fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
+        self.joined: Dict[Any, Any] = {}  # renaming rule -> what Joiners following it share
+        # (topological order, consumers, phase, layer of ops that read a variable) of each graph
+        self.per_graph = [self._analyse(g) for g in self.graphs]
 
     def _analyse(self, graph: OpGraph) -> Tuple[List[str], Dict[str, List[str]], Dict[str, str], Dict[str, str]]:
-        """(topological order, consumers, phase, layer of ops that read a variable) of one graph."""
         order = _topological(graph)
         consumers: Dict[str, List[str]] = {n: [] for n in graph.types}
         for node, inputs in graph.inputs.items():
@@ -295,19 +257,6 @@ class Joiner:
                 if phase[node] in (FORWARD, BACKWARD):
                     self._learn_scope(_scope_parts(node), layer[node])
         return order, consumers, phase, layer
-
-    def _finish(self, graph: OpGraph, order: List[str], consumers: Dict[str, List[str]], phase: Dict[str, str],
-                layer: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
-        """Names, then dataflow, for the ops no variable placed."""
-        for node in order:
-            if node not in layer and phase[node] in (FORWARD, BACKWARD, OPTIMIZER, METRICS):
-                found = self._layer_by_name(node, phase[node])
-                if found:
-                    layer[node] = found
-                    if node in self._fed:  # ...unless it is inside a layer: then it is that layer's forward pass
-                        phase[node] = FORWARD
-        self._by_dataflow(graph, order, layer, phase, consumers)
-        return {node: (layer.get(node, ""), phase[node]) for node in graph.types}
 
     def _variable_reads(self, graph: OpGraph, order: List[str]) -> Dict[str, Set[str]]:
         """node -> variables whose handle or value it takes as an input (through value-passing ops)."""
@@ -353,8 +302,132 @@ class Joiner:
                 seen = {phase[c] for c in consumers[node]}
                 if len(seen) == 1 and seen & {OPTIMIZER, METRICS}:
                     phase[node] = seen.pop()
-                    self._fed.add(node)
+                    self.fed.add(node)
         return phase
+
+    def _learn_scope(self, parts: List[str], path: str) -> None:
+        """Record which traced scope prefix stands for ``path`` (and its ancestors)."""
+        want = path.split("/")
+        for skip in range(len(want)):  # ops traced outside the model's own call lack its leading scopes
+            tail = want[skip:]
+            if len(parts) > len(tail) and all(same_name(p, w) for p, w in zip(parts, tail)):
+                for depth in range(1, len(tail) + 1):
+                    scope, layer = "/".join(parts[:depth]), "/".join(want[:skip + depth])
+                    known = self.scopes.get(scope)
+                    self.scopes[scope] = layer if known in (None, layer) else self.tree.common([known, layer])
+                    counts = self.extra.setdefault(layer.rpartition("/")[0], [0, 0])
+                    counts[parts[depth - 1] != want[skip + depth - 1]] += 1
+                return
+
+
+class Joiner:
+    """Assigns (layer, phase) to op names of a trace, using the model's vocabulary and, when
+    there is one, the traced graph."""
+
+    _recent: "collections.OrderedDict[Any, Joiner]" = collections.OrderedDict()
+
+    @classmethod
+    def reused(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph], names: Iterable[str]) -> "Joiner":
+        """A Joiner, the same one when the same graphs (the same objects: ``opgraph.graph_info``
+        keeps them), model and executed op names are joined again, as a loop profiled every N
+        steps does; a first join of those graphs takes their analysis from ``GraphAnalysis.reused``."""
+        executed = frozenset(names)
+        key = (id(graphs), executed)
+        found = cls._recent.get(key)
+        if found is not None and found._graphs_given is graphs and found.vocabulary == vocabulary:
+            cls._recent.move_to_end(key)
+            return found
+        joiner = cls(vocabulary, graphs, executed, GraphAnalysis.reused(vocabulary, graphs))
+        joiner._graphs_given = graphs  # held, so its id is never another list's while kept
+        cls._recent[key] = joiner
+        while len(cls._recent) > _KEEP:
+            cls._recent.popitem(last=False)
+        return joiner
+
+    def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = (),
+                 analysis: Optional[GraphAnalysis] = None) -> None:
+        """``names``: the trace's op names, which show how it renamed layers where no graph does.
+        ``analysis``: of these graphs for this vocabulary, when the caller has it already."""
+        analysis = analysis or GraphAnalysis(vocabulary, graphs)
+        self.vocabulary = vocabulary
+        self.tree = analysis.tree
+        self.graphs = analysis.graphs
+        self._graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
+        self._scopes = analysis.scopes  # read only here: what the graphs' variable reads taught
+        self._extra = {parent: list(counts) for parent, counts in analysis.extra.items()}  # + the names' renamings
+        self._fed = analysis.fed
+        for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op
+            self._learn_renaming(_scope_parts(scope + "/op")[:-1])
+        # Whether a scope one "_N" longer than a layer's name is that layer renamed: the trace's
+        # rule, and the parents where the counts say otherwise. All that names change here.
+        totals = [sum(counts) for counts in zip(*self._extra.values())] or [0, 0]
+        self._renamed_rule = totals[1] > totals[0]
+        self._renamed_except = frozenset(parent for parent, (exact, renamed) in self._extra.items()
+                                         if (renamed > exact) != self._renamed_rule)
+        # The rest follows from the analysis and that rule, so joiners agreeing on it share it
+        # (``prepare``: joined before the profile is read, the names' renamings rarely differ).
+        decided = (self._renamed_rule, self._renamed_except)
+        shared = analysis.joined.get(decided)
+        if shared is None:
+            self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
+            self._renamed: Dict[Tuple[str, str], Optional[str]] = {}  # (parent, traced scope) -> uniquified child
+            self._assigned = [self._finish(g, order, consumers, dict(phase), dict(layer))
+                              for g, (order, consumers, phase, layer) in zip(self.graphs, analysis.per_graph)]
+            shared = analysis.joined[decided] = (self._assigned, self._by_scope, self._renamed)
+            while len(analysis.joined) > _KEEP:
+                del analysis.joined[next(iter(analysis.joined))]
+        self._assigned, self._by_scope, self._renamed = shared
+        self._found: Dict[str, Optional[Tuple[str, str]]] = {}
+
+    @classmethod
+    def prepare(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph]) -> None:
+        """Analyse ``graphs`` and join them before any op name is known (``trace()`` does it
+        while TensorFlow writes the profile): ``reused`` then finds the work done unless the
+        profile's names change the renaming rule."""
+        cls(vocabulary, graphs, (), GraphAnalysis.reused(vocabulary, graphs))
+
+    def assign(self, name: str, op_type: str = "") -> Tuple[str, str]:
+        """(layer path or "", phase) of an executed op."""
+        found = self._lookup(name)
+        if found is not None:
+            return found
+        phase = phase_by_name(name, op_type)
+        if phase in (INPUT, EXECUTOR):
+            return "", phase
+        return self._layer_by_name(name, phase), phase
+
+    # --- graph-based assignment -------------------------------------------------------------
+
+    def _lookup(self, name: str) -> Optional[Tuple[str, str]]:
+        """The graph node an executed name stands for: inlined calls prefix the node's own name."""
+        if name in self._found:
+            return self._found[name]
+        found = None
+        if self.graphs:
+            parts = name.split("/")
+            for start in range(len(parts)):
+                candidate = "/".join(parts[start:])
+                for assigned in self._assigned:
+                    if candidate in assigned:
+                        found = assigned[candidate]
+                        break
+                if found is not None:
+                    break
+        self._found[name] = found
+        return found
+
+    def _finish(self, graph: OpGraph, order: List[str], consumers: Dict[str, List[str]], phase: Dict[str, str],
+                layer: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
+        """Names, then dataflow, for the ops no variable placed."""
+        for node in order:
+            if node not in layer and phase[node] in (FORWARD, BACKWARD, OPTIMIZER, METRICS):
+                found = self._layer_by_name(node, phase[node])
+                if found:
+                    layer[node] = found
+                    if node in self._fed:  # ...unless it is inside a layer: then it is that layer's forward pass
+                        phase[node] = FORWARD
+        self._by_dataflow(graph, order, layer, phase, consumers)
+        return {node: (layer.get(node, ""), phase[node]) for node in graph.types}
 
     def _by_dataflow(self, graph: OpGraph, order: List[str], layer: Dict[str, str], phase: Dict[str, str],
                      consumers: Dict[str, List[str]]) -> None:
@@ -369,20 +442,6 @@ class Joiner:
                     layer[node] = owners.pop()
 
     # --- names against the layer tree --------------------------------------------------------
-
-    def _learn_scope(self, parts: List[str], path: str) -> None:
-        """Record which traced scope prefix stands for ``path`` (and its ancestors)."""
-        want = path.split("/")
-        for skip in range(len(want)):  # ops traced outside the model's own call lack its leading scopes
-            tail = want[skip:]
-            if len(parts) > len(tail) and all(same_name(p, w) for p, w in zip(parts, tail)):
-                for depth in range(1, len(tail) + 1):
-                    scope, layer = "/".join(parts[:depth]), "/".join(want[:skip + depth])
-                    known = self._scopes.get(scope)
-                    self._scopes[scope] = layer if known in (None, layer) else self.tree.common([known, layer])
-                    counts = self._extra.setdefault(layer.rpartition("/")[0], [0, 0])
-                    counts[parts[depth - 1] != want[skip + depth - 1]] += 1
-                return
 
     def _learn_renaming(self, parts: List[str]) -> None:
         """Count, down a scope path, components only one rule explains: "flatten_1" when the model
@@ -444,8 +503,7 @@ class Joiner:
         base = _SUFFIX.sub("", traced) if _SUFFIX.search(traced) else None
         stripped = children.get(base) if base is not None else None
         if exact is not None and stripped is not None:
-            exact_count, extra_count = self._extra.get(parent) or self._global_extra()
-            return stripped if extra_count > exact_count else exact
+            return stripped if (parent in self._renamed_except) != self._renamed_rule else exact
         if exact is not None or stripped is not None:
             return exact or stripped
         key = (parent, traced)
@@ -453,13 +511,6 @@ class Joiner:
             matches = [path for child, path in children.items() if same_name(traced, child)]
             self._renamed[key] = matches[0] if len(matches) == 1 else None
         return self._renamed[key]
-
-    def _global_extra(self) -> List[int]:
-        totals = [0, 0]
-        for exact, extra in self._extra.values():
-            totals[0] += exact
-            totals[1] += extra
-        return totals
 
     def _updated_variable(self, parts: List[str]) -> str:
         """TF1 optimizers name an update after its variable: ".../update_layer2/weights/Variable/Apply"."""

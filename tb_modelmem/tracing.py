@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
 from types import TracebackType
 from typing import Any, List, Optional, Set, Tuple, Type
@@ -86,9 +87,15 @@ class Trace:
         try:
             import tensorflow as tf
 
-            tf.profiler.experimental.stop()
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
-                self.record = self._reduce()
+                reading = _ModelReading(self)
+                reading.start()
+                try:
+                    tf.profiler.experimental.stop()
+                finally:
+                    reading.written.set()
+                    reading.join()
+                self.record = self._reduce(reading.model)
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
                                                                  self.description):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
@@ -121,7 +128,8 @@ class Trace:
                  tb: Optional[TracebackType]) -> None:
         self.stop()  # also after a failed step: an OOM step is the one worth seeing
 
-    def _reduce(self) -> Optional[OpTrace]:
+    def _reduce(self, model: Optional[Tuple[Any, List[Any]]]) -> Optional[OpTrace]:
+        """``model``: (vocabulary, variables) as ``_ModelReading`` read them, None to read them here."""
         from tb_modelmem.capture import xspace
 
         assert self._dir is not None
@@ -134,11 +142,19 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
-        vocabulary, variables = self._vocabulary()
+        vocabulary, variables = model if model is not None else self._vocabulary()
         return xspace.reduce_xspace(space, self._graph_info(variables, xspace.functions_run(space)), self.batch_size,
                                     vocabulary)
 
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
+        """``_read_model``, warning (and naming no layers) when it cannot."""
+        try:
+            return self._read_model()
+        except Exception as e:
+            _warn(self.name, "could not read the model's layers (ops keep their scope names)", e)
+            return None, []
+
+    def _read_model(self) -> Tuple[Any, List[Any]]:
         """The model's layers and its variables (to name the handles the graph captures). With
         no ``model``, the Keras model ``function`` closes over, if any; else ops keep no layer
         here and the tab joins them to the run's breakdown by name."""
@@ -149,12 +165,7 @@ class Trace:
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
             return None, []
-        try:
-            return (Vocabulary.from_breakdown(breakdown(model, self.optimizer)),
-                    variables_of(model, self.optimizer))
-        except Exception as e:
-            _warn(self.name, "could not read the model's layers (ops keep their scope names)", e)
-            return None, []
+        return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables_of(model, self.optimizer)
 
     def _graph_info(self, variables: List[Any], ran: Set[str]) -> Any:
         """The shapes and dataflow of the traced graphs that ran (``ran``: their function names);
@@ -175,6 +186,36 @@ class Trace:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+class _ModelReading(threading.Thread):
+    """Reads the model and the step's graphs, and joins the graphs to the model, while
+    TensorFlow writes the profile (its export releases the GIL): none of it needs the profile,
+    and it is most of what a first ``trace()`` adds. Which graphs ran is a guess here
+    (``opgraph.likely_run``); the profile decides after, through ``graph_info``'s cache. What
+    time is left goes to reading output specs, until ``written`` is set. A failure is not
+    reported here: the reduction reads again, and warns."""
+
+    def __init__(self, window: Trace) -> None:
+        super().__init__(name="tb_modelmem-model-reading", daemon=True)
+        self.window = window
+        self.model: Optional[Tuple[Any, List[Any]]] = None  # (vocabulary, variables) once read
+        self.written = threading.Event()  # the profile is written: stop reading ahead
+
+    def run(self) -> None:
+        try:
+            from tb_modelmem.capture import xspace  # noqa: F401 (a first trace's imports, here too)
+            from tb_modelmem.capture.opgraph import graph_info, likely_run
+            from tb_modelmem.join import Joiner, Vocabulary
+
+            self.model = self.window._read_model()
+            function = self.window.function
+            if function is not None:
+                graph = graph_info(function, self.model[1], likely_run(function))
+                Joiner.prepare(self.model[0] or Vocabulary([]), graph.graphs)
+                graph.outputs.read_ahead(self.written)
+        except Exception:  # noqa: S110 (read again, and reported, by the reduction)
+            pass
 
 
 def enable_full_memory_trace() -> bool:

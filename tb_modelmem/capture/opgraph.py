@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import inspect
 import weakref
-from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tb_modelmem.join import OpGraph
 
@@ -27,6 +27,9 @@ class GraphInfo:
 
     outputs: Mapping[str, List[OutputSpec]]  # op name -> its outputs
     graphs: List[OpGraph] = dataclasses.field(default_factory=list)
+    # (op name, batch) -> what the specs say of its output (``xspace``): kept with the graph, so
+    # the next trace of the same step does not work it out again
+    derived: Dict[Tuple[str, Optional[int]], Any] = dataclasses.field(default_factory=dict)
 
 
 class OutputSpecs(Mapping[str, List[OutputSpec]]):
@@ -47,6 +50,16 @@ class OutputSpecs(Mapping[str, List[OutputSpec]]):
         if found is None:
             found = self._read[name] = [_spec(t) for t in self._ops[name].outputs]
         return found
+
+    def read_ahead(self, until: Any) -> None:
+        """Read specs not asked for yet, in graph order, until ``until`` (a threading.Event) is
+        set: what ``trace()`` does with the time TensorFlow spends writing the profile. Not
+        alongside ``__getitem__``: the caller stops this before asking."""
+        for name, op in self._ops.items():
+            if until.is_set():
+                return
+            if name not in self._read:
+                self._read[name] = [_spec(t) for t in op.outputs]
 
     def __contains__(self, name: object) -> bool:
         return name in self._ops
@@ -89,6 +102,26 @@ def graph_info(source: Any, variables: Iterable[Any] = (), ran: Optional[Collect
     while len(_RECENT) > _KEEP:
         _RECENT.popitem(last=False)
     return info
+
+
+def likely_run(source: Any) -> Set[str]:
+    """The concrete functions a profiled step most likely ran, known before its profile is read:
+    the latest trace of each tf.function ``source`` calls (TensorFlow numbers its functions in
+    the order it traces them, "__inference_train_step_41238"). ``trace()`` reads those graphs
+    while TensorFlow writes the profile; the profile's own list (``xspace.functions_run``)
+    then decides which are used, so a wrong guess costs time, never a figure."""
+    if hasattr(source, "_list_all_concrete_functions"):
+        names = [_function_name(f) for f in source._list_all_concrete_functions()]
+        newest = max(filter(None, names), key=_trace_number, default=None)
+        return {newest} if newest else set()
+    if inspect.isfunction(source) or inspect.ismethod(source):
+        return set().union(*map(likely_run, _wrapped_tf_functions(source)))
+    return {name for name, _ in _graphs_of(source) if name}
+
+
+def _trace_number(function_name: str) -> int:
+    number = function_name.rpartition("_")[2]
+    return int(number) if number.isdigit() else -1
 
 
 _KEEP = 2  # graph infos kept: a training step's, and one more (an evaluation step, a GAN's other step)

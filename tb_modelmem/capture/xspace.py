@@ -81,7 +81,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
         if not plane.name.startswith(("/host:", "/device:")):
             continue
         stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
-        host = plane.name.startswith("/host:")
+        device = plane.name
+        host = device.startswith("/host:")
         # What an event is depends on its metadata alone (allocator event, or a host op named
         # "node:Type", whose running totals it then is): worked out once per metadata id, not
         # once per event (most repeat; most are not ops at all, e.g. the Eigen threads'
@@ -96,18 +97,18 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                 if kind is None:
                     continue
                 if kind is _UNSEEN:
-                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, host, calls)
+                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls)
                     if kind is None:
                         continue
                 if type(kind) is _Calls:  # noqa: E721 (a host op)
                     kind.add(base_ps + event.offset_ps, event.duration_ps)
                 elif kind is _ALLOC or kind is _DEALLOC:
-                    memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, plane.name,
+                    memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
                                                _stats(event.stats, stat_names)))
                 else:
                     op = _op_of(kind, event, stat_names, host)
                     if op:
-                        _calls_of(calls, op, plane.name).add(base_ps + event.offset_ps, event.duration_ps)
+                        _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
     if not calls:
         warnings.warn("tb_modelmem: the profile has no TensorFlow op events (unknown device, or nothing ran "
                       "while profiling)", RuntimeWarning, stacklevel=2)
@@ -151,17 +152,18 @@ class _MemoryEvent:
     stats: Dict[str, Any]
 
 
-def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], host: bool,
+def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, host: bool,
              calls: Dict[Tuple[str, str], _Calls]) -> Any:
     """What events of this metadata are: _ALLOC or _DEALLOC; on a host, the op's running totals
     or None (not an op); on a device, the metadata (its events' own stats name their op)."""
     meta = _event_metadata(plane, event)
-    if meta.name in (_ALLOC, _DEALLOC):
-        return _ALLOC if meta.name == _ALLOC else _DEALLOC  # the constants: compared by identity
+    name = meta.name  # each read of a proto field makes a new string: once
+    if name == _ALLOC or name == _DEALLOC:
+        return _ALLOC if name == _ALLOC else _DEALLOC  # the constants: compared by identity
     if not host:
         return meta
-    op = _op_of(meta, event, stat_names, host)
-    return _calls_of(calls, op, plane.name) if op else None
+    op = _host_op(name, meta.display_name)
+    return _calls_of(calls, op, device) if op else None
 
 
 def _calls_of(calls: Dict[Tuple[str, str], _Calls], op: Tuple[str, str], device: str) -> _Calls:
@@ -193,15 +195,20 @@ def _op_of(meta: Any, event: Any, stat_names: Dict[int, str], host: bool) -> Opt
     """(node, type) of a TF op event: host executor events are named "node:Type"; an eager op
     has no node, so its type names the row; tf.function calls are left to their own ops."""
     if host:
-        if meta.display_name and meta.name.endswith(":" + meta.display_name):
-            return meta.name[:-len(meta.display_name) - 1], meta.display_name
-        eager = meta.name[len(_EAGER):] if meta.name.startswith(_EAGER) else ""
-        return (eager, eager) if eager and not eager.startswith("__") else None
+        return _host_op(meta.name, meta.display_name)
     tf_op = _stats(list(meta.stats) + list(event.stats), stat_names).get("tf_op")
     if isinstance(tf_op, str) and ":" in tf_op:
         name, _, op_type = tf_op.rpartition(":")
         return name, op_type
     return None
+
+
+def _host_op(name: str, display_name: str) -> Optional[Tuple[str, str]]:
+    """(node, type) of a host event's metadata name, None if it names no op."""
+    if display_name and name.endswith(":" + display_name):
+        return name[:-len(display_name) - 1], display_name
+    eager = name[len(_EAGER):] if name.startswith(_EAGER) else ""
+    return (eager, eager) if eager and not eager.startswith("__") else None
 
 
 def _outermost_function_calls(line: Any, stat_names: Dict[int, str]) -> int:
@@ -228,10 +235,10 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
         layer, phase = joiner.assign(acc.name, acc.op_type)
         rows.append((acc.name, acc.op_type, layer, phase, acc.device, acc.count, acc.duration_ps / 1e6,
                      fused_ops(acc.op_type, acc.name),
-                     *_output_figures(measured.pop(acc.name, None), _lookup(graph.outputs, acc.name), batch)))
+                     *_output_figures(measured.pop(acc.name, None), graph, acc.name, batch)))
     for name, m in measured.items():  # allocations by ops with no op event: keep every byte
         layer, phase = joiner.assign(name)
-        rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, batch)))
+        rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, name, batch)))
     return OpTable(dict(zip(_COLUMNS, map(list, zip(*rows)))))
 
 
@@ -269,24 +276,41 @@ def _measured_outputs(memory: List[_MemoryEvent]) -> Dict[str, _Measured]:
     return best
 
 
-def _output_figures(measured: Optional[_Measured], specs: Optional[List[OutputSpec]],
+def _output_figures(measured: Optional[_Measured], graph: Optional[GraphInfo], name: str,
                     batch: Optional[int]) -> Tuple[str, int, int, str, str]:
     """(bytes_source, output_bytes, alloc_bytes, output_shape, output_dtype): the allocator's
-    figures when the op's output was recorded, else shape x dtype size from the graph;
-    UNKNOWN_BYTES when neither says (no graph, or a dimension only known at run time)."""
+    figures when the op's output was recorded, else what the graph says (``_from_graph``)."""
     if measured and measured.output_bytes:
         return (MEASURED, measured.output_bytes, measured.alloc_bytes, ";".join(measured.shapes),
                 ";".join(measured.dtypes))
-    alloc_bytes = measured.alloc_bytes if measured else 0
+    source, output_bytes, shape, dtype = _from_graph(graph, name, batch) if graph else _NO_SPECS
+    return source, output_bytes, measured.alloc_bytes if measured else 0, shape, dtype
+
+
+_NO_SPECS = (UNKNOWN_BYTES, 0, "", "")
+
+
+def _from_graph(graph: GraphInfo, name: str, batch: Optional[int]) -> Tuple[str, int, str, str]:
+    """(bytes_source, output_bytes, output_shape, output_dtype) of op ``name`` at ``batch``:
+    shape x dtype size from the graph; UNKNOWN_BYTES when it cannot say (no such op, or a
+    dimension only known at run time). Worked out once per graph (``GraphInfo.derived``)."""
+    key = (name, batch)
+    found = graph.derived.get(key)
+    if found is None:
+        found = graph.derived[key] = _derive(_lookup(graph.outputs, name), batch)
+    return found
+
+
+def _derive(specs: Optional[List[OutputSpec]], batch: Optional[int]) -> Tuple[str, int, str, str]:
     if not specs:
-        return UNKNOWN_BYTES, 0, alloc_bytes, "", ""
+        return _NO_SPECS
     dims = [_at_batch(d, batch) for d, _, _ in specs]
     sizes = [_nbytes(d, size) for d, (_, _, size) in zip(dims, specs)]
     shape = ";".join("?" if d is None else format_shape(d) for d in dims)
     dtype = ";".join(dict.fromkeys(name for _, name, _ in specs))
     if None in sizes:
-        return UNKNOWN_BYTES, 0, alloc_bytes, shape, dtype
-    return DERIVED, sum(sizes), alloc_bytes, shape, dtype  # type: ignore[arg-type]
+        return UNKNOWN_BYTES, 0, shape, dtype
+    return DERIVED, sum(sizes), shape, dtype  # type: ignore[arg-type]
 
 
 def _lookup(graph: Mapping[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
