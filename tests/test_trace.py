@@ -248,3 +248,30 @@ def test_two_traces_of_the_same_step_give_the_same_table(tmp_path, lenet):
     tables = [sorted(zip(*(r.ops.column(c) for c in columns))) for r in records]
     assert tables[0] == tables[1]
     assert sum(1 for row in tables[0] if row[2] == "forward") > 5
+
+
+def test_the_graphs_read_before_the_profile_are_a_guess_the_profile_overrules(tmp_path):
+    """trace() reads the newest trace of a tf.function while TensorFlow writes the profile; when
+    the step ran an older trace (another input shape), the table takes that trace's shapes."""
+    import tensorflow as tf
+
+    from tb_modelmem.capture import opgraph
+
+    weights = tf.Variable(tf.ones([3, 4]))
+
+    @tf.function
+    def project(x):
+        return tf.matmul(x, weights, name="project")
+
+    small, large = tf.ones([2, 3]), tf.ones([5, 3])
+    project(small)
+    project(large)  # the newest trace: the guess
+    (guess,) = opgraph.likely_run(project)
+    assert guess == project.get_concrete_function(large).name.decode()
+
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        with tb_modelmem.trace("ops", step=0, function=project) as window:
+            project(small)
+    (op,) = [op for op in window.record.ops if op.name == "project"]  # a MatMul (oneDNN's _MklMatMul here)
+    assert op.bytes_source == DERIVED
+    assert (op.output_shape, op.output_bytes) == ("[2,4]", 2 * 4 * 4)  # float32 [2, 4], not [5, 4]
