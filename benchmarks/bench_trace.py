@@ -8,7 +8,7 @@ A ResNet50 (keras.applications, weights=None) and the seed LeNet, each trained b
           (the same capture, plus reading the step's graphs, reducing the XSpace, joining it to
           the model, writing the summary), its graph reading forgotten before each round
   again   the same trace() again: a loop profiled every N steps reuses the graph reading and
-          the join's graph analysis of its earlier traces (opgraph.graph_info, Joiner.reused)
+          the join's graph analysis of its earlier traces (opgraph.graph_info, GraphAnalysis, Joiner.reused)
 
 Printed: the times, the ratios, and the stored payload against the ``.xplane.pb`` it replaces.
 
@@ -33,7 +33,7 @@ import tensorflow as tf  # noqa: E402
 import tb_modelmem  # noqa: E402
 from tb_modelmem import payload  # noqa: E402
 from tb_modelmem.capture import opgraph  # noqa: E402
-from tb_modelmem.join import Joiner  # noqa: E402
+from tb_modelmem.join import GraphAnalysis, Joiner  # noqa: E402
 from tests import trace_fixtures  # noqa: E402
 
 
@@ -96,6 +96,7 @@ def measure(name: str, build: Callable[[int], Any], batch: int, rounds: int) -> 
             bare_times.append(bare(step, args))
             opgraph._RECENT.clear()  # what a first trace() of this step reads and analyses
             Joiner._recent.clear()
+            GraphAnalysis._recent.clear()
             took, window = ours(step, args, model, optimizer, writer, 2 * r)
             first_times.append(took)
             took, window = ours(step, args, model, optimizer, writer, 2 * r + 1)
