@@ -22,7 +22,7 @@ import collections
 import dataclasses
 import functools
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.records import (
     BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
@@ -236,11 +236,12 @@ class GraphAnalysis:
         self.scopes: Dict[str, str] = {}  # traced scope -> layer path
         self.extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
         self.fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
-        self.joined: Dict[Any, Any] = {}  # renaming rule -> what Joiners following it share
-        # (topological order, consumers, phase, layer of ops that read a variable) of each graph
+        # renaming rule -> (assigned per graph, layer by scope, renamed children): what Joiners following it share
+        self.joined: Dict[Tuple[bool, FrozenSet[str]], Tuple[Any, Any, Any]] = {}
         self.per_graph = [self._analyse(g) for g in self.graphs]
 
     def _analyse(self, graph: OpGraph) -> Tuple[List[str], Dict[str, List[str]], Dict[str, str], Dict[str, str]]:
+        """(topological order, consumers, phase, layer of ops that read a variable) of one graph."""
         order = _topological(graph)
         consumers: Dict[str, List[str]] = {n: [] for n in graph.types}
         for node, inputs in graph.inputs.items():
@@ -347,13 +348,14 @@ class Joiner:
     def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = (),
                  analysis: Optional[GraphAnalysis] = None) -> None:
         """``names``: the trace's op names, which show how it renamed layers where no graph does.
-        ``analysis``: of these graphs for this vocabulary, when the caller has it already."""
+        ``analysis``: the ``GraphAnalysis`` of these same graphs and vocabulary, when the caller
+        has it already (``graphs`` is then not read again)."""
         analysis = analysis or GraphAnalysis(vocabulary, graphs)
         self.vocabulary = vocabulary
         self.tree = analysis.tree
         self.graphs = analysis.graphs
         self._graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
-        self._scopes = analysis.scopes  # read only here: what the graphs' variable reads taught
+        self._scopes = analysis.scopes  # what the graphs' variable reads taught; a Joiner never writes it
         self._extra = {parent: list(counts) for parent, counts in analysis.extra.items()}  # + the names' renamings
         self._fed = analysis.fed
         for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op

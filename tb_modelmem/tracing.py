@@ -88,14 +88,14 @@ class Trace:
             import tensorflow as tf
 
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
-                reading = _ModelReading(self)
-                reading.start()
+                reading = _ModelReading.started(self)
                 try:
                     tf.profiler.experimental.stop()
                 finally:
-                    reading.written.set()
-                    reading.join()
-                self.record = self._reduce(reading.model)
+                    if reading is not None:
+                        reading.written.set()
+                        reading.join()
+                self.record = self._reduce(reading.model if reading is not None else None)
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
                                                                  self.description):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
@@ -149,15 +149,18 @@ class Trace:
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
         """``_read_model``, warning (and naming no layers) when it cannot."""
         try:
-            return self._read_model()
+            return self._read_model() or (None, [])
         except Exception as e:
             _warn(self.name, "could not read the model's layers (ops keep their scope names)", e)
             return None, []
 
-    def _read_model(self) -> Tuple[Any, List[Any]]:
+    def _read_model(self, profiling: bool = False) -> Optional[Tuple[Any, List[Any]]]:
         """The model's layers and its variables (to name the handles the graph captures). With
         no ``model``, the Keras model ``function`` closes over, if any; else ops keep no layer
-        here and the tab joins them to the run's breakdown by name."""
+        here and the tab joins them to the run's breakdown by name. ``profiling``: the profiler
+        may still be recording, so None if a variable's shape is only known by running an op."""
+        import tensorflow as tf
+
         from tb_modelmem.capture.opgraph import model_in, variables_of
         from tb_modelmem.capture.variables import breakdown
         from tb_modelmem.join import Vocabulary
@@ -165,7 +168,10 @@ class Trace:
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
             return None, []
-        return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables_of(model, self.optimizer)
+        variables = variables_of(model, self.optimizer)
+        if profiling and not all(tf.TensorShape(v.shape).is_fully_defined() for v in variables):
+            return None
+        return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables
 
     def _graph_info(self, variables: List[Any], ran: Set[str]) -> Any:
         """The shapes and dataflow of the traced graphs that ran (``ran``: their function names);
@@ -193,8 +199,9 @@ class _ModelReading(threading.Thread):
     TensorFlow writes the profile (its export releases the GIL): none of it needs the profile,
     and it is most of what a first ``trace()`` adds. Which graphs ran is a guess here
     (``opgraph.likely_run``); the profile decides after, through ``graph_info``'s cache. What
-    time is left goes to reading output specs, until ``written`` is set. A failure is not
-    reported here: the reduction reads again, and warns."""
+    time is left goes to reading output specs, until ``written`` is set. Nothing here runs a
+    TensorFlow op (the profiler may still be recording). A failure is not reported here: what
+    is missing is read again after the profile, and a failure then warns."""
 
     def __init__(self, window: Trace) -> None:
         super().__init__(name="tb_modelmem-model-reading", daemon=True)
@@ -202,15 +209,25 @@ class _ModelReading(threading.Thread):
         self.model: Optional[Tuple[Any, List[Any]]] = None  # (vocabulary, variables) once read
         self.written = threading.Event()  # the profile is written: stop reading ahead
 
+    @classmethod
+    def started(cls, window: Trace) -> Optional["_ModelReading"]:
+        """The reading, running; None if no thread can start (then it all happens after)."""
+        reading = cls(window)
+        try:
+            reading.start()
+        except RuntimeError:  # "can't start new thread": a process at its thread limit
+            return None
+        return reading
+
     def run(self) -> None:
         try:
             from tb_modelmem.capture import xspace  # noqa: F401 (a first trace's imports, here too)
             from tb_modelmem.capture.opgraph import graph_info, likely_run
             from tb_modelmem.join import Joiner, Vocabulary
 
-            self.model = self.window._read_model()
+            self.model = self.window._read_model(profiling=True)
             function = self.window.function
-            if function is not None:
+            if self.model is not None and function is not None:
                 graph = graph_info(function, self.model[1], likely_run(function))
                 Joiner.prepare(self.model[0] or Vocabulary([]), graph.graphs)
                 graph.outputs.read_ahead(self.written)

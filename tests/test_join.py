@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tb_modelmem.join import Joiner, OpGraph, Vocabulary
+from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary
 from tb_modelmem.records import FORWARD
 
 
@@ -21,3 +21,5 @@ def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_re
 
     as_named = Joiner.reused(vocabulary, graphs, ["flatten/Reshape", "dense_1/MatMul"])
     assert as_named.assign("dense_1/MatMul", "MatMul") == ("dense_1", FORWARD)
+    # the prepared join is kept for the names that keep its rule; the renamed one is its own
+    assert len(GraphAnalysis.reused(vocabulary, graphs).joined) == 2

@@ -275,3 +275,24 @@ def test_the_graphs_read_before_the_profile_are_a_guess_the_profile_overrules(tm
     (op,) = [op for op in window.record.ops if op.name == "project"]  # a MatMul (oneDNN's _MklMatMul here)
     assert op.bytes_source == DERIVED
     assert (op.output_shape, op.output_bytes) == ("[2,4]", 2 * 4 * 4)  # float32 [2, 4], not [5, 4]
+
+
+def test_a_model_that_cannot_be_read_warns_once_and_the_trace_is_still_written(tmp_path, lenet):
+    """Reading the model fails in the thread that reads it during the profile export, silently,
+    and again after: one warning, and the table is written with the ops' scope names."""
+    import tensorflow as tf
+
+    class Unreadable:
+        @property
+        def variables(self):
+            raise RuntimeError("no variables here")
+
+    train_step, batch, _ = lenet
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        with pytest.warns(RuntimeWarning) as caught:
+            with tb_modelmem.trace("ops", step=1, function=train_step, model=Unreadable()) as window:
+                train_step(*batch)
+    messages = [str(w.message) for w in caught]
+    assert sum("could not read the model's layers" in m for m in messages) == 1, messages
+    assert window.record is not None and len(window.record.ops) > 20
+    assert glob.glob(str(tmp_path / "events.out.tfevents.*"))

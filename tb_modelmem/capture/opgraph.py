@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import inspect
+import threading
 import weakref
 from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
@@ -29,7 +30,7 @@ class GraphInfo:
     graphs: List[OpGraph] = dataclasses.field(default_factory=list)
     # (op name, batch) -> what the specs say of its output (``xspace``): kept with the graph, so
     # the next trace of the same step does not work it out again
-    derived: Dict[Tuple[str, Optional[int]], Any] = dataclasses.field(default_factory=dict)
+    derived: Dict[Tuple[str, Optional[int]], Tuple[str, int, str, str]] = dataclasses.field(default_factory=dict)
 
 
 class OutputSpecs(Mapping[str, List[OutputSpec]]):
@@ -51,7 +52,7 @@ class OutputSpecs(Mapping[str, List[OutputSpec]]):
             found = self._read[name] = [_spec(t) for t in self._ops[name].outputs]
         return found
 
-    def read_ahead(self, until: Any) -> None:
+    def read_ahead(self, until: "threading.Event") -> None:
         """Read specs not asked for yet, in graph order, until ``until`` (a threading.Event) is
         set: what ``trace()`` does with the time TensorFlow spends writing the profile. Not
         alongside ``__getitem__``: the caller stops this before asking."""
