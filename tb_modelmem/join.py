@@ -205,6 +205,23 @@ def _scope_parts(name: str) -> List[str]:
 _KEEP = 2  # analyses and joiners kept, as opgraph keeps two graph readings: a training step's and one more
 
 
+def _kept(cache: "collections.OrderedDict[Any, Any]", key: Any, graphs: Any, vocabulary: Vocabulary,
+          make: Any) -> Any:
+    """The entry kept under ``key`` for these same graphs (the object: each entry holds it, so
+    its id is never another list's while kept) and an equal vocabulary; else ``make()``'s, kept
+    with the last ``_KEEP``."""
+    found = cache.get(key)
+    if found is not None and found.graphs_given is graphs and found.vocabulary == vocabulary:
+        cache.move_to_end(key)
+        return found
+    made = make()
+    made.graphs_given = graphs
+    cache[key] = made
+    while len(cache) > _KEEP:
+        cache.popitem(last=False)
+    return made
+
+
 class GraphAnalysis:
     """What the traced graphs alone say, whatever a trace ran: each graph's order, consumers and
     phases, the layer of every op that reads a variable, and the scope renamings those reads
@@ -217,16 +234,7 @@ class GraphAnalysis:
     def reused(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph]) -> "GraphAnalysis":
         """The analysis of ``graphs`` (the same object: ``opgraph.graph_info`` keeps it) for
         ``vocabulary``, made once; it is held, so its id is never another list's while kept."""
-        found = cls._recent.get(id(graphs))
-        if found is not None and found.graphs_given is graphs and found.vocabulary == vocabulary:
-            cls._recent.move_to_end(id(graphs))
-            return found
-        analysis = cls(vocabulary, graphs)
-        analysis.graphs_given = graphs
-        cls._recent[id(graphs)] = analysis
-        while len(cls._recent) > _KEEP:
-            cls._recent.popitem(last=False)
-        return analysis
+        return _kept(cls._recent, id(graphs), graphs, vocabulary, lambda: cls(vocabulary, graphs))
 
     def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = ()) -> None:
         self.vocabulary = vocabulary
@@ -333,17 +341,8 @@ class Joiner:
         keeps them), model and executed op names are joined again, as a loop profiled every N
         steps does; a first join of those graphs takes their analysis from ``GraphAnalysis.reused``."""
         executed = frozenset(names)
-        key = (id(graphs), executed)
-        found = cls._recent.get(key)
-        if found is not None and found._graphs_given is graphs and found.vocabulary == vocabulary:
-            cls._recent.move_to_end(key)
-            return found
-        joiner = cls(vocabulary, graphs, executed, GraphAnalysis.reused(vocabulary, graphs))
-        joiner._graphs_given = graphs  # held, so its id is never another list's while kept
-        cls._recent[key] = joiner
-        while len(cls._recent) > _KEEP:
-            cls._recent.popitem(last=False)
-        return joiner
+        return _kept(cls._recent, (id(graphs), executed), graphs, vocabulary,
+                     lambda: cls(vocabulary, graphs, executed, GraphAnalysis.reused(vocabulary, graphs)))
 
     def __init__(self, vocabulary: Vocabulary, graphs: Sequence[OpGraph] = (), names: Iterable[str] = (),
                  analysis: Optional[GraphAnalysis] = None) -> None:
@@ -354,7 +353,7 @@ class Joiner:
         self.vocabulary = vocabulary
         self.tree = analysis.tree
         self.graphs = analysis.graphs
-        self._graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
+        self.graphs_given: Any = None  # the graphs object ``reused`` was given (its cache checks identity)
         self._scopes = analysis.scopes  # what the graphs' variable reads taught; a Joiner never writes it
         self._extra = {parent: list(counts) for parent, counts in analysis.extra.items()}  # + the names' renamings
         self._fed = analysis.fed
