@@ -12,7 +12,7 @@ from typing import List
 
 from tb_modelmem.records import (
     BACKWARD, FORWARD, MEASURED, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown, BufferRecord, LayerRecord, OpRecord,
-    OpTrace, Timeline,
+    OpTable, OpTrace, Timeline,
 )
 
 _OPS = (("Conv2D", FORWARD, "[32,56,56,64]"), ("BiasAdd", FORWARD, "[32,56,56,64]"), ("Relu", FORWARD, "[32,56,56,64]"),
@@ -65,6 +65,6 @@ def trace(n_ops: int = 200_000, n_layers: int = 1_666, seed: int = 0) -> OpTrace
                         [rows[t * (n_ops // points)].name for t in range(points)])
     buffers = [BufferRecord(op=rows[i].name, bytes=rows[i].output_bytes, shape=rows[i].output_shape, dtype="float32",
                             region="output", category="activations") for i in range(0, n_ops, max(1, n_ops // 500))]
-    return OpTrace(source="xspace", ops=rows, peak_bytes=int(max(timeline.bytes)), peak_time_us=1.0,
+    return OpTrace(source="xspace", ops=OpTable.by_name(rows), peak_bytes=int(max(timeline.bytes)), peak_time_us=1.0,
                    timeline=timeline, devices=["/host:CPU"], steps=1, counts_resident=True, peak_buffers=buffers,
                    layers=layers)

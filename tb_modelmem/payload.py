@@ -12,7 +12,7 @@ import zlib
 from typing import Dict, Type, Union
 
 from tb_modelmem import metadata
-from tb_modelmem.records import Breakdown, LoadBench, MemorySample, OpTrace, Record, preview
+from tb_modelmem.records import MAX_DECODED_BYTES, Breakdown, LoadBench, MemorySample, OpTrace, Record, preview
 
 RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.BREAKDOWN: Breakdown,
@@ -20,11 +20,7 @@ RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.LOADBENCH: LoadBench,
     metadata.MEMORY: MemorySample,
 }
-# A 200,000-op trace is 3.1 MB stored and 43 MB of JSON (benchmarks/synthetic.py): these limits
-# leave room for a trace of ~600,000 ops and refuse what no real trace needs (a bomb, a 200 MiB
-# "model name"), so one hostile summary costs the backend at most this much, once.
-MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload
-MAX_DECODED_BYTES = 128 * 2**20  # what it may inflate to
+MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload; what it may inflate to is MAX_DECODED_BYTES
 
 Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample]
 
@@ -42,7 +38,7 @@ def kind_of(record: Record) -> str:
 
 def encode(record: Record) -> bytes:
     """Compressed JSON bytes for one Breakdown, OpTrace or LoadBench."""
-    doc = {"schema": metadata.SCHEMA_VERSION, "kind": kind_of(record), "data": record.to_dict()}
+    doc = {"schema": metadata.SCHEMA_VERSION, "kind": kind_of(record), "data": record.to_dict(compact=True)}
     raw = json.dumps(doc, separators=(",", ":")).encode("utf-8")
     if len(raw) > MAX_DECODED_BYTES:  # what TensorBoard would refuse to read back is not written at all
         raise PayloadError(f"this {doc['kind']} is {len(raw):,} bytes of JSON, over the {MAX_DECODED_BYTES:,} "

@@ -20,6 +20,8 @@ from typing import (
     Any, Callable, ClassVar, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union,
 )
 
+from tb_modelmem import columns as forms
+
 # Variable roles. Every stored byte belongs to exactly one of these.
 WEIGHT = "weight"  # trainable parameters
 NON_TRAINABLE = "non_trainable"  # model state: BatchNorm moving stats, ...
@@ -64,6 +66,11 @@ MAX_NESTING = 32  # deepest free-form JSON (optimizer config, timeline point) a 
 MAX_STRING = 65536  # longest string a record accepts (a name, a shape, a config value)
 MAX_INT = 2**63  # integers are int64, as TensorFlow's sizes are: a 10**4000 "size" is refused
 
+# A 200,000-op trace is 3.1 MB stored and 43 MB of JSON (benchmarks/synthetic.py): this leaves room
+# for a trace of ~600,000 ops and refuses what no real trace needs (a bomb, a compact column that
+# expands to gigabytes), so one hostile summary costs the backend at most this much, once.
+MAX_DECODED_BYTES = 128 * 2**20
+
 T = TypeVar("T", bound="Record")
 R = TypeVar("R", bound="Record")
 Check = Callable[[Any], bool]
@@ -81,16 +88,19 @@ class Record:
     # Text columns of a Table with few distinct values (op types, dtypes, phases): decoded JSON
     # holds a new string per row, so one is kept per value (a 200,000-op trace: 149 -> 70 MiB).
     _repeated: ClassVar[Tuple[str, ...]] = ()
+    # Text columns a payload stores front-coded (``columns.FRONT``); their rows are kept in that column's order.
+    _front_coded: ClassVar[Tuple[str, ...]] = ()
 
-    def to_dict(self) -> Dict[str, Any]:
-        """JSON-ready dict (no deep copy: fast enough for 200,000-op traces)."""
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        """JSON-ready dict (no deep copy: fast enough for 200,000-op traces); ``compact``: big
+        columns in the forms of ``tb_modelmem.columns``, as payloads store them."""
         out = {}
         for name in _field_hints(type(self)):
             value = getattr(self, name)
             if isinstance(value, Record):
-                value = value.to_dict()
+                value = value.to_dict(compact)
             elif name in self._nested:
-                value = [item.to_dict() for item in value]
+                value = [item.to_dict(compact) for item in value]
             elif isinstance(value, list):
                 value = list(value)
             out[name] = value
@@ -104,6 +114,8 @@ class Record:
         checks = _field_checks(cls)
         kwargs = {k: v for k, v in data.items() if k in checks}
         for key, value in kwargs.items():
+            if isinstance(value, dict) and _is_list(_field_hints(cls)[key]):
+                kwargs[key] = value = _column(cls, key, value)
             nested = cls._nested.get(key)
             if nested is not None and typing.get_origin(_field_hints(cls)[key]) not in (list, List):
                 kwargs[key] = _nested_record(cls, key, nested, value)
@@ -194,8 +206,13 @@ class Table(Record, Generic[R]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._length} rows)"
 
-    def to_dict(self) -> Dict[str, Any]:
-        return {name: list(values) for name, values in self.columns.items()}
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        if not compact:
+            return {name: list(values) for name, values in self.columns.items()}
+        row = self.row_type
+        return {name: forms.encode(values, forms.FRONT if name in row._front_coded else forms.DICTIONARY)
+                if name in row._front_coded or name in row._repeated else list(values)
+                for name, values in self.columns.items()}
 
     @classmethod
     def from_dict(cls, data: Any) -> "Table[R]":
@@ -209,27 +226,48 @@ class Table(Record, Generic[R]):
         row = cls.row_type
         checks = _field_checks(row)
         columns = {}
-        for name, values in data.items():
+        for name, stored in data.items():
             if name not in checks:
                 continue
+            values = _column(row, name, stored)
             if not isinstance(values, list):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
+            # a dictionary column is checked by its distinct values, not row by row (its rows share them)
+            shared = isinstance(stored, dict) and "values" in stored
+            checked, label = (stored["values"], f"{name}.values") if shared else (values, name)
             non_negative = name in row._non_negative
-            if not _column_fits(values, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
+            if not _column_fits(checked, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
                 # value by value, only to name the first that fails (the whole-column check is in C)
-                bad = _first_misfit(values, checks[name])
+                bad = _first_misfit(checked, checks[name])
                 if bad is not None:
-                    raise ValueError(f"{row.__name__}.{name}[{bad}]: {_misfit(values[bad])} {preview(values[bad])}")
-                if non_negative and values and _has_negative(values):
-                    index = next(i for i, v in enumerate(values) if _negative(v))
-                    raise ValueError(f"{row.__name__}.{name}[{index}]: must be >= 0, got {preview(values[index])}")
-            columns[name] = _shared(values) if name in row._repeated else values
+                    raise ValueError(f"{row.__name__}.{label}[{bad}]: {_misfit(checked[bad])} {preview(checked[bad])}")
+                if non_negative and checked and _has_negative(checked):
+                    index = next(i for i, v in enumerate(checked) if _negative(v))
+                    raise ValueError(f"{row.__name__}.{label}[{index}]: must be >= 0, got {preview(checked[index])}")
+            columns[name] = _shared(values) if name in row._repeated and not shared else values
         try:
             table = cls(columns)
         except ValueError as e:
             raise ValueError(str(e)) from None
         table._check()
         return table
+
+
+def _is_list(hint: Any) -> bool:
+    """True for ``List[...]`` and ``Optional[List[...]]`` fields (a stored column may be compact)."""
+    if typing.get_origin(hint) is Union:
+        return any(map(_is_list, typing.get_args(hint)))
+    return typing.get_origin(hint) in (list, List)
+
+
+def _column(cls: type, name: str, stored: Any) -> Any:
+    """A stored column as its plain list (``tb_modelmem.columns.decode``); its error names the field."""
+    if not isinstance(stored, dict):
+        return stored
+    try:
+        return forms.decode(stored, MAX_DECODED_BYTES)
+    except ValueError as e:
+        raise ValueError(f"{cls.__name__}.{name}: {e}") from None
 
 
 def _shared(values: list) -> list:
@@ -554,12 +592,22 @@ class OpRecord(Record):
     _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
     _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
                                             "bytes_source", "phase")
+    _front_coded: ClassVar[Tuple[str, ...]] = ("name",)
 
 
 class OpTable(Table[OpRecord]):
     """The per-op rows of a trace, columnar."""
 
     row_type = OpRecord
+
+    @classmethod
+    def by_name(cls, rows: Union[Dict[str, list], Iterable[OpRecord]]) -> "OpTable":
+        """The rows (columns, or records) in name order, as every trace reader makes them: stored
+        names then share their scopes with the row before (``_front_coded``), and the views break
+        ties by name."""
+        table = cls(rows) if isinstance(rows, dict) else cls.from_rows(rows)
+        order = sorted(range(len(table)), key=table.columns["name"].__getitem__)
+        return cls({name: [values[i] for i in order] for name, values in table.columns.items()})
 
 
 @dataclasses.dataclass
@@ -599,6 +647,21 @@ class Timeline(Record):
     by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
+
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        """``compact``: bytes in use as steps from the point before (they climb and fall in steps)."""
+        out = super().to_dict(compact)
+        if compact:
+            out["bytes"] = forms.encode(self.bytes, forms.DELTA)
+            out["by_category"] = {k: forms.encode(v, forms.DELTA) for k, v in self.by_category.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Timeline":
+        if isinstance(data, dict) and isinstance(data.get("by_category"), dict):
+            by_category = {k: _column(cls, f"by_category[{preview(k)}]", v) for k, v in data["by_category"].items()}
+            data = dict(data, by_category=by_category)
+        return super().from_dict(data)  # type: ignore[return-value]
 
     def _check(self) -> None:
         n = len(self.t_us)

@@ -74,6 +74,15 @@ def _paths(obj: Any, path: Tuple = ()) -> Iterator[Tuple]:
         yield from _paths(value, path + (key,))
 
 
+def _get(data: Any, path: Tuple) -> Any:
+    for key in path:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
 def _set(data: Any, path: Tuple, value: Any) -> Any:
     data = copy.deepcopy(data)
     target = data
@@ -93,6 +102,12 @@ def mutations(kind: str, record) -> Iterator[Tuple[str, bytes]]:
     for path in _paths(data):
         for value in WRONG_VALUES:
             yield f"{'.'.join(map(str, path))} = {json.dumps(value)[:24]}", _doc(kind, _set(data, path, value))
+    compact = record.to_dict(compact=True)  # as payload.encode stores it: its encoded columns broken too
+    for path in _paths(compact):
+        if _get(compact, path) != _get(data, path):
+            for value in WRONG_VALUES:
+                yield (f"compact {'.'.join(map(str, path))} = {json.dumps(value)[:24]}",
+                       _doc(kind, _set(compact, path, value)))
     for path in _paths(data):  # negative and non-finite numbers where numbers belong
         numeric = ("calls", "bytes", "output_bytes", "alloc_bytes", "peak_bytes", "file_bytes", "params",
                    "replicas", "steps")

@@ -139,9 +139,10 @@ def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
     buffers = _in_use_at(ordered, peak_index)
     peak_bytes = int(max(peak, lifetime_rose))
     keep = _downsample(total, peak_index)
-    timeline = Timeline([t_us[i] for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
+    # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
+    timeline = Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
                         {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
-    return Replay(timeline, peak_bytes, t_us[peak_index], buffers,
+    return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers,
                   [{"name": name, "peak_bytes": int(high), "min_bytes": int(low)}
                    for name, (low, high) in sorted(extremes.items())])
 

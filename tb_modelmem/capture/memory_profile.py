@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tb_modelmem.capture.live import MAX_TIMELINE_POINTS, step_category
 from tb_modelmem.join import Joiner, Vocabulary
-from tb_modelmem.records import BEFORE_WINDOW, MEASURED, BufferRecord, OpRecord, OpTrace, Timeline
+from tb_modelmem.records import BEFORE_WINDOW, MEASURED, BufferRecord, OpRecord, OpTable, OpTrace, Timeline
 
 MAX_JSON_BYTES = 128 * 2**20  # a TF 2.3-2.10 step profile is a few MB; parsing this much already costs ~1 GiB
 
@@ -52,7 +52,7 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
         allocators.append({"name": allocator, "peak_bytes": max(allocator_peak, int(max(in_use))),
                            "min_bytes": int(min(in_use))})
     timeline, origin = _timeline(timelines)
-    return OpTrace(source="memory_profile", ops=list(ops.values()), peak_bytes=peak_bytes,
+    return OpTrace(source="memory_profile", ops=OpTable.by_name(ops.values()), peak_bytes=peak_bytes,
                    peak_time_us=max(peak_time - origin, 0.0), timeline=timeline, devices=sorted(per_allocator), steps=1, counts_resident=True,
                    peak_buffers=sorted(buffers, key=lambda b: -b.bytes), timed=False, allocators=allocators,
                    allocations="all", layers=list(joiner.vocabulary.layers))

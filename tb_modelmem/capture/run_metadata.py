@@ -17,7 +17,7 @@ from tensorboard.compat.proto import config_pb2, step_stats_pb2
 from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.join import Joiner, OpGraph, Vocabulary
-from tb_modelmem.records import MEASURED, OpRecord, OpTrace
+from tb_modelmem.records import MEASURED, OpRecord, OpTable, OpTrace
 
 # "[mklcpu 0.1MB 0.1MB] scope/Relu = _MklNativeFusedConv2D(in0, in1, in2)"
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<name>.+?) = (?P<op>[^(\s]+)\((?P<args>.*)\)\s*$")
@@ -81,7 +81,7 @@ def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
     replayed = replay(events)
     peak_bytes, peak_time = ((replayed.peak_bytes, replayed.peak_time_us) if replayed.timeline.t_us
                              else node_peak)
-    return OpTrace(source="run_metadata", ops=list(rows.values()), peak_bytes=int(peak_bytes),
+    return OpTrace(source="run_metadata", ops=OpTable.by_name(rows.values()), peak_bytes=int(peak_bytes),
                    peak_time_us=float(peak_time), timeline=replayed.timeline,
                    devices=sorted({d.device for d in dev_stats}), steps=1, counts_resident=False,
                    peak_buffers=replayed.peak_buffers, allocators=replayed.allocators,

@@ -239,7 +239,7 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
     for name, m in measured.items():  # allocations by ops with no op event: keep every byte
         layer, phase = joiner.assign(name)
         rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, name, batch)))
-    return OpTable(dict(zip(_COLUMNS, map(list, zip(*rows)))))
+    return OpTable.by_name(dict(zip(_COLUMNS, map(list, zip(*rows)))))
 
 
 @dataclasses.dataclass
