@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
 import textwrap
 import warnings
+import zlib
 from typing import Any, List, NamedTuple, Tuple
 
 import pytest
 
-from tb_modelmem import payload, proto
+from tb_modelmem import metadata, payload, proto
 from tb_modelmem.capture import xspace
 from tb_modelmem.capture.opgraph import graph_info, variables_of
 from tb_modelmem.capture.variables import breakdown
@@ -140,6 +142,13 @@ def test_payload_is_a_small_fraction_of_the_xplane(profiled, op_trace, record_pr
     print(f"\nxplane.pb {os.path.getsize(profiled.path):,} B -> OpTrace payload {len(blob):,} B, ratio {ratio:.3f}")
     assert ratio < 1
     assert payload.decode(blob) == op_trace
+    # rows in name order, so each stored name is what it adds to the one before (schema 3)
+    names = op_trace.ops.column("name")
+    assert names == sorted(names)
+    stored = json.loads(zlib.decompress(blob))["data"]["ops"]["name"]
+    assert sum(stored["shared"]) > sum(map(len, stored["rest"]))  # most of a name is its scope, stored once
+    plain = zlib.compress(json.dumps({"schema": 2, "kind": metadata.OPS, "data": op_trace.to_dict()}).encode(), 6)
+    assert len(blob) < len(plain)  # ResNet50: 2.9% of its .xplane.pb against 5.0% (benchmarks/bench_trace.py)
 
 
 def conv1_name(trace: OpTrace) -> str:
