@@ -32,7 +32,7 @@ import tensorflow as tf  # noqa: E402
 
 import tb_modelmem  # noqa: E402
 from tb_modelmem import payload  # noqa: E402
-from tb_modelmem.capture import opgraph, xspace  # noqa: E402
+from tb_modelmem.capture import opgraph  # noqa: E402
 from tb_modelmem.join import GraphAnalysis, Joiner  # noqa: E402
 from tests import trace_fixtures  # noqa: E402
 
@@ -97,7 +97,6 @@ def measure(name: str, build: Callable[[int], Any], batch: int, rounds: int) -> 
             opgraph._RECENT.clear()  # what a first trace() of this step reads and analyses
             Joiner._recent.clear()
             GraphAnalysis._recent.clear()
-            xspace._derive.cache_clear()
             took, window = ours(step, args, model, optimizer, writer, 2 * r)
             first_times.append(took)
             took, window = ours(step, args, model, optimizer, writer, 2 * r + 1)

@@ -1,75 +1,86 @@
 """Compact forms of a stored column, and their bounded decoding. No TF.
 
 A payload's big columns repeat themselves: a trace's op names share long scope prefixes, its op
-types and devices take a handful of values, its memory timeline climbs in steps. Stored plainly,
-a ResNet50 trace is 5% of its ``.xplane.pb``; in these forms, under 3% (``bench_trace``).
+types and devices take a handful of values, its memory timeline climbs in steps. These forms
+store what does not repeat (what they save: README's benchmark table, ``bench_trace``):
 
-- ``"dictionary"``: text with few distinct values, ``{"values": [...], "index": [...]}``.
-- ``"front"``: text in sorted order, each item as the length of the prefix it shares with the
+- ``DICTIONARY``: text with few distinct values, ``{"values": [...], "index": [...]}``.
+- ``FRONT``: text in sorted order, each item as the length of the prefix it shares with the
   item before and the rest, ``{"shared": [...], "rest": [...]}``.
-- ``"delta"``: whole numbers that change little, each as its difference from the one before,
-  ``{"delta": [...]}``.
+- ``DELTA``: whole numbers that change little, each as its difference from the one before,
+  ``{"delta": [...]}``. They read back as ints (a whole float, 1024.0, as 1024: equal).
 
-A plain list is a column too, so any writer's payload reads. Decoding trusts nothing: it raises
-ValueError with the reason, and an encoded column never expands past ``max_text`` characters.
+A plain list is a column too, so any writer's payload reads. A record accepts each form only in
+the columns its writer puts it in (``records``). Decoding trusts nothing: it raises ValueError
+with a short reason, and a column never expands past ``max_text`` characters.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 DICTIONARY, FRONT, DELTA = "dictionary", "front", "delta"
 Column = Union[list, Dict[str, list]]
+_KEYS = {DICTIONARY: {"values", "index"}, FRONT: {"shared", "rest"}, DELTA: {"delta"}}
+_INT64 = 2**63
 
 
 def encode(values: list, form: str) -> Column:
     """``values`` in ``form``; kept plain when they do not fit it (not text, not whole numbers)."""
-    text = set(map(type, values)) <= {str}
-    if form == DICTIONARY and text:
+    if form == DICTIONARY and _all_text(values):
         distinct = list(dict.fromkeys(values))
         position = {value: i for i, value in enumerate(distinct)}
         return {"values": distinct, "index": list(map(position.__getitem__, values))}
-    if form == FRONT and text:
+    if form == FRONT and _all_text(values):
         shared = list(map(_common_prefix, [""] + values[:-1], values))
         return {"shared": shared, "rest": [value[n:] for value, n in zip(values, shared)]}
     if form == DELTA and all(type(v) is int or (type(v) is float and v.is_integer()) for v in values):  # noqa: E721
         whole = list(map(int, values))
-        return {"delta": [b - a for a, b in zip([0] + whole, whole)]}
+        if not whole or -_INT64 <= min(whole) <= max(whole) < _INT64:
+            return {"delta": [b - a for a, b in zip([0] + whole, whole)]}
     return list(values)
 
 
-def decode(column: Any, max_text: int) -> list:
-    """The plain list a stored column stands for; ValueError says why it cannot be read."""
+def decode(column: Any, form: str, max_text: int) -> list:
+    """The plain list a stored column stands for: ``column`` itself, or ``form`` decoded.
+    ValueError says why it cannot be read (another form than the column's is a fault too)."""
     if isinstance(column, list):
         return column
-    if not isinstance(column, dict):
-        raise ValueError(f"expected a list, got {type(column).__name__}")
-    keys = set(column)
-    if keys == {"values", "index"}:
+    if not isinstance(column, dict) or set(column) != _KEYS[form]:
+        raise ValueError(f"expected a list or a {form} column")
+    if form == DICTIONARY:
         return _dictionary(column["values"], column["index"], max_text)
-    if keys == {"shared", "rest"}:
+    if form == FRONT:
         return _front(column["shared"], column["rest"], max_text)
-    if keys == {"delta"}:
-        return list(itertools.accumulate(_whole_numbers(column["delta"], "delta", low=None)))
-    raise ValueError(f"expected a list or a compact column, got an object with keys {sorted(keys)[:4]}")
+    steps = _integers(column["delta"], "delta", -2 * _INT64, 2 * _INT64)  # int64 totals step by less
+    totals = list(itertools.accumulate(steps))
+    if totals and not -_INT64 <= min(totals) <= max(totals) < _INT64:
+        raise ValueError("a delta column adds up past the int64 range")
+    return totals
+
+
+def dictionary_values(column: Any) -> Optional[list]:
+    """The values a dictionary column's rows take (check these, not every row), None for another
+    form. Only for a column ``decode`` read."""
+    return column["values"] if isinstance(column, dict) and set(column) == _KEYS[DICTIONARY] else None
 
 
 def _dictionary(values: Any, index: Any, max_text: int) -> List[str]:
-    if not isinstance(values, list) or not set(map(type, values)) <= {str}:
+    if not isinstance(values, list) or not _all_text(values):
         raise ValueError("a dictionary column's values must be a list of text")
-    positions = _whole_numbers(index, "index", low=0)
+    positions = _integers(index, "index", 0)
     if positions and max(positions) >= len(values):
-        raise ValueError(f"a dictionary column's index {max(positions)} is past its {len(values)} values")
+        raise ValueError(f"a dictionary column's index points past its {len(values)} values")
     column = list(map(values.__getitem__, positions))
     if sum(map(len, column)) > max_text:
-        raise ValueError(f"a dictionary column expands past {max_text:,} characters; refused")
+        raise ValueError(f"a dictionary column stands for more than {max_text:,} characters; refused")
     return column
 
 
 def _front(shared: Any, rest: Any, max_text: int) -> List[str]:
-    lengths = _whole_numbers(shared, "shared", low=0)
-    if not isinstance(rest, list) or not set(map(type, rest)) <= {str}:
+    lengths = _integers(shared, "shared", 0)
+    if not isinstance(rest, list) or not _all_text(rest):
         raise ValueError("a front-coded column's rest must be a list of text")
     if len(lengths) != len(rest):
         raise ValueError(f"a front-coded column has {len(lengths)} shared lengths for {len(rest)} rests")
@@ -83,18 +94,21 @@ def _front(shared: Any, rest: Any, max_text: int) -> List[str]:
         append(before)
     if sum(map(len, column)) != size:  # an item claimed more of the one before than it has (found only then)
         i = next(i for i, n in enumerate(lengths) if n > (len(column[i - 1]) if i else 0))
-        raise ValueError(f"a front-coded column's item {i} shares {lengths[i]} characters "
-                         f"of a {len(column[i - 1]) if i else 0}-character one")
+        raise ValueError(f"a front-coded column's item {i} shares more characters than the item before has")
     return column
 
 
-def _whole_numbers(values: Any, what: str, low: Union[int, None]) -> List[int]:
-    """``values`` when it is a list of integers (not bools) of at least ``low``; else ValueError."""
+def _integers(values: Any, what: str, low: int, high: int = _INT64) -> List[int]:
+    """``values`` when it is a list of integers (not bools) in [low, high); else ValueError."""
     if not isinstance(values, list) or not set(map(type, values)) <= {int}:
         raise ValueError(f"a compact column's {what} must be a list of integers")
-    if low is not None and values and min(values) < low:
-        raise ValueError(f"a compact column's {what} must be >= {low}")
+    if values and not low <= min(values) <= max(values) < high:
+        raise ValueError(f"a compact column's {what} holds an integer out of its range")
     return values
+
+
+def _all_text(values: list) -> bool:
+    return set(map(type, values)) <= {str}
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -66,9 +66,10 @@ MAX_NESTING = 32  # deepest free-form JSON (optimizer config, timeline point) a 
 MAX_STRING = 65536  # longest string a record accepts (a name, a shape, a config value)
 MAX_INT = 2**63  # integers are int64, as TensorFlow's sizes are: a 10**4000 "size" is refused
 
-# A 200,000-op trace is 3.1 MB stored and 43 MB of JSON (benchmarks/synthetic.py): this leaves room
-# for a trace of ~600,000 ops and refuses what no real trace needs (a bomb, a compact column that
-# expands to gigabytes), so one hostile summary costs the backend at most this much, once.
+# What one payload may inflate to: a 200,000-op trace is 1.9 MB stored and 13 MB of JSON
+# (benchmarks/bench_serving.py), a bomb is refused, so one hostile summary costs the backend a
+# bounded amount, once. Its one front-coded column (op names) expands to at most this many
+# characters, and each dictionary column stands for at most this many (its rows share the strings).
 MAX_DECODED_BYTES = 128 * 2**20
 
 T = TypeVar("T", bound="Record")
@@ -114,8 +115,6 @@ class Record:
         checks = _field_checks(cls)
         kwargs = {k: v for k, v in data.items() if k in checks}
         for key, value in kwargs.items():
-            if isinstance(value, dict) and _is_list(_field_hints(cls)[key]):
-                kwargs[key] = value = _column(cls, key, value)
             nested = cls._nested.get(key)
             if nested is not None and typing.get_origin(_field_hints(cls)[key]) not in (list, List):
                 kwargs[key] = _nested_record(cls, key, nested, value)
@@ -207,12 +206,11 @@ class Table(Record, Generic[R]):
         return f"{type(self).__name__}({self._length} rows)"
 
     def to_dict(self, compact: bool = False) -> Dict[str, Any]:
-        if not compact:
-            return {name: list(values) for name, values in self.columns.items()}
-        row = self.row_type
-        return {name: forms.encode(values, forms.FRONT if name in row._front_coded else forms.DICTIONARY)
-                if name in row._front_coded or name in row._repeated else list(values)
-                for name, values in self.columns.items()}
+        out = {}
+        for name, values in self.columns.items():
+            form = _form(self.row_type, name) if compact else None
+            out[name] = forms.encode(values, form) if form else list(values)
+        return out
 
     @classmethod
     def from_dict(cls, data: Any) -> "Table[R]":
@@ -229,12 +227,14 @@ class Table(Record, Generic[R]):
         for name, stored in data.items():
             if name not in checks:
                 continue
-            values = _column(row, name, stored)
+            form = _form(row, name)
+            values = _column(row, name, stored, form) if form else stored
             if not isinstance(values, list):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
             # a dictionary column is checked by its distinct values, not row by row (its rows share them)
-            shared = isinstance(stored, dict) and "values" in stored
-            checked, label = (stored["values"], f"{name}.values") if shared else (values, name)
+            distinct = forms.dictionary_values(stored) if form == forms.DICTIONARY else None
+            shared = distinct is not None
+            checked, label = (distinct, f"{name}.values") if shared else (values, name)
             non_negative = name in row._non_negative
             if not _column_fits(checked, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
                 # value by value, only to name the first that fails (the whole-column check is in C)
@@ -253,19 +253,17 @@ class Table(Record, Generic[R]):
         return table
 
 
-def _is_list(hint: Any) -> bool:
-    """True for ``List[...]`` and ``Optional[List[...]]`` fields (a stored column may be compact)."""
-    if typing.get_origin(hint) is Union:
-        return any(map(_is_list, typing.get_args(hint)))
-    return typing.get_origin(hint) in (list, List)
+def _form(row: Type[Record], name: str) -> Optional[str]:
+    """The compact form a payload stores a row type's column in (``tb_modelmem.columns``), None: plain."""
+    if name in row._front_coded:
+        return forms.FRONT
+    return forms.DICTIONARY if name in row._repeated else None
 
 
-def _column(cls: type, name: str, stored: Any) -> Any:
+def _column(cls: type, name: str, stored: Any, form: str) -> list:
     """A stored column as its plain list (``tb_modelmem.columns.decode``); its error names the field."""
-    if not isinstance(stored, dict):
-        return stored
     try:
-        return forms.decode(stored, MAX_DECODED_BYTES)
+        return forms.decode(stored, form, MAX_DECODED_BYTES)
     except ValueError as e:
         raise ValueError(f"{cls.__name__}.{name}: {e}") from None
 
@@ -603,8 +601,8 @@ class OpTable(Table[OpRecord]):
     @classmethod
     def by_name(cls, rows: Union[Dict[str, list], Iterable[OpRecord]]) -> "OpTable":
         """The rows (columns, or records) in name order, as every trace reader makes them: stored
-        names then share their scopes with the row before (``_front_coded``), and the views break
-        ties by name."""
+        names then share their scopes with the row before (``_front_coded``), and rows equal in
+        the order a view asks for come in name order (its sorts are stable)."""
         table = cls(rows) if isinstance(rows, dict) else cls.from_rows(rows)
         order = sorted(range(len(table)), key=table.columns["name"].__getitem__)
         return cls({name: [values[i] for i in order] for name, values in table.columns.items()})
@@ -658,9 +656,12 @@ class Timeline(Record):
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Timeline":
+        """Plain lists, or ``bytes`` and ``by_category`` as ``to_dict(compact=True)`` stores them."""
+        if isinstance(data, dict) and "bytes" in data:
+            data = dict(data, bytes=_column(cls, "bytes", data["bytes"], forms.DELTA))
         if isinstance(data, dict) and isinstance(data.get("by_category"), dict):
-            by_category = {k: _column(cls, f"by_category[{preview(k)}]", v) for k, v in data["by_category"].items()}
-            data = dict(data, by_category=by_category)
+            data = dict(data, by_category={k: _column(cls, f"by_category[{preview(k)}]", v, forms.DELTA)
+                                           for k, v in data["by_category"].items()})
         return super().from_dict(data)  # type: ignore[return-value]
 
     def _check(self) -> None:

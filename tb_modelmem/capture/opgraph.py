@@ -28,9 +28,9 @@ class GraphInfo:
 
     outputs: Mapping[str, List[OutputSpec]]  # op name -> its outputs
     graphs: List[OpGraph] = dataclasses.field(default_factory=list)
-    # (op name, batch) -> what the specs say of its output (``xspace``): kept with the graph, so
-    # the next trace of the same step does not work it out again
-    derived: Dict[Tuple[str, Optional[int]], Tuple[str, int, str, str]] = dataclasses.field(default_factory=dict)
+    # (op name or its output specs, batch) -> what the specs say of its output (``xspace``): kept
+    # with the graph, so the next trace of the same step does not work it out again
+    derived: Dict[Tuple[Any, Optional[int]], Tuple[str, int, str, str]] = dataclasses.field(default_factory=dict)
 
 
 class OutputSpecs(Mapping[str, List[OutputSpec]]):

@@ -14,7 +14,6 @@ found in old log dirs without TensorFlow.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import re
@@ -295,17 +294,18 @@ def _from_graph(graph: GraphInfo, name: str, batch: Optional[int]) -> Tuple[str,
     """(bytes_source, output_bytes, output_shape, output_dtype) of op ``name`` at ``batch``:
     shape x dtype size from the graph; UNKNOWN_BYTES when it cannot say (no such op, or a
     dimension only known at run time). Worked out once per graph (``GraphInfo.derived``)."""
-    key = (name, batch)
-    found = graph.derived.get(key)
+    found = graph.derived.get((name, batch))
     if found is None:
         specs = _lookup(graph.outputs, name)
-        found = graph.derived[key] = _derive(tuple(specs), batch) if specs else _NO_SPECS
+        same = (tuple(specs), batch) if specs else None  # a ResNet50 step's 7,571 ops with specs have 53 distinct
+        found = graph.derived.get(same) if same else _NO_SPECS
+        if found is None:
+            found = graph.derived[same] = _derive(specs, batch)
+        graph.derived[(name, batch)] = found
     return found
 
 
-@functools.lru_cache(maxsize=4096)
-def _derive(specs: Tuple[OutputSpec, ...], batch: Optional[int]) -> Tuple[str, int, str, str]:
-    """Worked out once per distinct outputs: a ResNet50 step's 7,571 ops with specs have 53."""
+def _derive(specs: List[OutputSpec], batch: Optional[int]) -> Tuple[str, int, str, str]:
     dims = [_at_batch(d, batch) for d, _, _ in specs]
     sizes = [_nbytes(d, size) for d, (_, _, size) in zip(dims, specs)]
     shape = ";".join("?" if d is None else format_shape(d) for d in dims)

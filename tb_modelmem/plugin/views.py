@@ -108,7 +108,12 @@ class Pager:
         with self._lock:
             found = self._lowered.get(column)
         if found is None:
-            found = [_text(v) for v in self.columns[column]]
+            values = self.columns[column]
+            if set(map(type, values)) <= {str}:  # once per distinct value: repeated text shares it
+                lowered = {value: value.lower() for value in dict.fromkeys(values)}
+                found = list(map(lowered.__getitem__, values))
+            else:
+                found = [_text(v) for v in values]
             with self._lock:
                 self._lowered[column] = found
         return found
