@@ -4,6 +4,7 @@ still read, and a hostile one is refused with its reason before it can expand.""
 from __future__ import annotations
 
 import json
+import random
 import zlib
 
 import pytest
@@ -113,3 +114,23 @@ def test_a_stored_trace_is_compact_and_a_plain_one_still_reads():
     assert payload.decode(payload.encode(trace)) == trace
     plain = zlib.compress(json.dumps({"schema": 2, "kind": metadata.OPS, "data": trace.to_dict()}).encode())
     assert payload.decode(plain) == trace
+
+
+def test_front_coding_finds_each_shared_prefix_whatever_the_characters_and_lengths():
+    """The block comparison (arrays of code points) against the definition, character by character:
+    NULs, astral characters, lone surrogates, a block boundary (4,096 items) and 70,000-character items."""
+    def shared(a: str, b: str) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    rng = random.Random(0)
+    alphabet = "ab/\x00é😀\ud800"
+    for size in (0, 1, 2, 40, 5_000):
+        values = sorted("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(size))
+        if size == 40:
+            values += ["x" * 70_000, "x" * 69_999 + "y", "x" * 70_000]
+        stored = columns.encode(values, columns.FRONT)
+        assert stored["shared"] == [0] * bool(values) + [shared(a, b) for a, b in zip(values, values[1:])]
+        assert columns.decode(stored, columns.FRONT, MAX_DECODED_BYTES) == values
