@@ -14,6 +14,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import pytest
@@ -98,11 +99,17 @@ class Tab:
         self.testid(f"view-{name}").click(timeout=WAIT)
 
     def pick(self, testid: str, wanted: str, exact: bool = False) -> None:
-        """Select the option whose value is (or contains) `wanted` in a picker."""
+        """Select the option whose value is (or contains) `wanted` in a picker, once it has one: a
+        picker fills in after the pick before it (a new run's tags come with its listing)."""
         select = self.testid(testid)
         select.wait_for(timeout=WAIT)
-        values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-        found = [v for v in values if (v == wanted if exact else wanted in v)]
+        deadline = time.monotonic() + WAIT / 1000
+        while True:
+            values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
+            found = [v for v in values if (v == wanted if exact else wanted in v)]
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert found, f"no option {wanted!r} in {testid}: {values}"
         select.select_option(found[0])
 
