@@ -22,7 +22,7 @@ import collections
 import dataclasses
 import functools
 import re
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.records import (
     BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
@@ -143,6 +143,16 @@ def same_name(traced: str, given: str) -> bool:
     """True if ``traced`` is the scope name ``given`` as tf.name_scope may have uniquified it."""
     return traced == given or (traced.startswith(given + "_") and re.fullmatch(r"(_\d+)+", traced[len(given):])
                                is not None)
+
+
+def node_names(name: str) -> Iterator[str]:
+    """The graph node names an executed op's name may stand for, longest first: the name, then
+    what follows each "/" (a function inlined into a call carries the call node as a prefix)."""
+    yield name
+    cut = name.find("/")
+    while cut >= 0:
+        yield name[cut + 1:]
+        cut = name.find("/", cut + 1)
 
 
 def strip_calls(name: str) -> str:
@@ -405,12 +415,10 @@ class Joiner:
             return self._found[name]
         found = None
         if self.graphs:
-            parts = name.split("/")
-            for start in range(len(parts)):
-                candidate = "/".join(parts[start:])
+            for candidate in node_names(name):
                 for assigned in self._assigned:
-                    if candidate in assigned:
-                        found = assigned[candidate]
+                    found = assigned.get(candidate)
+                    if found is not None:
                         break
                 if found is not None:
                     break
@@ -527,8 +535,16 @@ class Joiner:
 
 def _topological(graph: OpGraph) -> List[str]:
     """Nodes with producers before consumers (a loop's back edge keeps first-seen order)."""
-    order: List[str] = []
     seen: Set[str] = set()
+    for node in graph.types:  # a graph lists its ops as made, inputs first: that order, if so
+        sources = graph.inputs.get(node, ())
+        if not seen.issuperset(sources) and any(s in graph.types and s not in seen for s in sources):
+            break
+        seen.add(node)
+    else:
+        return list(graph.types)
+    order: List[str] = []
+    seen = set()
     for root in graph.types:
         if root in seen:
             continue

@@ -90,12 +90,15 @@ class Trace:
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
                 reading = _ModelReading.started(self)
                 try:
+                    if reading is not None:
+                        reading.go.set()  # it takes the GIL once the export below releases it
                     tf.profiler.experimental.stop()
                 finally:
                     if reading is not None:
+                        reading.go.set()
                         reading.written.set()
                         reading.join()
-                self.record = self._reduce(reading.model if reading is not None else None)
+                self.record = self._reduce(reading)
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
                                                                  self.description):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
@@ -128,8 +131,8 @@ class Trace:
                  tb: Optional[TracebackType]) -> None:
         self.stop()  # also after a failed step: an OOM step is the one worth seeing
 
-    def _reduce(self, model: Optional[Tuple[Any, List[Any]]]) -> Optional[OpTrace]:
-        """``model``: (vocabulary, variables) as ``_ModelReading`` read them, None to read them here."""
+    def _reduce(self, reading: Optional["_ModelReading"]) -> Optional[OpTrace]:
+        """What ``reading`` read while the profile was written is used, the rest is read here."""
         from tb_modelmem.capture import xspace
 
         assert self._dir is not None
@@ -142,9 +145,12 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
+        model = reading.model if reading is not None else None
         vocabulary, variables = model if model is not None else self._vocabulary()
-        return xspace.reduce_xspace(space, self._graph_info(variables, xspace.functions_run(space)), self.batch_size,
-                                    vocabulary)
+        ran = xspace.functions_run(space)
+        guessed = reading.graph if reading is not None else None
+        graph = guessed[1] if guessed is not None and guessed[0] == ran else self._graph_info(variables, ran)
+        return xspace.reduce_xspace(space, graph, self.batch_size, vocabulary)
 
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
         """``_read_model``, warning (and naming no layers) when it cannot."""
@@ -198,7 +204,8 @@ class _ModelReading(threading.Thread):
     """Reads the model and the step's graphs, and joins the graphs to the model, while
     TensorFlow writes the profile (its export releases the GIL): none of it needs the profile,
     and it is most of what a first ``trace()`` adds. Which graphs ran is a guess here
-    (``opgraph.likely_run``); the profile decides after, through ``graph_info``'s cache. What
+    (``opgraph.likely_run``); the profile decides after (``graph``: used if the guess was right,
+    else the graphs that ran are read through ``graph_info``'s cache). What
     time is left goes to reading output specs, until ``written`` is set. Nothing here runs a
     TensorFlow op (the profiler may still be recording). A failure is not reported here: what
     is missing is read again after the profile, and a failure then warns."""
@@ -207,6 +214,8 @@ class _ModelReading(threading.Thread):
         super().__init__(name="tb_modelmem-model-reading", daemon=True)
         self.window = window
         self.model: Optional[Tuple[Any, List[Any]]] = None  # (vocabulary, variables) once read
+        self.graph: Optional[Tuple[Set[str], Any]] = None  # (the functions guessed to have run, their GraphInfo)
+        self.go = threading.Event()  # the profile is being written: start reading
         self.written = threading.Event()  # the profile is written: stop reading ahead
 
     @classmethod
@@ -220,6 +229,7 @@ class _ModelReading(threading.Thread):
         return reading
 
     def run(self) -> None:
+        self.go.wait()  # not before: a thread just started holds the GIL for a switch interval (5 ms)
         try:
             from tb_modelmem.capture import xspace  # noqa: F401 (a first trace's imports, here too)
             from tb_modelmem.capture.opgraph import graph_info, likely_run
@@ -228,7 +238,9 @@ class _ModelReading(threading.Thread):
             self.model = self.window._read_model(profiling=True)
             function = self.window.function
             if self.model is not None and function is not None:
-                graph = graph_info(function, self.model[1], likely_run(function))
+                guess = likely_run(function)
+                graph = graph_info(function, self.model[1], guess)
+                self.graph = guess, graph
                 Joiner.prepare(self.model[0] or Vocabulary([]), graph.graphs)
                 graph.outputs.read_ahead(self.written)
         except Exception:  # noqa: S110 (read again, and reported, by the reduction)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary
-from tb_modelmem.records import FORWARD
+from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_names
+from tb_modelmem.records import FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
 
 
 def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_renaming_rule():
@@ -23,3 +23,29 @@ def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_re
     assert as_named.assign("dense_1/MatMul", "MatMul") == ("dense_1", FORWARD)
     # the prepared join is kept for the names that keep its rule; the renamed one is its own
     assert len(GraphAnalysis.reused(vocabulary, graphs).joined) == 2
+
+
+def test_an_op_listed_before_the_variable_read_it_takes_is_still_joined_through_it():
+    """Graphs list their ops as made (inputs first), and the analysis takes that order as it is;
+    a graph listed otherwise (a loop's back edge, a GraphDef written in any order) is ordered
+    producers first, so an op is still known by the variable it reads through a ReadVariableOp:
+    here Adam's slot, which makes the Mul the optimizer's, not the forward pass its name suggests."""
+    vocabulary = Vocabulary(["dense"], {"dense/kernel": "dense", "dense/kernel/m": "dense"},
+                            {"dense/kernel": WEIGHT, "dense/kernel/m": OPTIMIZER_SLOT})
+    nodes = {"handle": ("VarHandleOp", []), "block7/read": ("ReadVariableOp", ["handle"]),
+             "x": ("Placeholder", []), "block7/Mul": ("Mul", ["x", "block7/read"])}
+    for listed in (list(nodes), list(reversed(nodes))):
+        graph = OpGraph({n: nodes[n][0] for n in listed}, {n: nodes[n][1] for n in listed},
+                        {"handle": "dense/kernel/m"})
+        assert Joiner(vocabulary, [graph]).assign("block7/Mul", "Mul") == ("dense", OPTIMIZER), listed
+
+
+def test_an_executed_name_stands_for_the_node_it_ends_with():
+    """A function inlined into a call carries the call node as a prefix: the names to look up, longest first."""
+    assert list(node_names("StatefulPartitionedCall/model/dense/MatMul")) == [
+        "StatefulPartitionedCall/model/dense/MatMul", "model/dense/MatMul", "dense/MatMul", "MatMul"]
+    assert list(node_names("MatMul")) == ["MatMul"]
+    assert list(node_names("a//b/")) == ["a//b/", "/b/", "b/", ""]
+    graph = OpGraph({"dense/MatMul": "MatMul"}, {"dense/MatMul": []})
+    joined = Joiner(Vocabulary(["dense"]), [graph])
+    assert joined.assign("StatefulPartitionedCall/dense/MatMul") == joined.assign("dense/MatMul") == ("dense", FORWARD)

@@ -25,7 +25,7 @@ from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
 from tb_modelmem.capture.run_metadata import format_shape, fused_ops
-from tb_modelmem.join import Joiner, Vocabulary
+from tb_modelmem.join import Joiner, Vocabulary, node_names
 from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -316,12 +316,10 @@ def _derive(specs: List[OutputSpec], batch: Optional[int]) -> Tuple[str, int, st
 
 
 def _lookup(graph: Mapping[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
-    """Graph specs of an executed node; inlined function bodies carry the call node as a prefix."""
-    parts = name.split("/")
-    for i in range(len(parts)):
-        specs = graph.get("/".join(parts[i:]))
-        if specs is not None:
-            return specs
+    """Graph specs of an executed node (``join.node_names``)."""
+    for candidate in node_names(name):
+        if candidate in graph:
+            return graph[candidate]
     return None
 
 
