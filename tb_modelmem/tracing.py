@@ -88,8 +88,9 @@ class Trace:
             import tensorflow as tf
 
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
-                reading = _ModelReading.started(self)
-                try:
+                reading: Optional[_ModelReading] = None
+                try:  # the thread is let go in the finally whatever happens once it exists
+                    reading = _ModelReading.started(self)
                     if reading is not None:
                         reading.go.set()  # it takes the GIL once the export below releases it
                     tf.profiler.experimental.stop()
