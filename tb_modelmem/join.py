@@ -413,15 +413,8 @@ class Joiner:
         """The graph node an executed name stands for: inlined calls prefix the node's own name."""
         if name in self._found:
             return self._found[name]
-        found = None
-        if self.graphs:
-            for candidate in node_names(name):
-                for assigned in self._assigned:
-                    found = assigned.get(candidate)
-                    if found is not None:
-                        break
-                if found is not None:
-                    break
+        found = next((assigned[candidate] for candidate in node_names(name) for assigned in self._assigned
+                      if candidate in assigned), None)
         self._found[name] = found
         return found
 
@@ -533,18 +526,23 @@ class Joiner:
         return ""
 
 
-def _topological(graph: OpGraph) -> List[str]:
-    """Nodes with producers before consumers (a loop's back edge keeps first-seen order)."""
+def _producers_first(graph: OpGraph) -> bool:
+    """True when every node comes after the nodes of the graph it takes inputs from."""
     seen: Set[str] = set()
-    for node in graph.types:  # a graph lists its ops as made, inputs first: that order, if so
+    for node in graph.types:
         sources = graph.inputs.get(node, ())
         if not seen.issuperset(sources) and any(s in graph.types and s not in seen for s in sources):
-            break
+            return False
         seen.add(node)
-    else:
+    return True
+
+
+def _topological(graph: OpGraph) -> List[str]:
+    """Nodes with producers before consumers (a loop's back edge keeps first-seen order)."""
+    if _producers_first(graph):  # a graph lists its ops as made, inputs first: that order
         return list(graph.types)
     order: List[str] = []
-    seen = set()
+    seen: Set[str] = set()
     for root in graph.types:
         if root in seen:
             continue
