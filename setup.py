@@ -34,7 +34,8 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
     package_data={"tb_modelmem": ["static/*"]},
-    install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py"],
+    install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py",
+                      "zstandard", "orjson"],
     extras_require={"test": ["pytest", "playwright", "grpcio-tools", "xprof", "fsspec"]},
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],

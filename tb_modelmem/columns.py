@@ -4,11 +4,20 @@ A payload's big columns repeat themselves: a trace's op names share long scope p
 types and devices take a handful of values, its memory timeline climbs in steps. These forms
 store what does not repeat (what they save: README's benchmark table, ``bench_trace``):
 
-- ``DICTIONARY``: text with few distinct values, ``{"values": [...], "index": [...]}``.
+- ``DICTIONARY``: text with few distinct values, ``{"values": [...], "index": [...]}``. When
+  rows repeat the row before (an op's layer, in name order), ``index`` holds one entry per run
+  of equal rows and ``"runs"`` their lengths; such a column reads back only as long as its
+  table's other columns say it is (``rows``), so it cannot expand a payload.
 - ``FRONT``: text in sorted order, each item as the length of the prefix it shares with the
   item before and the rest, ``{"shared": [...], "rest": [...]}``.
 - ``DELTA``: whole numbers that change little, each as its difference from the one before,
-  ``{"delta": [...]}``. They read back as ints (a whole float, 1024.0, as 1024: equal).
+  ``{"delta": [...]}``. They read back as ints (a whole float, 1024.0, as 1024: equal). With
+  ``"per_unit": n`` they are counted in 1/n units and read back as floats (times, to 0.01 µs).
+- ``FIXED``: numbers kept to a resolution, each as a whole count of 1/n units,
+  ``{"per_unit": n, "units": [...]}``; they read back as floats (op times, to 0.01 µs).
+- ``EXTENDS``: text whose values are mostly another column's (the timeline's op names are the
+  op table's), as a dictionary whose values are that column's followed by ``more``:
+  ``{"more": [...], "index": [...]}``.
 
 A plain list is a column too, so any writer's payload reads. A record accepts each form only in
 the columns its writer puts it in (``records``). Decoding trusts nothing: it raises ValueError
@@ -18,52 +27,113 @@ with a short reason, and a column never expands past ``max_text`` characters.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import Any, Dict, List, Optional, Union
 
-DICTIONARY, FRONT, DELTA = "dictionary", "front", "delta"
-Column = Union[list, Dict[str, list]]
-_KEYS = {DICTIONARY: {"values", "index"}, FRONT: {"shared", "rest"}, DELTA: {"delta"}}
+DICTIONARY, FRONT, DELTA, FIXED, EXTENDS = "dictionary", "front", "delta", "fixed", "extends"
+Column = Union[list, Dict[str, Any]]
+_KEYS = {DICTIONARY: ({"values", "index"}, {"values", "index", "runs"}), FRONT: ({"shared", "rest"},), DELTA: ({"delta"}, {"delta", "per_unit"}),
+         FIXED: ({"units", "per_unit"},), EXTENDS: ({"more", "index"},)}
 _INT64 = 2**63
+MAX_PER_UNIT = 10**9  # the finest resolution a stored column may claim (1e-9 of its unit)
 
 
-def encode(values: list, form: str) -> Column:
-    """``values`` in ``form``; kept plain when they do not fit it (not text, not whole numbers)."""
+def encode(values: list, form: str, per_unit: Optional[int] = None, base: Optional[list] = None) -> Column:
+    """``values`` in ``form``; kept plain when they do not fit it (not text, not whole numbers,
+    not finite). ``per_unit``: the resolution of FIXED and of a DELTA of non-whole numbers (they
+    are rounded to it); ``base``: the column an EXTENDS column's values start with."""
     if form == DICTIONARY and _all_text(values):
         distinct = list(dict.fromkeys(values))
         position = {value: i for i, value in enumerate(distinct)}
-        return {"values": distinct, "index": list(map(position.__getitem__, values))}
+        index = list(map(position.__getitem__, values))
+        starts = [0] + list(itertools.compress(range(1, len(index)), map(operator.ne, index[1:], index)))
+        if not index or len(starts) * 2 > len(index):  # runs would not save: one entry per row
+            return {"values": distinct, "index": index}
+        return {"values": distinct, "index": list(map(index.__getitem__, starts)),
+                "runs": list(map(operator.sub, starts[1:] + [len(index)], starts))}
+    if form == EXTENDS and base is not None and _all_text(values):
+        position = dict(zip(reversed(base), range(len(base) - 1, -1, -1)))  # a repeated value: its first place
+        more = list(dict.fromkeys(v for v in values if v not in position))
+        position.update((value, len(base) + i) for i, value in enumerate(more))
+        return {"more": more, "index": list(map(position.__getitem__, values))}
     if form == FRONT and _all_text(values):
         shared = _shared_prefixes(values)
         return {"shared": shared, "rest": [value[n:] for value, n in zip(values, shared)]}
-    if form == DELTA and all(type(v) is int or (type(v) is float and v.is_integer()) for v in values):  # noqa: E721
-        whole = list(map(int, values))
-        if not whole or -_INT64 <= min(whole) <= max(whole) < _INT64:
-            return {"delta": [b - a for a, b in zip([0] + whole, whole)]}
+    whole = _units(values, per_unit) if form in (DELTA, FIXED) else None
+    if whole is not None and form == FIXED and per_unit is not None:
+        return {"per_unit": per_unit, "units": whole}
+    if whole is not None and form == DELTA:
+        steps = {"delta": [b - a for a, b in zip([0] + whole, whole)]}
+        return dict(steps, per_unit=per_unit) if per_unit is not None else steps
     return list(values)
 
 
-def decode(column: Any, form: str, max_text: int) -> list:
-    """The plain list a stored column stands for: ``column`` itself, or ``form`` decoded.
-    ValueError says why it cannot be read (another form than the column's is a fault too)."""
+def _units(values: list, per_unit: Optional[int]) -> Optional[List[int]]:
+    """``values`` as whole counts of 1/``per_unit`` (rounded), or as they are when whole numbers
+    and no ``per_unit``; None when some value is not a finite number or its count leaves int64."""
+    if not set(map(type, values)) <= {int, float}:
+        return None
+    try:
+        if per_unit is None:
+            if not all(map(float.is_integer, map(float, values))):
+                return None
+            whole = list(map(int, values))
+        else:
+            whole = [round(v * per_unit) for v in values]
+    except (OverflowError, ValueError):  # an infinity or a NaN
+        return None
+    return whole if not whole or -_INT64 <= min(whole) <= max(whole) < _INT64 else None
+
+
+def decode(column: Any, form: str, max_text: int, base: Optional[list] = None, rows: Optional[int] = None) -> list:
+    """The plain list a stored column stands for: ``column`` itself, or ``form`` decoded
+    (``base``: the checked column an EXTENDS column's values start with; ``rows``: how many rows
+    a run-length DICTIONARY column must have, its table's ``length``). ValueError says why it
+    cannot be read (another form than the column's is a fault too)."""
     if isinstance(column, list):
         return column
-    if not isinstance(column, dict) or set(column) != _KEYS[form]:
+    if not isinstance(column, dict) or set(column) not in _KEYS[form]:
         raise ValueError(f"expected a list or a {form} column")
+    if form == DICTIONARY and "runs" in column:
+        return _runs(column["values"], column["index"], column["runs"], max_text, rows)
     if form == DICTIONARY:
         return _dictionary(column["values"], column["index"], max_text)
+    if form == EXTENDS:
+        more = column["more"]
+        if not isinstance(more, list) or not _all_text(more):
+            raise ValueError("an extends column's more must be a list of text")
+        return _dictionary(list(base or []) + more, column["index"], max_text)
     if form == FRONT:
         return _front(column["shared"], column["rest"], max_text)
+    per_unit = column.get("per_unit")
+    if per_unit is not None and (type(per_unit) is not int or not 1 <= per_unit <= MAX_PER_UNIT):  # noqa: E721
+        raise ValueError(f"a {form} column's per_unit must be an integer from 1 to {MAX_PER_UNIT:,}")
+    if form == FIXED:
+        return list(map(operator.truediv, _integers(column["units"], "units", -_INT64), itertools.repeat(per_unit)))
     steps = _integers(column["delta"], "delta", -2 * _INT64, 2 * _INT64)  # int64 totals step by less
     totals = list(itertools.accumulate(steps))
     if totals and not -_INT64 <= min(totals) <= max(totals) < _INT64:
         raise ValueError("a delta column adds up past the int64 range")
-    return totals
+    return totals if per_unit is None else list(map(operator.truediv, totals, itertools.repeat(per_unit)))
+
+
+def length(column: Any) -> Optional[int]:
+    """How many rows a stored column has, when it says so itself (a list, or any form but a
+    run-length dictionary); else None."""
+    if isinstance(column, list):
+        return len(column)
+    if not isinstance(column, dict) or "runs" in column:
+        return None
+    for key in ("index", "shared", "units", "delta"):
+        if isinstance(column.get(key), list):
+            return len(column[key])
+    return None
 
 
 def dictionary_values(column: Any) -> Optional[list]:
     """The values a dictionary column's rows take (check these, not every row), None for another
     form. Only for a column ``decode`` read."""
-    return column["values"] if isinstance(column, dict) and set(column) == _KEYS[DICTIONARY] else None
+    return column["values"] if isinstance(column, dict) and set(column) in _KEYS[DICTIONARY] else None
 
 
 def _dictionary(values: Any, index: Any, max_text: int) -> List[str]:
@@ -76,6 +146,20 @@ def _dictionary(values: Any, index: Any, max_text: int) -> List[str]:
     if sum(map(len, column)) > max_text:
         raise ValueError(f"a dictionary column stands for more than {max_text:,} characters; refused")
     return column
+
+
+def _runs(values: Any, index: Any, runs: Any, max_text: int, rows: Optional[int]) -> List[str]:
+    if rows is None:
+        raise ValueError("a run-length column needs another column that says the table's length")
+    lengths = _integers(runs, "runs", 1)
+    if len(lengths) != len(index):
+        raise ValueError(f"a run-length column has {len(index)} values for {len(lengths)} runs")
+    if sum(lengths) != rows:
+        raise ValueError(f"a run-length column's runs add up to {sum(lengths):,} rows, not its table's {rows:,}")
+    each = _dictionary(values, index, max_text)  # the value of each run, checked
+    if sum(map(operator.mul, map(len, each), lengths)) > max_text:
+        raise ValueError(f"a dictionary column stands for more than {max_text:,} characters; refused")
+    return list(itertools.chain.from_iterable(map(itertools.repeat, each, lengths)))
 
 
 def _front(shared: Any, rest: Any, max_text: int) -> List[str]:

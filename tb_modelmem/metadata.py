@@ -13,7 +13,7 @@ from typing import Tuple
 from tensorboard.compat.proto import summary_pb2
 
 PLUGIN_NAME = "modelmem"
-SCHEMA_VERSION = 3  # bump when a payload changes incompatibly; older versions stay readable (records.py migrates)
+SCHEMA_VERSION = 4  # bump when a payload changes incompatibly; older versions stay readable (records.py migrates)
 
 # Payload kinds and what each one holds (see payload.py for the record types).
 BREAKDOWN = "breakdown"  # records.Breakdown: variables by role and layer

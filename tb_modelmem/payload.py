@@ -1,15 +1,20 @@
 """Encode records to the bytes stored in a summary, and decode them safely. No TF.
 
-A payload is zlib-compressed JSON ``{"schema": N, "kind": K, "data": {...}}``.
-Decoding never trusts its input: size limits against decompression bombs,
-schema checks, and one ``PayloadError`` with a readable reason for any fault.
+A payload is zstd-compressed JSON ``{"schema": N, "kind": K, "data": {...}}`` (schema 1-3 wrote
+zlib; both read). JSON goes through orjson, ~10x faster to write and 1.5x to read than the
+stdlib's; text orjson refuses goes to the stdlib, so a payload with NaN or 10**400 in it is still
+refused with its field named. Decoding never trusts its input: size limits against
+decompression bombs, schema checks, and one ``PayloadError`` with a readable reason for any fault.
 """
 
 from __future__ import annotations
 
 import json
 import zlib
-from typing import Dict, Type, Union
+from typing import Any, Dict, Type, Union
+
+import orjson
+import zstandard
 
 from tb_modelmem import metadata
 from tb_modelmem.records import MAX_DECODED_BYTES, Breakdown, LoadBench, MemorySample, OpTrace, Record, preview
@@ -21,6 +26,10 @@ RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.MEMORY: MemorySample,
 }
 MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload; what it may inflate to is MAX_DECODED_BYTES
+# zstd's level 12: a ResNet50 step's trace 2.06% of its .xplane.pb in ~3 ms, where zlib took 2.69%
+# in ~6 ms and level 16+ (1.94%) ~15 ms (README, bench_trace).
+ZSTD_LEVEL = 12
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample]
 
@@ -39,11 +48,11 @@ def kind_of(record: Record) -> str:
 def encode(record: Record) -> bytes:
     """Compressed JSON bytes for one Breakdown, OpTrace or LoadBench."""
     doc = {"schema": metadata.SCHEMA_VERSION, "kind": kind_of(record), "data": record.to_dict(compact=True)}
-    raw = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    raw = _dumps(doc)
     if len(raw) > MAX_DECODED_BYTES:  # what TensorBoard would refuse to read back is not written at all
         raise PayloadError(f"this {doc['kind']} is {len(raw):,} bytes of JSON, over the {MAX_DECODED_BYTES:,} "
                            "bytes the tab reads back; not written")
-    blob = zlib.compress(raw, 6)
+    blob = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compress(raw)  # a flipped bit is a fault
     if len(blob) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"this {doc['kind']} is {len(blob):,} bytes compressed, over the {MAX_PAYLOAD_BYTES:,} "
                            "bytes the tab reads back; not written")
@@ -56,17 +65,12 @@ def decode(blob: bytes) -> Payload:
         raise PayloadError("empty payload")
     if len(blob) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"payload of {len(blob):,} bytes, over the {MAX_PAYLOAD_BYTES:,}-byte limit; refused")
+    raw = inflate(blob)
     try:
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(bytes(blob), MAX_DECODED_BYTES)
-        if inflater.unconsumed_tail:
-            raise PayloadError(f"payload inflates past {MAX_DECODED_BYTES:,} bytes (no real trace is that big); refused")
-        doc = json.loads(raw.decode("utf-8"))
-    except PayloadError:
-        raise
+        doc = _loads(raw)
     except RecursionError:  # "[[[[...": the stdlib parser recurses per level
         raise PayloadError("not a tb_modelmem payload (JSON nested too deep to parse)") from None
-    except (zlib.error, UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError):
         raise PayloadError("not a tb_modelmem payload (corrupt or foreign bytes)") from None
     if not isinstance(doc, dict) or "schema" not in doc or "kind" not in doc:
         raise PayloadError("not a tb_modelmem payload (no schema/kind)")
@@ -86,3 +90,42 @@ def decode(blob: bytes) -> Payload:
         return cls.from_dict(doc.get("data"))  # type: ignore[return-value]
     except (ValueError, TypeError) as e:
         raise PayloadError(f"malformed {doc['kind']} payload: {e}") from None
+
+
+def inflate(blob: bytes) -> bytes:
+    """The JSON text of a payload: zstd (schema 4 on), else zlib (schemas 1-3); at most
+    MAX_DECODED_BYTES, checked before anything that size is made (PayloadError past it)."""
+    blob = bytes(blob)
+    too_big = PayloadError(f"payload inflates past {MAX_DECODED_BYTES:,} bytes (no real trace is that big); refused")
+    try:
+        if blob.startswith(_ZSTD_MAGIC):
+            size = zstandard.frame_content_size(blob)
+            if size < 0:  # unknown: our writer always says it, so this is not ours
+                raise PayloadError("not a tb_modelmem payload (a zstd frame that does not say its size)")
+            if size > MAX_DECODED_BYTES:
+                raise too_big
+            return zstandard.ZstdDecompressor().decompress(blob)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(blob, MAX_DECODED_BYTES)
+        if inflater.unconsumed_tail:
+            raise too_big
+        return raw
+    except (zlib.error, zstandard.ZstdError):
+        raise PayloadError("not a tb_modelmem payload (corrupt or foreign bytes)") from None
+
+
+def _dumps(doc: Dict[str, Any]) -> bytes:
+    """Compact JSON; the stdlib's when orjson refuses (an int past 64 bits, a lone surrogate)."""
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+
+
+def _loads(raw: bytes) -> Any:
+    """Parsed JSON; what orjson refuses (NaN, a lone surrogate, 10**400) the stdlib reads, and
+    the record's checks then refuse it with its field named, as they always did."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw.decode("utf-8"))

@@ -72,6 +72,10 @@ MAX_INT = 2**63  # integers are int64, as TensorFlow's sizes are: a 10**4000 "si
 # characters, and each dictionary column stands for at most this many (its rows share the strings).
 MAX_DECODED_BYTES = 128 * 2**20
 
+# A payload keeps times (an op's time, a timeline point's) to 1/TIME_PER_UNIT µs, 0.01 µs: the
+# finest step the tab shows, and a fifth of what the profiler's own clock reads cost (~50 ns, bench_trace).
+TIME_PER_UNIT = 100
+
 T = TypeVar("T", bound="Record")
 R = TypeVar("R", bound="Record")
 Check = Callable[[Any], bool]
@@ -91,6 +95,8 @@ class Record:
     _repeated: ClassVar[Tuple[str, ...]] = ()
     # Text columns a payload stores front-coded (``columns.FRONT``); their rows are kept in that column's order.
     _front_coded: ClassVar[Tuple[str, ...]] = ()
+    # Time columns a payload stores to 1/TIME_PER_UNIT µs (``columns.FIXED``).
+    _times: ClassVar[Tuple[str, ...]] = ()
 
     def to_dict(self, compact: bool = False) -> Dict[str, Any]:
         """JSON-ready dict (no deep copy: fast enough for 200,000-op traces); ``compact``: big
@@ -209,7 +215,7 @@ class Table(Record, Generic[R]):
         out = {}
         for name, values in self.columns.items():
             form = _form(self.row_type, name) if compact else None
-            out[name] = forms.encode(values, form) if form else list(values)
+            out[name] = forms.encode(values, form, TIME_PER_UNIT if form == forms.FIXED else None) if form else list(values)
         return out
 
     @classmethod
@@ -223,12 +229,14 @@ class Table(Record, Generic[R]):
             raise ValueError(f"{cls.__name__}: expected columns (an object of lists), got {type(data).__name__}")
         row = cls.row_type
         checks = _field_checks(row)
+        # what the columns that say their length say (a run-length column must agree with it)
+        rows = next((n for n in (forms.length(v) for k, v in data.items() if k in checks) if n is not None), None)
         columns = {}
         for name, stored in data.items():
             if name not in checks:
                 continue
             form = _form(row, name)
-            values = _column(row, name, stored, form) if form else stored
+            values = _column(row, name, stored, form, rows=rows) if form else stored
             if not isinstance(values, list):
                 raise ValueError(f"{cls.__name__}.{name}: expected a list")
             # a dictionary column is checked by its distinct values, not row by row (its rows share them)
@@ -257,13 +265,16 @@ def _form(row: Type[Record], name: str) -> Optional[str]:
     """The compact form a payload stores a row type's column in (``tb_modelmem.columns``), None: plain."""
     if name in row._front_coded:
         return forms.FRONT
+    if name in row._times:
+        return forms.FIXED
     return forms.DICTIONARY if name in row._repeated else None
 
 
-def _column(cls: type, name: str, stored: Any, form: str) -> list:
+def _column(cls: type, name: str, stored: Any, form: str, base: Optional[list] = None,
+            rows: Optional[int] = None) -> list:
     """A stored column as its plain list (``tb_modelmem.columns.decode``); its error names the field."""
     try:
-        return forms.decode(stored, form, MAX_DECODED_BYTES)
+        return forms.decode(stored, form, MAX_DECODED_BYTES, base, rows)
     except ValueError as e:
         raise ValueError(f"{cls.__name__}.{name}: {e}") from None
 
@@ -293,7 +304,10 @@ def _list_item(item_type: Type[Record], index: int, data: Any) -> Record:
 
 
 def _nested_record(cls: type, key: str, record_type: Type[Record], data: Any) -> Record:
-    """A field holding one record (a Table, a Timeline); its error names the field."""
+    """A field holding one record (a Table, a Timeline); its error names the field. A record
+    already decoded (``OpTrace`` decodes its ops first) is taken as it is."""
+    if type(data) is record_type:
+        return data
     try:
         return record_type.from_dict(data)
     except ValueError as e:
@@ -591,6 +605,7 @@ class OpRecord(Record):
     _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
                                             "bytes_source", "phase")
     _front_coded: ClassVar[Tuple[str, ...]] = ("name",)
+    _times: ClassVar[Tuple[str, ...]] = ("time_us",)
 
 
 class OpTable(Table[OpRecord]):
@@ -647,16 +662,20 @@ class Timeline(Record):
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
 
     def to_dict(self, compact: bool = False) -> Dict[str, Any]:
-        """``compact``: bytes in use as steps from the point before (they climb and fall in steps)."""
+        """``compact``: times and bytes in use as steps from the point before (they climb and fall
+        in steps), times to 1/TIME_PER_UNIT µs."""
         out = super().to_dict(compact)
         if compact:
+            out["t_us"] = forms.encode(self.t_us, forms.DELTA, TIME_PER_UNIT)
             out["bytes"] = forms.encode(self.bytes, forms.DELTA)
             out["by_category"] = {k: forms.encode(v, forms.DELTA) for k, v in self.by_category.items()}
         return out
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Timeline":
-        """Plain lists, or ``bytes`` and ``by_category`` as ``to_dict(compact=True)`` stores them."""
+        """Plain lists, or ``t_us``, ``bytes`` and ``by_category`` as ``to_dict(compact=True)`` stores them."""
+        if isinstance(data, dict) and "t_us" in data:
+            data = dict(data, t_us=_column(cls, "t_us", data["t_us"], forms.DELTA))
         if isinstance(data, dict) and "bytes" in data:
             data = dict(data, bytes=_column(cls, "bytes", data["bytes"], forms.DELTA))
         if isinstance(data, dict) and isinstance(data.get("by_category"), dict):
@@ -726,11 +745,36 @@ class OpTrace(Record):
         if isinstance(self.timeline, list):
             self.timeline = Timeline.from_points(self.timeline)
 
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        """``compact``: the op names of the timeline and of the peak's buffers as places in the op
+        table (``columns.EXTENDS``): they name its ops, already stored."""
+        out = super().to_dict(compact)
+        if compact:
+            names = self.ops.column("name")
+            out["timeline"]["op"] = forms.encode(self.timeline.op, forms.EXTENDS, base=names)
+            out["peak_buffers"]["op"] = forms.encode(self.peak_buffers.column("op"), forms.EXTENDS, base=names)
+        return out
+
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "OpTrace":
         if isinstance(data, dict) and isinstance(data.get("timeline"), list):  # schema 1: [[t, bytes, op?], ...]
             data = dict(data, timeline=_timeline_from_points(data["timeline"]))
+        if isinstance(data, dict) and "ops" in data and any(
+                isinstance(data.get(part), dict) and isinstance(data[part].get("op"), dict)
+                for part in ("timeline", "peak_buffers")):
+            data = _with_op_places(data, _nested_record(cls, "ops", OpTable, data["ops"]))
         return super().from_dict(data)  # type: ignore[return-value]
+
+
+def _with_op_places(data: Dict[str, Any], ops: "OpTable") -> Dict[str, Any]:
+    """``data`` with its ops decoded and the ``op`` columns stored as places in them read as names."""
+    data = dict(data, ops=ops)
+    names = ops.column("name")
+    for part, owner in (("timeline", Timeline), ("peak_buffers", BufferRecord)):
+        stored = data.get(part)
+        if isinstance(stored, dict) and isinstance(stored.get("op"), dict):
+            data[part] = dict(stored, op=_column(owner, "op", stored["op"], forms.EXTENDS, names))
+    return data
 
 
 def _timeline_from_points(points: List[Any]) -> Dict[str, Any]:
