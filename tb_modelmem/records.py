@@ -73,7 +73,8 @@ MAX_INT = 2**63  # integers are int64, as TensorFlow's sizes are: a 10**4000 "si
 MAX_DECODED_BYTES = 128 * 2**20
 
 # A payload keeps times (an op's time, a timeline point's) to 1/TIME_PER_UNIT µs, 0.01 µs: the
-# finest step the tab shows, and a fifth of what the profiler's own clock reads cost (~50 ns, bench_trace).
+# finest step the tab shows (times under 10 µs, to two decimals); the last digit of a time in ns
+# cost a tenth of a ResNet50 trace's payload (README, bench_trace).
 TIME_PER_UNIT = 100
 
 T = TypeVar("T", bound="Record")

@@ -102,7 +102,7 @@ def test_tf_proto_tensorboard_proto_and_bytes_reduce_alike(tf1_run_metadata, op_
 
 def test_payload_round_trips_and_is_smaller_than_the_trace(tf1_run_metadata, op_trace):
     blob = payload.encode(op_trace)
-    assert payload.decode(blob) == op_trace
+    trace_fixtures.assert_stored_as(payload.decode(blob), op_trace)
     assert len(blob) < tf1_run_metadata.ByteSize()
 
 

@@ -57,7 +57,7 @@ def test_trace_writes_the_op_table_at_the_step_and_cleans_up(tmp_path, lenet):
                if v.metadata.plugin_data.plugin_name == metadata.PLUGIN_NAME]
     assert [(step, v.tag) for step, v in written] == [(3, "ops")]
     record = payload.decode(written[0][1].tensor.string_val[0])
-    assert record == t.record
+    trace_fixtures.assert_stored_as(record, t.record)
     assert (conv1(record).output_bytes, conv1(record).bytes_source, record.steps) == (CONV1_BYTES, DERIVED, 2)
     assert 0 < len(payload.encode(record)) < t.xplane_bytes
 

@@ -13,6 +13,20 @@ from typing import Any, NamedTuple, Tuple
 from tensorboard.compat.proto import config_pb2, types_pb2
 
 CONV1_BYTES, CONV2_BYTES, DENSE_BYTES = 100_352, 50_176, 4_096
+
+
+def assert_stored_as(stored: Any, trace: Any) -> None:
+    """``stored`` (a trace read back from its payload) is ``trace``: its op and timeline times to
+    0.01 µs, as payloads keep them, everything else exactly."""
+    import copy
+
+    stored = copy.deepcopy(stored)
+    for before, after in ((trace.ops.column("time_us"), stored.ops.column("time_us")),
+                          (trace.timeline.t_us, stored.timeline.t_us)):
+        assert len(after) == len(before)
+        assert all(abs(a - b) <= 0.005 + 1e-9 * abs(b) for a, b in zip(after, before)), "a time moved past 0.005 µs"
+        after[:] = before
+    assert stored == trace
 # Op types cycled through by the synthetic trace, with their output shapes.
 _SYNTHETIC_OPS = (("Conv2D", (8, 56, 56, 64)), ("BiasAdd", (8, 56, 56, 64)), ("Relu", (8, 56, 56, 64)),
                   ("MatMul", (8, 1024)), ("ReadVariableOp", (1024, 1024)))
