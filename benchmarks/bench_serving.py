@@ -9,8 +9,9 @@ breakdown beside it (benchmarks/synthetic.py), starts a real ``tensorboard`` pro
   first   /breakdown the breakdown's own first request (another process, so it is not cached)
   repeat  /breakdown
 
-each against the bare decode of the same blob (zlib + json.loads) timed in this process,
-interleaved; medians. On ``--load_fast=true`` also TensorBoard's own read of the breakdown's
+each against the bare decode of the same blob (zstd and the stdlib's json.loads: what reading
+it costs any reader; the plugin parses with orjson, and its bare decode is printed beside) timed
+in this process, interleaved; medians. On ``--load_fast=true`` also TensorBoard's own read of the breakdown's
 blob, asked by this process of the same data server over gRPC just before (the floor under
 any plugin's first request: the plugin reads through the same server; ``bench_data_server``
 shows why it is sometimes ~45 ms). Then TensorBoard's RSS after opening every run, against its
@@ -31,12 +32,13 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-import zlib
 from typing import Callable, Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import orjson  # noqa: E402
 import psutil  # noqa: E402
+import zstandard  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
 from tb_modelmem import metadata, payload, summary  # noqa: E402
@@ -56,9 +58,10 @@ def fetch(tb: TensorBoardProcess, route: str, **params: str) -> Tuple[float, int
         time.sleep(0.05)
 
 
-def bare(blob: bytes) -> float:
+def bare(blob: bytes, loads: Callable[[bytes], object] = json.loads) -> float:
+    """Seconds to decompress ``blob`` and parse its JSON (the stdlib's ``json.loads`` unless told)."""
     started = time.perf_counter()
-    json.loads(zlib.decompress(blob))
+    loads(zstandard.ZstdDecompressor().decompress(blob))
     return time.perf_counter() - started
 
 
@@ -77,17 +80,18 @@ def breakdown_parts(blob: bytes, rounds: int = 15) -> None:
 
     steps = {"decode and check": lambda: payload.decode(blob), "view (roll-up, layer tree)":
              lambda: views.BreakdownView(record), "answer (JSON, gzip)": answer}
-    times: Dict[str, List[float]] = {k: [] for k in ("bare", *steps)}
+    times: Dict[str, List[float]] = {k: [] for k in ("bare", "bare, orjson", *steps)}
     with paused_gc():  # as the plugin builds them
         for _ in range(rounds):
             times["bare"].append(bare(blob))
+            times["bare, orjson"].append(bare(blob, orjson.loads))
             for name, step in steps.items():
                 started = time.perf_counter()
                 step()
                 times[name].append(time.perf_counter() - started)
     base = statistics.median(times["bare"])
     print(f"first /breakdown in process (medians of {rounds}, interleaved; bare decode {base * 1e3:.1f} ms):")
-    for name in steps:
+    for name in ("bare, orjson", *steps):
         _row(name, statistics.median(times[name]), base)
     print(f"  answer: {len(answer()):,} B gzipped")
 
@@ -160,7 +164,7 @@ def main() -> None:
     trace, breakdown = synthetic.trace(args.ops), synthetic.breakdown(args.variables)
     blobs = {"ops": payload.encode(trace), "storage": payload.encode(breakdown)}
     print(f"{args.ops:,}-op trace: {len(blobs['ops']):,} B stored, "
-          f"{len(zlib.decompress(blobs['ops'])):,} B of JSON; {args.variables:,}-variable breakdown: "
+          f"{len(payload.inflate(blobs['ops'])):,} B of JSON; {args.variables:,}-variable breakdown: "
           f"{len(blobs['storage']):,} B stored")
     breakdown_parts(blobs["storage"])
     with tempfile.TemporaryDirectory() as logdir:

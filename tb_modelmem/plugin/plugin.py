@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
+import orjson
 from tensorboard import errors, plugin_util
 from tensorboard.backend import http_util, json_util
 from tensorboard.plugins import base_plugin
@@ -316,22 +317,23 @@ def _key(located: Located) -> Tuple[Hashable, ...]:
 
 
 def _gzipped_json(body: Dict[str, Any]) -> bytes:
-    """Strict JSON, gzip-compressed; non-finite numbers become "NaN"/"Infinity" strings, as Respond's own cleansing makes them."""
-    try:
-        text = json.dumps(body, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        text = json.dumps(json_util.Cleanse(body), separators=(",", ":"))
-    return gzip.compress(text.encode("utf-8"), compresslevel=3, mtime=0)
+    """``_json(body)``, gzip-compressed."""
+    return gzip.compress(_json(body), compresslevel=3, mtime=0)
 
 
 def _respond_json(request: wrappers.Request, body: Dict[str, Any], code: int = 200) -> wrappers.Response:
-    """JSON via Respond; serialised here because Respond's NaN cleansing walks every value.
-    Bodies holding NaN/Inf take Respond's own path."""
+    """JSON via Respond, serialised here (``_json``): Respond's own cleansing walks every value."""
+    return http_util.Respond(request, _json(body), "application/json", code=code)
+
+
+def _json(body: Dict[str, Any]) -> bytes:
+    """Strict JSON by orjson (a first /breakdown's 215 KB: 1.3 -> 0.1 ms); a non-finite number,
+    which no record lets through, is null (unknown). What orjson refuses (a lone surrogate in a
+    run name, an int past 64 bits) takes the stdlib's path with Respond's cleansing."""
     try:
-        content: Any = json.dumps(body, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        content = body
-    return http_util.Respond(request, content, "application/json", code=code)
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(json_util.Cleanse(body), separators=(",", ":")).encode("utf-8")
 
 
 def _context(request: wrappers.Request) -> Tuple[Any, str]:
