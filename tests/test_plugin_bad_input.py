@@ -121,6 +121,6 @@ def test_a_listing_that_fails_once_keeps_that_sources_items(tmp_path, monkeypatc
         raise RuntimeError("the data server did not answer")
 
     monkeypatch.setattr(source, "list", fails)
-    served.plugin._listing.clear()  # the next request lists again (as after _LISTING_SECONDS)
+    served.plugin._listing.clear()  # the next request lists again (as after LISTING_SECONDS)
     assert ("run", "storage") in served.tags()
     assert served.json("/breakdown", run="run", tag="storage")["variable_count"] == len(_good().variables)

@@ -106,3 +106,23 @@ def test_tf1_variables_of_unknown_shape_are_served_with_no_params(tmp_path):
     assert body["total_params"] == 3 * 4 + 4 and body["totals"]["weight"] == (3 * 4 + 4) * 4
     layers = {row["layer"]: row for row in layer_rows(body)}
     assert layers["dense"]["params"] == 16 and all(row["params"] >= 0 for row in layers.values()), layers
+
+
+def test_paging_a_table_asks_the_data_provider_for_its_steps_once_per_listing(served, monkeypatch):
+    """Sorting, filtering and scrolling the variables re-ask for the tag's steps on every request
+    (a gRPC call on --load_fast=true): reused for LISTING_SECONDS, as the item listing is."""
+    from tb_modelmem.plugin import sources
+
+    reads = []
+    provider = served.plugin._sources[0]._steps._provider
+    original = provider.read_blob_sequences
+    monkeypatch.setattr(provider, "read_blob_sequences", lambda *a, **k: reads.append(k) or original(*a, **k))
+    clock = [1000.0]
+    monkeypatch.setattr(sources.time, "monotonic", lambda: clock[0])
+    pages = [served.json("/variables", run="sgd", tag="storage", sort=column, offset=offset)
+             for column in ("bytes", "name") for offset in (0, 5)]
+    assert all(page["rows"] for page in pages)
+    assert len(reads) == 1
+    clock[0] += sources.LISTING_SECONDS  # a new step would show now
+    served.json("/variables", run="sgd", tag="storage")
+    assert len(reads) == 2

@@ -23,7 +23,7 @@ from werkzeug import wrappers
 
 from tb_modelmem import growth, metadata
 from tb_modelmem.plugin import views
-from tb_modelmem.plugin.sources import MAX_NAME, Item, Located, Source
+from tb_modelmem.plugin.sources import LISTING_SECONDS, MAX_NAME, Item, Located, Source
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileSource
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
@@ -35,7 +35,6 @@ from tb_modelmem.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
-_LISTING_SECONDS = 2.0  # the item listing is reused this long (every view asks for it)
 
 
 class ModelMemPlugin(base_plugin.TBPlugin):
@@ -256,9 +255,9 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         return None, {"breakdown": None, "breakdowns": listed}
 
     def _items(self, ctx: Any, experiment: str) -> List[Tuple[Source, Item]]:
-        """Every item of every source, listed at most once per ``_LISTING_SECONDS``."""
+        """Every item of every source, listed at most once per ``LISTING_SECONDS``."""
         cached = self._listing.get(experiment)
-        if cached is not None and time.monotonic() - cached[0] < _LISTING_SECONDS:
+        if cached is not None and time.monotonic() - cached[0] < LISTING_SECONDS:
             return cached[1]
         found = []
         for source in self._sources:

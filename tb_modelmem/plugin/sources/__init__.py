@@ -10,8 +10,11 @@ A new source is one module with a ``Source`` subclass, added to ``ModelMemPlugin
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import Any, Callable, Dict, Hashable, List, Optional
+import threading
+import time
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 from tensorboard import errors
 from tensorboard.data import provider
@@ -20,6 +23,7 @@ from tb_modelmem.plugin.store import Job, UnreadableError
 
 MAX_NAME = 65536  # longest run or tag name a query may carry (TensorBoard keeps longer ones too)
 MAX_STEPS = 100_000  # ask the provider for every step it kept
+LISTING_SECONDS = 2.0  # the item listing, and each tag's steps, are reused this long (every request asks)
 # Characters TensorBoard's Rust data server (--load_fast=true) cannot put in a blob key.
 _BLOB_KEY_HOSTILE = ('"', "\\", "\t", "\n", "\r", "\x00")
 
@@ -77,13 +81,37 @@ def name_error(run: str, tag: str) -> Optional[str]:
     return None
 
 
-def read_data(data_provider: provider.DataProvider, ctx: Any, experiment: str, plugin_name: str,
-              run: str, tag: str) -> List[provider.BlobSequenceDatum]:
-    """Every kept step of one blob-sequence tag."""
-    result = data_provider.read_blob_sequences(
-        ctx, experiment_id=experiment, plugin_name=plugin_name, downsample=MAX_STEPS,
-        run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]))
-    return list(result.get(run, {}).get(tag, []))
+class StepReader:
+    """Every kept step of a blob-sequence tag from one data provider, each answer reused for
+    LISTING_SECONDS as the item listing is: paging, sorting and filtering a table ask for the
+    same tag's steps on every request (a gRPC call on ``--load_fast=true``), and a new step shows
+    as soon as a new tag would."""
+
+    _KEEP = 1024  # tags remembered (a few bytes each: steps, wall times, blob keys)
+
+    def __init__(self, data_provider: provider.DataProvider) -> None:
+        self._provider = data_provider
+        self._recent: "collections.OrderedDict[Tuple[str, str, str, str], Tuple[float, list]]" = \
+            collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, ctx: Any, experiment: str, plugin_name: str, run: str, tag: str
+             ) -> List[provider.BlobSequenceDatum]:
+        key = (experiment, plugin_name, run, tag)
+        with self._lock:
+            found = self._recent.get(key)
+        if found is not None and time.monotonic() - found[0] < LISTING_SECONDS:
+            return found[1]
+        result = self._provider.read_blob_sequences(
+            ctx, experiment_id=experiment, plugin_name=plugin_name, downsample=MAX_STEPS,
+            run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]))
+        data = list(result.get(run, {}).get(tag, []))
+        with self._lock:
+            self._recent[key] = (time.monotonic(), data)
+            self._recent.move_to_end(key)
+            while len(self._recent) > self._KEEP:
+                self._recent.popitem(last=False)
+        return data
 
 
 def pick_step(data: List[provider.BlobSequenceDatum], step: Optional[int], item: Item) -> provider.BlobSequenceDatum:

@@ -15,7 +15,7 @@ from tb_modelmem import metadata
 from tb_modelmem.capture.run_metadata import reduce_run_metadata
 from tb_modelmem.join import vocabulary_from_variables
 from tb_modelmem.messages import first_line
-from tb_modelmem.plugin.sources import Item, Located, Source, name_error, pick_step, read_blob, read_data
+from tb_modelmem.plugin.sources import Item, Located, Source, StepReader, name_error, pick_step, read_blob
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.store import Job, UnreadableError
 
@@ -29,6 +29,7 @@ class RunMetadataSource(Source):
 
     def __init__(self, data_provider: provider.DataProvider, model: RunModel) -> None:
         self._provider = data_provider
+        self._steps = StepReader(data_provider)
         self._model = model
         self._plugin_of: Dict[tuple, str] = {}
 
@@ -68,4 +69,4 @@ class RunMetadataSource(Source):
 
     def _data(self, ctx: Any, experiment: str, item: Item) -> List[provider.BlobSequenceDatum]:
         plugin = self._plugin_of.get((item.run, item.tag), PLUGINS[0])
-        return read_data(self._provider, ctx, experiment, plugin, item.run, item.tag)
+        return self._steps.read(ctx, experiment, plugin, item.run, item.tag)

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from tensorboard.data import provider
 
 from tb_modelmem import metadata, payload
-from tb_modelmem.plugin.sources import Item, Located, Source, name_error, pick_step, read_blob, read_data
+from tb_modelmem.plugin.sources import Item, Located, Source, StepReader, name_error, pick_step, read_blob
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.plugin.store import Job, UnreadableError
 
@@ -20,6 +20,7 @@ class SummarySource(Source):
 
     def __init__(self, data_provider: provider.DataProvider) -> None:
         self._provider = data_provider
+        self._steps = StepReader(data_provider)
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         listing = self._provider.list_blob_sequences(ctx, experiment_id=experiment,
@@ -38,10 +39,10 @@ class SummarySource(Source):
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
         return [{"step": d.step, "wall_time": d.wall_time}
-                for d in read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)]
+                for d in self._steps.read(ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)]
 
     def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
-        datum = pick_step(read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag),
+        datum = pick_step(self._steps.read(ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag),
                           step, item)
         key = (ORIGIN, experiment, datum.values[0].blob_key if datum.values else item.run, item.tag, datum.step,
                datum.wall_time)
@@ -53,7 +54,7 @@ class SummarySource(Source):
 
     def locate_series(self, ctx: Any, experiment: str, item: Item) -> Located:
         """Every step of a tag at once (memory samples: the Growth view fits a trend over all of them)."""
-        data = read_data(self._provider, ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)
+        data = self._steps.read(ctx, experiment, metadata.PLUGIN_NAME, item.run, item.tag)
         key = (ORIGIN, "series", experiment, item.run, item.tag, len(data),
                (data[-1].step, data[-1].wall_time) if data else None)
 
