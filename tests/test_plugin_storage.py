@@ -117,7 +117,7 @@ def test_paging_a_table_asks_the_data_provider_for_its_steps_once_per_listing(se
     provider = served.plugin._sources[0]._steps._provider
     original = provider.read_blob_sequences
     monkeypatch.setattr(provider, "read_blob_sequences", lambda *a, **k: reads.append(k) or original(*a, **k))
-    clock = [1000.0]
+    clock = [sources.time.monotonic() + 10 * sources.LISTING_SECONDS]  # what earlier tests read is stale
     monkeypatch.setattr(sources.time, "monotonic", lambda: clock[0])
     pages = [served.json("/variables", run="sgd", tag="storage", sort=column, offset=offset)
              for column in ("bytes", "name") for offset in (0, 5)]
