@@ -7,7 +7,9 @@ store what does not repeat (what they save: README's benchmark table, ``bench_tr
 - ``DICTIONARY``: text with few distinct values, ``{"values": [...], "index": [...]}``. When
   rows repeat the row before (an op's layer, in name order), ``index`` holds one entry per run
   of equal rows and ``"runs"`` their lengths; such a column reads back only as long as its
-  table's other columns say it is (``rows``), so it cannot expand a payload.
+  table's other columns say it is (``rows``), and to at most ``max_text // 32`` rows (4,194,304
+  for a payload: more than its 128 MiB of JSON holds), so a few bytes of runs cannot stand for
+  a trillion rows, nor each of a table's columns for the most its JSON allows.
 - ``FRONT``: text in sorted order, each item as the length of the prefix it shares with the
   item before and the rest, ``{"shared": [...], "rest": [...]}``.
 - ``DELTA``: whole numbers that change little, each as its difference from the one before,
@@ -156,6 +158,8 @@ def _runs(values: Any, index: Any, runs: Any, max_text: int, rows: Optional[int]
         raise ValueError(f"a run-length column has {len(index)} values for {len(lengths)} runs")
     if sum(lengths) != rows:
         raise ValueError(f"a run-length column's runs add up to {sum(lengths):,} rows, not its table's {rows:,}")
+    if rows > max_text // 32:
+        raise ValueError(f"a run-length column stands for more than {max_text // 32:,} rows; refused")
     each = _dictionary(values, index, max_text)  # the value of each run, checked
     if sum(map(operator.mul, map(len, each), lengths)) > max_text:
         raise ValueError(f"a dictionary column stands for more than {max_text:,} characters; refused")

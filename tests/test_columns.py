@@ -65,6 +65,7 @@ def test_rows_that_repeat_the_row_before_are_stored_as_runs():
 @pytest.mark.parametrize("stored, rows, reason", [
     ({"values": ["a"], "index": [0], "runs": [10 ** 12]}, 3, "add up to 1,000,000,000,000 rows, not its table's 3"),
     ({"values": ["a"], "index": [0], "runs": [3]}, None, "needs another column that says the table's length"),
+    ({"values": ["a"], "index": [0], "runs": [2 ** 23]}, 2 ** 23, "stands for more than 4,194,304 rows; refused"),
     ({"values": ["a"], "index": [0], "runs": [0, 3]}, 3, "runs holds an integer out of its range"),
     ({"values": ["a"], "index": [0, 0], "runs": [3]}, 3, "2 values for 1 runs"),
     ({"values": ["a"], "index": [1], "runs": [3]}, 3, "index points past its 1 values"),
