@@ -34,8 +34,10 @@ from typing import Any, Dict, List, Optional, Union
 
 DICTIONARY, FRONT, DELTA, FIXED, EXTENDS = "dictionary", "front", "delta", "fixed", "extends"
 Column = Union[list, Dict[str, Any]]
-_KEYS = {DICTIONARY: ({"values", "index"}, {"values", "index", "runs"}), FRONT: ({"shared", "rest"},), DELTA: ({"delta"}, {"delta", "per_unit"}),
-         FIXED: ({"units", "per_unit"},), EXTENDS: ({"more", "index"},)}
+_KEYS = {  # the keys each form may have
+    DICTIONARY: ({"values", "index"}, {"values", "index", "runs"}), FRONT: ({"shared", "rest"},),
+    DELTA: ({"delta"}, {"delta", "per_unit"}), FIXED: ({"units", "per_unit"},), EXTENDS: ({"more", "index"},),
+}
 _INT64 = 2**63
 MAX_PER_UNIT = 10**9  # the finest resolution a stored column may claim (1e-9 of its unit)
 

@@ -216,7 +216,8 @@ class Table(Record, Generic[R]):
         out = {}
         for name, values in self.columns.items():
             form = _form(self.row_type, name) if compact else None
-            out[name] = forms.encode(values, form, TIME_PER_UNIT if form == forms.FIXED else None) if form else list(values)
+            per_unit = TIME_PER_UNIT if form == forms.FIXED else None
+            out[name] = forms.encode(values, form, per_unit) if form else list(values)
         return out
 
     @classmethod
