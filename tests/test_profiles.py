@@ -14,7 +14,7 @@ import pytest
 
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
-from tests import corpus, profile_fixtures
+from tests import corpus, profile_fixtures, trace_fixtures
 from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,20 +89,38 @@ def test_with_the_bfc_allocator_every_op_output_is_measured(tmp_path):
     assert peak["activations"] > 0 and peak["gradients"] > 0
 
 
-def test_a_tf_2_3_to_2_10_memory_profile_shows_its_peak_and_live_allocations(tmp_path, lenet_xplane_bytes):
+def _old_memory_profile(tmp_path, attempts: int = 6):
+    """The JSON memory profile TF 2.3-2.10 wrote, made by XProf from a fresh LeNet profile, and
+    its one allocator. XProf keeps only a few of a small step's allocations, and in about one
+    capture in ten none of them is live at the peak (CI met one): such a capture cannot show
+    what this test is about, so another is made, at most ``attempts`` in all."""
+    import tensorflow as tf
+
     xprof = pytest.importorskip("xprof.convert.raw_to_tool_data")
-    xplane = tmp_path / "host.xplane.pb"
-    xplane.write_bytes(lenet_xplane_bytes)
-    data, _ = xprof.xspace_to_tool_data([str(xplane)], "memory_profile", {})  # the JSON TF 2.3-2.10 wrote
-    doc = json.loads(data)
+    training = trace_fixtures.lenet_train_step(trace_fixtures.lenet_keras())
+    for attempt in range(attempts):
+        logdir = str(tmp_path / f"capture{attempt}")
+        tf.profiler.experimental.start(logdir)
+        for _ in range(2):
+            training.step(*training.batch)
+        tf.profiler.experimental.stop()
+        (xplane,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+        data, _ = xprof.xspace_to_tool_data([xplane], "memory_profile", {})
+        (allocator, profile), = json.loads(data)["memoryProfilePerAllocator"].items()
+        if any(int(a["snapshotIndex"]) >= 0 for a in profile.get("activeAllocations", [])):
+            return (data if isinstance(data, bytes) else data.encode()), profile
+    pytest.fail(f"none of {attempts} LeNet profiles had an allocation of the step live at its peak")
+
+
+def test_a_tf_2_3_to_2_10_memory_profile_shows_its_peak_and_live_allocations(tmp_path):
+    data, profile = _old_memory_profile(tmp_path)
     session = profile_fixtures.session_dir(str(tmp_path / "logs"), "old")
     with open(os.path.join(session, "worker0.memory_profile.json.gz"), "wb") as f:
-        f.write(gzip.compress(data if isinstance(data, bytes) else data.encode()))
+        f.write(gzip.compress(data))
     served = Served(str(tmp_path / "logs"))
     ((run, tag), info), = [(k, v) for k, v in served.tags().items()]
     assert "memory profile" in info["note"]
     body = served.json("/ops", run=run, tag=tag)
-    (allocator, profile), = doc["memoryProfilePerAllocator"].items()
     assert body["peak_bytes"] == int(profile["profileSummary"]["peakStats"]["peakBytesInUse"])
     assert body["timed"] is False  # a memory profile has no op times: none are made up
     timeline = served.json("/timeline", run=run, tag=tag)
