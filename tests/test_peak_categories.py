@@ -64,11 +64,19 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
     assert sum(b["bytes"] for b in buffers) <= timeline["peak_bytes"]
     (conv1,) = _buffer(buffers, "[32,28,28,32]", "activations")
     assert conv1["layer"] == "lenet/conv1" and conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
-    fc1_grads = [b for b in _buffer(buffers, "[3136,1024]", "gradients") if "gradient_tape" in b["op"]]
-    assert fc1_grads and fc1_grads[0]["layer"] == "lenet/fc1" and fc1_grads[0]["dtype"] == "float32"
+    # The peak falls where fc1's 12.25 MiB kernel is worked on: its gradient from the tape is live, or
+    # (about 1 run in 20: the executor's order varies) Adam's temporaries of it once the gradient is
+    # consumed. Either way each such buffer is fc1's, in the category its op's scope says.
+    fc1 = [b for b in buffers if b["shape"] == "[3136,1024]"]
+    assert fc1, buffers
+    for b in fc1:
+        expected = ("gradients" if "gradient_tape" in b["op"] else
+                    "optimizer_temporaries" if "/adam/" in b["op"] else f"neither scope: {b['op']}")
+        assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32")
+    fc1_grads = [b for b in fc1 if b["category"] == "gradients"]
     layers = {row["layer"]: row for row in layer_rows(served.json("/ops", run="keras", tag="ops"))}
     assert layers["lenet/conv1"]["peak_activations_bytes"] >= 32 * 28 * 28 * 32 * 4
-    assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4
+    assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4 * len(fc1_grads)
 
 
 def test_timeline_stacks_add_up_to_the_bytes_in_use(served):
