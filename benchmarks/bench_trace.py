@@ -121,7 +121,7 @@ def measure(name: str, build: Callable[[int], Any], batch: int, rounds: int, bus
           f"again {_spread(again_times, bare_times)}")
     print(f"  stored payload {len(blob):,} B vs .xplane.pb {window.xplane_bytes:,} B: "
           f"{len(blob) / window.xplane_bytes:.4f} ({100 * len(blob) / window.xplane_bytes:.2f}%)")
-    print(f"  load average (1 min) {os.getloadavg()[0]:.2f} after the rounds (this benchmark itself keeps about 1 busy)")
+    print(f"  load average (1 min) {os.getloadavg()[0]:.2f} after the rounds (the benchmark itself keeps 1 busy)")
 
 
 def _spread(times: List[float], bare_times: List[float]) -> str:

@@ -1,6 +1,7 @@
-"""Runtime figures for real public training scripts (tests/corpus/): most of a profiled step's op
-time lands on a layer of the model, named as the live model names its layers; nothing unknown
-is shown as 0. The layer paths are the live model's own (harness ground truth), not tb_modelmem's."""
+"""Runtime figures for real public training scripts (tests/corpus/): most of the time of a profiled
+step's forward and backward ops, and all but the counters of its optimizer's ops, land on a layer of
+the model, named as the live model names its layers; nothing unknown is shown as 0. The layer paths
+are the live model's own (harness ground truth), not tb_modelmem's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Dict, Set
 
 import pytest
 
+from tb_modelmem.records import BACKWARD, FORWARD, OPTIMIZER
 from tests.corpus import SCRIPTS, run
 from tests.plugin_harness import Served
 
@@ -35,22 +37,34 @@ def model_layers(result: Dict[str, Any]) -> Set[str]:
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
+    """Forward and backward ops (each runs inside a layer): most of their time is on the model's
+    layers. The optimizer's ops: all are, but its own counters (Keras 3's iteration count, 3 ops
+    per optimizer; TF1 Adam's two beta powers, 6 ops). The optimizer is counted, not timed, and
+    metrics and loss ops, which belong to no layer, are left out: the times are one step's, and
+    one variable write waiting on its lock takes 1.5-3 ms of a 12 ms step (a metric's
+    AssignVariableOp, in 1 run of 6 of quickstart_advanced, and once in CI)."""
     result = corpus(name)
     assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
     served = Served(result["logdir"])
     body = served.json("/ops", run=result["run"], tag="ops")
     ops = served.all_ops(result["run"], "ops")
-    total = sum(op["time_us"] for op in ops)
     layers = model_layers(result)
-    joined = sum(op["time_us"] for op in ops if op["layer"] in layers)
+    compute = [op for op in ops if op["phase"] in (FORWARD, BACKWARD)]
+    total = sum(op["time_us"] for op in compute)
+    joined = sum(op["time_us"] for op in compute if op["layer"] in layers)
     elsewhere: Dict[str, float] = {}
-    for op in ops:
+    for op in compute:
         if op["layer"] not in layers:
             key = op["layer"] or f"({op['phase']})"
             elsewhere[key] = elsewhere.get(key, 0.0) + op["time_us"]
     top = sorted(elsewhere.items(), key=lambda kv: -kv[1])[:5]
     assert total > 0 and joined / total >= 0.9, f"{name}: {joined / total:.1%} of {total:,.0f} us; elsewhere {top}"
-    assert body["join"]["fraction"] >= 0.9
+    updates = [op for op in ops if op["phase"] == OPTIMIZER]
+    unplaced = [op["name"] for op in updates if op["layer"] not in layers]
+    assert len(updates) > 0 and len(unplaced) <= 8, (
+        f"{name}: {len(unplaced)} of {len(updates)} optimizer ops on no layer: {unplaced[:12]}")
+    # the summary the tab shows over the table is the table's own sum
+    assert body["join"]["joined_time_us"] == pytest.approx(sum(op["time_us"] for op in ops if op["layer"] in layers))
 
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
