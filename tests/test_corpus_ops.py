@@ -9,8 +9,9 @@ from typing import Any, Dict, Set
 
 import pytest
 
-from tb_modelmem.records import BACKWARD, FORWARD, OPTIMIZER
+from tb_modelmem.records import OPTIMIZER
 from tests.corpus import SCRIPTS, run
+from tests.layer_time import on_layers
 from tests.plugin_harness import Served
 
 ALIASING = {"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval", "VarHandleOp",
@@ -37,28 +38,17 @@ def model_layers(result: Dict[str, Any]) -> Set[str]:
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
-    """Forward and backward ops (each runs inside a layer): most of their time is on the model's
-    layers. The optimizer's ops: all are, but its own counters (Keras 3's iteration count, 3 ops
-    per optimizer; TF1 Adam's two beta powers, 6 ops). The optimizer is counted, not timed, and
-    metrics and loss ops, which belong to no layer, are left out: the times are one step's, and
-    one variable write waiting on its lock takes 1.5-3 ms of a 12 ms step (a metric's
-    AssignVariableOp, in 1 run of 6 of quickstart_advanced, and once in CI)."""
+    """Forward and backward op time is on the model's layers (``layer_time.on_layers``), and so are
+    the optimizer's ops but its own counters (Keras 3's iteration count, 3 ops per optimizer; TF1
+    Adam's two beta powers, 6 ops): counted, not timed."""
     result = corpus(name)
     assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
     served = Served(result["logdir"])
     body = served.json("/ops", run=result["run"], tag="ops")
     ops = served.all_ops(result["run"], "ops")
     layers = model_layers(result)
-    compute = [op for op in ops if op["phase"] in (FORWARD, BACKWARD)]
-    total = sum(op["time_us"] for op in compute)
-    joined = sum(op["time_us"] for op in compute if op["layer"] in layers)
-    elsewhere: Dict[str, float] = {}
-    for op in compute:
-        if op["layer"] not in layers:
-            key = op["layer"] or f"({op['phase']})"
-            elsewhere[key] = elsewhere.get(key, 0.0) + op["time_us"]
-    top = sorted(elsewhere.items(), key=lambda kv: -kv[1])[:5]
-    assert total > 0 and joined / total >= 0.9, f"{name}: {joined / total:.1%} of {total:,.0f} us; elsewhere {top}"
+    fraction, elsewhere = on_layers(((op["phase"], op["layer"], op["time_us"]) for op in ops), layers)
+    assert fraction >= 0.9, f"{name}: {fraction:.1%} of forward and backward op time on layers; elsewhere {elsewhere}"
     updates = [op for op in ops if op["phase"] == OPTIMIZER]
     unplaced = [op["name"] for op in updates if op["layer"] not in layers]
     assert len(updates) > 0 and len(unplaced) <= 8, (
