@@ -6,7 +6,8 @@ A ResNet50 (keras.applications, weights=None) and the seed LeNet, each trained b
   bare    tf.profiler.experimental.start(dir); step; stop()   (the profiler writes its .xplane.pb)
   first   with tb_modelmem.trace("ops", function=step, model=model, optimizer=opt): step
           (the same capture, plus reading the step's graphs, reducing the XSpace, joining it to
-          the model, writing the summary), its graph reading (and the phase of each op name) forgotten before each round
+          the model, writing the summary), its graph reading and the phase of each op name
+          forgotten before each round
   again   the same trace() again: a loop profiled every N steps reuses the graph reading and
           the join's graph analysis of its earlier traces (opgraph.graph_info, GraphAnalysis, Joiner.reused)
 
@@ -15,7 +16,7 @@ Printed: the times, the ratios, and the stored payload against the ``.xplane.pb`
 The ratio depends on how busy the machine is, not only on the code: ``trace()`` reads the graphs
 in a thread while TensorFlow writes the profile, which takes a second core. ``--busy N`` keeps N
 cores busy with spinning processes during the rounds, to measure that case on purpose; the load
-average before the rounds is printed so a figure can be read with its conditions.
+average before and after the rounds is printed so a figure can be read with its conditions.
 
     python -m benchmarks.bench_trace [--rounds 3] [--batch 8] [--models resnet50 lenet] [--busy 1]
 """

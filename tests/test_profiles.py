@@ -49,7 +49,7 @@ def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(pla
     assert all(op["bytes_source"] == "measured" or op["new_bytes"] is None or op["new_bytes"] == 0 and
                op["op_type"] in ("ReadVariableOp", "Identity", "Reshape") for op in ops if op["bytes_source"] != "derived")
     assert any(op["bytes_source"] == "measured" and op["new_bytes"] for op in ops)
-    # the layers of the model config the TensorBoard callback wrote; most of the step's time is on them
+    # the layers of the model config the TensorBoard callback wrote; most forward and backward op time is on them
     layers = [row["layer"] for row in layer_rows(body) if row["layer"]]
     assert layers[:3] == ["sequential", "sequential/conv2d", "sequential/max_pooling2d"]
     fraction, elsewhere = on_layers(((op["phase"], op["layer"], op["time_us"]) for op in ops), set(layers))
