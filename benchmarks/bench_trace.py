@@ -126,9 +126,12 @@ def measure(name: str, build: Callable[[int], Any], batch: int, rounds: int, bus
 
 
 def _spread(times: List[float], bare_times: List[float]) -> str:
-    """Median (lowest-highest) of each round's ratio to the bare capture run just before it."""
+    """Median (lowest-highest) of each round's ratio to the bare capture run just before it, and of
+    the time it adds to it: the bare capture itself varies by 10% between runs, the ratio with it."""
     ratios = sorted(t / b for t, b in zip(times, bare_times))
-    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+    added = sorted(1e3 * (t - b) for t, b in zip(times, bare_times))
+    return (f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}), "
+            f"+{statistics.median(added):.0f} ms ({added[0]:.0f} to {added[-1]:.0f})")
 
 
 @contextlib.contextmanager
