@@ -166,17 +166,15 @@ class Trace:
         no ``model``, the Keras model ``function`` closes over, if any; else ops keep no layer
         here and the tab joins them to the run's breakdown by name. ``profiling``: the profiler
         may still be recording, so None if a variable's shape is only known by running an op."""
-        import tensorflow as tf
-
         from tb_modelmem.capture.opgraph import model_in, variables_of
-        from tb_modelmem.capture.variables import breakdown
+        from tb_modelmem.capture.variables import breakdown, static_shape
         from tb_modelmem.join import Vocabulary
 
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
             return None, []
         variables = variables_of(model, self.optimizer)
-        if profiling and not all(tf.TensorShape(v.shape).is_fully_defined() for v in variables):
+        if profiling and not all(static_shape(v).is_fully_defined() for v in variables):
             return None
         return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables
 

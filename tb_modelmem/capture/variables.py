@@ -195,9 +195,16 @@ def _dtype(var: Any) -> tf.DType:
     return tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
 
 
+def static_shape(var: Any) -> tf.TensorShape:
+    """The variable's static shape. A Keras variable's ``shape`` is a TensorShape already: not
+    built again (2 µs each, for each variable of every breakdown)."""
+    shape = var.shape
+    return shape if isinstance(shape, tf.TensorShape) else tf.TensorShape(shape)
+
+
 def _static_dims(var: Any) -> List[int]:
     """Static shape, -1 per unknown dimension: enough to tell a scalar counter apart."""
-    static = tf.TensorShape(var.shape)
+    static = static_shape(var)
     return [-1] if static.rank is None else [-1 if d is None else int(d) for d in static.as_list()]
 
 
@@ -206,7 +213,7 @@ def _shape(var: Any, storage: Any) -> List[int]:
     or no rank), the shape it holds now, from the resource (VariableShape reads no values).
     In a TF1 graph that shape exists only once run: -1 per unknown dimension, [-1] for an
     unknown rank, and such a variable claims no bytes."""
-    static = tf.TensorShape(var.shape)
+    static = static_shape(var)
     if static.is_fully_defined():
         return [int(d) for d in static.as_list()]
     handle = getattr(storage, "handle", None)
