@@ -3,7 +3,7 @@ tests share (corpus scripts, LeNet, a plain Keras profile, a TF1 session)."""
 
 from __future__ import annotations
 
-from typing import Collection, Dict, Iterable, List, Tuple
+from typing import Any, Collection, Dict, Iterable, List, Mapping, Tuple
 
 from tb_modelmem.records import BACKWARD, FORWARD
 
@@ -29,3 +29,8 @@ def on_layers(ops: Iterable[Tuple[str, str, float]], layers: Collection[str]) ->
             key = layer or f"({phase})"
             elsewhere[key] = elsewhere.get(key, 0.0) + time_us
     return (joined / total if total else 0.0), sorted(elsewhere.items(), key=lambda kv: -kv[1])[:5]
+
+
+def rows_on_layers(rows: Iterable[Mapping[str, Any]], layers: Collection[str]) -> Tuple[float, List[Tuple[str, float]]]:
+    """``on_layers`` of op rows as the plugin serves them (``Served.all_ops``)."""
+    return on_layers(((row["phase"], row["layer"], row["time_us"]) for row in rows), layers)

@@ -11,7 +11,7 @@ import pytest
 
 from tb_modelmem.records import OPTIMIZER
 from tests.corpus import SCRIPTS, run
-from tests.layer_time import on_layers
+from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served
 
 ALIASING = {"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval", "VarHandleOp",
@@ -47,7 +47,7 @@ def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
     body = served.json("/ops", run=result["run"], tag="ops")
     ops = served.all_ops(result["run"], "ops")
     layers = model_layers(result)
-    fraction, elsewhere = on_layers(((op["phase"], op["layer"], op["time_us"]) for op in ops), layers)
+    fraction, elsewhere = rows_on_layers(ops, layers)
     assert fraction >= 0.9, f"{name}: {fraction:.1%} of forward and backward op time on layers; elsewhere {elsewhere}"
     updates = [op for op in ops if op["phase"] == OPTIMIZER]
     unplaced = [op["name"] for op in updates if op["layer"] not in layers]

@@ -15,7 +15,7 @@ import pytest
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
 from tests import corpus, profile_fixtures, trace_fixtures
-from tests.layer_time import on_layers
+from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,7 +52,7 @@ def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(pla
     # the layers of the model config the TensorBoard callback wrote; most forward and backward op time is on them
     layers = [row["layer"] for row in layer_rows(body) if row["layer"]]
     assert layers[:3] == ["sequential", "sequential/conv2d", "sequential/max_pooling2d"]
-    fraction, elsewhere = on_layers(((op["phase"], op["layer"], op["time_us"]) for op in ops), set(layers))
+    fraction, elsewhere = rows_on_layers(ops, set(layers))
     assert fraction >= 0.9, (fraction, elsewhere)
 
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from demo.models import mnist_like, seed001_tf1_graph
 from tb_modelmem import summary
-from tests.layer_time import on_layers
+from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served
 
 v1 = tf.compat.v1
@@ -57,8 +57,7 @@ def test_ops_are_joined_to_the_variables_they_update(session_logdir):
     body = served.json("/ops", run="train", tag="ops")
     assert body["step"] == 3
     ops = served.all_ops("train", "ops")
-    fraction, elsewhere = on_layers(((op["phase"], op["layer"], op["time_us"]) for op in ops),
-                                    {"conv1", "conv2", "fc1", "fc2"})
+    fraction, elsewhere = rows_on_layers(ops, {"conv1", "conv2", "fc1", "fc2"})
     assert fraction >= 0.9, (fraction, elsewhere)
     updates = {op["name"]: op for op in ops if op["op_type"].endswith("ApplyAdam")}
     assert {name.split("update_")[1].split("/")[0]: op["layer"] for name, op in updates.items()} == \
