@@ -22,12 +22,13 @@ import collections
 import dataclasses
 import functools
 import re
-from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 from tb_modelmem.records import (
     BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
 )
 
+_T = TypeVar("_T")
 _SUFFIX = re.compile(r"_\d+$")
 _CALL = re.compile(r"^(StatefulPartitionedCall|PartitionedCall|TPUPartitionedCall)(_\d+)?$")
 _LOOP_PART = re.compile(r"^(body|cond)$")
@@ -145,14 +146,21 @@ def same_name(traced: str, given: str) -> bool:
                                is not None)
 
 
-def node_names(name: str) -> Iterator[str]:
-    """The graph node names an executed op's name may stand for, longest first: the name, then
-    what follows each "/" (a function inlined into a call carries the call node as a prefix)."""
-    yield name
-    cut = name.find("/")
-    while cut >= 0:
-        yield name[cut + 1:]
-        cut = name.find("/", cut + 1)
+def node_entry(tables: Sequence[Mapping[str, _T]], name: str) -> Optional[_T]:
+    """What the first of ``tables`` to hold it has for the graph node an executed op's name
+    stands for: the name itself, else what follows each "/" in turn, longest first (a function
+    inlined into a call carries the call node as a prefix); None if no table has any of them."""
+    start = 0
+    while True:
+        candidate = name[start:] if start else name
+        for table in tables:
+            found = table.get(candidate)
+            if found is not None:
+                return found
+        cut = name.find("/", start)
+        if cut < 0:
+            return None
+        start = cut + 1
 
 
 def strip_calls(name: str) -> str:
@@ -212,6 +220,13 @@ def _scope_parts(name: str) -> List[str]:
     return parts
 
 
+def _scopes_of(scope: str) -> List[str]:
+    """The components of an op's scope (its name up to the last "/") as ``_scope_parts`` gives
+    them: ops of one scope are asked about once."""
+    return _scope_parts(scope + "/op")[:-1] if scope else []
+
+
+_UNSEEN: Any = object()  # a name not looked up yet
 _KEEP = 2  # analyses and joiners kept, as opgraph keeps two graph readings: a training step's and one more
 
 
@@ -296,7 +311,7 @@ class GraphAnalysis:
         """Names give the backward pass, inputs and plumbing; variables give the optimizer (it
         updates weights, reads slots or its own counters) and metrics (state outside the model)."""
         roles, owned = self.vocabulary.variable_role, self.vocabulary.variable_layer
-        phase = {node: phase_by_name(node, graph.types[node]) for node in graph.types}
+        phase = {node: phase_by_name(node, kind) for node, kind in graph.types.items()}
         for node in graph.variables:
             phase[node] = EXECUTOR
         for node in order:
@@ -368,7 +383,7 @@ class Joiner:
         self._extra = {parent: list(counts) for parent, counts in analysis.extra.items()}  # + the names' renamings
         self._fed = analysis.fed
         for scope in {name.rpartition("/")[0] for name in names}:  # each scope once, not each op
-            self._learn_renaming(_scope_parts(scope + "/op")[:-1])
+            self._learn_renaming(_scopes_of(scope))
         # Whether a scope one "_N" longer than a layer's name is that layer renamed: the trace's
         # rule, and the parents where the counts say otherwise. All that names change here.
         totals = [sum(counts) for counts in zip(*self._extra.values())] or [0, 0]
@@ -410,12 +425,10 @@ class Joiner:
     # --- graph-based assignment -------------------------------------------------------------
 
     def _lookup(self, name: str) -> Optional[Tuple[str, str]]:
-        """The graph node an executed name stands for: inlined calls prefix the node's own name."""
-        if name in self._found:
-            return self._found[name]
-        found = next((assigned[candidate] for candidate in node_names(name) for assigned in self._assigned
-                      if candidate in assigned), None)
-        self._found[name] = found
+        """The (layer, phase) of the graph node an executed name stands for (``node_entry``)."""
+        found = self._found.get(name, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._found[name] = node_entry(self._assigned, name)
         return found
 
     def _finish(self, graph: OpGraph, order: List[str], consumers: Dict[str, List[str]], phase: Dict[str, str],
@@ -461,11 +474,10 @@ class Joiner:
 
     def _layer_by_name(self, name: str, phase: str) -> str:
         """Deepest layer of the tree the op's scopes lead to ("" if none); ops of one scope share it."""
-        parts = _scope_parts(name)[:-1]  # the last part is the op itself
-        key = ("/".join(parts), phase)
+        key = (name.rpartition("/")[0], phase)  # the last part is the op itself
         found = self._by_scope.get(key)
         if found is None:
-            found = self._by_scope[key] = self._walk(parts, phase)
+            found = self._by_scope[key] = self._walk(_scopes_of(key[0]), phase)
         return found
 
     def _walk(self, parts: List[str], phase: str) -> str:

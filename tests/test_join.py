@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_names
+from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_entry
 from tb_modelmem.records import FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
 
 
@@ -42,10 +42,14 @@ def test_an_op_listed_before_the_variable_read_it_takes_is_still_joined_through_
 
 def test_an_executed_name_stands_for_the_node_it_ends_with():
     """A function inlined into a call carries the call node as a prefix: the names to look up, longest first."""
-    assert list(node_names("StatefulPartitionedCall/model/dense/MatMul")) == [
-        "StatefulPartitionedCall/model/dense/MatMul", "model/dense/MatMul", "dense/MatMul", "MatMul"]
-    assert list(node_names("MatMul")) == ["MatMul"]
-    assert list(node_names("a//b/")) == ["a//b/", "/b/", "b/", ""]
+    name = "StatefulPartitionedCall/model/dense/MatMul"
+    every = {n: n for n in (name, "model/dense/MatMul", "dense/MatMul", "MatMul")}
+    assert node_entry([every], name) == name  # the longest first
+    assert node_entry([{}, {"dense/MatMul": 1, "MatMul": 2}], name) == 1
+    assert node_entry([{"MatMul": 1}, {"dense/MatMul": 2}], name) == 2  # a longer name before an earlier table
+    assert node_entry([{"model/dense": 1, "atMul": 2, "/MatMul": 3}], name) is None  # whole components only
+    assert node_entry([{"MatMul": 1}], "MatMul") == 1
+    assert [node_entry([{k: k}], "a//b/") for k in ("a//b/", "/b/", "b/", "")] == ["a//b/", "/b/", "b/", ""]
     graph = OpGraph({"dense/MatMul": "MatMul"}, {"dense/MatMul": []})
     joined = Joiner(Vocabulary(["dense"]), [graph])
     assert joined.assign("StatefulPartitionedCall/dense/MatMul") == joined.assign("dense/MatMul") == ("dense", FORWARD)

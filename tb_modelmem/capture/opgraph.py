@@ -42,14 +42,27 @@ class OutputSpecs(Mapping[str, List[OutputSpec]]):
         self._ops: Dict[str, Any] = {}
         self._read: Dict[str, List[OutputSpec]] = {}
 
-    def add(self, name: str, op: Any) -> None:
-        """The first graph to name an op keeps it (an outer graph's op before a function's)."""
-        self._ops.setdefault(name, op)
+    def add(self, ops: Dict[str, Any]) -> None:
+        """A graph's ops by name. The first graph to name an op keeps it (an outer graph's op
+        before a function's)."""
+        known = self._ops
+        known.update({name: op for name, op in ops.items() if name not in known})
 
     def __getitem__(self, name: str) -> List[OutputSpec]:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The specs of op ``name``, read now if not yet; ``default`` if no graph has it. One
+        call where ``in`` and ``[]`` would be two: it is asked for every op a profile ran."""
         found = self._read.get(name)
         if found is None:
-            found = self._read[name] = [_spec(t) for t in self._ops[name].outputs]
+            op = self._ops.get(name)
+            if op is None:
+                return default
+            found = self._read[name] = [_spec(t) for t in op.outputs]
         return found
 
     def read_ahead(self, until: "threading.Event") -> None:
@@ -187,8 +200,9 @@ def variable_names(variables: Iterable[Any]) -> Dict[int, str]:
 
 
 def _op_graph(graph: Any, names: Dict[int, str], outputs: OutputSpecs) -> OpGraph:
-    """The graph's dataflow, in one pass over its ops that also names each op in ``outputs``
-    (whose specs are read when asked)."""
+    """The graph's dataflow, in one pass over its ops, which also go to ``outputs`` (their specs
+    are read when asked)."""
+    ops: Dict[str, Any] = {}
     types: Dict[str, str] = {}
     inputs: Dict[str, List[str]] = {}
     variables: Dict[str, str] = {}
@@ -198,7 +212,8 @@ def _op_graph(graph: Any, names: Dict[int, str], outputs: OutputSpecs) -> OpGrap
         inputs[name] = [t.op.name for t in op.inputs]
         if kind in _VARIABLE_OPS:  # a TF1 variable, or a handle created in the graph
             variables[name] = name
-        outputs.add(name, op)
+        ops[name] = op
+    outputs.add(ops)
     for external, internal in getattr(graph, "captures", ()):
         name = names.get(id(external))
         if name is not None:

@@ -25,7 +25,7 @@ from tb_modelmem.capture.dtypes import dtype_name
 from tb_modelmem.capture.live import Event, replay, step_category
 from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
 from tb_modelmem.capture.run_metadata import format_shape, fused_ops
-from tb_modelmem.join import Joiner, Vocabulary, node_names
+from tb_modelmem.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -296,7 +296,7 @@ def _from_graph(graph: GraphInfo, name: str, batch: Optional[int]) -> Tuple[str,
     dimension only known at run time). Worked out once per graph (``GraphInfo.derived``)."""
     found = graph.derived.get((name, batch))
     if found is None:
-        specs = _lookup(graph.outputs, name)
+        specs = node_entry((graph.outputs,), name)
         same = (tuple(specs), batch) if specs else None  # a ResNet50 step's 7,571 ops with specs have 53 distinct
         found = graph.derived.get(same) if same else _NO_SPECS
         if found is None:
@@ -315,18 +315,10 @@ def _derive(specs: List[OutputSpec], batch: Optional[int]) -> Tuple[str, int, st
     return DERIVED, sum(sizes), shape, dtype  # type: ignore[arg-type]
 
 
-def _lookup(graph: Mapping[str, List[OutputSpec]], name: str) -> Optional[List[OutputSpec]]:
-    """Graph specs of an executed node (``join.node_names``)."""
-    for candidate in node_names(name):
-        if candidate in graph:
-            return graph[candidate]
-    return None
-
-
 def _batch_seen(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
     """The batch size of the profiled steps, from a measured output whose graph shape has it unknown."""
     for name, m in measured.items():
-        specs = _lookup(graph, name)
+        specs = node_entry((graph,), name)
         if not specs or len(m.shapes) != 1 or not specs[0][0] or specs[0][0][0] is not None:
             continue
         seen = m.shapes[0].strip("[]").split(",")
