@@ -47,6 +47,7 @@ _INPUT_TYPES = frozenset({"IteratorGetNext", "OptionalGetValue", "IteratorGetNex
 _VALUE_TYPES = frozenset({"ReadVariableOp", "Identity", "Cast", "_MklToTf", "Enter", "Switch"})
 _WRITE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "Apply", "SparseApply", "ResourceScatter",
                    "ScatterUpdate", "ScatterAdd", "ScatterSub")
+_UPDATE_PREFIXES = _WRITE_PREFIXES[1:]  # types only an optimizer's update runs (metrics and moving averages assign too)
 _LOSS_SCOPE = re.compile(r"^(compile_loss|loss|losses|total_loss|cross_entropy|xent)(_\d+)?$", re.I)
 # Scopes optimizers apply gradients under (Keras 3: the optimizer's name; TF1: its class).
 _OPTIMIZER_SCOPE = re.compile(r"^(adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|ftrl|lion|lamb|adafactor|muon|"
@@ -189,11 +190,11 @@ def phase_by_name(name: str, op_type: str = "") -> str:
         return INPUT
     if op_type in _EXECUTOR_TYPES or name.startswith(("_retval_", "_SOURCE", "_SINK")):
         return EXECUTOR
-    if op_type.startswith(_WRITE_PREFIXES[1:]) or "/update_" in framed:
+    if op_type.startswith(_UPDATE_PREFIXES) or "/update_" in framed:
         return OPTIMIZER
-    first, second = (path.split("/", 2) + [""])[:2]
+    first, below, rest = path.partition("/")
     scope = _scope_phase(first)
-    if scope != OPTIMIZER and "/" in path and _scope_phase(second) == OPTIMIZER:
+    if scope != OPTIMIZER and below and _scope_phase(rest.partition("/")[0]) == OPTIMIZER:
         return OPTIMIZER  # the optimizer's scope one level down ("model/adam/...")
     return scope
 
@@ -292,44 +293,52 @@ class GraphAnalysis:
                     self._learn_scope(_scope_parts(node), layer[node])
         return order, consumers, phase, layer
 
-    def _variable_reads(self, graph: OpGraph, order: List[str]) -> Dict[str, Set[str]]:
-        """node -> variables whose handle or value it takes as an input (through value-passing ops)."""
-        value_of: Dict[str, Set[str]] = {node: {v} for node, v in graph.variables.items()}
-        reads: Dict[str, Set[str]] = {}
+    def _variable_reads(self, graph: OpGraph, order: List[str]) -> Dict[str, FrozenSet[str]]:
+        """node -> variables whose handle or value it takes as an input (through value-passing ops).
+        Frozen sets: a node reading one source's variables shares that source's set."""
+        value_of = {node: frozenset((v,)) for node, v in graph.variables.items()}
+        reads: Dict[str, FrozenSet[str]] = {}
+        inputs, types = graph.inputs, graph.types
         for node in order:
-            found: Set[str] = set()
-            for source in graph.inputs.get(node, ()):
-                found |= value_of.get(source, set())
+            found: FrozenSet[str] = frozenset()
+            for source in inputs.get(node, ()):
+                held = value_of.get(source)
+                if held is not None:
+                    found = found | held if found else held
             if found:
                 reads[node] = found
-                if graph.types.get(node) in _VALUE_TYPES:
+                if types.get(node) in _VALUE_TYPES:
                     value_of[node] = found
         return reads
 
-    def _phases(self, graph: OpGraph, order: List[str], reads: Dict[str, Set[str]],
+    def _phases(self, graph: OpGraph, order: List[str], reads: Dict[str, FrozenSet[str]],
                 consumers: Dict[str, List[str]]) -> Dict[str, str]:
         """Names give the backward pass, inputs and plumbing; variables give the optimizer (it
         updates weights, reads slots or its own counters) and metrics (state outside the model)."""
-        roles, owned = self.vocabulary.variable_role, self.vocabulary.variable_layer
-        phase = {node: phase_by_name(node, kind) for node, kind in graph.types.items()}
+        types, inputs = graph.types, graph.inputs
+        phase = {node: phase_by_name(node, kind) for node, kind in types.items()}
         for node in graph.variables:
             phase[node] = EXECUTOR
+        said: Dict[Tuple[FrozenSet[str], bool], str] = {}  # what a set of variables read says: ops share sets
         for node in order:
             if phase[node] in (BACKWARD, INPUT, EXECUTOR):
                 continue
             variables = reads.get(node)
             if variables:
-                known = [v for v in variables if v in roles]
-                writes = graph.types[node].startswith(_WRITE_PREFIXES)
-                if any(roles[v] == OPTIMIZER_SLOT for v in known) or any(v not in owned for v in known):
-                    phase[node] = OPTIMIZER  # slots, or the optimizer's own counters and learning rate
-                elif writes and any(roles[v] == WEIGHT for v in known):
-                    phase[node] = OPTIMIZER
-                elif roles and not known:
-                    phase[node] = METRICS  # state outside the model and optimizer: metric totals, counts
+                key = (variables, types[node].startswith(_WRITE_PREFIXES))
+                verdict = said.get(key)
+                if verdict is None:
+                    verdict = said[key] = self._state_phase(*key)
+                if verdict:
+                    phase[node] = verdict
             elif phase[node] == FORWARD:  # a gradient sum outside the tape's scope is still backward
-                producers = [phase[s] for s in graph.inputs.get(node, ()) if graph.types.get(s) != "Const"]
-                if producers and all(p == BACKWARD for p in producers):
+                backward = False  # unless some producer (a Const aside) is not
+                for source in inputs.get(node, ()):
+                    if types.get(source) != "Const":
+                        backward = phase[source] == BACKWARD
+                        if not backward:
+                            break
+                if backward:
                     phase[node] = BACKWARD
         for node in reversed(order):  # what only feeds the optimizer (or metrics) is part of it...
             if phase[node] == FORWARD and node not in reads:
@@ -338,6 +347,18 @@ class GraphAnalysis:
                     phase[node] = seen.pop()
                     self.fed.add(node)
         return phase
+
+    def _state_phase(self, variables: FrozenSet[str], writes: bool) -> str:
+        """The phase of an op reading (``writes``: updating) ``variables``, "" if they do not say."""
+        roles, owned = self.vocabulary.variable_role, self.vocabulary.variable_layer
+        known = [v for v in variables if v in roles]
+        if any(roles[v] == OPTIMIZER_SLOT for v in known) or any(v not in owned for v in known):
+            return OPTIMIZER  # slots, or the optimizer's own counters and learning rate
+        if writes and any(roles[v] == WEIGHT for v in known):
+            return OPTIMIZER
+        if roles and not known:
+            return METRICS  # state outside the model and optimizer: metric totals, counts
+        return ""
 
     def _learn_scope(self, parts: List[str], path: str) -> None:
         """Record which traced scope prefix stands for ``path`` (and its ancestors)."""

@@ -195,17 +195,21 @@ def _dtype(var: Any) -> tf.DType:
     return tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
 
 
-def static_shape(var: Any) -> tf.TensorShape:
-    """The variable's static shape. A Keras variable's ``shape`` is a TensorShape already: not
-    built again (2 µs each, for each variable of every breakdown)."""
-    shape = var.shape
-    return shape if isinstance(shape, tf.TensorShape) else tf.TensorShape(shape)
+def static_dims(var: Any) -> Optional[Tuple[Optional[int], ...]]:
+    """The variable's static shape: a size per dimension, None where unknown; None for an
+    unknown rank. A Keras variable keeps it as such a tuple, and its ``shape`` makes a new
+    TensorShape of it on every read (3 µs, for each variable of every breakdown): read as kept."""
+    kept = getattr(var, "_shape", None) if _is_keras_variable(var) else None
+    if type(kept) is tuple:
+        return kept
+    shape = tf.TensorShape(var.shape)
+    return None if shape.rank is None else tuple(shape.as_list())
 
 
 def _static_dims(var: Any) -> List[int]:
     """Static shape, -1 per unknown dimension: enough to tell a scalar counter apart."""
-    static = static_shape(var)
-    return [-1] if static.rank is None else [-1 if d is None else int(d) for d in static.as_list()]
+    dims = static_dims(var)
+    return [-1] if dims is None else [-1 if d is None else int(d) for d in dims]
 
 
 def _shape(var: Any, storage: Any) -> List[int]:
@@ -213,13 +217,13 @@ def _shape(var: Any, storage: Any) -> List[int]:
     or no rank), the shape it holds now, from the resource (VariableShape reads no values).
     In a TF1 graph that shape exists only once run: -1 per unknown dimension, [-1] for an
     unknown rank, and such a variable claims no bytes."""
-    static = static_shape(var)
-    if static.is_fully_defined():
-        return [int(d) for d in static.as_list()]
+    dims = static_dims(var)
+    if dims is not None and None not in dims:
+        return [int(d) for d in dims]
     handle = getattr(storage, "handle", None)
     if tf.executing_eagerly() and handle is not None:
         return [int(d) for d in tf.raw_ops.VariableShape(input=handle, out_type=tf.int64).numpy()]
-    return [-1] if static.rank is None else [-1 if d is None else int(d) for d in static.as_list()]
+    return [-1] if dims is None else [-1 if d is None else int(d) for d in dims]
 
 
 def _optimizer_variables(optimizer: Any) -> List[Any]:
