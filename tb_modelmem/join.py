@@ -223,7 +223,8 @@ def _scope_parts(name: str) -> List[str]:
 
 def _scopes_of(scope: str) -> List[str]:
     """The components of an op's scope (its name up to the last "/") as ``_scope_parts`` gives
-    them: ops of one scope are asked about once."""
+    them, so ops of one scope are asked about once. The op's own name never counts as a scope
+    or a frame: an op named "gradients" or "_3" is not the tape's prefix nor a loop's frame."""
     return _scope_parts(scope + "/op")[:-1] if scope else []
 
 
@@ -332,10 +333,10 @@ class GraphAnalysis:
                 if verdict:
                     phase[node] = verdict
             elif phase[node] == FORWARD:  # a gradient sum outside the tape's scope is still backward
-                backward = False  # unless some producer (a Const aside) is not
+                backward = False  # backward when it has producers (a Const aside) and each one is
                 for source in inputs.get(node, ()):
                     if types.get(source) != "Const":
-                        backward = phase[source] == BACKWARD
+                        backward = phase.get(source) == BACKWARD  # one outside the graph is not
                         if not backward:
                             break
                 if backward:

@@ -167,14 +167,14 @@ class Trace:
         here and the tab joins them to the run's breakdown by name. ``profiling``: the profiler
         may still be recording, so None if a variable's shape is only known by running an op."""
         from tb_modelmem.capture.opgraph import model_in, variables_of
-        from tb_modelmem.capture.variables import breakdown, static_dims
+        from tb_modelmem.capture.variables import breakdown, fully_defined, static_dims
         from tb_modelmem.join import Vocabulary
 
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
             return None, []
         variables = variables_of(model, self.optimizer)
-        if profiling and not all(dims is not None and None not in dims for dims in map(static_dims, variables)):
+        if profiling and not all(map(fully_defined, map(static_dims, variables))):
             return None
         return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_entry
-from tb_modelmem.records import FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.records import BACKWARD, FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
 
 
 def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_renaming_rule():
@@ -50,6 +50,16 @@ def test_an_executed_name_stands_for_the_node_it_ends_with():
     assert node_entry([{"model/dense": 1, "atMul": 2, "/MatMul": 3}], name) is None  # whole components only
     assert node_entry([{"MatMul": 1}], "MatMul") == 1
     assert [node_entry([{k: k}], "a//b/") for k in ("a//b/", "/b/", "b/", "")] == ["a//b/", "/b/", "b/", ""]
+    assert node_entry([{"a": []}, {"a": [1]}], "x/a") == []  # an op with no outputs is found, not passed over
     graph = OpGraph({"dense/MatMul": "MatMul"}, {"dense/MatMul": []})
     joined = Joiner(Vocabulary(["dense"]), [graph])
     assert joined.assign("StatefulPartitionedCall/dense/MatMul") == joined.assign("dense/MatMul") == ("dense", FORWARD)
+
+
+def test_an_ops_own_name_is_never_taken_for_a_scope():
+    """Only the scopes before an op's own name lead to its layer: an op named "gradients" is in the
+    backward pass (its name says so) but not the tape's prefix that would hide its layer."""
+    graph = OpGraph({"dense/gradients": "Mul", "dense/Mul": "Mul"}, {"dense/gradients": [], "dense/Mul": []})
+    joined = Joiner(Vocabulary(["dense"]), [graph])
+    assert joined.assign("dense/gradients") == ("dense", BACKWARD)
+    assert joined.assign("dense/Mul") == ("dense", FORWARD)

@@ -206,6 +206,11 @@ def static_dims(var: Any) -> Optional[Tuple[Optional[int], ...]]:
     return None if shape.rank is None else tuple(shape.as_list())
 
 
+def fully_defined(dims: Optional[Tuple[Optional[int], ...]]) -> bool:
+    """True when ``static_dims`` knows every dimension."""
+    return dims is not None and None not in dims
+
+
 def _static_dims(var: Any) -> List[int]:
     """Static shape, -1 per unknown dimension: enough to tell a scalar counter apart."""
     dims = static_dims(var)
@@ -218,8 +223,8 @@ def _shape(var: Any, storage: Any) -> List[int]:
     In a TF1 graph that shape exists only once run: -1 per unknown dimension, [-1] for an
     unknown rank, and such a variable claims no bytes."""
     dims = static_dims(var)
-    if dims is not None and None not in dims:
-        return [int(d) for d in dims]
+    if fully_defined(dims):
+        return [int(d) for d in dims]  # type: ignore[union-attr]
     handle = getattr(storage, "handle", None)
     if tf.executing_eagerly() and handle is not None:
         return [int(d) for d in tf.raw_ops.VariableShape(input=handle, out_type=tf.int64).numpy()]

@@ -354,14 +354,19 @@ def _input_sizes(graph: GraphInfo, batch: Optional[int]) -> Set[int]:
     """Bytes of each tensor the step takes in (the iterator's outputs at the step's batch): a buffer
     of exactly that size with no op, or allocated before the window, is a batch of input."""
     sizes = set()
-    for name in graph.outputs:  # names only: a spec is read when asked (opgraph.OutputSpecs)
-        if ("IteratorGetNext" in name or "OptionalGetValue" in name) and name.rpartition("/")[2].startswith(
-                ("IteratorGetNext", "OptionalGetValue")):  # the substring test first: 14,000 names, two such ops
-            for dims, _, itemsize in graph.outputs[name]:
-                size = _nbytes(_at_batch(dims, batch), itemsize)
-                if size:
-                    sizes.add(size)
+    for name in filter(_is_iterator_output, graph.outputs):  # names only: specs are read when asked
+        for dims, _, itemsize in graph.outputs[name]:
+            size = _nbytes(_at_batch(dims, batch), itemsize)
+            if size:
+                sizes.add(size)
     return sizes
+
+
+def _is_iterator_output(name: str) -> bool:
+    """Whether op ``name`` is the iterator's ("IteratorGetNext", "OptionalGetValue_3"): a substring
+    test before the split, as a step's graph has ~14,000 names and one or two such ops."""
+    return (("IteratorGetNext" in name or "OptionalGetValue" in name)
+            and name.rpartition("/")[2].startswith(("IteratorGetNext", "OptionalGetValue")))
 
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = frozenset()) -> List[Event]:
