@@ -72,7 +72,7 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
     for b in fc1:
         expected = ("gradients" if "gradient_tape" in b["op"] else
                     "optimizer_temporaries" if "/adam/" in b["op"] else f"neither scope: {b['op']}")
-        assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32")
+        assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32"), b  # its op and region
     fc1_grads = [b for b in fc1 if b["category"] == "gradients"]
     layers = {row["layer"]: row for row in layer_rows(served.json("/ops", run="keras", tag="ops"))}
     assert layers["lenet/conv1"]["peak_activations_bytes"] >= 32 * 28 * 28 * 32 * 4
