@@ -66,11 +66,13 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
     assert conv1["layer"] == "lenet/conv1" and conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
     # The peak falls where fc1's 12.25 MiB kernel is worked on: its gradient from the tape is live, or
     # (about 1 run in 20: the executor's order varies) Adam's temporaries of it once the gradient is
-    # consumed. Either way each such buffer is fc1's, in the category its op's scope says.
+    # consumed. Either way each such buffer is fc1's, in the category its op's scope says, unless the op
+    # asked for it as scratch space (a temp region): then it is a temporary, whatever the op.
     fc1 = [b for b in buffers if b["shape"] == "[3136,1024]"]
     assert fc1, buffers
     for b in fc1:
-        expected = ("gradients" if "gradient_tape" in b["op"] else
+        expected = ("temporaries" if b["region"] in ("temp", "scratch", "dynamic") else
+                    "gradients" if "gradient_tape" in b["op"] else
                     "optimizer_temporaries" if "/adam/" in b["op"] else f"neither scope: {b['op']}")
         assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32"), b  # its op and region
     fc1_grads = [b for b in fc1 if b["category"] == "gradients"]
