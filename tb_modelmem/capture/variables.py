@@ -157,7 +157,7 @@ def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str
         elif id(var) in optimizer_state:
             role, layer = records.OTHER, roles.layer_of(name)
         else:
-            role = roles.role(name, _dtype(var).name, _static_dims(var), getattr(var, "trainable", None),
+            role = roles.role(name, _dtype(var).name, _dims_list(static_dims(var)), getattr(var, "trainable", None),
                               keras_state=id(var) in keras_non_trainable)
             layer = layer_of.get(id(var), roles.layer_of(name))
         out.append(_record(var, name, layer, role, slot))
@@ -211,9 +211,9 @@ def fully_defined(dims: Optional[Tuple[Optional[int], ...]]) -> bool:
     return dims is not None and None not in dims
 
 
-def _static_dims(var: Any) -> List[int]:
-    """Static shape, -1 per unknown dimension: enough to tell a scalar counter apart."""
-    dims = static_dims(var)
+def _dims_list(dims: Optional[Tuple[Optional[int], ...]]) -> List[int]:
+    """``static_dims`` as a record stores a shape: -1 per unknown dimension, [-1] for an unknown
+    rank (enough to tell a scalar counter apart)."""
     return [-1] if dims is None else [-1 if d is None else int(d) for d in dims]
 
 
@@ -223,12 +223,10 @@ def _shape(var: Any, storage: Any) -> List[int]:
     In a TF1 graph that shape exists only once run: -1 per unknown dimension, [-1] for an
     unknown rank, and such a variable claims no bytes."""
     dims = static_dims(var)
-    if fully_defined(dims):
-        return [int(d) for d in dims]  # type: ignore[union-attr]
     handle = getattr(storage, "handle", None)
-    if tf.executing_eagerly() and handle is not None:
+    if not fully_defined(dims) and tf.executing_eagerly() and handle is not None:
         return [int(d) for d in tf.raw_ops.VariableShape(input=handle, out_type=tf.int64).numpy()]
-    return [-1] if dims is None else [-1 if d is None else int(d) for d in dims]
+    return _dims_list(dims)
 
 
 def _optimizer_variables(optimizer: Any) -> List[Any]:

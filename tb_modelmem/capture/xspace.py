@@ -32,6 +32,7 @@ Dims = Optional[Tuple[Optional[int], ...]]
 
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
 _UNSEEN = object()  # a metadata id not looked at yet
+_ITERATOR_OPS = ("IteratorGetNext", "OptionalGetValue")  # what hands a step its batch
 _EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
 _FUNCTION = "__inference_"  # a concrete function's name begins so: "EagerLocalExecute: __inference_train_step_41238"
 _FUNCTION_NAME = re.compile(r"__inference_[\w.]+")
@@ -363,10 +364,9 @@ def _input_sizes(graph: GraphInfo, batch: Optional[int]) -> Set[int]:
 
 
 def _is_iterator_output(name: str) -> bool:
-    """Whether op ``name`` is the iterator's ("IteratorGetNext", "OptionalGetValue_3"): a substring
-    test before the split, as a step's graph has ~14,000 names and one or two such ops."""
-    return (("IteratorGetNext" in name or "OptionalGetValue" in name)
-            and name.rpartition("/")[2].startswith(("IteratorGetNext", "OptionalGetValue")))
+    """Whether op ``name`` is the iterator's ("IteratorGetNext", "OptionalGetValue_3"). Both have
+    "Get": that substring test first, as a step's graph has ~14,000 names and one or two such ops."""
+    return "Get" in name and name.rpartition("/")[2].startswith(_ITERATOR_OPS)
 
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = frozenset()) -> List[Event]:
