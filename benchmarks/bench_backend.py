@@ -16,8 +16,9 @@ import tempfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem import payload, summary  # noqa: E402
-from tb_modelmem.capture.run_metadata import reduce_run_metadata  # noqa: E402
+from tb_modelmem import summary
+from tb_modelmem.readers.run_metadata import reduce_run_metadata  # noqa: E402
+from tb_modelmem.schema import payload  # noqa: E402
 from tests.plugin_harness import Served, write_events  # noqa: E402
 from tests.trace_fixtures import synthetic_run_metadata  # noqa: E402
 

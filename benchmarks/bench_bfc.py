@@ -32,9 +32,10 @@ def child(steps: int) -> None:
     import tensorflow as tf
 
     from tb_modelmem import proto
-    from tb_modelmem.capture import live, opgraph, xspace
+    from tb_modelmem.capture import opgraph
     from tb_modelmem.capture.variables import breakdown
-    from tb_modelmem.plugin.views import peak_by_category
+    from tb_modelmem.plugin.views.peak import peak_by_category
+    from tb_modelmem.readers import allocator_replay, xspace
     from tests import trace_fixtures
 
     model = trace_fixtures.lenet_keras()
@@ -58,7 +59,7 @@ def child(steps: int) -> None:
                       if plane.event_metadata[event.metadata_id].name == "MemoryAllocation")
     graph = opgraph.graph_info(training.step)
     replay_seconds = []
-    real_replay = live.replay
+    real_replay = allocator_replay.replay
 
     def timed_replay(*args, **kwargs):
         started = time.perf_counter()
@@ -78,7 +79,8 @@ def child(steps: int) -> None:
         peak_by_category(trace, record)
         categorise_times.append(sum(replay_seconds) + time.perf_counter() - started)
     print(json.dumps({"step_s": statistics.median(times), "allocations": allocations,
-                      "reduce_s": statistics.median(reduce_times), "categorise_s": statistics.median(categorise_times)}))
+                      "reduce_s": statistics.median(reduce_times),
+                      "categorise_s": statistics.median(categorise_times)}))
 
 
 def run_child(bfc: bool, steps: int) -> dict:
@@ -110,8 +112,9 @@ def main() -> None:
 
     plain, full = median(False, "step_s"), median(True, "step_s")
     print(f"LeNet step, batch 32 (median of {args.rounds} processes x {args.steps} steps each, alternating):")
-    print(f"  default CPU allocator {plain * 1e3:.1f} ms, {median(False, 'allocations'):.0f} allocation events per profiled step")
-    print(f"  BFC CPU allocator     {full * 1e3:.1f} ms, {median(True, 'allocations'):.0f} allocation events per profiled step")
+    events = "allocation events per profiled step"
+    print(f"  default CPU allocator {plain * 1e3:.1f} ms, {median(False, 'allocations'):.0f} {events}")
+    print(f"  BFC CPU allocator     {full * 1e3:.1f} ms, {median(True, 'allocations'):.0f} {events}")
     print(f"  ratio {full / plain:.2f}x")
     reduce, categorise = median(True, "reduce_s"), median(True, "categorise_s")
     print(f"categorisation (by-category replay + peak_by_category) {categorise * 1e3:.1f} ms of a "

@@ -34,7 +34,8 @@ import psutil  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
 from benchmarks.bench_serving import bare, data_server, data_server_read, fetch  # noqa: E402
-from tb_modelmem import payload, summary  # noqa: E402
+from tb_modelmem import summary
+from tb_modelmem.schema import payload  # noqa: E402
 from tests.plugin_harness import write_events  # noqa: E402
 from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
 

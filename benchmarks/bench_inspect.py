@@ -5,11 +5,11 @@ trains one step on synthetic data (~300 MB with slots for ResNet50), then in thi
 process and side by side:
 
 TF2 checkpoint (``tf.train.Checkpoint(model, optimizer).save``):
-  inspect     tb_modelmem.capture.checkpoint.read_checkpoint (shapes, dtypes, byte offsets)
+  inspect     tb_modelmem.readers.checkpoint.read_checkpoint (shapes, dtypes, byte offsets)
   read        tf.train.load_checkpoint + get_tensor for every key (all values into memory)
   restore     tf.train.Checkpoint(model, optimizer).restore into the live model
 ``.keras`` archive (``model.save``):
-  inspect     tb_modelmem.capture.model_file.read_path (config.json + HDF5 headers)
+  inspect     tb_modelmem.readers.model_file.read_path (config.json + HDF5 headers)
   load_model  keras.models.load_model of the same file (the issue-11 target: inspect <= 0.1x)
 and the same archive re-zipped with its weights deflated (Keras stores them uncompressed,
 so inspect reads them in place; a deflated member costs inspect one inflate pass).
@@ -36,8 +36,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem.capture.checkpoint import read_checkpoint  # noqa: E402
-from tb_modelmem.capture.model_file import read_path  # noqa: E402
+from tb_modelmem.readers.checkpoint import read_checkpoint  # noqa: E402
+from tb_modelmem.readers.model_file import read_path  # noqa: E402
 
 
 def read_all_values(prefix):

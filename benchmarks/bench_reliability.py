@@ -92,7 +92,8 @@ def main() -> None:
                 bad_tb.wait_for_tab(expect_tags=10)
                 good_tb.wait_for_tab(expect_tags=3)
                 results = {}
-                threads = [threading.Thread(target=lambda k=k, tb=tb: results.__setitem__(k, _hammer(tb, args.seconds, args.clients)))
+                threads = [threading.Thread(target=lambda k=k, tb=tb: results.__setitem__(
+                    k, _hammer(tb, args.seconds, args.clients)))
                            for k, tb in (("hostile", bad_tb), ("good", good_tb))]
                 for t in threads:
                     t.start()

@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tensorboard.compat.proto import config_pb2  # noqa: E402
 
 from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem import payload  # noqa: E402
-from tb_modelmem.capture.run_metadata import reduce_run_metadata  # noqa: E402
+from tb_modelmem.readers.run_metadata import reduce_run_metadata  # noqa: E402
+from tb_modelmem.schema import payload  # noqa: E402
 from tests import trace_fixtures  # noqa: E402
 
 

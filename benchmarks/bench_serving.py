@@ -41,7 +41,8 @@ import psutil  # noqa: E402
 import zstandard  # noqa: E402
 
 from benchmarks import synthetic  # noqa: E402
-from tb_modelmem import metadata, payload, summary  # noqa: E402
+from tb_modelmem import summary
+from tb_modelmem.schema import metadata, payload  # noqa: E402
 from tests.plugin_harness import write_events  # noqa: E402
 from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
 
@@ -68,18 +69,19 @@ def bare(blob: bytes, loads: Callable[[bytes], object] = json.loads) -> float:
 def breakdown_parts(blob: bytes, rounds: int = 15) -> None:
     """A first /breakdown's steps in this process, each against the bare decode, interleaved; medians."""
     from tb_modelmem.gc_paused import paused_gc
-    from tb_modelmem.plugin import plugin, views
+    from tb_modelmem.plugin import plugin
+    from tb_modelmem.plugin.views import breakdown, pager
 
     record = payload.decode(blob)
-    view = views.BreakdownView(record)
+    view = breakdown.BreakdownView(record)
 
     def answer() -> bytes:
-        page = view.variables.page(offset=0, limit=views.PAGE, sort=None, order="desc", query="",
-                                   fields=views.VARIABLE_FIELDS)
+        page = view.variables.page(offset=0, limit=pager.PAGE, sort=None, order="desc", query="",
+                                   fields=breakdown.VARIABLE_FIELDS)
         return plugin._gzipped_json(dict(view.summary(), variables=page))
 
     steps = {"decode and check": lambda: payload.decode(blob), "view (roll-up, layer tree)":
-             lambda: views.BreakdownView(record), "answer (JSON, gzip)": answer}
+             lambda: breakdown.BreakdownView(record), "answer (JSON, gzip)": answer}
     times: Dict[str, List[float]] = {k: [] for k in ("bare", "bare, orjson", *steps)}
     with paused_gc():  # as the plugin builds them
         for _ in range(rounds):

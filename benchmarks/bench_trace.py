@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tb_modelmem  # noqa: E402
-from tb_modelmem import payload  # noqa: E402
 from tb_modelmem.capture import opgraph  # noqa: E402
-from tb_modelmem.join import GraphAnalysis, Joiner, phase_by_name  # noqa: E402
+from tb_modelmem.rules.join import GraphAnalysis, Joiner, phase_by_name  # noqa: E402
+from tb_modelmem.schema import payload  # noqa: E402
 from tests import trace_fixtures  # noqa: E402
 
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 import random
 from typing import List
 
-from tb_modelmem.records import (
-    BACKWARD, FORWARD, MEASURED, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown, BufferRecord, LayerRecord, OpRecord,
-    OpTable, OpTrace, Timeline,
-)
+from tb_modelmem.schema.names import BACKWARD, FORWARD, MEASURED, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.schema.records import Breakdown, BufferRecord, LayerRecord, OpRecord, OpTable, OpTrace, Timeline
 
 _OPS = (("Conv2D", FORWARD, "[32,56,56,64]"), ("BiasAdd", FORWARD, "[32,56,56,64]"), ("Relu", FORWARD, "[32,56,56,64]"),
         ("Conv2DBackpropInput", BACKWARD, "[32,56,56,64]"), ("Conv2DBackpropFilter", BACKWARD, "[3,3,64,64]"),
@@ -38,11 +36,11 @@ def breakdown(n_variables: int = 10_000) -> Breakdown:
             for slot in ("m", "v"):
                 variables.append((f"adam/{weight}/{slot}", path, shape, size, OPTIMIZER_SLOT, slot, weight))
         records.append(LayerRecord(path, "Conv2D", 3 * 3 * 64 * 64 + 64, "(3*3*64+1)*64 = 36,928"))
-    from tb_modelmem.records import VariableRecord
+    from tb_modelmem.schema.records import VariableRecord
 
     return Breakdown(source="keras", model_name="model", layers=records, variables=[
-        VariableRecord(name=n, layer=l, shape=s, dtype="float32", bytes=b, role=r, slot=sl, slot_of=so)
-        for n, l, s, b, r, sl, so in variables[:n_variables]])
+        VariableRecord(name=n, layer=layer, shape=s, dtype="float32", bytes=b, role=r, slot=sl, slot_of=so)
+        for n, layer, s, b, r, sl, so in variables[:n_variables]])
 
 
 def trace(n_ops: int = 200_000, n_layers: int = 1_666, seed: int = 0) -> OpTrace:

@@ -47,9 +47,9 @@ def tf1_run(logdir: str) -> None:
     import tensorflow as tf
 
     from tb_modelmem import summary
-    from tb_modelmem.capture.checkpoint import read_checkpoint
-    from tb_modelmem.capture.run_metadata import reduce_run_metadata
     from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.readers.checkpoint import read_checkpoint
+    from tb_modelmem.readers.run_metadata import reduce_run_metadata
 
     v1 = tf.compat.v1
     run_dir = os.path.join(logdir, "tf1_convnet_adam")

@@ -45,7 +45,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--logdir", default="demo_logs")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs"))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parser.add_argument("--out", default=os.path.join(root, "docs"))
     args = parser.parse_args()
     with TensorBoardProcess(args.logdir, load_fast=True) as tb, sync_playwright() as p:
         tb.wait_for_tab(expect_tags=4)

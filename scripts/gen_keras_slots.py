@@ -1,4 +1,4 @@
-"""Write tb_modelmem/_keras_slots.py: how each built-in Keras 3 optimizer creates its variables.
+"""Write tb_modelmem/rules/_keras_slots.py: how each built-in Keras 3 optimizer creates its variables.
 
 Keras 3 weight files (``.keras``, ``.weights.h5``) keep optimizer variables by index, with
 no names. Which index is which weight's slot is the order ``build()`` creates them in, and
@@ -26,14 +26,14 @@ import os
 import pprint
 import re
 import sys
+from typing import Any, Dict, List, Optional, Tuple
 
 import generated_file  # this folder's (the script's own folder is first on sys.path)
-from typing import Any, Dict, List, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-OUTPUT = os.path.join(HERE, "..", "tb_modelmem", "_keras_slots.py")
+OUTPUT = os.path.join(HERE, "..", "tb_modelmem", "rules", "_keras_slots.py")
 BASE_FLAGS = ("use_ema", "gradient_accumulation_steps")  # Optimizer's own: tried last when no config is stored
 
 
@@ -41,7 +41,7 @@ def _probe_weights(order: List[str]) -> List[Any]:
     import keras
     import numpy as np
 
-    from tb_modelmem.roles import KINDS, weight_kind
+    from tb_modelmem.rules.roles import KINDS, weight_kind
 
     made = []
     for i, kind in enumerate(order):
@@ -81,7 +81,7 @@ def _observe(optimizer: Any, weights: List[Any]) -> List[Tuple]:
 
 
 def _shape_rules():
-    from tb_modelmem.roles import SHAPE_RULES
+    from tb_modelmem.rules.roles import SHAPE_RULES
 
     return SHAPE_RULES
 
@@ -112,7 +112,7 @@ def _infer_plan(seen: List[Tuple], kinds: List[str]) -> List[list]:
 
 def _fold_kinds(per_kind: Dict[str, list]) -> Dict[str, list]:
     """All kinds alike: one "*" entry; else every kind listed (no slots: [])."""
-    from tb_modelmem.roles import KINDS
+    from tb_modelmem.rules.roles import KINDS
 
     values = [per_kind[kind] for kind in KINDS]
     return {"*": values[0]} if all(v == values[0] for v in values) else dict(per_kind)
@@ -120,7 +120,7 @@ def _fold_kinds(per_kind: Dict[str, list]) -> Dict[str, list]:
 
 def _replay(steps: List[list], weights: List[Any]) -> List[Tuple]:
     """What the plan says Keras creates for ``weights``, in ``_observe``'s form."""
-    from tb_modelmem.roles import weight_kind
+    from tb_modelmem.rules.roles import weight_kind
 
     out: List[Tuple] = []
     for step in steps:
@@ -136,7 +136,7 @@ def _replay(steps: List[list], weights: List[Any]) -> List[Tuple]:
 def _plan(cls: type, kwargs: Dict[str, Any]) -> Optional[List[list]]:
     """The plan of ``cls(**kwargs)``, checked on a second order of the probes; None if this
     config cannot be built (Keras refuses the combination)."""
-    from tb_modelmem.roles import KINDS
+    from tb_modelmem.rules.roles import KINDS
 
     kinds = list(KINDS) + list(reversed(KINDS))
     try:
@@ -149,7 +149,7 @@ def _plan(cls: type, kwargs: Dict[str, Any]) -> Optional[List[list]]:
     seen = _observe(_built(cls, kwargs, check), check)
     if _replay(steps, check) != seen:
         raise SystemExit(f"{cls.__name__}({kwargs}): its build() order is not a sequence of passes over the "
-                         "weights by kind; tb_modelmem.roles.keras_layout cannot describe it")
+                         "weights by kind; tb_modelmem.rules.roles.keras_layout cannot describe it")
     return steps
 
 
@@ -209,7 +209,8 @@ def collect() -> Tuple[str, Dict[str, Any], Dict[str, str]]:
 
     table, skipped = {}, {}
     for name, cls in sorted(vars(keras.optimizers).items()):
-        if not inspect.isclass(cls) or not issubclass(cls, keras.optimizers.Optimizer) or cls is keras.optimizers.Optimizer:
+        base = keras.optimizers.Optimizer
+        if not inspect.isclass(cls) or not issubclass(cls, base) or cls is base:
             continue
         params = inspect.signature(cls.__init__).parameters
         required = [p for p in params.values() if p.default is p.empty and p.name != "self"
@@ -234,7 +235,7 @@ shape rule, dtype rule, naming], ...]}}]``, one pass over the trainable weights 
 the listed slots for each weight of that kind (``roles.weight_kind``; "*": every kind).
 Shape rules: same, scalar, rows (shape[:-1]), cols (shape[:-2] + shape[-1:]); dtype: same
 as the weight or a fixed dtype; naming: "ref" ("<weight path with _>_<slot>"), "weight"
-(the weight's own name) or None. ``tb_modelmem.roles.keras_layout`` replays them.
+(the weight's own name) or None. ``tb_modelmem.rules.roles.keras_layout`` replays them.
 """
 
 KERAS_VERSION = {version!r}
@@ -266,4 +267,5 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(generated_file.main(OUTPUT, render, __doc__.splitlines()[0], "python scripts/gen_keras_slots.py (for this Keras)"))
+    sys.exit(generated_file.main(OUTPUT, render, __doc__.splitlines()[0],
+                                 "python scripts/gen_keras_slots.py (for this Keras)"))

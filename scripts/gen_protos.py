@@ -17,9 +17,9 @@ from __future__ import annotations
 import glob
 import os
 import sys
+import tempfile
 
 import generated_file  # this folder's (the script's own folder is first on sys.path)
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.join(HERE, "..", "tb_modelmem", "proto")
@@ -47,4 +47,5 @@ def render(descriptor_set: bytes) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(generated_file.main(OUTPUT, lambda: render(compile_descriptor_set()), __doc__.splitlines()[0], "python scripts/gen_protos.py"))
+    sys.exit(generated_file.main(OUTPUT, lambda: render(compile_descriptor_set()), __doc__.splitlines()[0],
+                                 "python scripts/gen_protos.py"))

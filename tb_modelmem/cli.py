@@ -16,8 +16,9 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from tb_modelmem.messages import first_line
-from tb_modelmem.records import ROLES, Breakdown, bytes_by_role
-from tb_modelmem.rollup import layer_rollup
+from tb_modelmem.rules.rollup import layer_rollup
+from tb_modelmem.schema.names import ROLES
+from tb_modelmem.schema.records import Breakdown, bytes_by_role
 from tb_modelmem.text_table import text_table
 
 EXIT_BAD_INPUT = 2
@@ -73,8 +74,8 @@ def _reader_gone() -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from tb_modelmem.capture.bounded import InspectError
-    from tb_modelmem.capture.model_file import read_path
+    from tb_modelmem.readers.bounded import InspectError
+    from tb_modelmem.readers.model_file import read_path
 
     try:
         bd = read_path(args.path)

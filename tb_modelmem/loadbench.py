@@ -18,8 +18,8 @@ import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from tb_modelmem.schema.records import LoadBench, LoadResult
 from tb_modelmem.text_table import text_table
-from tb_modelmem.records import LoadBench, LoadResult
 
 BASELINE = "baseline"
 _CHILD_TIMEOUT_S = 900

@@ -14,9 +14,10 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
-from tb_modelmem import metadata, payload
 from tb_modelmem.messages import first_line
-from tb_modelmem.records import Breakdown, LoadBench, OpTrace, Record
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.codec import Record
+from tb_modelmem.schema.records import Breakdown, LoadBench, OpTrace
 
 
 def write(name: str, record: "Record | Callable[[], Record]", step: Optional[int] = None,
@@ -111,7 +112,7 @@ def run_metadata(name: str, run_metadata: Any, step: Optional[int] = None, descr
     ``writer=`` your FileWriter (``train_writer.add_run_metadata`` style).
     """
     def capture() -> OpTrace:
-        from tb_modelmem.capture.run_metadata import reduce_run_metadata
+        from tb_modelmem.readers.run_metadata import reduce_run_metadata
 
         graphs, vocabulary = _session_graph(graph)
         return reduce_run_metadata(run_metadata, graphs, vocabulary)
@@ -129,7 +130,7 @@ def _session_graph(graph: Any) -> Tuple[List[Any], Any]:
         graph = tf.compat.v1.get_default_graph()
     from tb_modelmem.capture.opgraph import graph_info
     from tb_modelmem.capture.variables import breakdown as take
-    from tb_modelmem.join import Vocabulary
+    from tb_modelmem.rules.join import Vocabulary
 
     with graph.as_default():
         vocabulary = Vocabulary.from_breakdown(take(None, None)) if graph.get_collection("variables") else None

@@ -2,7 +2,7 @@
 
 ``with tb_modelmem.trace("ops", step=3, function=train_step): train_step(x, y)`` runs the
 TF2 profiler around the block, reduces the XSpace it writes to an OpTrace (see
-``capture.xspace``) and records it with ``summary.op_trace`` on the default writer.
+``readers.xspace``) and records it with ``summary.op_trace`` on the default writer.
 ``Trace.start()`` / ``Trace.stop()`` do the same across callback hooks. Capturing never
 stops training: every failure warns and the block runs anyway; the block's own
 exceptions propagate unchanged. The raw profile lives in a temp dir that is removed.
@@ -24,7 +24,7 @@ from typing import Any, List, Optional, Set, Tuple, Type
 from tb_modelmem import summary
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.messages import first_line
-from tb_modelmem.records import OpTrace
+from tb_modelmem.schema.records import OpTrace
 
 
 class Trace:
@@ -134,7 +134,7 @@ class Trace:
 
     def _reduce(self, reading: Optional["_ModelReading"]) -> Optional[OpTrace]:
         """What ``reading`` read while the profile was written is used, the rest is read here."""
-        from tb_modelmem.capture import xspace
+        from tb_modelmem.readers import xspace
 
         assert self._dir is not None
         paths = sorted(glob.glob(os.path.join(self._dir, "**", "*.xplane.pb"), recursive=True))
@@ -168,7 +168,7 @@ class Trace:
         may still be recording, so None if a variable's shape is only known by running an op."""
         from tb_modelmem.capture.opgraph import model_in, variables_of
         from tb_modelmem.capture.variables import breakdown, fully_defined, static_dims
-        from tb_modelmem.join import Vocabulary
+        from tb_modelmem.rules.join import Vocabulary
 
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
@@ -230,9 +230,9 @@ class _ModelReading(threading.Thread):
     def run(self) -> None:
         self.go.wait()  # not before: a thread just started holds the GIL for a switch interval (5 ms)
         try:
-            from tb_modelmem.capture import xspace  # noqa: F401 (a first trace's imports, here too)
             from tb_modelmem.capture.opgraph import graph_info, likely_run
-            from tb_modelmem.join import Joiner, Vocabulary
+            from tb_modelmem.readers import xspace  # noqa: F401 (a first trace's imports, here too)
+            from tb_modelmem.rules.join import Joiner, Vocabulary
 
             self.model = self.window._read_model(profiling=True)
             function = self.window.function

@@ -13,10 +13,12 @@ from typing import Any, Dict, Tuple
 
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, types_pb2
 
-from tb_modelmem import metadata, payload, summary
-from tb_modelmem.capture.memory_profile import MAX_JSON_BYTES as MAX_MEMORY_PROFILE_JSON
-from tb_modelmem.capture.run_metadata import reduce_run_metadata
-from tb_modelmem.records import WEIGHT, Breakdown, VariableRecord
+from tb_modelmem import summary
+from tb_modelmem.readers.memory_profile import MAX_JSON_BYTES as MAX_MEMORY_PROFILE_JSON
+from tb_modelmem.readers.run_metadata import reduce_run_metadata
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.names import WEIGHT
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 from tests.plugin_harness import write_events
 from tests.trace_fixtures import synthetic_run_metadata
 
@@ -94,7 +96,8 @@ def write_hostile_logdir(root: str) -> str:
         (1, _blob_summary("storage", metadata.BREAKDOWN, payload.encode(trace))),
         (1, _blob_summary("trace_says_ops", metadata.OPS, payload.encode(_breakdown()))),
         (1, summary.pb("ops", trace))])
-    write_events(os.path.join(root, "huge_shape"), [(1, _blob_summary("storage", metadata.BREAKDOWN, _huge_shape_blob()))])
+    write_events(os.path.join(root, "huge_shape"),
+                 [(1, _blob_summary("storage", metadata.BREAKDOWN, _huge_shape_blob()))])
     rank0 = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[payload.encode(_breakdown())])
     write_events(os.path.join(root, "rank0"), [(1, _tensor_summary("storage", metadata.BREAKDOWN, rank0))])
     write_events(os.path.join(root, "bomb"), [(1, _blob_summary("storage", metadata.BREAKDOWN, _bomb_blob()))])
@@ -112,7 +115,8 @@ def write_hostile_logdir(root: str) -> str:
     os.makedirs(session)
     with open(os.path.join(session, "worker0.memory_profile.json.gz"), "wb") as f:
         f.write(_gzip_bomb(MAX_MEMORY_PROFILE_JSON + 2**20))
-    truncated = write_events(os.path.join(root, "truncated"), [(s, summary.pb("storage", _breakdown())) for s in range(3)])
+    truncated = write_events(os.path.join(root, "truncated"),
+                             [(s, summary.pb("storage", _breakdown())) for s in range(3)])
     with open(truncated, "r+b") as f:
         f.truncate(os.path.getsize(truncated) - 5)
     return root

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Dict, Iterable, List, Mapping, Tuple
 
-from tb_modelmem.records import BACKWARD, FORWARD
+from tb_modelmem.schema.names import BACKWARD, FORWARD
 
 
 def on_layers(ops: Iterable[Tuple[str, str, float]], layers: Collection[str]) -> Tuple[float, List[Tuple[str, float]]]:

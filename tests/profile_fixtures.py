@@ -21,7 +21,8 @@ def session_dir(logdir: str, run: str, session: str = "2026_01_01_00_00_00") -> 
     return path
 
 
-def copy_profile(xplane: str, logdir: str, run: str, host: str = "worker0", session: str = "2026_01_01_00_00_00") -> str:
+def copy_profile(xplane: str, logdir: str, run: str, host: str = "worker0",
+                 session: str = "2026_01_01_00_00_00") -> str:
     target = os.path.join(session_dir(logdir, run, session), f"{host}.xplane.pb")
     shutil.copyfile(xplane, target)
     return target

@@ -11,8 +11,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # noqa: E402
 
-from tb_modelmem import metadata, payload, records  # noqa: E402
 from tb_modelmem.callbacks import MemoryCallback  # noqa: E402
+from tb_modelmem.schema import metadata, names, payload, records  # noqa: E402
 
 X = np.zeros((6, 8), "float32")
 Y = np.zeros((6,), "int64")  # 3 batches of 2 per epoch
@@ -48,8 +48,8 @@ def test_records_once_after_first_batch(tmp_path):
     ((step, tag, found),) = written(tmp_path / "train")
     assert (step, tag) == (1, "storage")
     assert isinstance(found, records.Breakdown) and found.model_name == "mlp"
-    weight_bytes = sum(v.bytes for v in found.variables if v.role == records.WEIGHT)
-    slot_bytes = sum(v.bytes for v in found.variables if v.role == records.OPTIMIZER_SLOT)
+    weight_bytes = sum(v.bytes for v in found.variables if v.role == names.WEIGHT)
+    slot_bytes = sum(v.bytes for v in found.variables if v.role == names.OPTIMIZER_SLOT)
     assert weight_bytes == ((8 + 1) * 16 + (16 + 1) * 3) * 4
     assert slot_bytes == 2 * weight_bytes  # the optimizer was built when the callback recorded
     assert found.optimizer["class_name"] == "Adam"
@@ -67,9 +67,9 @@ def test_records_again_only_when_variables_change(tmp_path):
     found = written(tmp_path / "storage_run")
     assert [(step, tag) for step, tag, _ in found] == [(1, "mem"), (13, "mem")]
     roles = [{v.name: v.role for v in b.variables} for _, _, b in found]
-    assert roles[0]["mlp/hidden/kernel"] == records.WEIGHT
-    assert roles[1]["mlp/hidden/kernel"] == records.NON_TRAINABLE
-    slots = [sum(v.role == records.OPTIMIZER_SLOT for v in b.variables) for _, _, b in found]
+    assert roles[0]["mlp/hidden/kernel"] == names.WEIGHT
+    assert roles[1]["mlp/hidden/kernel"] == names.NON_TRAINABLE
+    slots = [sum(v.role == names.OPTIMIZER_SLOT for v in b.variables) for _, _, b in found]
     assert slots == [8, 4]
 
 
@@ -81,7 +81,7 @@ def test_change_without_new_optimizer_is_recorded_at_epoch_end(tmp_path):
     fit(model, callback, epochs=1)  # steps 4..6: noticed when the epoch ends
     found = written(tmp_path / "train")
     assert [step for step, _, _ in found] == [1, 6]
-    assert {v.name: v.role for v in found[1][2].variables}["mlp/logits/kernel"] == records.NON_TRAINABLE
+    assert {v.name: v.role for v in found[1][2].variables}["mlp/logits/kernel"] == names.NON_TRAINABLE
 
 
 def test_capture_failure_warns_and_training_goes_on(tmp_path, monkeypatch):
@@ -202,7 +202,7 @@ def test_gan_trained_with_its_own_optimizers_is_recorded_with_both(tmp_path):
     by_role = records.bytes_by_role(found.variables)
     expected_slots = sum(int(np.prod(v.shape)) * 4 for o in (gan.d_optimizer, gan.g_optimizer) for v in o.variables
                          if len(v.shape))
-    assert by_role[records.OPTIMIZER_SLOT] == expected_slots == 2 * by_role[records.WEIGHT]
+    assert by_role[names.OPTIMIZER_SLOT] == expected_slots == 2 * by_role[names.WEIGHT]
 
 
 def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_and_no_temp_dir(tmp_path):

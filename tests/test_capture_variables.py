@@ -12,9 +12,9 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.python.ops import resource_variable_ops  # noqa: E402
 
 from demo.models import seed001_convnet  # noqa: E402
-from tb_modelmem import records  # noqa: E402
-from tb_modelmem.capture import layers as layer_capture  # noqa: E402
 from tb_modelmem.capture.variables import breakdown  # noqa: E402
+from tb_modelmem.rules import layers as layer_capture  # noqa: E402
+from tb_modelmem.schema import names  # noqa: E402
 
 v1 = tf.compat.v1
 
@@ -46,15 +46,15 @@ def test_seed001_convnet_adam_keras3():
     model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
     found = breakdown(model)
     totals = by_role(found)
-    assert totals[records.WEIGHT] == SEED001_WEIGHT_BYTES
-    assert totals[records.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
-    assert totals[records.OTHER] == 8 + 4  # Keras 3: int64 iteration + float32 learning_rate
+    assert totals[names.WEIGHT] == SEED001_WEIGHT_BYTES
+    assert totals[names.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
+    assert totals[names.OTHER] == 8 + 4  # Keras 3: int64 iteration + float32 learning_rate
     assert sum(totals.values()) == stored_bytes(model.variables + model.optimizer.variables)
     assert found.source == "keras" and found.model_name == "convnet"
     assert found.optimizer["class_name"] == "Adam" and found.optimizer["config"]["beta_1"] == 0.9
-    weights = {v.name: v for v in found.variables if v.role == records.WEIGHT}
+    weights = {v.name: v for v in found.variables if v.role == names.WEIGHT}
     assert len(weights) == 8 and weights["convnet/fc1/kernel"].shape == [3136, 1024]
-    slots = [v for v in found.variables if v.role == records.OPTIMIZER_SLOT]
+    slots = [v for v in found.variables if v.role == names.OPTIMIZER_SLOT]
     assert sorted(collections.Counter(v.slot for v in slots).items()) == [("momentum", 8), ("velocity", 8)]
     for slot in slots:
         assert slot.shape == weights[slot.slot_of].shape
@@ -64,7 +64,7 @@ def test_seed001_convnet_adam_keras3():
 def test_seed001_layers_and_dtype():
     model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
     found = breakdown(model)
-    assert {v.dtype for v in found.variables if v.role != records.OTHER} == {"float32"}
+    assert {v.dtype for v in found.variables if v.role != names.OTHER} == {"float32"}
     kernel = next(v for v in found.variables if v.name == "convnet/conv1/kernel")
     assert (kernel.layer, kernel.bytes, kernel.replicas) == ("convnet/conv1", 5 * 5 * 1 * 32 * 4, 1)
     assert "CPU:0" in kernel.device
@@ -113,11 +113,11 @@ def test_every_keras_optimizer_reconciles(key):
     assert sum(v.bytes for v in found.variables) == stored_bytes(model.variables + optimizer.variables)
     assert len(found.variables) == len({id(v) for v in model.variables + optimizer.variables})
     totals = by_role(found)
-    assert totals[records.WEIGHT] == stored_bytes(model.trainable_variables)
-    assert totals[records.NON_TRAINABLE] == stored_bytes(model.non_trainable_variables) == 2 * 4 * 4
+    assert totals[names.WEIGHT] == stored_bytes(model.trainable_variables)
+    assert totals[names.NON_TRAINABLE] == stored_bytes(model.non_trainable_variables) == 2 * 4 * 4
 
-    weights = {v.name: v for v in found.variables if v.role == records.WEIGHT}
-    slots = [v for v in found.variables if v.role == records.OPTIMIZER_SLOT]
+    weights = {v.name: v for v in found.variables if v.role == names.WEIGHT}
+    slots = [v for v in found.variables if v.role == names.OPTIMIZER_SLOT]
     assert len(slots) == slots_per_weight * len(weights)
     per_weight = collections.Counter(v.slot_of for v in slots)
     assert all(per_weight[name] == slots_per_weight for name in weights) if slots_per_weight else not slots
@@ -125,7 +125,7 @@ def test_every_keras_optimizer_reconciles(key):
         assert slot.slot and slot.layer == weights[slot.slot_of].layer
         if key != "adafactor":  # Adafactor's factored slots have their own shapes (checked below)
             assert slot.shape == weights[slot.slot_of].shape
-    other = {v.name.rsplit("/", 1)[-1] for v in found.variables if v.role == records.OTHER}
+    other = {v.name.rsplit("/", 1)[-1] for v in found.variables if v.role == names.OTHER}
     assert {"iteration", "learning_rate"} <= other
     assert found.optimizer["class_name"] == type(optimizer).__name__
 
@@ -144,7 +144,7 @@ def test_slot_of_matches_keras_own_mapping():
 
 def test_adafactor_factored_slot_shapes():
     model = train_one_step(small_model(), keras.optimizers.Adafactor(), (6, 6, 2))
-    slots = {(v.slot_of, v.slot): v for v in breakdown(model).variables if v.role == records.OPTIMIZER_SLOT}
+    slots = {(v.slot_of, v.slot): v for v in breakdown(model).variables if v.role == names.OPTIMIZER_SLOT}
     kernel = "small/fc1/kernel"  # [64, 5]
     assert slots[(kernel, "r")].shape == [64] and slots[(kernel, "c")].shape == [5]
     assert slots[(kernel, "velocity")].shape == [64, 5]
@@ -163,7 +163,7 @@ def test_custom_optimizer_slots_found_by_keras_naming():
             self.assign_sub(variable, learning_rate * gradient)
 
     model = train_one_step(small_model(), TracingSGD(learning_rate=0.1), (6, 6, 2))
-    slots = [v for v in breakdown(model).variables if v.role == records.OPTIMIZER_SLOT]
+    slots = [v for v in breakdown(model).variables if v.role == names.OPTIMIZER_SLOT]
     assert sorted(v.slot_of for v in slots) == sorted(w.path for w in model.trainable_variables)
     assert {v.slot for v in slots} == {"grad_trace"}
 
@@ -183,11 +183,11 @@ def test_mixed_float16_loss_scale_state_is_other(mixed_float16):
     assert isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # wrapped by compile
     found = breakdown(model)
     roles = {v.name: v.role for v in found.variables}
-    assert roles["loss_scale_optimizer/dynamic_scale"] == records.OTHER
-    assert roles["loss_scale_optimizer/step_counter"] == records.OTHER
+    assert roles["loss_scale_optimizer/dynamic_scale"] == names.OTHER
+    assert roles["loss_scale_optimizer/step_counter"] == names.OTHER
     # float16 compute, float32 variables: bytes are those of the float32 storage
-    assert {v.dtype for v in found.variables if v.role in (records.WEIGHT, records.OPTIMIZER_SLOT)} == {"float32"}
-    assert by_role(found)[records.OPTIMIZER_SLOT] == 2 * stored_bytes(model.trainable_variables)
+    assert {v.dtype for v in found.variables if v.role in (names.WEIGHT, names.OPTIMIZER_SLOT)} == {"float32"}
+    assert by_role(found)[names.OPTIMIZER_SLOT] == 2 * stored_bytes(model.trainable_variables)
     assert found.optimizer["config"]["inner_optimizer"]["class_name"] == "Adam"
 
 
@@ -239,10 +239,10 @@ def test_tf_module_and_plain_variable_list():
     found = breakdown(module)
     roles = {v.name: (v.role, v.layer, v.bytes, v.dtype) for v in found.variables}
     assert roles == {
-        "affine/w": (records.WEIGHT, "affine", 48, "float32"),
-        "affine/b": (records.WEIGHT, "affine", 32, "float64"),
-        "affine/count": (records.OTHER, "affine", 8, "int64"),
-        "affine/ema": (records.NON_TRAINABLE, "affine", 16, "float32"),
+        "affine/w": (names.WEIGHT, "affine", 48, "float32"),
+        "affine/b": (names.WEIGHT, "affine", 32, "float64"),
+        "affine/count": (names.OTHER, "affine", 8, "int64"),
+        "affine/ema": (names.NON_TRAINABLE, "affine", 16, "float32"),
     }
     assert found.source == "tf.Module" and found.model_name == "affine"
     listed = breakdown([module.w, module.b])
@@ -257,10 +257,10 @@ def test_checkpoint_walk_finds_model_and_optimizer():
     average = tf.Variable(tf.zeros([10]), trainable=False, name="average")
     found = breakdown(tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step, average=average))
     totals = by_role(found)
-    assert totals[records.WEIGHT] == SEED001_WEIGHT_BYTES
-    assert totals[records.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
-    assert totals[records.OTHER] == 12 + 8  # iteration, learning_rate, and the checkpoint's own step
-    assert totals[records.NON_TRAINABLE] == 40  # a tracked float state variable beside the model
+    assert totals[names.WEIGHT] == SEED001_WEIGHT_BYTES
+    assert totals[names.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
+    assert totals[names.OTHER] == 12 + 8  # iteration, learning_rate, and the checkpoint's own step
+    assert totals[names.NON_TRAINABLE] == 40  # a tracked float state variable beside the model
     assert found.source == "checkpoint" and found.model_name == "ckpt_net"
     assert found.optimizer["class_name"] == "Adam"
     assert [layer.params for layer in found.layers if layer.params] == [832, 51_264, 3_212_288, 10_250]
@@ -294,11 +294,11 @@ def test_seed001_tf1_graph_adam(with_optimizer):
             session.run(train, {x: np.zeros((1, 28, 28, 1)), y: np.zeros((1,))})
         found = breakdown(None, optimizer if with_optimizer else None)
     totals = by_role(found)
-    assert totals == {records.WEIGHT: SEED001_WEIGHT_BYTES, records.OPTIMIZER_SLOT: SEED001_ADAM_SLOT_BYTES,
-                      records.OTHER: 8}
+    assert totals == {names.WEIGHT: SEED001_WEIGHT_BYTES, names.OPTIMIZER_SLOT: SEED001_ADAM_SLOT_BYTES,
+                      names.OTHER: 8}
     assert sum(totals.values()) == SEED001_TF1_TOTAL  # 37.48 MiB, the .data file of seed 001
     by_name = {v.name: v for v in found.variables}
-    assert by_name["beta1_power"].role == by_name["beta2_power"].role == records.OTHER
+    assert by_name["beta1_power"].role == by_name["beta2_power"].role == names.OTHER
     assert by_name["beta1_power"].dtype == "float32"
     # One vocabulary: names alone give the slots the names get_slot_names() gives them.
     assert (by_name["Variable/Adam"].slot, by_name["Variable/Adam_1"].slot) == ("m", "v")
@@ -320,10 +320,10 @@ def test_tf1_optimizers_get_slot(make, slot_names):
         optimizer = make()
         optimizer.minimize(tf.reduce_sum(w * w), global_step=step)
         found = breakdown(None, optimizer)
-    slots = [v for v in found.variables if v.role == records.OPTIMIZER_SLOT]
+    slots = [v for v in found.variables if v.role == names.OPTIMIZER_SLOT]
     assert {v.slot for v in slots} == slot_names
     assert all(v.slot_of == "dense/kernel" and v.bytes == 48 and v.layer == "dense" for v in slots)
-    assert {v.name: v.role for v in found.variables}["global_step"] == records.OTHER
+    assert {v.name: v.role for v in found.variables}["global_step"] == names.OTHER
 
 
 # --- per-layer params and derivations (USER_PROBLEMS.md #3) ---
@@ -465,5 +465,5 @@ def test_optimizer_whose_get_config_raises_still_gets_its_breakdown():
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="fc")], name="scheduled")
     model = train_one_step(model, keras.optimizers.Adam(learning_rate=Halving(), beta_1=0.8), (4,))
     found = breakdown(model)
-    assert by_role(found)[records.OPTIMIZER_SLOT] == 2 * (4 + 1) * 3 * 4
+    assert by_role(found)[names.OPTIMIZER_SLOT] == 2 * (4 + 1) * 3 * 4
     assert found.optimizer["class_name"] == "Adam" and found.optimizer["config"]["beta_1"] == 0.8

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tb_modelmem.capture.checkpoint import InspectError, find_prefix, read_checkpoint
 from tb_modelmem.capture.variables import breakdown
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.readers.checkpoint import InspectError, find_prefix, read_checkpoint
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 # conv 5x5x1x32, conv 5x5x32x64, dense [3136, 1024], dense [1024, 10] + biases, float32
 WEIGHT_BYTES = 3_274_634 * 4  # 13,098,536
@@ -225,8 +225,7 @@ def test_dtype_names_and_sizes_are_tensorflows():
     """inspect reads dtypes without TensorFlow; its table must say what TensorFlow says."""
     from tensorboard.compat.proto import types_pb2
 
-    from tb_modelmem.capture.dtypes import dtype_size
-    from tb_modelmem.capture.dtypes import dtype_name
+    from tb_modelmem.readers.dtypes import dtype_name, dtype_size
 
     for enum in (v for v in types_pb2.DataType.values() if 0 < v < 100):
         dtype = tf.as_dtype(enum)

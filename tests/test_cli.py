@@ -9,7 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from tb_modelmem import cli, payload
+from tb_modelmem import cli
+from tb_modelmem.schema import payload
 from tests.test_checkpoint import SEED_DATA_BYTES, SLOT_BYTES, WEIGHT_BYTES, save_tf1_convnet
 
 
@@ -251,7 +252,8 @@ def test_a_logdir_that_is_a_file_is_one_line_naming_it(tf1_prefix, tmp_path, cap
 @pytest.mark.parametrize("optimizer_config, shown", [
     ("adam", "optimizer: adam()"),
     ({"class_name": "Adam", "config": "learning_rate=0.001"}, "optimizer: Adam()"),
-    ({"class_name": ["Adam"], "config": {"learning_rate": 0.001}}, "optimizer: class not recorded(learning_rate=0.001)"),
+    ({"class_name": ["Adam"], "config": {"learning_rate": 0.001}},
+     "optimizer: class not recorded(learning_rate=0.001)"),
 ])
 def test_an_odd_optimizer_config_in_a_legacy_h5_is_shown_as_far_as_it_goes(model_files, tmp_path, capsys,
                                                                          optimizer_config, shown):

@@ -9,8 +9,9 @@ import zlib
 
 import pytest
 
-from tb_modelmem import columns, metadata, payload
-from tb_modelmem.records import MAX_DECODED_BYTES, OpRecord, OpTable, OpTrace, Timeline
+from tb_modelmem.schema import columns, metadata, payload
+from tb_modelmem.schema.limits import MAX_DECODED_BYTES
+from tb_modelmem.schema.records import OpRecord, OpTable, OpTrace, Timeline
 
 NAMES = sorted(["model/dense/MatMul", "model/dense/BiasAdd", "model/dense_1/MatMul", "model/dense_1/Relu",
                 "adam/Sub_10/ReadVariableOp", "adam/Sub_1/ReadVariableOp", "model", ""])

@@ -20,10 +20,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tb_modelmem import records  # noqa: E402
-from tb_modelmem.capture.checkpoint import read_checkpoint  # noqa: E402
-from tb_modelmem.capture.model_file import read_path  # noqa: E402
 from tb_modelmem.capture.variables import breakdown  # noqa: E402
+from tb_modelmem.readers.checkpoint import read_checkpoint  # noqa: E402
+from tb_modelmem.readers.model_file import read_path  # noqa: E402
+from tb_modelmem.schema import names, records  # noqa: E402
 from tests.test_capture_variables import OPTIMIZERS, small_model, stored_bytes, train_one_step  # noqa: E402
 
 
@@ -34,13 +34,13 @@ def canonical(bd):
 
     def key(v):
         base = (v.role, tuple(v.shape), v.dtype)
-        if v.role != records.OPTIMIZER_SLOT:
+        if v.role != names.OPTIMIZER_SLOT:
             return base
         owner = by_name.get(v.slot_of)
         return base + (v.slot, None if owner is None else key(owner))
 
     for v in variables:
-        if v.role == records.OPTIMIZER_SLOT:
+        if v.role == names.OPTIMIZER_SLOT:
             assert v.slot_of in by_name, f"{bd.source}: slot {v.name} has no owning weight"
             assert v.layer == by_name[v.slot_of].layer, f"{bd.source}: slot {v.name} not in its weight's layer"
     groups = collections.defaultdict(list)
@@ -139,22 +139,23 @@ def test_dcgan_two_optimizers_each_slot_is_its_weights(gan, source):
     expected_weights = stored_bytes([v for m in models for v in m.trainable_variables])
     expected_slots = stored_bytes([v for o in optimizers for v in o.variables if len(v.shape)])
     assert expected_weights == 10_073_348 and expected_slots == 20_146_696  # the figures, derived above
-    assert totals[records.WEIGHT] == expected_weights
-    assert totals[records.OPTIMIZER_SLOT] == expected_slots
+    assert totals[names.WEIGHT] == expected_weights
+    assert totals[names.OPTIMIZER_SLOT] == expected_slots
     # Live, the model's untrained state includes its Dropout RNG seeds; a tf.train.Checkpoint does
     # not save a Keras 3 SeedGenerator (tf.train.list_variables lists no seed), so the file has none.
-    untrained = [v for m in models for v in (m.non_trainable_variables if source == "live" else m.non_trainable_weights)]
-    assert totals[records.NON_TRAINABLE] == stored_bytes(untrained)
+    untrained = [v for m in models
+                 for v in (m.non_trainable_variables if source == "live" else m.non_trainable_weights)]
+    assert totals[names.NON_TRAINABLE] == stored_bytes(untrained)
     by_name = {v.name: v for v in bd.variables}
     for model, optimizer in pairs:
         for weight in model.trainable_variables:
             index = optimizer._get_variable_index(weight)
             for slot, listed in (("momentum", optimizer._momentums), ("velocity", optimizer._velocities)):
                 record = next(v for v in bd.variables if v.slot_of == weight.path and v.slot == slot)
-                assert (record.role, record.shape) == (records.OPTIMIZER_SLOT, list(listed[index].shape))
+                assert (record.role, record.shape) == (names.OPTIMIZER_SLOT, list(listed[index].shape))
                 assert record.layer == by_name[weight.path].layer
-    counters = [v for v in bd.variables if v.role == records.OTHER and v.name.rsplit("/", 1)[-1] != "save_counter"]
+    counters = [v for v in bd.variables if v.role == names.OTHER and v.name.rsplit("/", 1)[-1] != "save_counter"]
     assert stored_bytes([v for o in optimizers for v in o.variables if not len(v.shape)]) == \
         sum(v.bytes for v in counters if "seed" not in v.name)
-    assert "adam" not in {v.layer for v in bd.variables if v.role != records.OTHER}
+    assert "adam" not in {v.layer for v in bd.variables if v.role != names.OTHER}
     assert bd.optimizer["class_name"] == "Adam + Adam"

@@ -9,7 +9,7 @@ from typing import Any, Dict, Set
 
 import pytest
 
-from tb_modelmem.records import OPTIMIZER
+from tb_modelmem.schema.names import OPTIMIZER
 from tests.corpus import SCRIPTS, run
 from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served

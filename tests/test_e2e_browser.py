@@ -151,7 +151,8 @@ def test_storage_view_shows_the_seed_convnet_to_the_byte(demo_tb, browser, shots
     tab.pick("run-select", "convnet_adam/train", exact=True)
     tab.text("total-optimizer_slot", "26,197,072")
     layers = tab.testid("layer-table")
-    for derivation in ("(5*5*1+1)*32 = 832", "(5*5*32+1)*64 = 51,264", "(3136+1)*1024 = 3,212,288", "(1024+1)*10 = 10,250"):
+    for derivation in ("(5*5*1+1)*32 = 832", "(5*5*32+1)*64 = 51,264", "(3136+1)*1024 = 3,212,288",
+                       "(1024+1)*10 = 10,250"):
         layers.get_by_text(derivation, exact=False).first.wait_for(timeout=WAIT)
     # The model is a composite row over its layers: collapsing it hides them.
     model = tab.row("layer-table", "composite")
@@ -240,9 +241,9 @@ def test_timeline_stacks_the_peak_by_category_and_lists_its_buffers(demo_tb, bro
 
 
 def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser, shots):
-    from tests.test_plugin_bad_input import XSS, _good, _raw_summary
-    from tests.plugin_harness import write_events
     from tb_modelmem import summary
+    from tests.plugin_harness import write_events
+    from tests.test_plugin_bad_input import XSS, _good, _raw_summary
 
     write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", _good())),
                                                       (1, _raw_summary("garbage", [b"\x00not zlib"]))])
@@ -263,14 +264,16 @@ def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser, shots):
 def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
     """An RLO in a run name reverses nothing around it; 10,000-character names and optimizer-config
     keys stay inside their panels (issue 12)."""
-    from tests.test_plugin_bad_input import _good, _raw_summary
-    from tests.plugin_harness import write_events
     from tb_modelmem import summary
-    from tb_modelmem.records import WEIGHT, Breakdown, VariableRecord
+    from tb_modelmem.schema.names import WEIGHT
+    from tb_modelmem.schema.records import Breakdown, VariableRecord
+    from tests.plugin_harness import write_events
+    from tests.test_plugin_bad_input import _good, _raw_summary
 
     long_name = "n" * 10_000
     long_tag = "t" * 10_000
-    breakdown = Breakdown(source="test", model_name=long_name, optimizer={"class_name": "Adam", "config": {"k" * 10_000: 1}},
+    breakdown = Breakdown(source="test", model_name=long_name,
+                          optimizer={"class_name": "Adam", "config": {"k" * 10_000: 1}},
                           variables=[VariableRecord(name=f"{long_name}/kernel", layer=long_name, shape=[3, 4],
                                                     dtype="float32", bytes=48, role=WEIGHT)])
     evil = f"evil{RLO}run"
@@ -397,7 +400,7 @@ def _first(responses, route: str):
 
 def test_a_20000_op_trace_is_paged_by_the_server(tmp_path, browser, shots):
     from tb_modelmem import summary
-    from tb_modelmem.capture.run_metadata import reduce_run_metadata
+    from tb_modelmem.readers.run_metadata import reduce_run_metadata
     from tests.plugin_harness import write_events
     from tests.trace_fixtures import synthetic_run_metadata
 
@@ -497,7 +500,8 @@ def _synthetic_profile(n_ops: int, scale: float) -> bytes:
     for time_ps, is_alloc, name, size, addr in sorted(memory):
         in_use += size if is_alloc else -size
         event = line.events.add(metadata_id=1 if is_alloc else 2, offset_ps=time_ps)
-        for key, value in (("bytes_allocated", in_use), ("allocation_bytes", size), ("requested_bytes", size), ("addr", addr)):
+        for key, value in (("bytes_allocated", in_use), ("allocation_bytes", size), ("requested_bytes", size),
+                           ("addr", addr)):
             event.stats.add(metadata_id=stat[key], int64_value=value)
         event.stats.add(metadata_id=stat["allocator_name"], str_value="cpu_bfc")
         if is_alloc:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tb_modelmem.growth import slope, trend
+from tb_modelmem.rules.growth import slope, trend
 from tests.plugin_harness import Served
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,9 +92,10 @@ def test_a_line_below_an_earlier_census_cut_has_unknown_growth_not_its_whole_cou
     """The census keeps its top lines and sums the rest into "(other)": a line that appears at the
     last sample may have been below the cut at the first, so its growth is unknown, and "(other)"
     keeps one name (it compares across samples whatever its tail holds)."""
-    from tb_modelmem.capture.process import OTHER_LINE, _top
-    from tb_modelmem.growth import _movers
-    from tb_modelmem.records import Count
+    from tb_modelmem.capture.process import _top
+    from tb_modelmem.rules.growth import _movers
+    from tb_modelmem.schema.names import OTHER_LINE
+    from tb_modelmem.schema.records import Count
 
     first = _top([Count(name=f"t{i}", count=100 - i) for i in range(50)], by="count", n=40)
     last = _top([Count(name="risen", count=500)] + [Count(name=f"t{i}", count=100 - i) for i in range(45)],

@@ -456,7 +456,8 @@ def _cases():
     def savedmodel_variables_index_negative_dimension(folder, real):
         shutil.copytree(real["savedmodel"], folder)
         crafted_checkpoint(os.path.join(folder, "variables"), {"w": entry([-1], size=4)})
-        os.replace(os.path.join(folder, "variables", "ckpt.index"), os.path.join(folder, "variables", "variables.index"))
+        variables = os.path.join(folder, "variables")
+        os.replace(os.path.join(variables, "ckpt.index"), os.path.join(variables, "variables.index"))
         return folder
 
     return cases

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tb_modelmem.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_entry
-from tb_modelmem.records import BACKWARD, FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.rules.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_entry
+from tb_modelmem.schema.names import BACKWARD, FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
 
 
 def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_renaming_rule():

@@ -1,6 +1,6 @@
 """The Keras 3 slot order tb_modelmem replays for weight files is Keras' own, and still current.
 
-``tb_modelmem/_keras_slots.py`` is generated from Keras by ``scripts/gen_keras_slots.py``;
+``tb_modelmem/rules/_keras_slots.py`` is generated from Keras by ``scripts/gen_keras_slots.py``;
 these tests regenerate it against the installed Keras (drift fails), then check every plan
 of every optimizer on a real model's weights against the optimizer's own per-weight lists.
 """
@@ -14,8 +14,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
-from tb_modelmem import _keras_slots, roles  # noqa: E402
 from tb_modelmem.capture.variables import keras_slot_map  # noqa: E402
+from tb_modelmem.rules import _keras_slots, roles  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,8 +63,10 @@ def test_plan_replays_what_keras_builds_on_real_weights(class_name, key):
     cls = getattr(keras.optimizers, class_name)
     defaults = cls().get_config()
     on = set(filter(None, key.split("+")))
-    config = {flag: (defaults[flag] if (flag in on) == bool(defaults[flag]) else
-                     (not defaults[flag] if isinstance(defaults[flag], bool) else (2 if defaults[flag] is None else 0.5)))
+    def flipped(default):
+        return not default if isinstance(default, bool) else (2 if default is None else 0.5)
+
+    config = {flag: (defaults[flag] if (flag in on) == bool(defaults[flag]) else flipped(defaults[flag]))
               for flag in entry["flags"]}
     weights = real_weights()
     optimizer = cls(**config)

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tb_modelmem import summary
-from tb_modelmem.records import OPTIMIZER_SLOT, WEIGHT, Breakdown, VariableRecord
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 from tests.plugin_harness import write_events
 from tests.tensorboard_process import TensorBoardProcess
 

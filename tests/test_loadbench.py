@@ -5,7 +5,8 @@ import glob
 import pytest
 import tensorflow as tf
 
-from tb_modelmem import cli, loadbench, payload
+from tb_modelmem import cli, loadbench
+from tb_modelmem.schema import payload
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ def test_cli_loadbench_measures_every_format_and_writes_the_logdir(tiny_model_pa
             assert r.file_bytes > 0 and r.load_seconds > 0
         assert r.format in table
     # The optimizer state trained into the file is really there (the point of compile=True vs False).
-    from tb_modelmem.capture.model_file import read_path
+    from tb_modelmem.readers.model_file import read_path
 
     saved = read_path(str(workdir / "model.keras"))
     assert any(v.role == "optimizer_slot" for v in saved.variables)
@@ -54,7 +55,8 @@ def test_cli_loadbench_measures_every_format_and_writes_the_logdir(tiny_model_pa
     served = Served(str(tmp_path / "logs"))
     ((run, tag),) = [key for key, info in served.tags().items() if info["kind"] == "loadbench"]
     body = served.json("/loadbench", run=run, tag=tag)
-    assert [(r["format"], r["file_bytes"]) for r in body["results"]] == [(r.format, r.file_bytes) for r in bench.results]
+    expected = [(r.format, r.file_bytes) for r in bench.results]
+    assert [(r["format"], r["file_bytes"]) for r in body["results"]] == expected
 
 
 def test_a_load_that_fails_reports_the_reason(tmp_path):
@@ -73,7 +75,7 @@ def test_unknown_model_name_is_a_one_line_error(name, capsys):
 
 def test_without_a_baseline_nothing_is_shown_above_it():
     """A failed import-only child leaves no baseline: 'above baseline' is '-', not the whole peak RSS."""
-    from tb_modelmem.records import LoadBench, LoadResult
+    from tb_modelmem.schema.records import LoadBench, LoadResult
 
     bench = LoadBench("tiny.keras", [
         LoadResult(loadbench.BASELINE, "import tensorflow, keras", error="load failed: MemoryError"),

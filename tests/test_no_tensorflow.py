@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
 
     sys.meta_path.insert(0, NoTensorFlow())
     from tb_modelmem import summary
-    from tb_modelmem.records import Breakdown, VariableRecord
+    from tb_modelmem.schema.records import Breakdown, VariableRecord
     from tests.plugin_harness import Served, write_events
 
     logdir = tempfile.mkdtemp()

@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from tb_modelmem.capture import xspace
-from tb_modelmem.records import PEAK_CATEGORIES
+from tb_modelmem.readers import xspace
+from tb_modelmem.schema.names import PEAK_CATEGORIES
 from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

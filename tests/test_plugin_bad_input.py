@@ -9,8 +9,10 @@ import zlib
 import pytest
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
-from tb_modelmem import metadata, summary
-from tb_modelmem.records import WEIGHT, Breakdown, VariableRecord
+from tb_modelmem import summary
+from tb_modelmem.schema import metadata
+from tb_modelmem.schema.names import WEIGHT
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 from tests.plugin_harness import Served, write_events
 
 XSS = "<img src=x onerror=alert(1)>"

@@ -16,11 +16,10 @@ import pytest
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from tb_modelmem import metadata, payload, summary
-from tb_modelmem.records import (
-    PEAK_CATEGORIES, DERIVED, MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, WEIGHT, Breakdown, LayerRecord, OpRecord, OpTrace,
-    VariableRecord,
-)
+from tb_modelmem import summary
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.names import DERIVED, MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, PEAK_CATEGORIES, WEIGHT
+from tb_modelmem.schema.records import Breakdown, LayerRecord, OpRecord, OpTrace, VariableRecord
 from tests.plugin_harness import Served, write_events
 from tests.trace_fixtures import synthetic_run_metadata
 
@@ -173,8 +172,8 @@ def _write_run_metadata(run_dir: str, tagged: List[Tuple[str, bytes]]) -> None:
     os.makedirs(run_dir, exist_ok=True)
     writer = EventFileWriter(run_dir)
     for step, (tag, raw) in enumerate(tagged):
-        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, tagged_run_metadata=event_pb2.TaggedRunMetadata(
-            tag=tag, run_metadata=raw)))
+        tagged_run_metadata = event_pb2.TaggedRunMetadata(tag=tag, run_metadata=raw)
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, tagged_run_metadata=tagged_run_metadata))
     writer.close()
 
 

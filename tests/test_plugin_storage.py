@@ -75,7 +75,8 @@ def test_lenet_layers_params_and_derivations_match_keras(served):
     # the model is the tree's root: its row totals its layers
     (root,) = [row for row in rows if row["depth"] == 0 and row["layer"] == model.name]
     assert root["params"] == model.count_params() and not root["leaf"]
-    assert [row["layer"] for row in rows if row["depth"] == 1] == [f"{model.name}/{layer.name}" for layer in model.layers]
+    expected = [f"{model.name}/{layer.name}" for layer in model.layers]
+    assert [row["layer"] for row in rows if row["depth"] == 1] == expected
 
 
 def test_totals_equal_sum_over_model_and_optimizer_variables(served):

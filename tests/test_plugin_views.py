@@ -2,8 +2,11 @@
 answers carry, column by column (views.layer_tree); who owns a variable and what counts as a
 parameter in a served breakdown (views.BreakdownView)."""
 
-from tb_modelmem.plugin.views import BreakdownView, Pager, appended, layer_tree
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
+from tb_modelmem.plugin.views.breakdown import BreakdownView
+from tb_modelmem.plugin.views.pager import Pager
+from tb_modelmem.plugin.views.trees import appended, layer_tree
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 
 
 def pager() -> Pager:
@@ -40,7 +43,7 @@ def test_order_puts_unknown_values_last_both_ways():
 
 
 def test_no_page_is_longer_than_max_page_on_any_path():
-    from tb_modelmem.plugin.views import FIRST_PAGES, MAX_PAGE
+    from tb_modelmem.plugin.views.pager import FIRST_PAGES, MAX_PAGE
 
     big = Pager({"name": [f"op{i}" for i in range(FIRST_PAGES + 10)], "time_us": list(range(FIRST_PAGES + 10))},
                 "time_us")

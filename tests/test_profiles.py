@@ -47,7 +47,8 @@ def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(pla
     assert body["peak_bytes"] > 0 and body["allocations"] == "large" and body["allocations_note"]
     # bytes are measured (the allocator), or unknown (no graph in this log dir): never a 0 claimed
     assert all(op["bytes_source"] == "measured" or op["new_bytes"] is None or op["new_bytes"] == 0 and
-               op["op_type"] in ("ReadVariableOp", "Identity", "Reshape") for op in ops if op["bytes_source"] != "derived")
+               op["op_type"] in ("ReadVariableOp", "Identity", "Reshape")
+               for op in ops if op["bytes_source"] != "derived")
     assert any(op["bytes_source"] == "measured" and op["new_bytes"] for op in ops)
     # the layers of the model config the TensorBoard callback wrote; most forward and backward op time is on them
     layers = [row["layer"] for row in layer_rows(body) if row["layer"]]
@@ -58,9 +59,9 @@ def test_a_plain_keras_profile_shows_timed_ops_the_peak_and_the_model_layers(pla
 
 def test_with_the_bfc_allocator_every_op_output_is_measured(tmp_path):
     base = tmp_path / "bfc"
-    result = subprocess.run([sys.executable, "-m", "tests.corpus.harness", "mnist_convnet", "--logdir", str(base / "logs"),
-                             "--out", str(base / "result.json"), "--mode", "plain"], cwd=REPO, capture_output=True,
-                            text=True, timeout=600,
+    result = subprocess.run([sys.executable, "-m", "tests.corpus.harness", "mnist_convnet",
+                             "--logdir", str(base / "logs"), "--out", str(base / "result.json"), "--mode", "plain"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
                                      PYTHONPATH=REPO))
     assert result.returncode == 0, result.stderr[-2000:]
@@ -186,7 +187,8 @@ def test_profiles_are_found_through_tensorboards_filesystem_layer(tmp_path, lene
 
 def test_a_profile_over_the_size_limit_is_a_clear_error_for_that_item(tmp_path, lenet_xplane_bytes):
     session = profile_fixtures.session_dir(str(tmp_path), "big")
-    (tmp_path / "big" / "plugins" / "profile" / "2026_01_01_00_00_00" / "host0.xplane.pb").write_bytes(lenet_xplane_bytes)
+    session = tmp_path / "big" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    (session / "host0.xplane.pb").write_bytes(lenet_xplane_bytes)
     served = Served(str(tmp_path), max_profile_bytes=1024)
     (tag,) = [tag for (_, tag) in served.tags()]
     response = served.settled("/ops", run="big", tag=tag)

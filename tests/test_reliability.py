@@ -17,8 +17,8 @@ from typing import Dict, Tuple
 
 import pytest
 
-from tb_modelmem import payload
-from tb_modelmem.records import WEIGHT
+from tb_modelmem.schema import payload
+from tb_modelmem.schema.names import WEIGHT
 from tests.hostile_logdir import GOOD, HOSTILE, LONG_TAG, QUOTED_RUN, routes, write_hostile_logdir
 from tests.plugin_harness import Served
 from tests.tensorboard_process import TensorBoardProcess
@@ -124,8 +124,9 @@ def test_a_payload_the_tab_could_not_read_back_is_not_written_and_said(tmp_path,
 def test_one_unreadable_memory_sample_is_listed_and_the_series_still_served(tmp_path):
     """A memory series of six samples (RSS growing 1 MiB per step) with a corrupt blob at step 3: the
     Growth answer is built from the five readable ones and names step 3 with its reason."""
-    from tb_modelmem import metadata, summary
-    from tb_modelmem.records import MemorySample
+    from tb_modelmem import summary
+    from tb_modelmem.schema import metadata
+    from tb_modelmem.schema.records import MemorySample
     from tests.hostile_logdir import _blob_summary
     from tests.plugin_harness import write_events
 

@@ -12,9 +12,10 @@ from typing import Any, Dict, List
 import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from tb_modelmem import payload
-from tb_modelmem.capture.run_metadata import fused_ops, reduce_run_metadata
-from tb_modelmem.records import FORWARD, MEASURED, OpRecord, OpTrace
+from tb_modelmem.readers.run_metadata import fused_ops, reduce_run_metadata
+from tb_modelmem.schema import payload
+from tb_modelmem.schema.names import FORWARD, MEASURED
+from tb_modelmem.schema.records import OpRecord, OpTrace
 from tests import trace_fixtures
 from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
@@ -146,7 +147,7 @@ def test_reduces_without_tensorflow_as_the_backend_does():
                     raise ImportError("TensorFlow is blocked in this test")
 
         sys.meta_path.insert(0, NoTensorFlow())
-        from tb_modelmem.capture.run_metadata import reduce_run_metadata
+        from tb_modelmem.readers.run_metadata import reduce_run_metadata
         from tests.trace_fixtures import synthetic_run_metadata
 
         trace = reduce_run_metadata(synthetic_run_metadata(100).SerializeToString())

@@ -10,8 +10,9 @@ import pytest
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 import tb_modelmem
-from tb_modelmem import metadata, payload
-from tb_modelmem.records import DERIVED, OpTrace
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.names import DERIVED
+from tb_modelmem.schema.records import OpTrace
 from tb_modelmem.tracing import Trace
 from tests import trace_fixtures
 from tests.trace_fixtures import CONV1_BYTES
@@ -162,7 +163,8 @@ def test_full_memory_trace_must_come_before_tensorflow_starts(monkeypatch):
     import tb_modelmem
 
     tf.constant(1)  # this process's TensorFlow has started
-    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "false")  # undone after the test with what the call sets: later subprocesses inherit the environment
+    # undone after the test with what the call sets: later subprocesses inherit the environment
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "false")
     with pytest.warns(RuntimeWarning, match="came after TensorFlow started"):
         assert tb_modelmem.enable_full_memory_trace() is False
     script = ("import tb_modelmem; ok = tb_modelmem.enable_full_memory_trace(); import tensorflow as tf; "
@@ -210,7 +212,8 @@ def test_only_the_traces_of_a_function_that_ran_are_read(tmp_path, lenet):
     the functions it calls) are read. Reading both cost a ResNet50 step twice the graph work."""
     import tensorflow as tf
 
-    from tb_modelmem.capture import opgraph, xspace
+    from tb_modelmem.capture import opgraph
+    from tb_modelmem.readers import xspace
 
     train_step, batch, _ = lenet
     traces = {f.name.decode(): f for f in train_step._list_all_concrete_functions()}

@@ -14,12 +14,14 @@ from typing import Any, List, NamedTuple, Tuple
 
 import pytest
 
-from tb_modelmem import metadata, payload, proto
-from tb_modelmem.capture import xspace
+from tb_modelmem import proto
 from tb_modelmem.capture.opgraph import graph_info, variables_of
 from tb_modelmem.capture.variables import breakdown
-from tb_modelmem.join import Vocabulary
-from tb_modelmem.records import BACKWARD, DERIVED, MEASURED, OPTIMIZER, UNKNOWN_BYTES, OpRecord, OpTrace
+from tb_modelmem.readers import xspace
+from tb_modelmem.rules.join import Vocabulary
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.names import BACKWARD, DERIVED, MEASURED, OPTIMIZER, UNKNOWN_BYTES
+from tb_modelmem.schema.records import OpRecord, OpTrace
 from tests import trace_fixtures
 from tests.layer_time import on_layers
 from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
@@ -235,7 +237,7 @@ def test_eager_ops_are_rows_named_by_their_type(tmp_path):
 def test_reading_a_profile_does_not_import_tensorflow(profiled):
     script = textwrap.dedent(f"""
         import sys
-        from tb_modelmem.capture import xspace
+        from tb_modelmem.readers import xspace
 
         trace = xspace.reduce_xspace(xspace.load_xspace({profiled.path!r}))
         print(len(trace.ops) > 100, trace.steps, "tensorflow" in sys.modules)

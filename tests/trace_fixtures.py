@@ -122,7 +122,7 @@ def lenet_tf1_traced(partition_graphs: bool = False) -> TracedSession:
 
     from tb_modelmem.capture.opgraph import graph_info
     from tb_modelmem.capture.variables import breakdown
-    from tb_modelmem.join import Vocabulary
+    from tb_modelmem.rules.join import Vocabulary
 
     v1 = tf.compat.v1
     with tf.Graph().as_default() as graph:

@@ -8,29 +8,15 @@ traced so far and the functions they call (nested calls, loop bodies).
 from __future__ import annotations
 
 import collections
-import dataclasses
 import inspect
 import threading
 import weakref
 from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
-from tb_modelmem.join import OpGraph
+from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
+from tb_modelmem.rules.join import OpGraph
 
-Dims = Optional[Tuple[Optional[int], ...]]  # None: unknown rank
-# One output of a graph op: (dims, dtype name, bytes per element; 0 if not a plain array).
-OutputSpec = Tuple[Dims, str, int]
 _VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
-
-
-@dataclasses.dataclass
-class GraphInfo:
-    """What the traced graphs say about the ops a profile ran."""
-
-    outputs: Mapping[str, List[OutputSpec]]  # op name -> its outputs
-    graphs: List[OpGraph] = dataclasses.field(default_factory=list)
-    # (op name or its output specs, batch) -> what the specs say of its output (``xspace``): kept
-    # with the graph, so the next trace of the same step does not work it out again
-    derived: Dict[Tuple[Any, Optional[int]], Tuple[str, int, str, str]] = dataclasses.field(default_factory=dict)
 
 
 class OutputSpecs(Mapping[str, List[OutputSpec]]):

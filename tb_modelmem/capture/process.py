@@ -19,10 +19,10 @@ import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
-from tb_modelmem.records import Count, DeviceMemory, MemorySample
+from tb_modelmem.schema.names import OTHER_LINE
+from tb_modelmem.schema.records import Count, DeviceMemory, MemorySample
 
 TOP = 40  # lines kept per census list (the rest is summed into one OTHER_LINE)
-OTHER_LINE = "(other)"  # one stable name, so samples with a different tail still compare
 
 
 def sample(census: bool = True, label: str = "") -> MemorySample:
@@ -64,7 +64,8 @@ def _devices() -> List[DeviceMemory]:
             info = tf.config.experimental.get_memory_info(name)
         except Exception:  # a device whose allocator keeps no statistics
             continue
-        out.append(DeviceMemory(name=name, current_bytes=int(info.get("current", 0)), peak_bytes=int(info.get("peak", 0))))
+        out.append(DeviceMemory(name=name, current_bytes=int(info.get("current", 0)),
+                                peak_bytes=int(info.get("peak", 0))))
     return out
 
 

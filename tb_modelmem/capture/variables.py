@@ -4,7 +4,7 @@ Reads shapes, dtypes and devices only, never values, so the cost is
 O(#variables) however big the model is. Optimizer slots are found by
 identity in the optimizer's own per-weight lists (Keras 3) or through
 ``get_slot`` (TF1), and by name patterns only when that finds nothing.
-Roles, slot names and layers follow ``tb_modelmem.roles``, the rules every
+Roles, slot names and layers follow ``tb_modelmem.rules.roles``, the rules every
 other source (checkpoints, model files) follows too. A slot's ``layer`` is its
 weight's layer, so a layer's roll-up shows what training it costs; other
 optimizer state stays under the optimizer's scope. A ``tf.train.Checkpoint``
@@ -23,8 +23,9 @@ from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import tensorflow as tf
 
-from tb_modelmem import records, roles
-from tb_modelmem.capture import layers as layer_capture
+from tb_modelmem.rules import layers as layer_capture
+from tb_modelmem.rules import roles
+from tb_modelmem.schema import names, records
 
 Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 
@@ -152,10 +153,10 @@ def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str
         name = _name(var)
         slot: Optional[Slot] = slots.get(id(var))
         if slot is not None:
-            role = records.OPTIMIZER_SLOT
+            role = names.OPTIMIZER_SLOT
             layer = layer_of.get(id(slot[1]), roles.layer_of(_name(slot[1])))
         elif id(var) in optimizer_state:
-            role, layer = records.OTHER, roles.layer_of(name)
+            role, layer = names.OTHER, roles.layer_of(name)
         else:
             role = roles.role(name, _dtype(var).name, _dims_list(static_dims(var)), getattr(var, "trainable", None),
                               keras_state=id(var) in keras_non_trainable)

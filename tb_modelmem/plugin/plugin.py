@@ -21,17 +21,20 @@ from tensorboard.backend import http_util, json_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tb_modelmem import growth, metadata
-from tb_modelmem.plugin import views
+from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.plugin.sources import LISTING_SECONDS, MAX_NAME, Item, Located, Source
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileSource
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
-from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
-from tb_modelmem.records import Breakdown, OpTrace
+from tb_modelmem.plugin.views import pager
+from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, loadbench_view
+from tb_modelmem.plugin.views.trace import OP_FIELDS, TraceView
+from tb_modelmem.rules import growth
+from tb_modelmem.schema import metadata
+from tb_modelmem.schema.records import Breakdown, OpTrace
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
@@ -121,21 +124,21 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_breakdown(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.BREAKDOWN, lambda view, q: dict(
-            view.summary(), variables=view.variables.page(**q.page(views.VARIABLE_FIELDS))))
+            view.summary(), variables=view.variables.page(**q.page(VARIABLE_FIELDS))))
 
     @wrappers.Request.application
     def _serve_variables(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.BREAKDOWN,
-                             lambda view, q: view.variables.page(**q.page(views.VARIABLE_FIELDS)))
+                             lambda view, q: view.variables.page(**q.page(VARIABLE_FIELDS)))
 
     @wrappers.Request.application
     def _serve_ops(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.OPS, lambda view, q: dict(
-            view.summary(), ops=view.ops.page(**q.page(views.OP_FIELDS))), joined=True)
+            view.summary(), ops=view.ops.page(**q.page(OP_FIELDS))), joined=True)
 
     @wrappers.Request.application
     def _serve_op_rows(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, metadata.OPS, lambda view, q: view.ops.page(**q.page(views.OP_FIELDS)),
+        return self._respond(request, metadata.OPS, lambda view, q: view.ops.page(**q.page(OP_FIELDS)),
                              joined=True)
 
     @wrappers.Request.application
@@ -144,7 +147,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_loadbench(self, request: wrappers.Request) -> wrappers.Response:
-        return self._respond(request, metadata.LOADBENCH, lambda record, q: views.loadbench_view(record))
+        return self._respond(request, metadata.LOADBENCH, lambda record, q: loadbench_view(record))
 
     @wrappers.Request.application
     def _serve_hosts(self, request: wrappers.Request) -> wrappers.Response:
@@ -203,12 +206,12 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             extra: Dict[str, Any] = {}
             if isinstance(record, Breakdown):
                 view_key = ("view",) + view_key
-                view = self.store.get(view_key, lambda job: _built(views.BreakdownView, record))
+                view = self.store.get(view_key, lambda job: _built(BreakdownView, record))
             elif isinstance(record, OpTrace):
                 breakdown, extra = self._breakdown_for(ctx, experiment, item, located, query) if joined else (None, {})
                 view_key = ("view", breakdown[0] if breakdown else None) + view_key
                 view = self.store.get(view_key, lambda job: _built(
-                    views.TraceView, record, breakdown[1] if breakdown else None))
+                    TraceView, record, breakdown[1] if breakdown else None))
 
             def answer(job: Any) -> bytes:
                 body = {"run": item.run, "tag": item.tag, "origin": item.origin, "step": located.step,
@@ -227,7 +230,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         return self.store.get(_key(located), located.build, located.input_bytes)
 
     def _breakdown_for(self, ctx: Any, experiment: str, item: Item, located: Located, query: "_Query"
-                       ) -> Tuple[Optional[Tuple[Hashable, views.BreakdownView]], Dict[str, Any]]:
+                       ) -> Tuple[Optional[Tuple[Hashable, BreakdownView]], Dict[str, Any]]:
         """The breakdown the ops are joined with: the one asked for, else the one of the run's
         breakdown tags nearest the trace's step; and which ones there are, for a picker."""
         choices = [(s, i) for s, i in self._items(ctx, experiment)
@@ -248,7 +251,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         for _, tag, found in sorted(ranked, key=lambda r: (r[0], r[1])):
             try:  # still building (Pending): the trace's answer waits for it rather than being kept unjoined
                 record = self._build(found)
-                view = self.store.get(("view",) + _key(found), lambda job: _built(views.BreakdownView, record))
+                view = self.store.get(("view",) + _key(found), lambda job: _built(BreakdownView, record))
             except errors.PublicError:  # unreadable: the next nearest breakdown
                 continue
             return (_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed}
@@ -295,7 +298,7 @@ class _Query:
         self.host = _optional(request, "host")
         self.breakdown = _optional(request, "breakdown")
         self.offset = _int_arg(request, "offset", 0)
-        self.limit = _int_arg(request, "limit", views.PAGE)
+        self.limit = _int_arg(request, "limit", pager.PAGE)
         self.sort = _optional(request, "sort")
         self.order = "asc" if request.args.get("order") == "asc" else "desc"
         self.filter = (_optional(request, "filter") or "")[:500]

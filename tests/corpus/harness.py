@@ -502,7 +502,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         import keras
         import tensorflow as tf
 
-        result["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__, "python": sys.version.split()[0]}
+        result["versions"] = {"tensorflow": tf.__version__, "keras": keras.__version__,
+                              "python": sys.version.split()[0]}
         _install_truth_hooks(state)
         if kind == "fit":
             _install_fit_hook(state)

@@ -77,7 +77,8 @@ def name_error(run: str, tag: str) -> Optional[str]:
     """Why a run or tag cannot be requested by name, if it cannot."""
     for what, name in (("run", run), ("tag", tag)):
         if len(name) > MAX_NAME:
-            return f"this {what} name is {len(name):,} characters long; the tab can request names of at most {MAX_NAME:,}"
+            return (f"this {what} name is {len(name):,} characters long; "
+                    f"the tab can request names of at most {MAX_NAME:,}")
     return None
 
 

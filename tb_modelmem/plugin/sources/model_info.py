@@ -10,10 +10,10 @@ from typing import Any, Dict, Hashable, Iterator, List, Optional, Tuple
 from tensorboard.compat.proto import config_pb2
 from tensorboard.data import provider
 
-from tb_modelmem.capture.graphdef import graph_info_from_graph_defs, parse_graph_def
-from tb_modelmem.capture.opgraph import GraphInfo
-from tb_modelmem.join import Vocabulary
 from tb_modelmem.plugin.sources import MAX_STEPS
+from tb_modelmem.readers.graph_info import GraphInfo
+from tb_modelmem.readers.graphdef import graph_info_from_graph_defs, parse_graph_def
+from tb_modelmem.rules.join import Vocabulary
 
 GRAPHS_PLUGIN, RUN_GRAPH = "graphs", "__run_graph__"
 KERAS_MODEL_PLUGIN = "graph_keras_model"

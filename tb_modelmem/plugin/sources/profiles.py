@@ -19,13 +19,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tensorboard.compat.tensorflow_stub.io import gfile
 
-from tb_modelmem import metadata, proto
-from tb_modelmem.capture.memory_profile import reduce_memory_profile
-from tb_modelmem.capture.xspace import reduce_xspace
+from tb_modelmem import proto
 from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.readers.memory_profile import reduce_memory_profile
+from tb_modelmem.readers.xspace import reduce_xspace
+from tb_modelmem.schema import metadata
 
 ORIGIN = "profile"
 TAG_PREFIX = "profile/"
@@ -100,7 +101,8 @@ class ProfileSource(Source):
                 job.report(0.6, "reducing")
                 return reduce_xspace(space, graphs, vocabulary=vocabulary)
             except Exception as e:  # a truncated or foreign file: this item's error only
-                raise UnreadableError(f"{where}: not a readable profile ({type(e).__name__}: {first_line(e)})") from None
+                raise UnreadableError(
+                    f"{where}: not a readable profile ({type(e).__name__}: {first_line(e)})") from None
 
         return Located(key, trace[1] if trace else None, mtime, size, build)
 

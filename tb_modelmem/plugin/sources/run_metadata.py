@@ -11,13 +11,13 @@ from typing import Any, Dict, List, Optional
 
 from tensorboard.data import provider
 
-from tb_modelmem import metadata
-from tb_modelmem.capture.run_metadata import reduce_run_metadata
-from tb_modelmem.join import vocabulary_from_variables
 from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, StepReader, name_error, pick_step, read_blob
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.readers.run_metadata import reduce_run_metadata
+from tb_modelmem.rules.join import vocabulary_from_variables
+from tb_modelmem.schema import metadata
 
 ORIGIN = "run_metadata"
 PLUGINS = ("graph_tagged_run_metadata", "graph_run_metadata")

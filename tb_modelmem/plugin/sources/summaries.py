@@ -7,10 +7,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tensorboard.data import provider
 
-from tb_modelmem import metadata, payload
-from tb_modelmem.plugin.sources import Item, Located, Source, StepReader, name_error, pick_step, read_blob
 from tb_modelmem.gc_paused import paused_gc
+from tb_modelmem.plugin.sources import Item, Located, Source, StepReader, name_error, pick_step, read_blob
 from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.schema import metadata, payload
 
 ORIGIN = "modelmem"
 

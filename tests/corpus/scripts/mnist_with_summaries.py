@@ -7,9 +7,7 @@
 # them; written for the corpus, not a copy of its text. Lines whose behaviour differs from the
 # source end in "# corpus patch: <why>".
 """A simple MNIST classifier that writes summaries for every TensorBoard dashboard."""
-from __future__ import absolute_import
-from __future__ import division
-from __future__ import print_function
+from __future__ import absolute_import, division, print_function
 
 import argparse
 import sys

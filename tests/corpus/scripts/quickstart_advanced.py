@@ -6,9 +6,8 @@
 # end in "# corpus patch: <why>".
 import numpy as np  # corpus patch: numpy for the synthetic data
 import tensorflow as tf
-
-from tensorflow.keras.layers import Dense, Flatten, Conv2D
 from tensorflow.keras import Model
+from tensorflow.keras.layers import Conv2D, Dense, Flatten
 
 # The notebook downloads MNIST with tf.keras.datasets.mnist.load_data().
 rng = np.random.default_rng(0)  # corpus patch: synthetic data, nothing is downloaded

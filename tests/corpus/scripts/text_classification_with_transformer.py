@@ -3,9 +3,8 @@
 # Apache License 2.0, see ../SOURCES.md). Same custom layers, model, compile and fit calls as the
 # source; written for the corpus, not a copy of its text. Lines whose behaviour differs from the
 # source end in "# corpus patch: <why>".
-import numpy as np
-
 import keras
+import numpy as np
 from keras import layers, ops
 
 

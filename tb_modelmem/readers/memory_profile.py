@@ -4,7 +4,7 @@ written by TF 2.3-2.10; XProf no longer reads it) to an OpTrace. No TF.
 It has the allocator's timeline (one snapshot per allocator event, with the bytes in use
 after it), the peak and the allocations active at the peak (op, shape, dtype, region type),
 but no op times: the trace is ``timed=False``. Each allocation is categorised by its op's
-phase like every other source (``tb_modelmem.join``, ``capture.live``).
+phase like every other source (``tb_modelmem.rules.join``, ``readers.allocator_replay``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import json
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from tb_modelmem.capture.live import MAX_TIMELINE_POINTS, step_category
-from tb_modelmem.join import Joiner, Vocabulary
-from tb_modelmem.records import BEFORE_WINDOW, MEASURED, BufferRecord, OpRecord, OpTable, OpTrace, Timeline
+from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS, step_category
+from tb_modelmem.rules.join import Joiner, Vocabulary
+from tb_modelmem.schema.names import BEFORE_WINDOW, MEASURED
+from tb_modelmem.schema.records import BufferRecord, OpRecord, OpTable, OpTrace, Timeline
 
 MAX_JSON_BYTES = 128 * 2**20  # a TF 2.3-2.10 step profile is a few MB; parsing this much already costs ~1 GiB
 
@@ -53,7 +54,8 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
                            "min_bytes": int(min(in_use))})
     timeline, origin = _timeline(timelines)
     return OpTrace(source="memory_profile", ops=OpTable.by_name(ops.values()), peak_bytes=peak_bytes,
-                   peak_time_us=max(peak_time - origin, 0.0), timeline=timeline, devices=sorted(per_allocator), steps=1, counts_resident=True,
+                   peak_time_us=max(peak_time - origin, 0.0), timeline=timeline, devices=sorted(per_allocator),
+                   steps=1, counts_resident=True,
                    peak_buffers=sorted(buffers, key=lambda b: -b.bytes), timed=False, allocators=allocators,
                    allocations="all", layers=list(joiner.vocabulary.layers))
 
@@ -149,9 +151,10 @@ def _active(profile: Dict[str, Any], snapshots: List[Dict[str, Any]], joiner: Jo
         region = str(activity.get("regionType") or "")
         category = BEFORE_WINDOW if before else step_category(joiner.assign(op)[1] if op else "", region)
         for _ in range(min(times, 10_000)):
-            out.append(BufferRecord(op=op or str(activity.get("tfOpName") or ""), bytes=_int(activity.get("allocationBytes")),
-                                    shape=str(activity.get("tensorShape") or ""), dtype=str(activity.get("dataType") or ""),
-                                    region=region, category=category))
+            out.append(BufferRecord(op=op or str(activity.get("tfOpName") or ""),
+                                    bytes=_int(activity.get("allocationBytes")),
+                                    shape=str(activity.get("tensorShape") or ""),
+                                    dtype=str(activity.get("dataType") or ""), region=region, category=category))
     return out
 
 
@@ -174,6 +177,7 @@ def _timeline(per_allocator: List[Tuple[str, List[Tuple[float, float, str]]]]) -
         total.append(sum(current.values()))
         ops.append(op)
     step = max(1, -(-len(t_us) // MAX_TIMELINE_POINTS))
-    keep = sorted(set(range(0, len(t_us), step)) | ({max(range(len(total)), key=total.__getitem__)} if total else set()))
+    peak = {max(range(len(total)), key=total.__getitem__)} if total else set()
+    keep = sorted(set(range(0, len(t_us), step)) | peak)
     origin = t_us[0] if t_us else 0.0
     return Timeline([t_us[i] - origin for i in keep], [total[i] for i in keep], [ops[i] for i in keep]), origin

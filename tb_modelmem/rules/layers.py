@@ -13,7 +13,7 @@ import ast
 import math
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tb_modelmem import records
+from tb_modelmem.schema import names, records
 
 Rule = Callable[[Any], Optional[str]]  # layer -> arithmetic expression, or None if it does not apply
 
@@ -36,7 +36,7 @@ def scope_layer_records(variables: Sequence[records.VariableRecord]) -> List[rec
     "?" term, "3*4 + ?*4 = 12 + ?", so the count is never pulled down by a -1."""
     by_layer: Dict[str, Dict[str, List[int]]] = {}
     for v in variables:
-        if v.role in (records.WEIGHT, records.NON_TRAINABLE):
+        if v.role in (names.WEIGHT, names.NON_TRAINABLE):
             by_layer.setdefault(v.layer, {})[v.name.rsplit("/", 1)[-1]] = [int(d) for d in v.shape]
     out = []
     for layer, shapes in by_layer.items():

@@ -16,8 +16,10 @@ from typing import Any, Dict, Type, Union
 import orjson
 import zstandard
 
-from tb_modelmem import metadata
-from tb_modelmem.records import MAX_DECODED_BYTES, Breakdown, LoadBench, MemorySample, OpTrace, Record, preview
+from tb_modelmem.schema import metadata
+from tb_modelmem.schema.codec import Record
+from tb_modelmem.schema.limits import MAX_DECODED_BYTES, preview
+from tb_modelmem.schema.records import Breakdown, LoadBench, MemorySample, OpTrace
 
 RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.BREAKDOWN: Breakdown,

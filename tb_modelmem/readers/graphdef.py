@@ -12,9 +12,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from tensorboard.compat.proto import graph_pb2, types_pb2
 
-from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
-from tb_modelmem.capture.dtypes import dtype_name, dtype_size
-from tb_modelmem.join import OpGraph
+from tb_modelmem.readers.dtypes import dtype_name, dtype_size
+from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
+from tb_modelmem.rules.join import OpGraph
 
 _VARIABLE_OPS = frozenset({"VariableV2", "VarHandleOp", "Variable"})
 _DTYPE_ATTRS = ("T", "dtype", "out_type", "DstT", "Tout")

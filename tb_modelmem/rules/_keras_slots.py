@@ -9,7 +9,7 @@ shape rule, dtype rule, naming], ...]}]``, one pass over the trainable weights c
 the listed slots for each weight of that kind (``roles.weight_kind``; "*": every kind).
 Shape rules: same, scalar, rows (shape[:-1]), cols (shape[:-2] + shape[-1:]); dtype: same
 as the weight or a fixed dtype; naming: "ref" ("<weight path with _>_<slot>"), "weight"
-(the weight's own name) or None. ``tb_modelmem.roles.keras_layout`` replays them.
+(the weight's own name) or None. ``tb_modelmem.rules.roles.keras_layout`` replays them.
 """
 
 KERAS_VERSION = '3.15.1'

@@ -6,9 +6,10 @@ import itertools
 import operator
 from typing import Any, Dict, List, Optional, Tuple
 
-from tb_modelmem import roles
-from tb_modelmem.capture.layers import scope_layer_records
-from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, ROLES, Breakdown, LayerTable, element_count
+from tb_modelmem.rules import roles
+from tb_modelmem.rules.layers import scope_layer_records
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, ROLES
+from tb_modelmem.schema.records import Breakdown, LayerTable, element_count
 
 NO_LAYER = "(no layer)"  # the row of variables under no layer (TF1 ``beta1_power``, optimizer counters)
 

@@ -7,7 +7,7 @@ from the ``.index`` table itself (parsed here, checked entry by entry before any
 trusts it), the object graph from its bytes in the ``.data`` shard, the ``.meta`` graph
 through TensorBoard's protos: TensorFlow is never imported. Every byte of every file is
 either a variable or a named overhead line: ``sum(variables) + sum(overhead) == file_bytes``.
-Roles, slots and layers follow ``tb_modelmem.roles``, as every other source does.
+Roles, slots and layers follow ``tb_modelmem.rules.roles``, as every other source does.
 """
 
 from __future__ import annotations
@@ -18,11 +18,20 @@ import re
 import struct
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
-from tb_modelmem import proto, roles
-from tb_modelmem.capture.bounded import GRAPH_LIMIT, INDEX_LIMIT, STATE_LIMIT, InspectError, file_size, read_file, \
-    read_range
-from tb_modelmem.capture.dtypes import dtype_name, dtype_size
-from tb_modelmem.records import OPTIMIZER_SLOT, OTHER, Breakdown, VariableRecord
+from tb_modelmem import proto
+from tb_modelmem.readers.bounded import (
+    GRAPH_LIMIT,
+    INDEX_LIMIT,
+    STATE_LIMIT,
+    InspectError,
+    file_size,
+    read_file,
+    read_range,
+)
+from tb_modelmem.readers.dtypes import dtype_name, dtype_size
+from tb_modelmem.rules import roles
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 
 __all__ = ["InspectError", "find_prefix", "read_checkpoint"]
 
@@ -251,7 +260,8 @@ def _reconcile(prefix: str, shard_bytes: List[int], entries: Dict[str, Any], num
     accounted = sum(size_of.values())
     # Keys starting with NUL are slices of partitioned variables: their bytes are the variable's.
     for key in sorted(k for k in entries if k not in numeric and not k.startswith("\x00") and entries[k].size):
-        what = "object graph (_CHECKPOINTABLE_OBJECT_GRAPH)" if key == OBJECT_GRAPH_KEY else f"non-numeric tensor {key!r}"
+        what = ("object graph (_CHECKPOINTABLE_OBJECT_GRAPH)" if key == OBJECT_GRAPH_KEY
+                else f"non-numeric tensor {key!r}")
         overhead.append({"what": f"{what} in .data", "bytes": int(entries[key].size)})
         accounted += int(entries[key].size)
     if data_bytes != accounted:
@@ -458,8 +468,8 @@ def _keras_optimizer_slots(weights: List[int], own: List[int], described: List[T
                            slot_of: Dict[int, Tuple[int, str]], state: Set[int]) -> str:
     """Mark a Keras 3 optimizer's slots (``slot_of``) and other variables (``state``) among the
     nodes ``own``, for its trained nodes ``weights`` (``described``: (name, shape, dtype) of
-    each, weights first; an optimizer variable's name only as the checkpoint stores it). Returns its class, inferred from its default name and what it holds
-    (a checkpoint keeps no class)."""
+    each, weights first; an optimizer variable's name only as the checkpoint stores it). Returns its
+    class, inferred from its default name and what it holds (a checkpoint keeps no class)."""
     paths, stored = described[:len(weights)], described[len(weights):]
     opt_name = next((name.split("/", 1)[0] for name, _, _ in stored if "/" in name), "")
     layout = roles.keras_layout(paths, [roles.Stored(shape, dtype, name or None) for name, shape, dtype in stored],

@@ -3,7 +3,7 @@
 Both reducers (RunMetadata step stats, TF2 profiler XSpace) turn their allocator records into
 ``Event``s and replay them here, so a byte is categorised the same way whatever recorded it:
 an allocation is an activation, a gradient, an optimizer temporary, an input or a temporary
-according to the phase of the op that made it (``tb_modelmem.join``) and its region. A free
+according to the phase of the op that made it (``tb_modelmem.rules.join``) and its region. A free
 of a buffer allocated before the trace window is that buffer seen for the first time: it was
 in use from the window's start until then.
 """
@@ -13,11 +13,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Hashable, List, Optional, Sequence
 
-from tb_modelmem.records import (
-    ACTIVATIONS, BACKWARD, BEFORE_WINDOW, EXECUTOR, FORWARD, GRADIENTS, INPUT, INPUTS, LOSS, MEASURED, METRICS,
-    OPTIMIZER, OPTIMIZER_SLOTS_CATEGORY, OPTIMIZER_TEMPORARIES, STEP_CATEGORIES, TEMPORARIES, WEIGHTS_CATEGORY,
-    BufferRecord, Timeline,
+from tb_modelmem.schema.names import (
+    ACTIVATIONS,
+    BACKWARD,
+    BEFORE_WINDOW,
+    EXECUTOR,
+    FORWARD,
+    GRADIENTS,
+    INPUT,
+    INPUTS,
+    LOSS,
+    MEASURED,
+    METRICS,
+    OPTIMIZER,
+    OPTIMIZER_SLOTS_CATEGORY,
+    OPTIMIZER_TEMPORARIES,
+    STEP_CATEGORIES,
+    TEMPORARIES,
+    WEIGHTS_CATEGORY,
 )
+from tb_modelmem.schema.records import BufferRecord, Timeline
 
 MAX_TIMELINE_POINTS = 2000
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})

@@ -7,7 +7,7 @@ from HDF5 dataset headers; what the format does not let us attribute (config, HD
 zip structure, graphs) is an overhead line, so variables + overhead == file_bytes.
 A ``.keras`` archive is read in place: its stored weights member is a byte range of the
 file that h5py reads directly, so only the headers it needs are touched, never the values.
-Roles, slots and layers follow ``tb_modelmem.roles``, as every other source does; Keras 3
+Roles, slots and layers follow ``tb_modelmem.rules.roles``, as every other source does; Keras 3
 optimizer variables, kept by index, are told apart by ``roles.keras_layout``.
 """
 
@@ -25,12 +25,21 @@ import zipfile
 import zlib
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tb_modelmem import proto, roles
-from tb_modelmem.capture.bounded import GRAPH_LIMIT, JSON_LIMIT, FileView, InspectError, file_size, read_file, \
-    read_range
-from tb_modelmem.capture.checkpoint import find_prefix, read_checkpoint
+from tb_modelmem import proto
 from tb_modelmem.messages import first_line
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT, Breakdown, VariableRecord
+from tb_modelmem.readers.bounded import (
+    GRAPH_LIMIT,
+    JSON_LIMIT,
+    FileView,
+    InspectError,
+    file_size,
+    read_file,
+    read_range,
+)
+from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
+from tb_modelmem.rules import roles
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.records import Breakdown, VariableRecord
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _ZIP_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")  # signature ... file name length, extra field length
@@ -157,7 +166,8 @@ def read_keras_archive(path: str) -> Breakdown:
     except InspectError as e:
         raise e if str(e).startswith(path) else InspectError(f"{path}: {e}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, zlib.error, NotImplementedError) as e:
-        raise InspectError(f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {first_line(e)})") from None
+        raise InspectError(
+            f"{path}: corrupt or truncated .keras archive ({type(e).__name__}: {first_line(e)})") from None
     except (KeyError, ValueError) as e:  # the weights file does not have the layout Keras writes
         raise InspectError(f"{path}: inconsistent .keras archive ({first_line(e)})") from None
     file_bytes = os.path.getsize(path)

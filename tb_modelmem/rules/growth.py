@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from tb_modelmem.capture.process import OTHER_LINE
-from tb_modelmem.records import MemorySample
+from tb_modelmem.schema.names import OTHER_LINE
+from tb_modelmem.schema.records import MemorySample
 
 # Series name -> (unit, noise floor per step: growth below it is not flagged).
 SERIES: Dict[str, Tuple[str, float]] = {

@@ -5,8 +5,8 @@ events ("node:Type" on the host executor lines, or a ``tf_op`` stat on device li
 MemoryAllocation/MemoryDeallocation events. Ops whose output the allocator did not record
 get their output bytes derived from the traced graph (output shape x dtype size at the
 step's batch size), labelled DERIVED; with no graph the size is UNKNOWN_BYTES, never 0.
-Each op's layer and phase come from ``tb_modelmem.join``, and the allocator events are
-replayed by ``capture.live`` into a timeline by category and the buffers in use at the peak.
+Each op's layer and phase come from ``tb_modelmem.rules.join``, and the allocator events are
+replayed by ``readers.allocator_replay`` into a timeline by category and the buffers in use at the peak.
 The schema comes from ``tb_modelmem.proto``, so the TensorBoard backend reduces profiles
 found in old log dirs without TensorFlow.
 """
@@ -21,12 +21,13 @@ import warnings
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from tb_modelmem import proto
-from tb_modelmem.capture.dtypes import dtype_name
-from tb_modelmem.capture.live import Event, replay, step_category
-from tb_modelmem.capture.opgraph import GraphInfo, OutputSpec
-from tb_modelmem.capture.run_metadata import format_shape, fused_ops
-from tb_modelmem.join import Joiner, Vocabulary, node_entry
-from tb_modelmem.records import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES, OpTable, OpTrace
+from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.readers.dtypes import dtype_name
+from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
+from tb_modelmem.readers.run_metadata import format_shape, fused_ops
+from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
+from tb_modelmem.schema.names import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES
+from tb_modelmem.schema.records import OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
 
@@ -370,7 +371,7 @@ def _is_iterator_output(name: str) -> bool:
 
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = frozenset()) -> List[Event]:
-    """Allocator events for ``live.replay``: each allocation categorised by its op's phase.
+    """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input."""
     out = []
@@ -380,7 +381,8 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = 
         allocator = str(stats.get("allocator_name", ""))
         in_use = float(stats.get("bytes_allocated") or 0)
         # A profile that omits the sizes still has the allocator's count before and after.
-        size = int(stats.get("allocation_bytes") or stats.get("requested_bytes") or abs(in_use - last.get(allocator, 0)))
+        size = int(stats.get("allocation_bytes") or stats.get("requested_bytes")
+                   or abs(in_use - last.get(allocator, 0)))
         last[allocator] = in_use
         event = Event(t_us=m.time_ps / 1e6, delta=size if m.is_alloc else -size, key=(allocator, stats.get("addr")),
                       allocator=allocator, region=str(stats.get("region_type") or ""), in_use=in_use,

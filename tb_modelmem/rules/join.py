@@ -24,9 +24,18 @@ import functools
 import re
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
-from tb_modelmem.records import (
-    BACKWARD, EXECUTOR, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT, Breakdown,
+from tb_modelmem.schema.names import (
+    BACKWARD,
+    EXECUTOR,
+    FORWARD,
+    INPUT,
+    LOSS,
+    METRICS,
+    OPTIMIZER,
+    OPTIMIZER_SLOT,
+    WEIGHT,
 )
+from tb_modelmem.schema.records import Breakdown
 
 _T = TypeVar("_T")
 _SUFFIX = re.compile(r"_\d+$")
@@ -81,7 +90,7 @@ class Vocabulary:
         breakdown's ``rollup.owner_column``, when the caller has it already."""
         if breakdown is None:
             return cls([])
-        from tb_modelmem.rollup import model_layers, owner_column
+        from tb_modelmem.rules.rollup import model_layers, owner_column
 
         layers = model_layers(breakdown)
         known = set(layers)

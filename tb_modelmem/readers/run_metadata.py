@@ -3,7 +3,7 @@
 No TensorFlow import: the plugin backend runs this on old log dirs written by plain
 ``FileWriter.add_run_metadata``, so it reads TensorBoard's copies of the protos. The
 op-naming helpers here (kernel -> fused ops, shapes) are shared with
-``capture.xspace`` so both sources read the same way.
+``readers.xspace`` so both sources read the same way.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
-from tb_modelmem.capture.dtypes import dtype_name
-from tb_modelmem.capture.live import Event, replay, step_category
-from tb_modelmem.join import Joiner, OpGraph, Vocabulary
-from tb_modelmem.records import MEASURED, OpRecord, OpTable, OpTrace
+from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.readers.dtypes import dtype_name
+from tb_modelmem.rules.join import Joiner, OpGraph, Vocabulary
+from tb_modelmem.schema.names import MEASURED
+from tb_modelmem.schema.records import OpRecord, OpTable, OpTrace
 
 # "[mklcpu 0.1MB 0.1MB] scope/Relu = _MklNativeFusedConv2D(in0, in1, in2)"
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<name>.+?) = (?P<op>[^(\s]+)\((?P<args>.*)\)\s*$")
@@ -35,7 +36,7 @@ def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
     ``run_metadata``: a ``tf.compat.v1.RunMetadata``, TensorBoard's ``config_pb2.RunMetadata``
     or its serialized bytes. Rows are keyed by (node, device) and aggregated over calls:
     ``time_us`` sums the calls, ``output_bytes`` and ``alloc_bytes`` are the largest call.
-    Each op's layer and phase come from ``tb_modelmem.join`` (``graphs``: the session's graph,
+    Each op's layer and phase come from ``tb_modelmem.rules.join`` (``graphs``: the session's graph,
     when the caller has it; ``vocabulary``: the model's layers). The timeline counts the bytes
     allocated during the step from 0 at its start, so memory held before the step (weights,
     slots) is not in it (``counts_resident`` is False). Raises ValueError for a RunMetadata

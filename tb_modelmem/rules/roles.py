@@ -15,8 +15,8 @@ import itertools
 import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from tb_modelmem import _keras_slots
-from tb_modelmem.records import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.rules import _keras_slots
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 __all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
            "is_param", "param_flags", "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind",

@@ -1,0 +1,54 @@
+"""A breakdown ready to serve: totals by role, the layer tree, and its variables as a pageable table."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Any, Dict
+
+from tb_modelmem.plugin.views.pager import Pager
+from tb_modelmem.plugin.views.trees import layer_tree
+from tb_modelmem.rules import roles
+from tb_modelmem.rules.join import Vocabulary
+from tb_modelmem.rules.rollup import layer_columns, owner_column
+from tb_modelmem.schema.records import Breakdown, LoadBench, element_counts
+
+VARIABLE_FIELDS = ("name", "layer", "shape", "dtype", "params", "bytes", "role", "slot", "slot_of", "device",
+                   "replicas")
+
+
+class BreakdownView:
+    """A breakdown ready to serve: totals, the layer tree, and its variables as a pageable table."""
+
+    def __init__(self, record: Breakdown) -> None:
+        self.record = record
+        columns = dict(record.variables.columns)
+        owners = owner_column(record)
+        own = layer_columns(record, owners)
+        self.totals = {role: sum(values) for role, values in own["bytes"].items()}  # every variable is on one layer
+        # as answers carry it: built once, held (and counted) by the store
+        self.layer_table = layer_tree(own.pop("name"), own, sums=("params", "total_bytes"), nested=("bytes",))
+        self._owners = owners
+        columns["params"] = element_counts(columns["shape"])
+        self.total_params = sum(itertools.compress(columns["params"], roles.param_flags(columns["name"],
+                                                                                        columns["role"])))
+        self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
+
+    @functools.cached_property
+    def vocabulary(self) -> Vocabulary:
+        """Its layers and variable owners, for joining a trace (built when the first trace asks)."""
+        return Vocabulary.from_breakdown(self.record, self._owners)
+
+    def summary(self) -> Dict[str, Any]:
+        record = self.record
+        return {
+            "source": record.source, "model_name": record.model_name, "optimizer": record.optimizer,
+            "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
+            "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
+            "total_params": self.total_params,
+            "layers": self.layer_table,
+        }
+
+
+def loadbench_view(record: LoadBench) -> Dict[str, Any]:
+    return {"model_name": record.model_name, "results": [r.to_dict() for r in record.results]}

@@ -1,0 +1,136 @@
+"""Every byte in use at a traced step's peak, by category, and the same over the step's timeline."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from tb_modelmem.plugin.views.breakdown import BreakdownView
+from tb_modelmem.schema.names import (
+    NON_TRAINABLE,
+    NON_TRAINABLE_CATEGORY,
+    OPTIMIZER_SLOTS_CATEGORY,
+    OTHER,
+    PEAK_CATEGORIES,
+    RESIDENT_CATEGORIES,
+    STEP_CATEGORIES,
+    STEP_ONLY_CATEGORIES,
+    UNATTRIBUTED,
+    WEIGHT,
+    WEIGHTS_CATEGORY,
+)
+from tb_modelmem.schema.records import OpTrace
+
+
+def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict[str, Any]:
+    """Every byte in use at the peak in one category, summing to ``total``.
+
+    Buffers allocated during the trace take their category from the op that allocated them.
+    What was allocated before the window is the run's weights, non-trainable state and
+    optimizer slots (from the breakdown) as far as they go, the rest ``unattributed``. A
+    TF2 profile's count includes that resident memory; RunMetadata counts only the step's
+    own allocations, so the breakdown's bytes come on top of its peak. A part the data
+    cannot give is None, with the reason in ``unknown``.
+    """
+    if trace.allocations == "none":  # no allocator event: nothing about the peak is known
+        reason = trace.allocations_note or "the trace recorded no allocation events"
+        return {**{c: None for c in PEAK_CATEGORIES}, "total": None, "step_peak_bytes": None,
+                "unknown": {c: reason for c in PEAK_CATEGORIES}}
+    step = {c: 0 for c in STEP_CATEGORIES}
+    seen = 0
+    for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
+        if category in step:
+            step[category] += size
+            seen += size
+    parts: Dict[str, Any] = {c: 0 for c in PEAK_CATEGORIES}
+    for category in STEP_ONLY_CATEGORIES:
+        parts[category] = step[category]
+    unknown: Dict[str, str] = {}
+    resident_parts = _resident(breakdown)
+    in_window_state = {c: step[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
+    if trace.counts_resident:
+        # The buffers live at the peak can add up past the allocator's own count only when a profile's
+        # events are inconsistent (sizes missing, an allocator not counted): then they are the floor.
+        total = max(trace.peak_bytes, seen)
+        resident = total - seen
+        if resident_parts is None:
+            for category in RESIDENT_CATEGORIES:
+                parts[category] = None
+                unknown[category] = "no variable breakdown in this run: record one to split the resident memory"
+            parts.update({k: v for k, v in in_window_state.items() if v})
+            parts[UNATTRIBUTED] = resident
+        else:
+            left = resident
+            for category in RESIDENT_CATEGORIES:
+                share = min(resident_parts[category], left)
+                parts[category] = share + in_window_state.get(category, 0)
+                left -= share
+            parts[UNATTRIBUTED] = left
+    else:
+        step_total = max(trace.peak_bytes, seen)
+        parts[UNATTRIBUTED] = step_total - seen
+        if resident_parts is None:
+            for category in RESIDENT_CATEGORIES:
+                parts[category] = in_window_state.get(category) or None
+                if not parts[category]:
+                    unknown[category] = ("not in this trace (step stats count only the step's own allocations) "
+                                         "and the run has no variable breakdown")
+            total = step_total
+        else:
+            for category in RESIDENT_CATEGORIES:
+                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
+            total = step_total + sum(resident_parts.values())
+    parts["total"] = total
+    parts["unknown"] = unknown
+    parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
+    return parts
+
+
+def _resident(breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
+    """Bytes of the breakdown's variables by peak category: counters and other state owned by
+    a layer count as its non-trainable state, the optimizer's own as its slots."""
+    if breakdown is None:
+        return None
+    owned_by_a_layer = breakdown.vocabulary.variable_layer
+    out = dict.fromkeys(RESIDENT_CATEGORIES, 0)
+    columns = breakdown.record.variables.columns
+    for name, role, size in zip(columns["name"], columns["role"], columns["bytes"]):
+        if role == WEIGHT:
+            out[WEIGHTS_CATEGORY] += size
+        elif role == NON_TRAINABLE or (role == OTHER and name in owned_by_a_layer):
+            out[NON_TRAINABLE_CATEGORY] += size
+        else:
+            out[OPTIMIZER_SLOTS_CATEGORY] += size
+    return out
+
+
+def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
+    """Each category's bytes in use at every timeline point; they add up to the point's total
+    (RunMetadata: the step's bytes plus the breakdown's, constant)."""
+    t = trace.timeline
+    n = len(t.t_us)
+    by_category: Dict[str, List[float]] = {}
+    if peak["total"] is None:
+        return by_category
+    in_window = {c: t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES}
+    constants = {c: float(peak[c] or 0) for c in RESIDENT_CATEGORIES}
+    for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
+        constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
+    rest = []
+    for i in range(n):
+        counted = sum(v[i] for v in in_window.values())
+        if trace.counts_resident:
+            resident = max(t.bytes[i] - counted, 0.0)
+            left = resident
+            for c in RESIDENT_CATEGORIES:
+                share = min(constants[c], left)
+                by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
+                left -= share
+            rest.append(left)
+        else:
+            for c in RESIDENT_CATEGORIES:
+                by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
+            rest.append(max(t.bytes[i] - counted, 0.0))
+    for c in STEP_ONLY_CATEGORIES:
+        by_category[c] = list(in_window[c])
+    by_category[UNATTRIBUTED] = rest
+    return {c: v for c, v in by_category.items() if any(v)}

@@ -1,0 +1,52 @@
+"""The names every stage shares, each defined once: variable roles, where a byte figure comes
+from, the phases of a training step and the categories of a step's peak. No imports: the
+backend, the readers, live capture and the frontend's tests all read them from here.
+"""
+
+# Variable roles. Every stored byte belongs to exactly one of these.
+WEIGHT = "weight"  # trainable parameters
+NON_TRAINABLE = "non_trainable"  # model state: BatchNorm moving stats, ...
+OPTIMIZER_SLOT = "optimizer_slot"  # Adam m/v, momentum, accumulators, ...
+OTHER = "other"  # counters, loss-scale state, learning-rate variables, ...
+ROLES = (WEIGHT, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER)
+
+# Where an op's byte figure comes from.
+MEASURED = "measured"  # reported by the allocator / step stats
+DERIVED = "derived"  # output shape x dtype size, from the traced graph
+UNKNOWN_BYTES = "unknown"  # neither: no graph, or a dimension known only at run time (never shown as 0)
+
+# What part of a training step an op belongs to (decided by ``tb_modelmem.rules.join``).
+FORWARD = "forward"  # the model's forward pass
+BACKWARD = "backward"  # gradients (tf.GradientTape / TF1 gradients/ scopes)
+OPTIMIZER = "optimizer"  # applying gradients: slot and weight updates
+LOSS = "loss"  # the loss and its reduction
+METRICS = "metrics"  # metric state updates (accuracy, mean loss trackers)
+INPUT = "input"  # the batch entering the step (iterator, feeds)
+EXECUTOR = "executor"  # function call plumbing: _Arg, _Retval, NoOp, call ops
+PHASES = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS, INPUT, EXECUTOR)
+
+# What a byte in use at a step's peak is (the ops view's peak_by_category keys).
+WEIGHTS_CATEGORY = "weights"
+NON_TRAINABLE_CATEGORY = "non_trainable"
+OPTIMIZER_SLOTS_CATEGORY = "optimizer_slots"
+GRADIENTS = "gradients"
+ACTIVATIONS = "activations"  # forward outputs still live (kept for the backward pass)
+OPTIMIZER_TEMPORARIES = "optimizer_temporaries"
+INPUTS = "inputs"
+TEMPORARIES = "temporaries"  # scratch space, loss and metric values, executor buffers
+UNATTRIBUTED = "unattributed"
+PEAK_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, GRADIENTS, ACTIVATIONS,
+                   OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES, UNATTRIBUTED)
+# Categories of buffers allocated inside a trace window; BEFORE_WINDOW: allocated before it, seen being freed.
+STEP_CATEGORIES = (GRADIENTS, ACTIVATIONS, OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES, WEIGHTS_CATEGORY,
+                   OPTIMIZER_SLOTS_CATEGORY)
+BEFORE_WINDOW = "before_window"
+
+# Weights, non-trainable state and optimizer slots: what stays resident between steps, in the
+# order the peak split and the Timeline's stacks take them from a breakdown.
+RESIDENT_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
+# What only a step allocates, never resident between steps.
+STEP_ONLY_CATEGORIES = (GRADIENTS, ACTIVATIONS, OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES)
+
+UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
+OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare

@@ -1,0 +1,370 @@
+"""The record types every stage shares: capture and the readers make them, payloads store them,
+the backend's views compute on them.
+
+Plain dataclasses with no TensorFlow or TensorBoard import, so the plugin backend can decode
+what a training script wrote without loading TF. Each validates itself as it decodes (``codec``);
+big per-op and per-variable lists are columnar ``Table``s, which a payload stores compactly
+(``compaction``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, Union
+
+from tb_modelmem.schema import compaction
+from tb_modelmem.schema.codec import Record, Table, nested_record
+from tb_modelmem.schema.limits import is_number, preview
+from tb_modelmem.schema.names import MEASURED, OTHER, ROLES, UNKNOWN_DIM
+
+
+def bytes_by_role(variables: Iterable["VariableRecord"]) -> Dict[str, int]:
+    """Bytes per role, every role present even at zero; an unknown role counts as OTHER."""
+    return role_totals([(v.role, v.bytes) for v in variables])
+
+
+def role_totals(role_bytes: Iterable[Tuple[str, int]]) -> Dict[str, int]:
+    """``bytes_by_role`` of (role, bytes) pairs (a breakdown's columns, zipped)."""
+    totals = {role: 0 for role in ROLES}
+    for role, size in role_bytes:
+        totals[role if role in totals else OTHER] += size
+    return totals
+
+
+
+@dataclasses.dataclass
+class VariableRecord(Record):
+    """One stored variable: what it is, where it lives, what it costs."""
+
+    name: str
+    layer: str
+    shape: List[int]
+    dtype: str
+    bytes: int  # all replicas together: element count x dtype size x replicas
+    role: str
+    device: str = ""
+    replicas: int = 1  # > 1 for variables mirrored over several devices
+    slot: Optional[str] = None  # optimizer slot name (m, v, momentum, ...)
+    slot_of: Optional[str] = None  # name of the weight a slot belongs to
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "replicas")
+
+    @property
+    def params(self) -> int:
+        return element_count(self.shape)
+
+
+def element_count(shape: List[int]) -> int:
+    """A variable's element count; 0 while a dimension is unknown (a TF1 variable of unknown shape)."""
+    return 0 if UNKNOWN_DIM in shape else math.prod(shape)
+
+
+def element_counts(shapes: List[List[int]]) -> List[int]:
+    """``element_count`` of each shape, the common case (no unknown dimension anywhere) in C."""
+    if UNKNOWN_DIM in itertools.chain.from_iterable(shapes):
+        return list(map(element_count, shapes))
+    return list(map(math.prod, shapes))
+
+
+class VariableTable(Table[VariableRecord]):
+    row_type = VariableRecord
+
+    def _check(self) -> None:
+        shapes = self.columns["shape"]
+        if min(itertools.chain.from_iterable(shapes), default=0) < UNKNOWN_DIM:
+            index = next(i for i, s in enumerate(shapes) if s and min(s) < UNKNOWN_DIM)
+            raise ValueError(f"VariableRecord.shape[{index}]: dimensions must be >= 0 ({UNKNOWN_DIM} for unknown), "
+                             f"got {preview(shapes[index])}")
+
+
+@dataclasses.dataclass
+class LayerRecord(Record):
+    """One layer and how its parameter count is derived."""
+
+    name: str
+    class_name: str
+    params: int
+    derivation: str = ""  # e.g. "(5*5*1+1)*32 = 832"
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("params",)
+
+
+class LayerTable(Table[LayerRecord]):
+    row_type = LayerRecord
+
+
+@dataclasses.dataclass
+class Breakdown(Record):
+    """Every variable of a model/optimizer/checkpoint at one moment."""
+
+    source: str  # "keras", "tf.Module", "tf1", "checkpoint", ...
+    variables: VariableTable  # (a list of VariableRecord is taken too)
+    layers: LayerTable = dataclasses.field(default_factory=LayerTable)
+    model_name: str = ""
+    optimizer: Optional[Dict[str, Any]] = None  # {"class_name": ..., "config": {...}}
+    file_bytes: Optional[int] = None  # size on disk, for files and checkpoints
+    overhead: List[Dict[str, Any]] = dataclasses.field(default_factory=list)  # [{"what", "bytes"}]
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {"variables": VariableTable, "layers": LayerTable}
+    _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes",)
+
+    def __post_init__(self) -> None:
+        self.variables = VariableTable.from_rows(self.variables)
+        self.layers = LayerTable.from_rows(self.layers)
+
+    def _check(self) -> None:
+        for i, line in enumerate(self.overhead):  # bytes may be negative: zip compression saves bytes
+            if not (isinstance(line.get("what"), str) and isinstance(line.get("bytes"), int)
+                    and not isinstance(line["bytes"], bool)):
+                raise ValueError(f"Breakdown.overhead[{i}]: expected {{\"what\": str, \"bytes\": int}}, "
+                                 f"got {preview(line)}")
+
+
+@dataclasses.dataclass
+class OpRecord(Record):
+    """One op (or fused kernel) of a traced step, aggregated over its calls."""
+
+    name: str
+    op_type: str
+    layer: str = ""  # the model layer the op belongs to (its path), "" when none
+    device: str = ""
+    calls: int = 1
+    time_us: float = 0.0  # total compute time over all calls
+    output_bytes: int = 0
+    output_shape: str = ""  # e.g. "[1,28,28,32]"
+    output_dtype: str = ""  # e.g. "float32"
+    bytes_source: str = MEASURED  # MEASURED, DERIVED or UNKNOWN_BYTES (then output_bytes is not a figure)
+    alloc_bytes: int = 0  # bytes the allocator handed out for this op
+    fused: List[str] = dataclasses.field(default_factory=list)  # ops a fused kernel stands for
+    phase: str = ""  # one of PHASES, "" if unknown
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
+    _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
+                                            "bytes_source", "phase")
+    _front_coded: ClassVar[Tuple[str, ...]] = ("name",)
+    _times: ClassVar[Tuple[str, ...]] = ("time_us",)
+
+
+class OpTable(Table[OpRecord]):
+    """The per-op rows of a trace, columnar."""
+
+    row_type = OpRecord
+
+    @classmethod
+    def by_name(cls, rows: Union[Dict[str, list], Iterable[OpRecord]]) -> "OpTable":
+        """The rows (columns, or records) in name order, as every trace reader makes them: stored
+        names then share their scopes with the row before (``_front_coded``), and rows equal in
+        the order a view asks for come in name order (its sorts are stable)."""
+        table = cls(rows) if isinstance(rows, dict) else cls.from_rows(rows)
+        order = sorted(range(len(table)), key=table.columns["name"].__getitem__)
+        return cls({name: [values[i] for i in order] for name, values in table.columns.items()})
+
+
+@dataclasses.dataclass
+class BufferRecord(Record):
+    """One buffer in use at the peak: who allocated it and what it is."""
+
+    op: str  # the op that allocated it ("" if allocated before the trace)
+    bytes: int  # bytes the allocator holds for it
+    shape: str = ""
+    dtype: str = ""
+    region: str = ""  # allocator region type: output, temp, persist, ... ("" if not recorded)
+    category: str = ""  # one of STEP_CATEGORIES, or BEFORE_WINDOW
+    bytes_source: str = MEASURED
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
+    _repeated: ClassVar[Tuple[str, ...]] = ("shape", "dtype", "region", "category", "bytes_source")
+
+
+class BufferTable(Table[BufferRecord]):
+    """Buffers in use at the peak, columnar."""
+
+    row_type = BufferRecord
+
+
+@dataclasses.dataclass
+class Timeline(Record):
+    """Bytes in use over a trace, one point per allocator event (downsampled, the peak kept).
+
+    ``by_category`` holds, for each point, the bytes in use of buffers allocated inside the
+    trace window per STEP_CATEGORIES category (and BEFORE_WINDOW); what ``bytes`` holds beyond
+    their sum was allocated before the window and is still resident (weights, slots, ...).
+    """
+
+    t_us: List[float] = dataclasses.field(default_factory=list)
+    bytes: List[float] = dataclasses.field(default_factory=list)
+    op: List[str] = dataclasses.field(default_factory=list)  # the op behind each event ("" if unknown)
+    by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
+
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        """``compact``: as a payload stores it (``compaction.compact_timeline``)."""
+        out = super().to_dict(compact)
+        if compact:
+            compaction.compact_timeline(out)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Timeline":
+        """Plain lists, or the columns as ``to_dict(compact=True)`` stores them."""
+        return super().from_dict(compaction.expand_timeline(data))  # type: ignore[return-value]
+
+    def _check(self) -> None:
+        n = len(self.t_us)
+        if len(self.bytes) != n or (self.op and len(self.op) != n):
+            raise ValueError("Timeline: t_us, bytes and op must have the same length")
+        for name, values in self.by_category.items():
+            if (not isinstance(values, list) or len(values) != n
+                    or not all(is_number(v) and v >= 0 for v in values)):
+                raise ValueError(f"Timeline.by_category[{preview(name)}]: expected {n} numbers >= 0")
+        if not self.op:
+            self.op = [""] * n
+
+    @classmethod
+    def from_points(cls, points: List[List[Any]], by_category: Optional[Dict[str, List[float]]] = None
+                    ) -> "Timeline":
+        """From ``[[t_us, bytes, op?], ...]`` points (schema 1 payloads stored them so)."""
+        return cls([p[0] for p in points], [p[1] for p in points], [p[2] if len(p) > 2 else "" for p in points],
+                   by_category or {})
+
+    def __len__(self) -> int:
+        return len(self.t_us)
+
+    def points(self) -> List[List[Any]]:
+        return [[t, b, o] for t, b, o in zip(self.t_us, self.bytes, self.op)]
+
+
+@dataclasses.dataclass
+class OpTrace(Record):
+    """Per-op table of one or more traced steps, plus memory over time and at the peak."""
+
+    source: str  # "run_metadata", "xspace" or "memory_profile"
+    ops: OpTable
+    peak_bytes: int = 0  # peak bytes in use during the trace (see counts_resident)
+    peak_time_us: float = 0.0
+    timeline: Timeline = dataclasses.field(default_factory=Timeline)
+    devices: List[str] = dataclasses.field(default_factory=list)
+    steps: int = 1
+    # True when the allocator's count includes memory allocated before the trace (TF2 profiler:
+    # weights and slots are in peak_bytes); False when it counts from 0 at the step's start
+    # (RunMetadata), so the run's weights and slots come on top.
+    counts_resident: bool = False
+    peak_buffers: BufferTable = dataclasses.field(default_factory=BufferTable)
+    # Which allocations the trace recorded: "all", "large" (TF's default CPU allocator records only
+    # large ones: set TF_CPU_ALLOCATOR_USE_BFC=true), or "none"; ``allocations_note`` says why.
+    allocations: str = "all"
+    allocations_note: str = ""
+    timed: bool = True  # False when the source holds memory only (a TF 2.3-2.10 memory profile): no op times
+    # Per allocator (device memory pool): {"name", "peak_bytes", "min_bytes"}; min is what stayed resident.
+    allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
+                                                   "timeline": Timeline}
+    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.ops, OpTable):
+            self.ops = OpTable.from_rows(self.ops)
+        if not isinstance(self.peak_buffers, BufferTable):
+            self.peak_buffers = BufferTable.from_rows(self.peak_buffers)
+        if isinstance(self.timeline, list):
+            self.timeline = Timeline.from_points(self.timeline)
+
+    def to_dict(self, compact: bool = False) -> Dict[str, Any]:
+        """``compact``: as a payload stores it (``compaction.compact_op_places`` too)."""
+        out = super().to_dict(compact)
+        if compact:
+            compaction.compact_op_places(out, self.ops.column("name"))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "OpTrace":
+        if isinstance(data, dict) and isinstance(data.get("timeline"), list):  # schema 1: [[t, bytes, op?], ...]
+            data = dict(data, timeline=compaction.timeline_from_points(data["timeline"]))
+        if compaction.has_op_places(data):
+            ops = nested_record(cls, "ops", OpTable, data["ops"])
+            data = dict(compaction.expand_op_places(data, ops.column("name")), ops=ops)
+        return super().from_dict(data)  # type: ignore[return-value]
+
+
+@dataclasses.dataclass
+class Count(Record):
+    """One line of a census: how many of something are alive (and their bytes, when they have any)."""
+
+    name: str
+    count: int
+    bytes: Optional[int] = None
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("count", "bytes")
+
+
+@dataclasses.dataclass
+class DeviceMemory(Record):
+    """An accelerator's allocator, as ``tf.config.experimental.get_memory_info`` reports it."""
+
+    name: str
+    current_bytes: int
+    peak_bytes: int
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("current_bytes", "peak_bytes")
+
+
+@dataclasses.dataclass
+class MemorySample(Record):
+    """Process-wide memory at one moment: what grows across steps or model builds.
+
+    The census fields (live variables, graph ops, models, objects) are None in a cheap
+    sample, which reads only the process's RSS and the devices' allocators.
+    """
+
+    rss_bytes: Optional[int] = None
+    peak_rss_bytes: Optional[int] = None
+    devices: List[DeviceMemory] = dataclasses.field(default_factory=list)
+    live_variables: Optional[int] = None  # tf.Variable objects alive (a Keras variable's storage counts once)
+    live_variable_bytes: Optional[int] = None
+    graph_ops: Optional[int] = None  # graph Operation objects alive (TF1 graphs and traced functions)
+    live_models: Optional[int] = None  # keras.Model objects alive
+    python_objects: Optional[int] = None  # objects the garbage collector tracks
+    variables_by_owner: List[Count] = dataclasses.field(default_factory=list)  # by model/layer path
+    graph_ops_by_function: List[Count] = dataclasses.field(default_factory=list)  # by graph (function) name
+    models: List[Count] = dataclasses.field(default_factory=list)  # name, variables, bytes
+    objects_by_type: List[Count] = dataclasses.field(default_factory=list)  # the most numerous types
+    census_seconds: float = 0.0  # what taking this sample cost
+    label: str = ""
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {
+        "devices": DeviceMemory, "variables_by_owner": Count, "graph_ops_by_function": Count, "models": Count,
+        "objects_by_type": Count,
+    }
+    _non_negative: ClassVar[Tuple[str, ...]] = ("rss_bytes", "peak_rss_bytes", "live_variables",
+                                                "live_variable_bytes", "graph_ops", "live_models", "python_objects",
+                                                "census_seconds")
+
+
+@dataclasses.dataclass
+class LoadResult(Record):
+    """Cost of loading one saved format in a fresh process."""
+
+    format: str  # "savedmodel", "keras", "h5", "weights", "tflite"
+    mode: str  # "compile=True", "compile=False", "config+weights", ...
+    file_bytes: int = 0
+    load_seconds: float = 0.0  # median over repeats
+    peak_rss_bytes: int = 0  # median over repeats of the process high-water mark
+    repeats: int = 0
+    error: str = ""  # why this format could not be produced or loaded
+
+    _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes", "load_seconds", "peak_rss_bytes", "repeats")
+
+
+@dataclasses.dataclass
+class LoadBench(Record):
+    """All formats of one model, side by side."""
+
+    model_name: str
+    results: List[LoadResult]
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {"results": LoadResult}
