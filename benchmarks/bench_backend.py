@@ -15,12 +15,12 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from benchmarks.timing import median_seconds  # noqa: E402
+from benchmarks.timing import median_seconds
 from tb_modelmem import summary
-from tb_modelmem.readers.run_metadata import reduce_run_metadata  # noqa: E402
-from tb_modelmem.schema import payload  # noqa: E402
-from tests.plugin_harness import Served, write_events  # noqa: E402
-from tests.trace_fixtures import synthetic_run_metadata  # noqa: E402
+from tb_modelmem.readers.run_metadata import reduce_run_metadata
+from tb_modelmem.schema import payload
+from tests.plugin_harness import Served, write_events
+from tests.trace_fixtures import synthetic_run_metadata
 
 
 def main() -> None:

@@ -16,10 +16,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
+import keras
 
-from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem.capture.variables import breakdown  # noqa: E402
+from benchmarks.timing import median_seconds
+from tb_modelmem.capture.variables import breakdown
 
 
 def main() -> None:

@@ -30,14 +30,14 @@ from typing import Dict, Iterator, List
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import psutil  # noqa: E402
+import psutil
 
-from benchmarks import synthetic  # noqa: E402
-from benchmarks.bench_serving import bare, data_server, data_server_read, fetch  # noqa: E402
+from benchmarks import synthetic
+from benchmarks.bench_serving import bare, data_server, data_server_read, fetch
 from tb_modelmem import summary
-from tb_modelmem.schema import payload  # noqa: E402
-from tests.plugin_harness import write_events  # noqa: E402
-from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
+from tb_modelmem.schema import payload
+from tests.plugin_harness import write_events
+from tests.tensorboard_process import TensorBoardProcess
 
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 

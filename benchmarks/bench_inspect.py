@@ -31,13 +31,13 @@ from typing import Callable, Dict
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem.readers.checkpoint import read_checkpoint  # noqa: E402
-from tb_modelmem.readers.model_file import read_path  # noqa: E402
+from benchmarks.timing import median_seconds
+from tb_modelmem.readers.checkpoint import read_checkpoint
+from tb_modelmem.readers.model_file import read_path
 
 
 def read_all_values(prefix):

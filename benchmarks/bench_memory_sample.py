@@ -21,12 +21,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import tensorflow as tf
 
-import tb_modelmem  # noqa: E402
-from benchmarks.timing import median_seconds  # noqa: E402
-from demo.models import mnist_like, seed001_convnet  # noqa: E402
+import tb_modelmem
+from benchmarks.timing import median_seconds
+from demo.models import mnist_like, seed001_convnet
 
 
 def compiled() -> keras.Model:

@@ -27,12 +27,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import psutil  # noqa: E402
+import psutil
 
-from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem import proto  # noqa: E402
-from tests import profile_fixtures, trace_fixtures  # noqa: E402
-from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
+from benchmarks.timing import median_seconds
+from tb_modelmem import proto
+from tests import profile_fixtures, trace_fixtures
+from tests.tensorboard_process import TensorBoardProcess
 
 # RSS held by the file's bytes and the parsed XSpace, both alive (what a parse needs at once).
 _BARE_PARSE_RSS = r"""

@@ -15,12 +15,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tensorboard.compat.proto import config_pb2  # noqa: E402
+from tensorboard.compat.proto import config_pb2
 
-from benchmarks.timing import median_seconds  # noqa: E402
-from tb_modelmem.readers.run_metadata import reduce_run_metadata  # noqa: E402
-from tb_modelmem.schema import payload  # noqa: E402
-from tests import trace_fixtures  # noqa: E402
+from benchmarks.timing import median_seconds
+from tb_modelmem.readers.run_metadata import reduce_run_metadata
+from tb_modelmem.schema import payload
+from tests import trace_fixtures
 
 
 def reduce_vs_parse(n_ops: int, repeats: int) -> None:

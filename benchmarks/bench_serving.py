@@ -36,15 +36,15 @@ from typing import Callable, Dict, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import orjson  # noqa: E402
-import psutil  # noqa: E402
-import zstandard  # noqa: E402
+import orjson
+import psutil
+import zstandard
 
-from benchmarks import synthetic  # noqa: E402
+from benchmarks import synthetic
 from tb_modelmem import summary
-from tb_modelmem.schema import metadata, payload  # noqa: E402
-from tests.plugin_harness import write_events  # noqa: E402
-from tests.tensorboard_process import TensorBoardProcess  # noqa: E402
+from tb_modelmem.schema import metadata, payload
+from tests.plugin_harness import write_events
+from tests.tensorboard_process import TensorBoardProcess
 
 
 def fetch(tb: TensorBoardProcess, route: str, **params: str) -> Tuple[float, int]:

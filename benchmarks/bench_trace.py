@@ -36,14 +36,14 @@ from typing import Any, Callable, Iterator, List, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-import tb_modelmem  # noqa: E402
-from tb_modelmem.capture import opgraph  # noqa: E402
-from tb_modelmem.rules.join import GraphAnalysis, Joiner, phase_by_name  # noqa: E402
-from tb_modelmem.schema import payload  # noqa: E402
-from tests import trace_fixtures  # noqa: E402
+import tb_modelmem
+from tb_modelmem.capture import opgraph
+from tb_modelmem.rules.join import GraphAnalysis, Joiner, phase_by_name
+from tb_modelmem.schema import payload
+from tests import trace_fixtures
 
 
 def resnet50_step(batch: int) -> Tuple[Any, Any, Callable[[], Any]]:

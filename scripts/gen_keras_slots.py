@@ -238,6 +238,8 @@ as the weight or a fixed dtype; naming: "ref" ("<weight path with _>_<slot>"), "
 (the weight's own name) or None. ``tb_modelmem.rules.roles.keras_layout`` replays them.
 """
 
+from typing import Any, Dict
+
 KERAS_VERSION = {version!r}
 
 '''
@@ -245,7 +247,7 @@ KERAS_VERSION = {version!r}
 
 def _render_table(table: Dict[str, Any]) -> str:
     """The table as Python literals, one plan step a line (json.dumps is valid Python for it)."""
-    lines = ["OPTIMIZERS = {"]
+    lines = ["OPTIMIZERS: Dict[str, Dict[str, Any]] = {"]
     for cls, entry in table.items():
         lines.append(f"    {cls!r}: {{")
         for key in ("default_name", "wraps", "flags", "default"):

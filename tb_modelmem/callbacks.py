@@ -18,7 +18,7 @@ import glob
 import os
 import time
 import warnings
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
@@ -78,7 +78,7 @@ class MemoryCallback(keras.callbacks.Callback):
         self._train_started = 0.0
         self._lost_warned = False
         self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
-        self._guarded: Any = None  # the train function wrapper while a profile window is open
+        self._guarded: Optional[Callable[..., Any]] = None  # the train function wrapper while a profile window is open
 
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # the previous fit ended inside the profiled window (it raised)
@@ -106,7 +106,7 @@ class MemoryCallback(keras.callbacks.Callback):
         self._step += batch - first + 1 if first is not None and batch >= first else 1
         if self._optimizer_changed():
             self._record_if_changed()
-        if self._trace is not None and self._step >= self.profile_steps[1]:
+        if self._trace is not None and self.profile_steps and self._step >= self.profile_steps[1]:
             self._stop_trace()
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
@@ -147,20 +147,22 @@ class MemoryCallback(keras.callbacks.Callback):
                 self._unguard()
                 raise
 
-        guarded.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(guarded, "__wrapped__", original)
         self.model.train_function = guarded
         self._guarded = guarded
 
     def _unguard(self) -> None:
         guarded, self._guarded = self._guarded, None
         if guarded is not None and getattr(self.model, "train_function", None) is guarded:
-            self.model.train_function = guarded.__wrapped__
+            self.model.train_function = getattr(guarded, "__wrapped__")
 
     def _stop_trace(self) -> None:
         """Stop the profiler and write the op table. When no writer can be made, the profiler
         is still stopped (one left running would keep every later profile from starting)."""
         self._unguard()
         trace, self._trace = self._trace, None
+        if trace is None:
+            return
         trace.step = self._step
         writer = self._writer_or_warn(self.ops_name)
         if writer is None:
@@ -174,7 +176,7 @@ class MemoryCallback(keras.callbacks.Callback):
         """The optimizers of the model: ``model.optimizer`` and any other optimizer it holds
         (a GAN's ``d_optimizer``/``g_optimizer``; Keras' default one then stays unbuilt, but its
         counters exist and are counted)."""
-        found = []
+        found: List[Any] = []
         model = self.model
         candidates = [getattr(model, "optimizer", None)] + [v for v in vars(model).values()
                                                              if isinstance(v, keras.optimizers.Optimizer)]

@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
 from tb_modelmem.rules.rollup import layer_rollup
@@ -28,7 +28,7 @@ EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell reports for cat stopped 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors exit 2 with one line like every other bad input."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 

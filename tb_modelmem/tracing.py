@@ -230,7 +230,7 @@ class _ModelReading(threading.Thread):
     def run(self) -> None:
         self.go.wait()  # not before: a thread just started holds the GIL for a switch interval (5 ms)
         try:
-            from tb_modelmem.capture.opgraph import graph_info, likely_run
+            from tb_modelmem.capture.opgraph import OutputSpecs, graph_info, likely_run
             from tb_modelmem.readers import xspace  # noqa: F401 (a first trace's imports, here too)
             from tb_modelmem.rules.join import Joiner, Vocabulary
 
@@ -241,8 +241,9 @@ class _ModelReading(threading.Thread):
                 graph = graph_info(function, self.model[1], guess)
                 self.graph = guess, graph
                 Joiner.prepare(self.model[0] or Vocabulary([]), graph.graphs)
-                graph.outputs.read_ahead(self.written)
-        except Exception:  # noqa: S110 (read again, and reported, by the reduction)
+                if isinstance(graph.outputs, OutputSpecs):
+                    graph.outputs.read_ahead(self.written)
+        except Exception:  # read again, and reported, by the reduction
             pass
 
 

@@ -6,13 +6,13 @@ import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from tensorboard.backend.event_processing.event_file_loader import EventFileLoader  # noqa: E402
+import keras
+import numpy as np
+import pytest
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from tb_modelmem.callbacks import MemoryCallback  # noqa: E402
-from tb_modelmem.schema import metadata, names, payload, records  # noqa: E402
+from tb_modelmem.callbacks import MemoryCallback
+from tb_modelmem.schema import metadata, names, payload, records
 
 X = np.zeros((6, 8), "float32")
 Y = np.zeros((6,), "int64")  # 3 batches of 2 per epoch

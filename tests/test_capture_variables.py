@@ -5,16 +5,16 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tensorflow.python.ops import resource_variable_ops  # noqa: E402
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.ops import resource_variable_ops
 
-from demo.models import seed001_convnet  # noqa: E402
-from tb_modelmem.capture.variables import breakdown  # noqa: E402
-from tb_modelmem.rules import layers as layer_capture  # noqa: E402
-from tb_modelmem.schema import names  # noqa: E402
+from demo.models import seed001_convnet
+from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.rules import layers as layer_capture
+from tb_modelmem.schema import names
 
 v1 = tf.compat.v1
 

@@ -16,15 +16,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import pytest
+import tensorflow as tf
 
-from tb_modelmem.capture.variables import breakdown  # noqa: E402
-from tb_modelmem.readers.checkpoint import read_checkpoint  # noqa: E402
-from tb_modelmem.readers.model_file import read_path  # noqa: E402
-from tb_modelmem.schema import names, records  # noqa: E402
-from tests.test_capture_variables import OPTIMIZERS, small_model, stored_bytes, train_one_step  # noqa: E402
+from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.readers.checkpoint import read_checkpoint
+from tb_modelmem.readers.model_file import read_path
+from tb_modelmem.schema import names, records
+from tests.test_capture_variables import OPTIMIZERS, small_model, stored_bytes, train_one_step
 
 
 def canonical(bd):

@@ -11,11 +11,11 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import pytest  # noqa: E402
+import keras
+import pytest
 
-from tb_modelmem.capture.variables import keras_slot_map  # noqa: E402
-from tb_modelmem.rules import _keras_slots, roles  # noqa: E402
+from tb_modelmem.capture.variables import keras_slot_map
+from tb_modelmem.rules import _keras_slots, roles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -40,7 +40,7 @@ class OutputSpecs(Mapping[str, List[OutputSpec]]):
             raise KeyError(name)
         return found
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         """The specs of op ``name``, read now if not yet; ``default`` if no graph has it. One
         call where ``in`` and ``[]`` would be two: it is asked for every op a profile ran."""
         found = self._read.get(name)

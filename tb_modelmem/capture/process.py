@@ -178,7 +178,7 @@ def _top(counts: Iterable[Count], by: str = "bytes", n: int = TOP) -> List[Count
     ranked = sorted(counts, key=lambda c: (-(getattr(c, by) or 0), -c.count, c.name))
     head, tail = ranked[:n], ranked[n:]
     if tail:
-        bytes_ = [c.bytes for c in tail]
+        known = [c.bytes for c in tail if c.bytes is not None]
         head.append(Count(name=OTHER_LINE, count=sum(c.count for c in tail),
-                          bytes=None if any(b is None for b in bytes_) else sum(bytes_)))
+                          bytes=sum(known) if len(known) == len(tail) else None))
     return head

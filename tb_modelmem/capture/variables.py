@@ -71,7 +71,7 @@ def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
     weights = list(model.variables)
     found = _from_variables(weights, _listed(optimizer), source="keras", layer_of=layer_of,
                             keras_non_trainable=_keras_state_ids(model))
-    return dataclasses.replace(found, layers=layers, model_name=model.name)  # via the constructor: rows to a table
+    return dataclasses.replace(found, layers=records.LayerTable.from_rows(layers), model_name=model.name)
 
 
 def _keras_state_ids(model: Any) -> Set[int]:
@@ -106,7 +106,8 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     objects = tf.train.TrackableView(checkpoint).descendants()
     keras_layers = [o for o in objects if _is_keras_layer(o)]
     inner = {id(sub) for layer in keras_layers for sub in layer_capture.sublayers(layer, recursive=True)}
-    models, covered = [], set()
+    models: List[Any] = []
+    covered: Set[int] = set()
     for layer in keras_layers:  # breadth first: a model comes before its internals (Sequential._functional)
         own = {id(v) for v in layer.variables}
         if id(layer) not in inner and not own <= covered:
@@ -130,7 +131,8 @@ def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records
     if len(optimizers) > 1:
         paths = _tracked_paths(checkpoint)
         found.optimizer = optimizers_summary({paths.get(id(o)) or o.name: o for o in optimizers})
-    return dataclasses.replace(found, layers=layers, model_name=",".join(m.name for m in models))
+    return dataclasses.replace(found, layers=records.LayerTable.from_rows(layers),
+                               model_name=",".join(m.name for m in models))
 
 
 def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str,
@@ -162,7 +164,8 @@ def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str
                               keras_state=id(var) in keras_non_trainable)
             layer = layer_of.get(id(var), roles.layer_of(name))
         out.append(_record(var, name, layer, role, slot))
-    return records.Breakdown(source=source, variables=out, optimizer=_summaries(optimizers))
+    return records.Breakdown(source=source, variables=records.VariableTable.from_rows(out),
+                             optimizer=_summaries(optimizers))
 
 
 def _summaries(optimizers: List[Any]) -> Optional[Dict[str, Any]]:
@@ -182,7 +185,7 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     shape = _shape(var, components[0])
     dtype = _dtype(var)
     elements = 0 if any(d < 0 for d in shape) else math.prod(shape)
-    devices = sorted({c.device for c in components if c is not None and getattr(c, "device", "")})
+    devices = sorted({str(c.device) for c in components if c is not None and getattr(c, "device", None)})
     return records.VariableRecord(
         name=name, layer=layer, shape=shape, dtype=dtype.name,
         bytes=elements * dtype.size * len(components), role=role, device=",".join(devices),
@@ -324,17 +327,17 @@ def _slots_by_name(variables: List[Any]) -> Dict[int, Slot]:
         siblings.setdefault(hit[0], set()).add(hit[1])
     slots: Dict[int, Slot] = {}
     for var in variables:
-        hit = matches.get(id(var))
-        weight = by_name[hit[0]] if hit else None
-        if weight is not None and getattr(weight, "trainable", False) and \
+        match = matches.get(id(var))
+        weight = by_name[match[0]] if match else None
+        if match and weight is not None and getattr(weight, "trainable", False) and \
                 tf.TensorShape(weight.shape) == tf.TensorShape(var.shape):
-            slots[id(var)] = (roles.tf1_slot_name(hit[1], siblings[hit[0]]), weight)
+            slots[id(var)] = (roles.tf1_slot_name(match[1], siblings[match[0]]), weight)
     return slots
 
 
 def optimizers_summary(optimizers: Dict[str, Any]) -> Dict[str, Any]:
     """Several optimizers (a GAN's): "Adam + Adam", and each one's summary under its path."""
-    summaries = {path: optimizer_summary(opt) for path, opt in optimizers.items()}
+    summaries = {path: summary for path, opt in optimizers.items() if (summary := optimizer_summary(opt))}
     return {"class_name": " + ".join(s["class_name"] for s in summaries.values()), "config": summaries}
 
 

@@ -13,7 +13,7 @@ import gzip
 import json
 import os
 import time
-from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple, cast
 
 import orjson
 from tensorboard import errors, plugin_util
@@ -35,6 +35,10 @@ from tb_modelmem.plugin.views.trace import OP_FIELDS, TraceView
 from tb_modelmem.rules import growth
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.records import Breakdown, OpTrace
+
+# werkzeug's Request.application, as TensorBoard's own plugins use it on methods (its types
+# describe a plain function taking the request, so mypy is told what it returns here).
+_route = cast(Callable[[Callable[..., wrappers.Response]], Callable[..., Any]], wrappers.Request.application)
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
@@ -92,7 +96,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     # --- routes --------------------------------------------------------------------------------
 
-    @wrappers.Request.application
+    @_route
     def _serve_static(self, request: wrappers.Request) -> wrappers.Response:
         name = os.path.basename(request.path)
         if name not in _STATIC_FILES:
@@ -106,7 +110,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 "(pip install . does this when Node.js is available)") from None
         return http_util.Respond(request, body, _STATIC_FILES[name])
 
-    @wrappers.Request.application
+    @_route
     def _serve_runs(self, request: wrappers.Request) -> wrappers.Response:
         ctx, experiment = _context(request)
         runs: Dict[str, list] = {}
@@ -114,42 +118,42 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             runs.setdefault(item.run, []).append(item.to_json())
         return _respond_json(request, {"runs": [{"run": run, "tags": tags} for run, tags in sorted(runs.items())]})
 
-    @wrappers.Request.application
+    @_route
     def _serve_steps(self, request: wrappers.Request) -> wrappers.Response:
         ctx, experiment = _context(request)
         source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"))
         return _respond_json(request, {"run": item.run, "tag": item.tag,
                                        "steps": source.steps(ctx, experiment, item)})
 
-    @wrappers.Request.application
+    @_route
     def _serve_breakdown(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.BREAKDOWN, lambda view, q: dict(
             view.summary(), variables=view.variables.page(**q.page(VARIABLE_FIELDS))))
 
-    @wrappers.Request.application
+    @_route
     def _serve_variables(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.BREAKDOWN,
                              lambda view, q: view.variables.page(**q.page(VARIABLE_FIELDS)))
 
-    @wrappers.Request.application
+    @_route
     def _serve_ops(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.OPS, lambda view, q: dict(
             view.summary(), ops=view.ops.page(**q.page(OP_FIELDS))), joined=True)
 
-    @wrappers.Request.application
+    @_route
     def _serve_op_rows(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.OPS, lambda view, q: view.ops.page(**q.page(OP_FIELDS)),
                              joined=True)
 
-    @wrappers.Request.application
+    @_route
     def _serve_timeline(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.OPS, lambda view, q: view.timeline(), joined=True)
 
-    @wrappers.Request.application
+    @_route
     def _serve_loadbench(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.LOADBENCH, lambda record, q: loadbench_view(record))
 
-    @wrappers.Request.application
+    @_route
     def _serve_hosts(self, request: wrappers.Request) -> wrappers.Response:
         """Every host (and allocator) of a profile session side by side: peak, resident, step bytes."""
         ctx, experiment = _context(request)
@@ -175,12 +179,14 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         return _respond_json(request, {"run": item.run, "tag": item.tag, "hosts": item.hosts, "rows": rows,
                                        "pending": pending, "errors": failed})
 
-    @wrappers.Request.application
+    @_route
     def _serve_growth(self, request: wrappers.Request) -> wrappers.Response:
         """Memory samples of a tag over its steps (or model builds): every series, what keeps growing, why."""
         ctx, experiment = _context(request)
         source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"), metadata.MEMORY)
-        located = source.locate_series(ctx, experiment, item)  # type: ignore[attr-defined]
+        if not isinstance(source, SummarySource):  # memory samples are written only as our own summaries
+            raise errors.NotFoundError(f"no memory samples under tag {item.tag!r}")
+        located = source.locate_series(ctx, experiment, item)
         try:
             series = self._build(located)
             body = self.store.get(("view",) + _key(located), lambda job: growth.analyse(series.samples))

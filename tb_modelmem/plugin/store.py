@@ -166,8 +166,8 @@ def approx_size(value: Any, sample: int = 16) -> int:
         if isinstance(obj, (list, tuple)):
             n = len(obj)
             picks = range(0, n, max(1, n // sample)) if n > sample else range(n)
-            measured = [size(obj[i], depth + 1) for i in picks]
-            return total + (int(sum(measured) * n / len(measured)) if measured else 0)
+            sizes = [size(obj[i], depth + 1) for i in picks]
+            return total + (int(sum(sizes) * n / len(sizes)) if sizes else 0)
         if isinstance(obj, (set, frozenset)):
             part = list(itertools.islice(obj, sample))
             return total + (int(sum(size(v, depth + 1) for v in part) * len(obj) / len(part)) if part else 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from typing import Any
 
 MiB = 1 << 20
 INDEX_LIMIT = 256 * MiB  # a tensor bundle's .index: ~100 bytes per tensor
@@ -93,7 +94,7 @@ class FileView(io.RawIOBase):
     def tell(self) -> int:
         return self._pos
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
+    def readinto(self, buffer: Any) -> int:
         n = max(0, min(len(buffer), self._size - self._pos))
         data = os.pread(self._fd, n, self._offset + self._pos) if n else b""
         buffer[:len(data)] = data

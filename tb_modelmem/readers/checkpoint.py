@@ -31,7 +31,7 @@ from tb_modelmem.readers.bounded import (
 from tb_modelmem.readers.dtypes import dtype_name, dtype_size
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER
-from tb_modelmem.schema.records import Breakdown, VariableRecord
+from tb_modelmem.schema.records import Breakdown, VariableRecord, VariableTable
 
 __all__ = ["InspectError", "find_prefix", "read_checkpoint"]
 
@@ -116,7 +116,7 @@ def read_checkpoint(path: str) -> Breakdown:
         optimizer = _tf1_optimizer(meta, variables)
         source = "checkpoint (TF1 name-based)"
     overhead, file_bytes = _reconcile(prefix, shard_bytes, entries, numeric, size_of)
-    return Breakdown(source=source, variables=variables, model_name=os.path.basename(prefix),
+    return Breakdown(source=source, variables=VariableTable.from_rows(variables), model_name=os.path.basename(prefix),
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
@@ -312,9 +312,10 @@ def _classify_names(shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], si
         suffixes.setdefault(hit[0], set()).add(hit[1])
     records = []
     for name in sorted(stored):
-        slot = slot_of = None
+        slot: Optional[str] = None
+        slot_of: Optional[str] = None
         if slots[name]:
-            slot_of, suffix = slots[name]
+            slot_of, suffix = slots[name] or ("", "")
             slot = roles.tf1_slot_name(suffix, suffixes[slot_of])
             role = OPTIMIZER_SLOT
         else:

@@ -8,7 +8,7 @@ from ``_output_shapes`` attributes where the writer added them.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tensorboard.compat.proto import graph_pb2, types_pb2
 
@@ -68,11 +68,11 @@ def _source(tensor: str) -> str:
     return tensor.split(":", 1)[0]
 
 
-def _specs(node: object) -> Optional[List[OutputSpec]]:
-    shapes = node.attr["_output_shapes"].list.shape if "_output_shapes" in node.attr else None  # type: ignore
+def _specs(node: Any) -> Optional[List[OutputSpec]]:
+    shapes = node.attr["_output_shapes"].list.shape if "_output_shapes" in node.attr else None
     if not shapes:
         return None
-    dtype = next((node.attr[a].type for a in _DTYPE_ATTRS if a in node.attr and node.attr[a].type), 0)  # type: ignore
+    dtype = next((node.attr[a].type for a in _DTYPE_ATTRS if a in node.attr and node.attr[a].type), 0)
     if not dtype_size(dtype) and dtype not in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT):
         return None  # an element size we cannot know: the output's bytes stay unknown
     out = []

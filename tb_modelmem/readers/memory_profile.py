@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary
 from tb_modelmem.schema.names import BEFORE_WINDOW, MEASURED
-from tb_modelmem.schema.records import BufferRecord, OpRecord, OpTable, OpTrace, Timeline
+from tb_modelmem.schema.records import BufferRecord, BufferTable, OpRecord, OpTable, OpTrace, Timeline
 
 MAX_JSON_BYTES = 128 * 2**20  # a TF 2.3-2.10 step profile is a few MB; parsing this much already costs ~1 GiB
 
@@ -40,8 +40,8 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
         snapshots = _list(profile, "memoryProfileSnapshots")
         for snapshot in snapshots:
             _count_op(ops, joiner, _activity(snapshot), allocator)
-        summary = profile.get("profileSummary") if isinstance(profile.get("profileSummary"), dict) else {}
-        peak_stats = summary.get("peakStats") if isinstance(summary.get("peakStats"), dict) else {}
+        summary = _dict(profile, "profileSummary")
+        peak_stats = _dict(summary, "peakStats")
         allocator_peak = _int(peak_stats.get("peakBytesInUse"))
         if allocator_peak >= peak_bytes:
             peak_bytes, peak_time = allocator_peak, _int(summary.get("peakStatsTimePs")) / 1e6
@@ -55,8 +55,8 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
     timeline, origin = _timeline(timelines)
     return OpTrace(source="memory_profile", ops=OpTable.by_name(ops.values()), peak_bytes=peak_bytes,
                    peak_time_us=max(peak_time - origin, 0.0), timeline=timeline, devices=sorted(per_allocator),
-                   steps=1, counts_resident=True,
-                   peak_buffers=sorted(buffers, key=lambda b: -b.bytes), timed=False, allocators=allocators,
+                   steps=1, counts_resident=True, timed=False, allocators=allocators,
+                   peak_buffers=BufferTable.from_rows(sorted(buffers, key=lambda b: -b.bytes)),
                    allocations="all", layers=list(joiner.vocabulary.layers))
 
 
@@ -91,6 +91,11 @@ def _gunzip(data: bytes) -> bytes:
         raise ValueError(f"corrupt gzip ({e})") from None
 
 
+def _dict(obj: Dict[str, Any], key: str) -> Dict[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _list(obj: Dict[str, Any], key: str) -> List[Dict[str, Any]]:
     value = obj.get(key)
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
@@ -110,7 +115,7 @@ def _int(value: Any) -> int:
 
 
 def _in_use(snapshot: Dict[str, Any]) -> float:
-    stats = snapshot.get("aggregationStats") if isinstance(snapshot.get("aggregationStats"), dict) else {}
+    stats = _dict(snapshot, "aggregationStats")
     return float(_int(stats.get("heapAllocatedBytes")) + _int(stats.get("stackReservedBytes")))
 
 

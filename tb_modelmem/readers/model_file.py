@@ -39,7 +39,7 @@ from tb_modelmem.readers.bounded import (
 from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
-from tb_modelmem.schema.records import Breakdown, VariableRecord
+from tb_modelmem.schema.records import Breakdown, VariableRecord, VariableTable
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _ZIP_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")  # signature ... file name length, extra field length
@@ -79,7 +79,7 @@ def read_saved_model(path: str) -> Breakdown:
     if os.path.lexists(prefix + ".index"):
         bd = read_checkpoint(prefix)
     else:  # a SavedModel without variables (e.g. all constants folded into the graph)
-        bd = Breakdown(source="", variables=[], file_bytes=0)
+        bd = Breakdown(source="", variables=VariableTable(), file_bytes=0)
     counted = {os.path.abspath(p) for p in _checkpoint_files(prefix)}
     extra: Dict[str, int] = {}
     for root, _, files in os.walk(path):
@@ -148,7 +148,7 @@ def read_keras_archive(path: str) -> Breakdown:
             if "config.json" not in names:
                 raise InspectError(f"{path}: a zip file but not a .keras archive (no config.json)")
             config = _json_object(_read_member(zf, names["config.json"], JSON_LIMIT), "config.json")
-            overhead = [{"what": f"{m.filename} in the archive", "bytes": m.compress_size}
+            overhead: List[Dict[str, Any]] = [{"what": f"{m.filename} in the archive", "bytes": m.compress_size}
                         for m in members if m.filename != "model.weights.h5"]
             variables: List[VariableRecord] = []
             optimizer = _compile_optimizer(config)
@@ -175,7 +175,8 @@ def read_keras_archive(path: str) -> Breakdown:
     overhead.append({"what": "zip container (local headers, central directory)", "bytes": file_bytes - inside})
     model_config = config.get("config")
     name = model_config.get("name") if isinstance(model_config, dict) else None
-    return Breakdown(source="keras", variables=variables, model_name=name if isinstance(name, str) else "",
+    return Breakdown(source="keras", variables=VariableTable.from_rows(variables),
+                     model_name=name if isinstance(name, str) else "",
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
@@ -284,7 +285,7 @@ def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[rol
     weights: List[VariableRecord] = []
     model_groups = [(_group_name(h5, n) or n[: -len("/vars")], n, members) for n, members in groups.items()
                     if not n.startswith("optimizer/")]
-    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(h5, *g, order)):
+    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(h5, g[0], g[1], g[2], order)):
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
         class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
         for i, key in enumerate(members):
@@ -432,7 +433,8 @@ def _layer_rank(h5: Any, layer: str, path: str, members: List[str], order: List[
     weight's data lies in the file (Keras writes layers in model order, and HDF5 allocates
     in creation order), else its name, numbers compared as numbers."""
     first = _open(h5, f"{path}/{members[0]}") if members else None
-    offset = first.get_offset() if hasattr(first, "get_offset") else None  # a group there: _record says so
+    get_offset = getattr(first, "get_offset", None)  # None: a group there (_record says so)
+    offset = get_offset() if get_offset is not None else None
     return (order.index(layer) if layer in order else len(order), math.inf if offset is None else offset,
             _natural(path))
 
@@ -527,8 +529,8 @@ def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optim
     if rest < 0:  # datasets declare more than the file holds: _record checks each, this the sum
         raise InspectError(f"{path}: its datasets declare {file_bytes - rest:,} bytes, the file has {file_bytes:,}")
     overhead.append({"what": "HDF5 structure (headers, groups, other attributes)", "bytes": rest})
-    return Breakdown(source=source, variables=variables, model_name=os.path.basename(path), optimizer=optimizer,
-                     file_bytes=file_bytes, overhead=overhead)
+    return Breakdown(source=source, variables=VariableTable.from_rows(variables), model_name=os.path.basename(path),
+                     optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
 def _read_legacy_h5(path: str, h5: Any) -> Breakdown:

@@ -18,7 +18,7 @@ from tb_modelmem.readers.allocator_replay import Event, replay, step_category
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.rules.join import Joiner, OpGraph, Vocabulary
 from tb_modelmem.schema.names import MEASURED
-from tb_modelmem.schema.records import OpRecord, OpTable, OpTrace
+from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
 # "[mklcpu 0.1MB 0.1MB] scope/Relu = _MklNativeFusedConv2D(in0, in1, in2)"
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<name>.+?) = (?P<op>[^(\s]+)\((?P<args>.*)\)\s*$")
@@ -85,7 +85,7 @@ def reduce_run_metadata(run_metadata: Any, graphs: Sequence[OpGraph] = (),
     return OpTrace(source="run_metadata", ops=OpTable.by_name(rows.values()), peak_bytes=int(peak_bytes),
                    peak_time_us=float(peak_time), timeline=replayed.timeline,
                    devices=sorted({d.device for d in dev_stats}), steps=1, counts_resident=False,
-                   peak_buffers=replayed.peak_buffers, allocators=replayed.allocators,
+                   peak_buffers=BufferTable.from_rows(replayed.peak_buffers), allocators=replayed.allocators,
                    layers=list(joiner.vocabulary.layers))
 
 

@@ -18,7 +18,7 @@ import math
 import os
 import re
 import warnings
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union, cast
 
 from tb_modelmem import proto
 from tb_modelmem.readers.allocator_replay import Event, replay, step_category
@@ -27,7 +27,7 @@ from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.schema.names import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES
-from tb_modelmem.schema.records import OpTable, OpTrace
+from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
 
@@ -102,7 +102,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls)
                     if kind is None:
                         continue
-                if type(kind) is _Calls:  # noqa: E721 (a host op)
+                if type(kind) is _Calls:  # a host op
                     kind.add(base_ps + event.offset_ps, event.duration_ps)
                 elif kind is _ALLOC or kind is _DEALLOC:
                     memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
@@ -125,7 +125,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted(set(ops.column("device"))), steps=max(steps, 1),
-                   counts_resident=True, peak_buffers=replayed.peak_buffers, allocations=allocations,
+                   counts_resident=True, peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
+                   allocations=allocations,
                    allocations_note=note, allocators=replayed.allocators, layers=list(joiner.vocabulary.layers))
 
 
@@ -182,7 +183,7 @@ def _stats(stats: Iterable[Any], stat_names: Dict[int, str]) -> Dict[str, Any]:
     for stat in stats:
         kind = stat.WhichOneof("value")
         value = getattr(stat, kind) if kind else None
-        out[stat_names.get(stat.metadata_id, "")] = stat_names.get(value, "") if kind == "ref_value" else value
+        out[stat_names.get(stat.metadata_id, "")] = stat_names.get(stat.ref_value, "") if kind == "ref_value" else value
     return out
 
 
@@ -299,10 +300,13 @@ def _from_graph(graph: GraphInfo, name: str, batch: Optional[int]) -> Tuple[str,
     found = graph.derived.get((name, batch))
     if found is None:
         specs = node_entry((graph.outputs,), name)
-        same = (tuple(specs), batch) if specs else None  # a ResNet50 step's 7,571 ops with specs have 53 distinct
-        found = graph.derived.get(same) if same else _NO_SPECS
-        if found is None:
-            found = graph.derived[same] = _derive(specs, batch)
+        if not specs:
+            found = _NO_SPECS
+        else:
+            same = (tuple(specs), batch)  # a ResNet50 step's 7,571 ops with specs have 53 distinct
+            found = graph.derived.get(same)
+            if found is None:
+                found = graph.derived[same] = _derive(specs, batch)
         graph.derived[(name, batch)] = found
     return found
 
@@ -312,9 +316,10 @@ def _derive(specs: List[OutputSpec], batch: Optional[int]) -> Tuple[str, int, st
     sizes = [_nbytes(d, size) for d, (_, _, size) in zip(dims, specs)]
     shape = ";".join("?" if d is None else format_shape(d) for d in dims)
     dtype = ";".join(dict.fromkeys(name for _, name, _ in specs))
-    if None in sizes:
+    known = [size for size in sizes if size is not None]
+    if len(known) < len(sizes):
         return UNKNOWN_BYTES, 0, shape, dtype
-    return DERIVED, sum(sizes), shape, dtype  # type: ignore[arg-type]
+    return DERIVED, sum(known), shape, dtype
 
 
 def _batch_seen(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
@@ -342,7 +347,7 @@ def _nbytes(dims: Dims, itemsize: int) -> Optional[int]:
         return 0
     if dims is None or any(d is None for d in dims):
         return None
-    return math.prod(dims) * itemsize  # type: ignore[arg-type]
+    return math.prod(cast(Tuple[int, ...], dims)) * itemsize
 
 
 def _op_name(stats: Dict[str, Any]) -> str:
@@ -370,7 +375,7 @@ def _is_iterator_output(name: str) -> bool:
     return "Get" in name and name.rpartition("/")[2].startswith(_ITERATOR_OPS)
 
 
-def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: Set[int] = frozenset()) -> List[Event]:
+def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset()) -> List[Event]:
     """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input."""

@@ -12,9 +12,11 @@ as the weight or a fixed dtype; naming: "ref" ("<weight path with _>_<slot>"), "
 (the weight's own name) or None. ``tb_modelmem.rules.roles.keras_layout`` replays them.
 """
 
+from typing import Any, Dict
+
 KERAS_VERSION = '3.15.1'
 
-OPTIMIZERS = {
+OPTIMIZERS: Dict[str, Dict[str, Any]] = {
     'Adadelta': {
         'default_name': "adadelta",
         'flags': ["use_ema", "gradient_accumulation_steps"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from tb_modelmem.schema import names, records
 
@@ -28,7 +28,7 @@ def layer_records(model: Any) -> List[records.LayerRecord]:
     return out
 
 
-def scope_layer_records(variables: Sequence[records.VariableRecord]) -> List[records.LayerRecord]:
+def scope_layer_records(variables: Iterable[records.VariableRecord]) -> List[records.LayerRecord]:
     """Layers of a source without Keras layer objects (TF1 graph, checkpoint, old payload):
     one per variable scope, from stored shapes. A kernel + bias scope reads as an affine
     layer, "(5*5*1+1)*32 = 832"; anything else as the plain sum of its shapes. A shape with
@@ -219,7 +219,8 @@ def _recurrent(layer: Any) -> Optional[str]:
 def _attention(layer: Any) -> Optional[str]:
     """Query, key, value (and gate) projections plus the output projection, each affine."""
     parts = [_affine(sub) for sub in sublayers(layer) if sub.weights]
-    return None if not parts or None in parts else " + ".join(parts)
+    known = [part for part in parts if part is not None]
+    return " + ".join(known) if known and len(known) == len(parts) else None
 
 
 _RULES: Dict[str, Rule] = {

@@ -116,8 +116,8 @@ def slot_match(name: str, stored: Set[str]) -> Optional[Tuple[str, str]]:
 def tf1_slot_name(suffix: str, siblings: Set[str]) -> str:
     """The slot name ``get_slot_names()`` uses for a TF1 slot suffix ("Adam_1" -> "v");
     ``siblings``: every suffix stored for the same weight (centered RMSProp has three)."""
-    m = re.fullmatch(r"(.*?)(?:_(\d+))?", suffix)
-    opt, index = m.group(1), int(m.group(2) or 0)
+    m = re.fullmatch(r"(.*?)(?:_(\d+))?", suffix)  # matches every string
+    opt, index = (m.group(1), int(m.group(2) or 0)) if m else (suffix, 0)
     names = _CENTERED_RMSPROP if opt == "RMSProp" and f"{opt}_2" in siblings else TF1_SLOTS.get(opt)
     return names[index] if names and index < len(names) else suffix
 
@@ -279,8 +279,8 @@ def optimizer_chain(entry: Any) -> List[Level]:
     a wrapper (LossScaleOptimizer) then the optimizer its config wraps."""
     chain: List[Level] = []
     while isinstance(entry, dict) and len(chain) < 8:
-        config = entry.get("config") if isinstance(entry.get("config"), dict) else None
-        class_name = entry.get("class_name") if isinstance(entry.get("class_name"), str) else ""
+        config = entry["config"] if isinstance(entry.get("config"), dict) else None
+        class_name = entry["class_name"] if isinstance(entry.get("class_name"), str) else ""
         name = (config or {}).get("name")
         chain.append((class_name, config, name if isinstance(name, str) else ""))
         wraps = wrapped_key(class_name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
@@ -61,12 +61,12 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
     grouped: Dict[Tuple[str, str], int] = {}  # one dict update per variable; one column update per group
     for key, size in zip(zip(owners, columns["role"]), columns["bytes"]):
         grouped[key] = grouped.get(key, 0) + size
-    scopes = set()  # owners the layer list does not have: their params are their variables'
+    scopes: Set[str] = set()  # owners the layer list does not have: their params are their variables'
     for (owner, role), size in grouped.items():
         owner = owner or NO_LAYER
-        i = at.get(owner)
-        if i is None:
-            i = at[owner] = len(names)
+        place = at.get(owner)
+        if place is None:
+            place = at[owner] = len(names)
             names.append(owner)
             class_names.append("")
             params.append(0)
@@ -74,7 +74,7 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
             for values in by_role.values():
                 values.append(0)
             scopes.add(owner)
-        by_role[role if role in ROLES else OTHER][i] += size
+        by_role[role if role in ROLES else OTHER][place] += size
     if scopes:
         counted = roles.param_flags(columns["name"], columns["role"])
         for owner, shape in itertools.compress(zip(owners, columns["shape"]), counted):

@@ -29,15 +29,24 @@ from typing import (
     Type,
     TypeVar,
     Union,
+    cast,
 )
 
 from tb_modelmem.schema import columns as forms
-from tb_modelmem.schema.compaction import decode_column, encode_column, form_of
+from tb_modelmem.schema.compaction import decode_column, encode_column
 from tb_modelmem.schema.limits import MAX_INT, MAX_NESTING, MAX_STRING, is_number, preview
 
 T = TypeVar("T", bound="Record")
 R = TypeVar("R", bound="Record")
+TableT = TypeVar("TableT", bound="Table[Any]")
+V = TypeVar("V")
 Check = Callable[[Any], bool]
+
+
+def _per_class(compute: Callable[[type], V]) -> Callable[[type], V]:
+    """``compute`` run once per class and kept (resolving annotations is slow). Typed by hand:
+    mypy reads ``lru_cache``'s argument as ``Hashable``, which it does not take a class to be."""
+    return cast(Callable[[type], V], functools.lru_cache(maxsize=None)(compute))
 
 
 class Record:
@@ -73,7 +82,7 @@ class Record:
         return out
 
     @classmethod
-    def from_dict(cls: Type[T], data: Dict[str, Any]) -> T:
+    def from_dict(cls: Type[T], data: Any) -> T:
         """The record in ``data``; ValueError naming the first field that is not valid."""
         if not isinstance(data, dict):
             raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
@@ -130,11 +139,11 @@ class Table(Record, Generic[R]):
         self.columns = {name: columns[name] for name in _field_hints(self.row_type)}
 
     @classmethod
-    def from_rows(cls, rows: Iterable[R]) -> "Table[R]":
+    def from_rows(cls: Type[TableT], rows: Iterable[Any]) -> TableT:
         if isinstance(rows, cls):
             return rows
-        rows = list(rows)
-        return cls({name: [getattr(r, name) for r in rows] for name in _field_hints(cls.row_type)})
+        listed = list(rows)
+        return cls({name: [getattr(r, name) for r in listed] for name in _field_hints(cls.row_type)})
 
     def column(self, name: str) -> list:
         return self.columns[name]
@@ -143,15 +152,15 @@ class Table(Record, Generic[R]):
         """Every row as its record, made without a constructor call each (10,000 rows in a few ms)."""
         fields = list(self.columns)
         row_type, new = self.row_type, object.__new__
-        rows = []
+        rows: List[R] = []
         for values in zip(*self.columns.values()):
             row = new(row_type)
             row.__dict__.update(zip(fields, values))
-            rows.append(row)
+            rows.append(cast(R, row))
         return rows
 
     def row(self, index: int) -> R:
-        return self.row_type(**{name: values[index] for name, values in self.columns.items()})  # type: ignore
+        return cast(R, self.row_type(**{name: values[index] for name, values in self.columns.items()}))
 
     def __len__(self) -> int:
         return self._length
@@ -177,7 +186,7 @@ class Table(Record, Generic[R]):
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Table[R]":
+    def from_dict(cls: Type[TableT], data: Any) -> TableT:
         """Columns (``{field: [...]}``), or a list of row objects as older payloads stored them."""
         if isinstance(data, list):
             table = cls.from_rows(_list_item(cls.row_type, i, x) for i, x in enumerate(data))
@@ -200,7 +209,7 @@ class Table(Record, Generic[R]):
             # a dictionary column is checked by its distinct values, not row by row (its rows share them)
             distinct = forms.dictionary_values(stored) if form == forms.DICTIONARY else None
             shared = distinct is not None
-            checked, label = (distinct, f"{name}.values") if shared else (values, name)
+            checked, label = (distinct, f"{name}.values") if distinct is not None else (values, name)
             non_negative = name in row._non_negative
             if not _column_fits(checked, _field_hints(row)[name], 0 if non_negative else -MAX_INT):
                 # value by value, only to name the first that fails (the whole-column check is in C)
@@ -221,6 +230,15 @@ class Table(Record, Generic[R]):
 
 
 
+def form_of(row: Type[Record], name: str) -> Optional[str]:
+    """The compact form a payload stores a row type's column in (``columns``), None: plain."""
+    if name in row._front_coded:
+        return forms.FRONT
+    if name in row._times:
+        return forms.FIXED
+    return forms.DICTIONARY if name in row._repeated else None
+
+
 def _shared(values: list) -> list:
     """The column with one object per distinct value (they are equal, so nothing else changes)."""
     try:
@@ -230,7 +248,7 @@ def _shared(values: list) -> list:
         return values
 
 
-def _nested_item(cls: type, key: str, index: int, data: Any) -> "Record":
+def _nested_item(cls: Type[Record], key: str, index: int, data: Any) -> "Record":
     """One item of a nested list; its error says which one ("LoadBench.results[17]: ...")."""
     try:
         return _list_item(cls._nested[key], index, data)
@@ -245,7 +263,7 @@ def _list_item(item_type: Type[Record], index: int, data: Any) -> Record:
         raise ValueError(f"[{index}]: {e}") from None
 
 
-def nested_record(cls: type, key: str, record_type: Type[Record], data: Any) -> Record:
+def nested_record(cls: type, key: str, record_type: Type[T], data: Any) -> T:
     """A field holding one record (a Table, a Timeline); its error names the field. A record
     already decoded (``OpTrace`` decodes its ops first) is taken as it is."""
     if type(data) is record_type:
@@ -257,21 +275,21 @@ def nested_record(cls: type, key: str, record_type: Type[Record], data: Any) -> 
         raise ValueError(f"{cls.__name__}.{key}{'' if text.startswith('[') else ': '}{text}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@_per_class
 def _field_hints(cls: type) -> Dict[str, Any]:
     """Each dataclass field's resolved annotation (resolving is slow: once per class)."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
-@functools.lru_cache(maxsize=None)
+@_per_class
 def _row_defaults(cls: type) -> Dict[str, Any]:
     """Each field's default value or factory (MISSING when required)."""
     return {f.name: f.default_factory if f.default_factory is not dataclasses.MISSING else f.default
             for f in dataclasses.fields(cls)}
 
 
-@functools.lru_cache(maxsize=None)
+@_per_class
 def _field_checks(cls: type) -> Dict[str, Check]:
     """One compiled type check per field (built once per class: per-value typing calls are slow)."""
     return {name: _compile_check(hint) for name, hint in _field_hints(cls).items()}
@@ -296,11 +314,11 @@ def _compile_check(hint: Any) -> Check:
     if hint is float:
         return is_number
     if hint is int:
-        return lambda v: type(v) is int and -MAX_INT <= v < MAX_INT  # noqa: E721 (bool is not an int here)
+        return lambda v: type(v) is int and -MAX_INT <= v < MAX_INT  # bool is not an int here
     if hint is bool:
-        return lambda v: type(v) is bool  # noqa: E721
+        return lambda v: type(v) is bool
     if hint is str:
-        return lambda v: type(v) is str and len(v) <= MAX_STRING  # noqa: E721
+        return lambda v: type(v) is str and len(v) <= MAX_STRING
     if hint is Any:
         return _free_form
     if isinstance(hint, type) and issubclass(hint, Record):

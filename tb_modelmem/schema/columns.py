@@ -110,7 +110,7 @@ def decode(column: Any, form: str, max_text: int, base: Optional[list] = None, r
     if form == FRONT:
         return _front(column["shared"], column["rest"], max_text)
     per_unit = column.get("per_unit")
-    if per_unit is not None and (type(per_unit) is not int or not 1 <= per_unit <= MAX_PER_UNIT):  # noqa: E721
+    if per_unit is not None and (type(per_unit) is not int or not 1 <= per_unit <= MAX_PER_UNIT):
         raise ValueError(f"a {form} column's per_unit must be an integer from 1 to {MAX_PER_UNIT:,}")
     if form == FIXED:
         return list(map(operator.truediv, _integers(column["units"], "units", -_INT64), itertools.repeat(per_unit)))

@@ -1,9 +1,9 @@
 """How a payload stores records compactly, and how older schemas' forms read back.
 
-Which column of which record takes which form of ``columns`` (front-coded names, dictionaries
-with runs, fixed-point times, deltas, places in the op table), applied to a record's plain dict
-on the way out and undone, bounded, on the way in; and schema 1's timeline points. The record
-types (``records``) call these; nothing here knows a record type.
+The forms of ``columns`` (front-coded names, dictionaries with runs, fixed-point times, deltas,
+places in the op table) applied to a record's plain dict on the way out and undone, bounded, on
+the way in; and schema 1's timeline points. A record type declares which of its columns take a
+form (``codec.Record._front_coded``, ``_times``, ``_repeated``); nothing here knows a record type.
 """
 
 from __future__ import annotations
@@ -17,15 +17,6 @@ from tb_modelmem.schema.limits import MAX_DECODED_BYTES, is_number, preview
 # finest step the tab shows (times under 10 µs, to two decimals); the last digit of a time in ns
 # cost a tenth of a ResNet50 trace's payload (README, bench_trace).
 TIME_PER_UNIT = 100
-
-
-def form_of(row: type, name: str) -> Optional[str]:
-    """The compact form a payload stores a row type's column in (``columns``), None: plain."""
-    if name in row._front_coded:  # type: ignore[attr-defined]
-        return forms.FRONT
-    if name in row._times:  # type: ignore[attr-defined]
-        return forms.FIXED
-    return forms.DICTIONARY if name in row._repeated else None  # type: ignore[attr-defined]
 
 
 def encode_column(values: list, form: Optional[str]) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any, Dict, Type, Union
+from typing import Any, Dict, Type, Union, cast
 
 import orjson
 import zstandard
@@ -89,7 +89,7 @@ def decode(blob: bytes) -> Payload:
     if cls is None:
         raise PayloadError(f"unknown payload kind {preview(doc['kind'])}")
     try:
-        return cls.from_dict(doc.get("data"))  # type: ignore[return-value]
+        return cast(Payload, cls.from_dict(doc.get("data")))
     except (ValueError, TypeError) as e:
         raise PayloadError(f"malformed {doc['kind']} payload: {e}") from None
 

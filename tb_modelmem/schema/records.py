@@ -208,9 +208,9 @@ class Timeline(Record):
         return out
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "Timeline":
+    def from_dict(cls, data: Any) -> "Timeline":
         """Plain lists, or the columns as ``to_dict(compact=True)`` stores them."""
-        return super().from_dict(compaction.expand_timeline(data))  # type: ignore[return-value]
+        return super().from_dict(compaction.expand_timeline(data))
 
     def _check(self) -> None:
         n = len(self.t_us)
@@ -282,13 +282,13 @@ class OpTrace(Record):
         return out
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "OpTrace":
+    def from_dict(cls, data: Any) -> "OpTrace":
         if isinstance(data, dict) and isinstance(data.get("timeline"), list):  # schema 1: [[t, bytes, op?], ...]
             data = dict(data, timeline=compaction.timeline_from_points(data["timeline"]))
         if compaction.has_op_places(data):
             ops = nested_record(cls, "ops", OpTable, data["ops"])
             data = dict(compaction.expand_op_places(data, ops.column("name")), ops=ops)
-        return super().from_dict(data)  # type: ignore[return-value]
+        return super().from_dict(data)
 
 
 @dataclasses.dataclass

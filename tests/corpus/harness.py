@@ -42,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from tests.corpus import RUN, SCRIPTS, script_path  # noqa: E402
+from tests.corpus import RUN, SCRIPTS, script_path
 
 RESULT_VERSION = 1
 FIT_PROFILE_STEPS = (2, 2)

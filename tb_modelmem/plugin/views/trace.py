@@ -133,10 +133,10 @@ class TraceView:
                 f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes") + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
         tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums)
         tree["columns"]["in_breakdown"] = [path in at for path in tree["columns"]["layer"]]
-        groups = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
+        group_rows = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
                        weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False)
                   for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
-        return appended(tree, groups)
+        return appended(tree, group_rows)
 
     def summary(self, top: int = 12) -> Dict[str, Any]:
         trace = self.trace
