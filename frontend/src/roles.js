@@ -1,6 +1,7 @@
 // One colour and label per variable role and per peak category, so every
 // chart, card and chip agrees.
 
+// The variable roles (the backend's schema/names.py ROLES); tests/test_layering.py ties the two.
 export const ROLES = ["weight", "non_trainable", "optimizer_slot", "other"];
 
 export const ROLE_LABEL = {
@@ -19,6 +20,9 @@ export const ROLE_COLOR = {
   other: "#757575",
   total: "#212121",
 };
+
+// The phases of a training step an op belongs to (the backend's schema/names.py PHASES).
+export const PHASES = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor"];
 
 // What a byte in use at the peak is (the backend's peak_by_category keys), in
 // stacking order: what stays resident at the bottom, the step's own buffers

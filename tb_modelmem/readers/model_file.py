@@ -38,7 +38,7 @@ from tb_modelmem.readers.bounded import (
 )
 from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
 from tb_modelmem.rules import roles
-from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableRecord, VariableTable
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -289,10 +289,10 @@ def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[rol
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
         class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
         for i, key in enumerate(members):
-            role = WEIGHT if trainable else NON_TRAINABLE
-            if re.search(r"BatchNormalization|batch_normalization", class_name) and i >= len(members) - 2:
-                role = NON_TRAINABLE  # moving_mean, moving_variance come last
-            weights.append(_record(f"{layer}/{key}", layer, _open(h5, f"{name}/{key}"), role))
+            record = _record(f"{layer}/{key}", layer, _open(h5, f"{name}/{key}"), WEIGHT)
+            record.role = roles.role(record.name, record.dtype, record.shape, trainable,
+                                     keras_state=roles.is_keras_state_at(class_name, i, len(members)))
+            weights.append(record)
     if "optimizer/vars" not in groups:
         return weights, [], None
     records = [_record("", "", _open(h5, f"optimizer/vars/{key}"), OTHER) for key in groups["optimizer/vars"]]
@@ -375,7 +375,7 @@ def _name_keras3_optimizer_vars(records: List[VariableRecord], trainable: List[V
     for i, r in enumerate(records):
         if layout is None:  # unknown optimizer: no owner; non-scalars are still slots
             r.name, r.layer = f"{top}/{i}", top
-            r.role = OTHER if not r.shape else OPTIMIZER_SLOT
+            r.role = roles.optimizer_variable_role(r.name, r.shape)
             continue
         kind, what = layout.entries[i]
         if kind == "slot":
@@ -408,7 +408,7 @@ def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[V
         return
     for w, hit in zip(weights, full[0]):
         if not hit and w.role == WEIGHT:
-            w.role = NON_TRAINABLE
+            w.role = roles.role(w.name, w.dtype, w.shape, trainable=False)
 
 
 def _config_layers(config: Dict[str, Any], inherited: bool = True, depth: int = 0) -> Dict[str, Tuple[str, bool]]:
@@ -599,6 +599,6 @@ def _legacy_optimizer_vars(group: Any, weights: List[VariableRecord], chain: Lis
             hit = (named[1], named[0]) if named else hit
         if hit and rec.shape and (layout is not None or by_name[hit[0]].shape == rec.shape):
             rec.slot_of, rec.slot, rec.role, rec.layer = hit[0], hit[1], OPTIMIZER_SLOT, by_name[hit[0]].layer
-        elif layout is None and rec.shape and not roles.is_other_name(rec.name):
-            rec.role = OPTIMIZER_SLOT
+        elif layout is None:
+            rec.role = roles.optimizer_variable_role(rec.name, rec.shape)
     return records

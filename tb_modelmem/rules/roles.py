@@ -38,6 +38,7 @@ _PARAM_ROLES = frozenset({WEIGHT, NON_TRAINABLE})
 NON_TRAINABLE_NAMES = frozenset({"moving_mean", "moving_variance", "moving_avg", "moving_stddev",
                                  "num_batches_tracked"}) | _RNG_STATE_NAMES
 _TRAINABLE_DTYPES = ("float", "bfloat", "half", "complex")  # dtype names a gradient can update
+_BATCH_NORM = re.compile(r"BatchNormalization|batch_normalization")
 
 
 def is_other_name(name: str) -> bool:
@@ -64,6 +65,18 @@ def role(name: str, dtype: str, shape: Sequence[int], trainable: Optional[bool] 
     if trainable is False or not numeric or name.rsplit("/", 1)[-1] in NON_TRAINABLE_NAMES:
         return NON_TRAINABLE
     return WEIGHT
+
+
+def is_keras_state_at(class_name: str, index: int, count: int) -> bool:
+    """A layer variable a file keeps by index (``vars/0``, ``vars/1``, ...) that Keras holds as
+    non-trainable state: BatchNormalization's last two, its moving mean and variance."""
+    return bool(_BATCH_NORM.search(class_name)) and index >= count - 2
+
+
+def optimizer_variable_role(name: str, shape: Sequence[int]) -> str:
+    """Role of an optimizer variable whose weight could not be told (an unknown optimizer's layout):
+    a counter or hyper-parameter when it is a scalar or named like one, else a slot."""
+    return OTHER if not list(shape) or is_other_name(name) else OPTIMIZER_SLOT
 
 
 def is_param(name: str, role_: str) -> bool:

@@ -7,7 +7,7 @@ import { isolate } from "../bidi.js";
 import {
   ellipsize, formatHuman, formatInt, formatIntKnown, formatMicros, formatPercent, isKnown, shortDevice, UNKNOWN,
 } from "../format.js";
-import { OTHER_COLORS } from "../roles.js";
+import { OTHER_COLORS, PHASES } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, infoBox, panel, sourceBadge, warnBox } from "../components/widgets.js";
@@ -58,7 +58,7 @@ const OP_COLUMNS = [
 const TIME_KEYS = new Set(["time_us", "mean_us"]);
 
 function timeTitle(l) {
-  const parts = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor"]
+  const parts = PHASES
     .filter((p) => l[`${p}_time_us`] > 0).map((p) => `${p} ${formatMicros(l[`${p}_time_us`])}`);
   return parts.length ? `${formatMicros(l.time_us)}: ${parts.join(" · ")}` : formatMicros(l.time_us);
 }
