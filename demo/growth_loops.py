@@ -1,4 +1,4 @@
-"""The loops of USER_PROBLEMS.md #5 (seed 004), run in a fresh process each:
+"""The loops of docs/USER_PROBLEMS.md #5 (seed 004), run in a fresh process each:
 
     python -m demo.growth_loops MODE LOGDIR TRUTH.json
 

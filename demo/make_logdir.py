@@ -1,4 +1,4 @@
-"""Write a demo log dir that reproduces USER_PROBLEMS.md #1-#4 with real TensorFlow runs.
+"""Write a demo log dir that reproduces docs/USER_PROBLEMS.md #1-#4 with real TensorFlow runs.
 
 Runs (each a folder of the log dir):
   convnet_adam/train, convnet_sgd/train  Keras ConvNet of seed 001 with MemoryCallback (#2; compare SGD vs Adam)

@@ -1,4 +1,4 @@
-"""The models of USER_PROBLEMS.md, built on synthetic data (nothing is downloaded)."""
+"""The models of docs/USER_PROBLEMS.md, built on synthetic data (nothing is downloaded)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def seed001_convnet(name: str = "lenet"):
-    """USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases)."""
+    """docs/USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases)."""
     import keras
 
     return keras.Sequential([

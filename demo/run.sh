@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo in one command: install, train the USER_PROBLEMS.md models into a log dir,
+# The demo in one command: install, train the docs/USER_PROBLEMS.md models into a log dir,
 # and start TensorBoard with the Model Memory tab.
 #   bash demo/run.sh [--port 6006] [--logdir demo_logs] [--loadbench none]
 set -euo pipefail

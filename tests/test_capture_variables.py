@@ -18,7 +18,7 @@ from tb_modelmem.schema import names
 
 v1 = tf.compat.v1
 
-# USER_PROBLEMS.md #2 (seed 001): the exact figures the tool must reproduce.
+# docs/USER_PROBLEMS.md #2 (seed 001): the exact figures the tool must reproduce.
 SEED001_WEIGHT_BYTES = 13_098_536
 SEED001_ADAM_SLOT_BYTES = 26_197_072
 SEED001_TF1_TOTAL = 39_295_616
@@ -326,7 +326,7 @@ def test_tf1_optimizers_get_slot(make, slot_names):
     assert {v.name: v.role for v in found.variables}["global_step"] == names.OTHER
 
 
-# --- per-layer params and derivations (USER_PROBLEMS.md #3) ---
+# --- per-layer params and derivations (docs/USER_PROBLEMS.md #3) ---
 
 def test_lenet_param_derivations():
     model = seed001_convnet("lenet")

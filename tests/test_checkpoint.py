@@ -1,4 +1,4 @@
-"""Checkpoint breakdowns against the seed-001 ConvNet (USER_PROBLEMS.md #2), with real TF files."""
+"""Checkpoint breakdowns against the seed-001 ConvNet (docs/USER_PROBLEMS.md #2), with real TF files."""
 
 import os
 import shutil

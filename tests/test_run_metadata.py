@@ -1,4 +1,4 @@
-"""RunMetadata step stats -> OpTrace, on a real TF1 LeNet session step (USER_PROBLEMS.md #3)."""
+"""RunMetadata step stats -> OpTrace, on a real TF1 LeNet session step (docs/USER_PROBLEMS.md #3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TF2 profiler XSpace -> OpTrace, on two real LeNet training steps (USER_PROBLEMS.md #3)."""
+"""TF2 profiler XSpace -> OpTrace, on two real LeNet training steps (docs/USER_PROBLEMS.md #3)."""
 
 from __future__ import annotations
 

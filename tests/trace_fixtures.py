@@ -1,5 +1,5 @@
 """Traces for tests and benchmarks: a synthetic RunMetadata of any size (no TF), and the
-LeNet of USER_PROBLEMS.md #3 traced for real (TF1 session step stats, TF2 train step).
+LeNet of docs/USER_PROBLEMS.md #3 traced for real (TF1 session step stats, TF2 train step).
 
 LeNet, batch 1, float32: conv1 output [1,28,28,32] = 100,352 B, conv2 [1,14,14,64] =
 50,176 B, dense [1,1024] = 4,096 B.
@@ -67,7 +67,7 @@ def synthetic_run_metadata(n_ops: int = 20_000, seed: int = 0) -> config_pb2.Run
 
 
 def lenet_keras() -> Any:
-    """The LeNet of USER_PROBLEMS.md #3 (the demo's model), on 28x28x1 float32 input."""
+    """The LeNet of docs/USER_PROBLEMS.md #3 (the demo's model), on 28x28x1 float32 input."""
     from demo.models import seed001_convnet
 
     return seed001_convnet()
