@@ -7,6 +7,13 @@ import os
 
 import pytest
 
+# TensorFlow turns oneDNN on by default only on some x86 CPUs (Intel's with AVX-512; off on AMD EPYC).
+# It decides which kernels run (_MklNativeFusedConv2D or _FusedConv2D) and whether its default CPU
+# allocator records large allocations (oneDNN's) or none: the tests that assert either run with it on,
+# everywhere, so they assert the same figures on every machine; tests/test_profiles.py checks what a
+# step without it shows.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
 from tests import trace_fixtures
 
 

@@ -92,6 +92,35 @@ def test_with_the_bfc_allocator_every_op_output_is_measured(tmp_path):
     assert peak["activations"] > 0 and peak["gradients"] > 0
 
 
+def test_without_onednn_the_peak_is_unknown_and_the_tab_says_how_to_record_it(tmp_path):
+    """TensorFlow's default on AMD CPUs: no oneDNN, and then its default CPU allocator records no
+    allocation at all. The ops are still timed; the peak is unknown (never 0), and the note names the
+    setting that records every allocation."""
+    base = tmp_path / "no_onednn"
+    result = subprocess.run([sys.executable, "-m", "tests.corpus.harness", "mnist_convnet",
+                             "--logdir", str(base / "logs"), "--out", str(base / "result.json"), "--mode", "plain"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPU_ALLOCATOR_USE_BFC="false",
+                                     TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO))
+    assert result.returncode == 0, result.stderr[-2000:]
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = glob.glob(str(base / "logs" / "train" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+    space = xplane_pb2.XSpace.FromString(open(path, "rb").read())
+    kernels = {plane.event_metadata[e.metadata_id].display_name for plane in space.planes for line in plane.lines
+               for e in line.events}
+    allocations = sum(1 for plane in space.planes for line in plane.lines for e in line.events
+                      if plane.event_metadata[e.metadata_id].name == "MemoryAllocation")
+    assert allocations == 0 and "_FusedConv2D" in kernels  # what TensorFlow wrote: no allocator, no oneDNN
+    served = Served(str(base / "logs"))
+    (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
+    body = served.json("/ops", run="train", tag=tag)
+    assert body["allocations"] == "none" and "TF_CPU_ALLOCATOR_USE_BFC=true" in body["allocations_note"]
+    assert body["peak_bytes"] is None and all(v is None for k, v in body["peak_by_category"].items()
+                                              if k not in ("unknown", "step_peak_bytes"))
+    assert len([op for op in served.all_ops("train", tag) if op["time_us"] > 0]) >= 50
+
+
 def _old_memory_profile(tmp_path, attempts: int = 6):
     """The JSON memory profile TF 2.3-2.10 wrote, made by XProf from a fresh LeNet profile, and
     its one allocator. XProf keeps only a few of a small step's allocations, and in about one
