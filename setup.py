@@ -36,7 +36,7 @@ setup(
     package_data={"tb_modelmem": ["static/*"]},
     install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py",
                       "zstandard", "orjson"],
-    extras_require={"test": ["pytest", "playwright", "grpcio-tools", "xprof", "fsspec", "ruff", "mypy"]},
+    extras_require={"test": ["pytest", "playwright", "grpcio-tools", "xprof", "fsspec", "ruff", "mypy", "jax[cpu]"]},
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],
         "console_scripts": ["tb-modelmem = tb_modelmem.cli:main"],

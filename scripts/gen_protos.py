@@ -1,7 +1,7 @@
 """Compile tb_modelmem/proto/*.proto into tb_modelmem/proto/_compiled.py.
 
 The package ships its own copies of the few TensorFlow schemas it reads (XSpace, tensor
-bundle, trackable object graph, SavedModel), so the TensorBoard backend and ``inspect``
+bundle, trackable object graph, SavedModel, and XLA's HloProto), so the TensorBoard backend and ``inspect``
 never need TensorFlow's install directory. The compiled form is a serialized
 FileDescriptorSet, loaded into a private descriptor pool (``tb_modelmem.proto``): it works
 with any protobuf runtime >= 3.20 and never clashes with TensorFlow's own classes.

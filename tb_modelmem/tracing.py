@@ -1,8 +1,9 @@
-"""Profile a few training steps with the TF profiler and write their per-op table.
+"""Profile a few training steps and write their per-op table.
 
 ``with tb_modelmem.trace("ops", step=3, function=train_step): train_step(x, y)`` runs the
-TF2 profiler around the block, reduces the XSpace it writes to an OpTrace (see
-``readers.xspace``) and records it with ``summary.op_trace`` on the default writer.
+TF2 profiler around the block (JAX's, for Keras 3 on the JAX backend), reduces the XSpace it
+writes to an OpTrace (see ``readers.xspace``; an XLA-compiled step's per instruction, see
+``readers.xla``) and records it with ``summary.op_trace`` on the default writer.
 ``Trace.start()`` / ``Trace.stop()`` do the same across callback hooks. Capturing never
 stops training: every failure warns and the block runs anyway; the block's own
 exceptions propagate unchanged. The raw profile lives in a temp dir that is removed.
@@ -44,6 +45,7 @@ class Trace:
         self.name, self.step, self.function = name, step, function
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
+        self.profiler = _profiler_of(model, function)
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
         self._dir: Optional[str] = None
@@ -69,10 +71,8 @@ class Trace:
                           stacklevel=2)
             stale.abort()
         try:
-            import tensorflow as tf
-
             self._dir = tempfile.mkdtemp(prefix="tb_modelmem_trace_", dir=self.tmpdir)
-            tf.profiler.experimental.start(self._dir)
+            self.profiler.start(self._dir)
             _OPEN.append(self)
             return True
         except Exception as e:  # capture must never stop training
@@ -85,15 +85,13 @@ class Trace:
         if not self.active:
             return None
         try:
-            import tensorflow as tf
-
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
                 reading: Optional[_ModelReading] = None
                 try:  # the thread is let go in the finally whatever happens once it exists
                     reading = _ModelReading.started(self)
                     if reading is not None:
                         reading.go.set()  # it takes the GIL once the export below releases it
-                    tf.profiler.experimental.stop()
+                    self.profiler.stop()
                 finally:
                     if reading is not None:
                         reading.go.set()
@@ -116,9 +114,7 @@ class Trace:
         if not self.active:
             return
         try:
-            import tensorflow as tf
-
-            tf.profiler.experimental.stop(save=False)
+            self.profiler.stop(save=False)
         except Exception:  # already stopped by someone else: nothing left to release
             pass
         finally:
@@ -180,10 +176,11 @@ class Trace:
 
     def _graph_info(self, variables: List[Any], ran: Set[str]) -> Any:
         """The shapes and dataflow of the traced graphs that ran (``ran``: their function names);
-        without them the table still has measured bytes."""
+        without them the table still has measured bytes. A JAX step has none: its compiled
+        program, in the profile, says it all."""
         from tb_modelmem.capture.opgraph import graph_info
 
-        if self.function is None:
+        if self.function is None or self.profiler is not _TENSORFLOW:
             return None
         try:
             return graph_info(self.function, variables, ran)
@@ -236,7 +233,7 @@ class _ModelReading(threading.Thread):
 
             self.model = self.window._read_model(profiling=True)
             function = self.window.function
-            if self.model is not None and function is not None:
+            if self.model is not None and function is not None and self.window.profiler is _TENSORFLOW:
                 guess = likely_run(function)
                 graph = graph_info(function, self.model[1], guess)
                 self.graph = guess, graph
@@ -273,6 +270,48 @@ def trace(name: str, step: Optional[int] = None, function: Any = None, model: An
           batch_size: Optional[int] = None, description: Optional[str] = None, tmpdir: Optional[str] = None) -> Trace:
     """Context manager profiling its block into an op trace summary ``name`` at ``step``."""
     return Trace(name, step, function, model, optimizer, batch_size, description, tmpdir)
+
+
+class _Profiler:
+    """The profiler of one framework: TensorFlow's, or JAX's for Keras 3 on the JAX backend."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def start(self, folder: str) -> None:
+        if self.name == "jax":
+            import jax
+
+            jax.profiler.start_trace(folder)
+        else:
+            import tensorflow as tf
+
+            tf.profiler.experimental.start(folder)
+
+    def stop(self, save: bool = True) -> None:
+        """Stop and write the profile (``save=False``: discard it, where the profiler can)."""
+        if self.name == "jax":
+            import jax
+
+            jax.effects_barrier()  # the steps' device work, finished, is in the profile
+            jax.profiler.stop_trace()
+        else:
+            import tensorflow as tf
+
+            tf.profiler.experimental.stop(save=save)
+
+
+_TENSORFLOW, _JAX = _Profiler("tensorflow"), _Profiler("jax")
+
+
+def _profiler_of(model: Any, function: Any) -> _Profiler:
+    """JAX's profiler for a Keras 3 model on the JAX backend (or for a JAX-compiled function), else TensorFlow's."""
+    if "jax" not in sys.modules:
+        return _TENSORFLOW
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(model, keras.layers.Layer):
+        return _JAX if keras.backend.backend() == "jax" else _TENSORFLOW
+    return _JAX if hasattr(function, "lower") and hasattr(function, "trace") else _TENSORFLOW
 
 
 _OPEN: List[Trace] = []  # windows started and not yet stopped (at most one: the profiler is process-wide)

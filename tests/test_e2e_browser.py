@@ -178,8 +178,8 @@ def test_ops_view_of_a_plain_tf1_log_dir(demo_tb, browser, shots):
     tab.text("peak-weights", "13,098,536")
     tab.text("peak-all", "step's own peak")
     tab.text("join-fraction", "of op time on the model's layers")
-    for category in ("non_trainable", "optimizer_slots", "gradients", "activations", "optimizer_temporaries",
-                     "inputs", "temporaries", "unattributed"):
+    for category in ("non_trainable", "optimizer_slots", "other_state", "gradients", "activations",
+                     "optimizer_temporaries", "inputs", "temporaries", "unattributed"):
         tab.testid(f"peak-{category}").wait_for()
     # Two breakdowns in the run (the checkpoint and the live one): the user picks the join.
     joins = tab.testid("breakdown-select")

@@ -120,6 +120,7 @@ def test_the_frontend_names_what_the_backend_names():
     assert _js_list(source, "ROLES") == list(names.ROLES)
     assert _js_list(source, "PHASES") == list(names.PHASES)
     assert sorted(_js_list(source, "CATEGORIES")) == sorted(names.PEAK_CATEGORIES)  # stacking order, not the backend's
+    assert _js_list(source, "RESIDENT") == list(names.RESIDENT_CATEGORIES)
     for table in ("ROLE_LABEL", "ROLE_COLOR"):
         assert _js_keys(source, table) - {"total"} == set(names.ROLES), table
     for table in ("CATEGORY_LABEL", "CATEGORY_COLOR", "CATEGORY_HINT"):

@@ -18,6 +18,7 @@ _SAME_WIRE = {
 
 
 def _tf_classes():
+    from tensorflow.compiler.xla.service import hlo_pb2
     from tensorflow.core.protobuf import saved_model_pb2, tensor_bundle_pb2, trackable_object_graph_pb2
     from tensorflow.python.keras.protobuf import saved_metadata_pb2
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -25,11 +26,17 @@ def _tf_classes():
     return [(proto.XSpace, xplane_pb2.XSpace), (proto.BundleHeaderProto, tensor_bundle_pb2.BundleHeaderProto),
             (proto.BundleEntryProto, tensor_bundle_pb2.BundleEntryProto),
             (proto.TrackableObjectGraph, trackable_object_graph_pb2.TrackableObjectGraph),
-            (proto.SavedModel, saved_model_pb2.SavedModel), (proto.SavedMetadata, saved_metadata_pb2.SavedMetadata)]
+            (proto.SavedModel, saved_model_pb2.SavedModel), (proto.SavedMetadata, saved_metadata_pb2.SavedMetadata),
+            (proto.HloProto, hlo_pb2.HloProto)]
 
 
-def _compare(ours, theirs, path):
-    """Every field we declare exists in TensorFlow's message with the same number and encoding."""
+def _compare(ours, theirs, path, seen=None):
+    """Every field we declare exists in TensorFlow's message with the same number and encoding (a
+    message that holds itself, XLA's ShapeProto, is compared once)."""
+    seen = set() if seen is None else seen
+    if (ours.full_name, theirs.full_name) in seen:
+        return []
+    seen.add((ours.full_name, theirs.full_name))
     mismatches = []
     for field in ours.fields:
         other = theirs.fields_by_number.get(field.number)
@@ -44,7 +51,7 @@ def _compare(ours, theirs, path):
         if field.is_repeated != other.is_repeated:
             mismatches.append(f"{where}: repeated differs")
         if field.message_type is not None and other.message_type is not None:
-            mismatches += _compare(field.message_type, other.message_type, where)
+            mismatches += _compare(field.message_type, other.message_type, where, seen)
     return mismatches
 
 

@@ -28,14 +28,18 @@ export const PHASES = ["forward", "backward", "optimizer", "loss", "metrics", "i
 // stacking order: what stays resident at the bottom, the step's own buffers
 // above it, what nobody could attribute on top.
 export const CATEGORIES = [
-  "weights", "non_trainable", "optimizer_slots", "inputs", "activations", "gradients",
+  "weights", "non_trainable", "optimizer_slots", "other_state", "inputs", "activations", "gradients",
   "optimizer_temporaries", "temporaries", "unattributed",
 ];
+
+// The categories of the variables, resident between steps (the backend's RESIDENT_CATEGORIES).
+export const RESIDENT = ["weights", "non_trainable", "optimizer_slots", "other_state"];
 
 export const CATEGORY_LABEL = {
   weights: "Weights",
   non_trainable: "Non-trainable",
   optimizer_slots: "Optimizer slots",
+  other_state: "Other state",
   inputs: "Inputs",
   activations: "Activations",
   gradients: "Gradients",
@@ -49,6 +53,7 @@ export const CATEGORY_HINT = {
   weights: "trainable variables",
   non_trainable: "BatchNorm statistics and other layer state",
   optimizer_slots: "Adam m/v, momentum, accumulators",
+  other_state: "optimizer counters and learning rate, loss scale, metric state",
   inputs: "the batch entering the step",
   activations: "forward outputs kept for the backward pass",
   gradients: "gradients of the weights",
@@ -57,11 +62,12 @@ export const CATEGORY_HINT = {
   unattributed: "in use, but no allocation in the trace names it",
 };
 
-// Weights, non-trainable and slots share the role colours above.
+// The variables' categories share the role colours above.
 export const CATEGORY_COLOR = {
   weights: ROLE_COLOR.weight,
   non_trainable: ROLE_COLOR.non_trainable,
   optimizer_slots: ROLE_COLOR.optimizer_slot,
+  other_state: ROLE_COLOR.other,
   inputs: "#00838f",
   activations: "#388e3c",
   gradients: "#d32f2f",

@@ -11,7 +11,8 @@ in use from the window's start until then.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Hashable, List, Optional, Sequence
+import re
+from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set
 
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
@@ -35,6 +36,7 @@ from tb_modelmem.schema.names import (
 from tb_modelmem.schema.records import BufferRecord, Timeline
 
 MAX_TIMELINE_POINTS = 2000
+_DEVICE_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$", re.IGNORECASE)  # an accelerator's: "GPU_0_bfc"
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
 
 
@@ -61,6 +63,7 @@ class Event:
     dtype: str = ""
     region: str = ""
     allocator: str = ""
+    requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
 
@@ -84,21 +87,31 @@ class _Live:
     region: str
 
 
-def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
+def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:
+    """The allocators a step's peak is counted on: one accelerator's (the lowest-numbered) when the
+    profile has one, never added to host memory (pinned host buffers included); None: all of
+    them, a host's."""
+    devices = [(int(found.group(2)), name) for name in names for found in [_DEVICE_ALLOCATOR.match(name)] if found]
+    return {min(devices)[1]} if devices else None
+
+
+def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[AbstractSet[str]] = None) -> Replay:
     """Bytes in use after each event (by category), the peak, and every buffer in use at it.
 
     Events carrying ``in_use`` count what their allocator reports (memory allocated before the
     window included); others count from 0 at the window's start. Frees tie-break before
-    allocations at the same instant, so a tie does not inflate the peak.
+    allocations at the same instant, so a tie does not inflate the peak. ``headline``: the
+    allocators whose memory this is (``headline_allocators``; None: every one); each allocator's
+    own extremes are listed either way, with whether it is counted.
     """
-    ordered = sorted(events, key=lambda e: (e.t_us, e.delta))
+    everything = sorted(events, key=lambda e: (e.t_us, e.delta))
+    ordered = everything if headline is None else [e for e in everything if e.allocator in headline]
     before = _allocated_before(ordered)
     live: Dict[Hashable, _Live] = {}
     by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
     for b in before.values():
         by_category[b.category] = by_category.get(b.category, 0.0) + b.bytes
     allocators: Dict[str, float] = {}  # allocator -> bytes in use now
-    extremes: Dict[str, List[float]] = {}  # allocator -> [lowest, highest] bytes in use
     first_peak: Dict[str, float] = {}
     counted = 0.0
     t_us: List[float] = []
@@ -129,14 +142,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
                     by_category[pre.category] -= pre.bytes
                 op = ""
         counted += event.delta
-        if event.allocator not in allocators:  # what it held before the window's first event
-            allocators[event.allocator] = (event.in_use - event.delta) if event.in_use is not None else 0.0
-            extremes[event.allocator] = [allocators[event.allocator]] * 2
-        allocators[event.allocator] = (event.in_use if event.in_use is not None
-                                       else allocators[event.allocator] + event.delta)
-        low_high = extremes[event.allocator]
-        low_high[0] = min(low_high[0], allocators[event.allocator])
-        low_high[1] = max(low_high[1], allocators[event.allocator])
+        allocators[event.allocator] = _in_use_after(event, allocators)
         now = sum(allocators.values()) if event.in_use is not None else counted
         if event.lifetime_peak is not None:
             first_peak.setdefault(event.allocator, event.lifetime_peak)
@@ -157,9 +163,33 @@ def replay(events: Sequence[Event], origin_us: float = 0.0) -> Replay:
     # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
     timeline = Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
                         {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
-    return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers,
-                  [{"name": name, "peak_bytes": int(high), "min_bytes": int(low)}
-                   for name, (low, high) in sorted(extremes.items())])
+    return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
+
+
+def _in_use_after(event: Event, in_use: Dict[str, float]) -> float:
+    """What the event's allocator holds after it: its own count when it reports one, else what it
+    held before (from the count before its first event in the window, or 0) plus the event."""
+    if event.in_use is not None:
+        return event.in_use
+    return in_use.get(event.allocator, 0.0) + event.delta
+
+
+def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) -> List[Dict[str, Any]]:
+    """Each allocator's lowest and highest bytes in use over the window (from what it held before
+    its first event), and whether the step's figures count it."""
+    in_use: Dict[str, float] = {}
+    extremes: Dict[str, List[float]] = {}
+    for event in ordered:
+        if event.allocator not in in_use:  # what it held before the window's first event
+            in_use[event.allocator] = (event.in_use - event.delta) if event.in_use is not None else 0.0
+            extremes[event.allocator] = [in_use[event.allocator]] * 2
+        in_use[event.allocator] = _in_use_after(event, in_use)
+        low_high = extremes[event.allocator]
+        low_high[0] = min(low_high[0], in_use[event.allocator])
+        low_high[1] = max(low_high[1], in_use[event.allocator])
+    return [{"name": name, "peak_bytes": int(high), "min_bytes": int(low),
+             **({} if headline is None else {"counted": name in headline})}
+            for name, (low, high) in sorted(extremes.items())]
 
 
 def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:

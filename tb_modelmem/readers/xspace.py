@@ -21,17 +21,20 @@ import warnings
 from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union, cast
 
 from tb_modelmem import proto
-from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.readers import hlo, xla
+from tb_modelmem.readers.allocator_replay import Event, headline_allocators, replay, step_category
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
+from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES
 from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
 
 _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
+_THUNK = "thunk"  # a host event named after an HLO instruction: an XLA:CPU thunk
 _UNSEEN = object()  # a metadata id not looked at yet
 _ITERATOR_OPS = ("IteratorGetNext", "OptionalGetValue")  # what hands a step its batch
 _EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
@@ -40,6 +43,11 @@ _FUNCTION_NAME = re.compile(r"__inference_[\w.]+")
 # Host allocators that trace only part of their allocations (TF's default CPU allocator with
 # oneDNN sends small requests through an untraced path); a BFC allocator traces every one.
 _PARTIAL_ALLOCATORS = frozenset({"cpu", "mklcpu", "cpu_pool"})
+NO_ALLOCATIONS_NOTE = ("the profile has no allocation events, so the peak is unknown and output bytes come from "
+                       "the graph or the compiled program. On a CPU, TensorFlow's default allocator records none "
+                       "without oneDNN (its default on AMD CPUs): set TF_CPU_ALLOCATOR_USE_BFC=true before "
+                       "TensorFlow starts (tb_modelmem.enable_full_memory_trace() does it). JAX records none "
+                       "on a CPU.")
 LARGE_ONLY_NOTE = ("TensorFlow's default CPU allocator records only its large allocations: small buffers are "
                    "missing from the list at the peak and from the allocator's own count, so the peak and its "
                    "split undercount them. Set TF_CPU_ALLOCATOR_USE_BFC=true before TensorFlow starts "
@@ -78,9 +86,13 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     """
     calls: Dict[Tuple[str, str], _Calls] = {}
     memory: List[_MemoryEvent] = []
+    programs = hlo.programs(xspace)
+    instructions = frozenset(name for program in programs.values() for name in program.by_name)
+    tf_ops = not hlo.written_by_jax(xspace)  # a JAX profile's "a:b" host events are its runtime's, not ops
+    xla_events: List[xla.XlaEvent] = []
     steps = 0
     for plane in xspace.planes:
-        if not plane.name.startswith(("/host:", "/device:")):
+        if not plane.name.startswith(("/host:", "/device:")) or plane.name == hlo.METADATA_PLANE:
             continue
         stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
         device = plane.name
@@ -99,7 +111,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                 if kind is None:
                     continue
                 if kind is _UNSEEN:
-                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls)
+                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls,
+                                                               instructions, tf_ops)
                     if kind is None:
                         continue
                 if type(kind) is _Calls:  # a host op
@@ -108,26 +121,43 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
                                                _stats(event.stats, stat_names)))
                 else:
-                    op = _op_of(kind, event, stat_names, host)
+                    meta = _event_metadata(plane, event) if kind is _THUNK else kind
+                    stats = _stats(list(meta.stats) + list(event.stats), stat_names)
+                    if programs and "hlo_op" in stats:  # an XLA program's thunk or kernel
+                        xla_events.append(xla.XlaEvent(device, line.name, meta.name, base_ps + event.offset_ps,
+                                                       event.duration_ps, {k: stats.get(k) for k in xla.STATS}))
+                        continue
+                    op = _device_op(stats) if kind is not _THUNK and tf_ops else None
                     if op:
                         _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
-    if not calls:
+    step = xla.Step(programs, xla_events) if xla_events else None
+    if not calls and step is None:
         warnings.warn("tb_modelmem: the profile has no TensorFlow op events (unknown device, or nothing ran "
                       "while profiling)", RuntimeWarning, stacklevel=2)
     graph = graph or GraphInfo({})
     names = [c.name for c in calls.values()] + [_op_name(m.stats) for m in memory if m.is_alloc]
+    if step is not None:
+        names += [scope_name(name) for name in step.op_names()]
+    if not (vocabulary and vocabulary.layers) and step is not None:  # no model: the layers name stacks show
+        vocabulary = Vocabulary(layer_paths(step.op_names()))
     joiner = Joiner.reused(vocabulary or Vocabulary([]), graph.graphs, names)
-    origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory], default=0)
+    origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory]
+                    + [e.start_ps for e in xla_events], default=0)
     measured = _measured_outputs(memory)
     batch = batch_size or _batch_seen(measured, graph.outputs)
-    ops = _op_table(calls.values(), measured, graph, batch, joiner)
-    replayed = replay(_events(memory, joiner, _input_sizes(graph, batch)), origin_ps / 1e6)
+    ops = _op_table(calls.values(), measured, graph, batch, joiner, step)
+    events = _events(memory, joiner, _input_sizes(graph, batch) | (step.batch_sizes() if step else set()))
+    if step is not None:
+        events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b))
+    replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
     allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
-                   timeline=replayed.timeline, devices=sorted(set(ops.column("device"))), steps=max(steps, 1),
+                   timeline=replayed.timeline, devices=sorted(set(ops.column("device"))),
+                   steps=max(steps or (step.executions() if step else 0), 1),
                    counts_resident=True, peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
-                   allocations=allocations,
-                   allocations_note=note, allocators=replayed.allocators, layers=list(joiner.vocabulary.layers))
+                   allocations=allocations, allocations_note=note, allocators=replayed.allocators,
+                   layers=list(joiner.vocabulary.layers), xla=step.summary() if step else None,
+                   resident=step.resident() if step else {})
 
 
 @dataclasses.dataclass
@@ -156,17 +186,20 @@ class _MemoryEvent:
 
 
 def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, host: bool,
-             calls: Dict[Tuple[str, str], _Calls]) -> Any:
-    """What events of this metadata are: _ALLOC or _DEALLOC; on a host, the op's running totals
-    or None (not an op); on a device, the metadata (its events' own stats name their op)."""
+             calls: Dict[Tuple[str, str], _Calls], instructions: AbstractSet[str], tf_ops: bool = True) -> Any:
+    """What events of this metadata are: _ALLOC or _DEALLOC; on a host, the op's running totals,
+    _THUNK (named after an instruction of the profile's XLA programs: its stats say which), or
+    None (not an op); on a device, the metadata (its events' own stats name their op)."""
     meta = _event_metadata(plane, event)
     name = meta.name  # each read of a proto field makes a new string: once
     if name == _ALLOC or name == _DEALLOC:
         return _ALLOC if name == _ALLOC else _DEALLOC  # the constants: compared by identity
     if not host:
         return meta
-    op = _host_op(name, meta.display_name)
-    return _calls_of(calls, op, device) if op else None
+    op = _host_op(name, meta.display_name) if tf_ops else None
+    if op:
+        return _calls_of(calls, op, device)
+    return _THUNK if name in instructions else None
 
 
 def _calls_of(calls: Dict[Tuple[str, str], _Calls], op: Tuple[str, str], device: str) -> _Calls:
@@ -194,12 +227,9 @@ def _event_metadata(plane: Any, event: Any) -> Any:
     return found if found is not None else proto.XEventMetadata()
 
 
-def _op_of(meta: Any, event: Any, stat_names: Dict[int, str], host: bool) -> Optional[Tuple[str, str]]:
-    """(node, type) of a TF op event: host executor events are named "node:Type"; an eager op
-    has no node, so its type names the row; tf.function calls are left to their own ops."""
-    if host:
-        return _host_op(meta.name, meta.display_name)
-    tf_op = _stats(list(meta.stats) + list(event.stats), stat_names).get("tf_op")
+def _device_op(stats: Dict[str, Any]) -> Optional[Tuple[str, str]]:
+    """(node, type) of a device event's TF op, from its ``tf_op`` stat ("scope/MatMul:MatMul")."""
+    tf_op = stats.get("tf_op")
     if isinstance(tf_op, str) and ":" in tf_op:
         name, _, op_type = tf_op.rpartition(":")
         return name, op_type
@@ -229,9 +259,11 @@ _COLUMNS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "
 
 
 def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: GraphInfo, batch: Optional[int],
-              joiner: Joiner) -> OpTable:
+              joiner: Joiner, step: Optional[xla.Step] = None) -> OpTable:
     """One row per op, made column by column (a ResNet50 step has 8,356: no record object each);
-    ``measured``: what the allocator reported per op (``_measured_outputs``)."""
+    ``measured``: what the allocator reported per op (``_measured_outputs``); ``step``: the XLA
+    programs that ran, one row per instruction (its shape from the program: DERIVED) and one per
+    group of their events no rule tied to an instruction."""
     measured = dict(measured)  # each op event takes its own; what is left had no op event
     rows = []
     for acc in calls:
@@ -242,7 +274,28 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
     for name, m in measured.items():  # allocations by ops with no op event: keep every byte
         layer, phase = joiner.assign(name)
         rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, name, batch)))
+    if step is not None:
+        rows += _instruction_rows(step, joiner)
     return OpTable.by_name(dict(zip(_COLUMNS, map(list, zip(*rows)))))
+
+
+def _instruction_rows(step: xla.Step, joiner: Joiner) -> List[Tuple[Any, ...]]:
+    """An XLA step's rows: each instruction that ran, with its output as the program declares it
+    (DERIVED) and the framework ops it implements; then each group of events no rule placed."""
+    rows: List[Tuple[Any, ...]] = []
+    for row in step.rows:
+        instruction = row.instruction
+        layer, phase = step.place(joiner, row.program, instruction)
+        rows.append((step.name(row.program, instruction), instruction.kind, layer, phase, row.device, row.calls,
+                     row.duration_ps / 1e6, list(row.program.framework_ops(instruction.id)[:_MAX_FUSED]), DERIVED,
+                     instruction.bytes, 0, instruction.shape, instruction.dtype))
+    for left in step.unattributed:
+        rows.append((left.name, xla.UNATTRIBUTED_TYPE, "", "", left.device, left.calls, left.duration_ps / 1e6, [],
+                     UNKNOWN_BYTES, 0, 0, "", ""))
+    return rows
+
+
+_MAX_FUSED = 32  # framework ops listed for one instruction (a big fusion implements hundreds)
 
 
 @dataclasses.dataclass
@@ -393,6 +446,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
                       allocator=allocator, region=str(stats.get("region_type") or ""), in_use=in_use,
                       lifetime_peak=float(stats.get("peak_bytes_in_use") or 0))
         requested = int(stats.get("requested_bytes") or 0)
+        event.requested = requested
         if m.is_alloc:
             event.op = _op_name(stats)
             phase = joiner.assign(event.op)[1] if event.op else ""
@@ -409,8 +463,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
 def _coverage(memory: List[_MemoryEvent]) -> Tuple[str, str]:
     """Which allocations the profile recorded ("all", "large", "none") and what that means."""
     if not memory:
-        return "none", ("the profile has no allocation events: output bytes are derived from the graph "
-                        "and the peak is unknown")
+        return "none", NO_ALLOCATIONS_NOTE
     allocators = {str(m.stats.get("allocator_name", "")) for m in memory}
     if allocators & _PARTIAL_ALLOCATORS:
         return "large", LARGE_ONLY_NOTE

@@ -261,6 +261,12 @@ class OpTrace(Record):
     # Per allocator (device memory pool): {"name", "peak_bytes", "min_bytes"}; min is what stayed resident.
     allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
+    # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in
+    # command buffers, how much time is tied to instructions and how; None for an op-by-op step.
+    xla: Optional[Dict[str, Any]] = None
+    # Bytes the step's program holds as its state before it runs, by role, where the program's
+    # parameters say what they are (Keras on JAX); the breakdown, when there is one, says it instead.
+    resident: Dict[str, int] = dataclasses.field(default_factory=dict)
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
@@ -273,6 +279,11 @@ class OpTrace(Record):
             self.peak_buffers = BufferTable.from_rows(self.peak_buffers)
         if isinstance(self.timeline, list):
             self.timeline = Timeline.from_points(self.timeline)
+
+    def _check(self) -> None:
+        for role, size in self.resident.items():
+            if type(size) is not int or size < 0:  # bool is not an int here
+                raise ValueError(f"OpTrace.resident[{preview(role)}]: expected bytes >= 0, got {preview(size)}")
 
     def to_dict(self, compact: bool = False) -> Dict[str, Any]:
         """``compact``: as a payload stores it (``compaction.compact_op_places`` too)."""

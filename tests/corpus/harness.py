@@ -1,6 +1,6 @@
 """Run one corpus script as a user would, with tb_modelmem attached or not, and write ground truth.
 
-    python -m tests.corpus.harness NAME --logdir DIR --out RESULT.json [--mode modelmem|plain]
+    python -m tests.corpus.harness NAME --logdir DIR --out RESULT.json [--mode modelmem|plain] [--jit-compile]
 
 Meant to run in a fresh process (``tests.corpus.run`` does that): TF1's
 ``disable_eager_execution`` and Keras' name counters are process state. The script runs
@@ -17,6 +17,8 @@ modelmem mode attaches tb_modelmem the way the README tells users to:
                   ``tb_modelmem.summary.run_metadata("ops", ...)`` and
                   ``tb_modelmem.summary.variables("storage")`` to that writer's directory; what
                   they raise is recorded, not fatal.
+``--jit-compile``: every ``keras.Model.compile`` call gets ``jit_compile=True`` (what a user sets for
+XLA; Keras 3 does it on its own on a GPU), so each train step is one XLA program.
 plain mode imports no tb_modelmem code: fit scripts get ``keras.callbacks.TensorBoard(logdir,
 profile_batch=2)``, the others write what they always wrote.
 
@@ -171,6 +173,19 @@ def _install_fit_hook(state: State) -> None:
         return original_fit(self, *args, **kwargs)
 
     keras.Model.fit = fit
+
+
+def _install_jit_compile_hook() -> None:
+    """Every Model.compile call compiles its steps with XLA, as ``jit_compile=True`` asks."""
+    import keras
+
+    original_compile = keras.Model.compile
+
+    def compile(self, *args, **kwargs):
+        kwargs["jit_compile"] = True
+        return original_compile(self, *args, **kwargs)
+
+    keras.Model.compile = compile
 
 
 def _tf1_attach(state: State, file_writer: Any, run_metadata: Any, tag: str, step: int) -> None:
@@ -484,6 +499,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--logdir", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
+    parser.add_argument("--jit-compile", action="store_true", help="compile every Keras model with jit_compile=True")
     args = parser.parse_args(argv)
 
     started = time.time()
@@ -507,6 +523,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _install_truth_hooks(state)
         if kind == "fit":
             _install_fit_hook(state)
+        if args.jit_compile:
+            _install_jit_compile_hook()
 
         os.chdir(cwd)
         argv_before = sys.argv

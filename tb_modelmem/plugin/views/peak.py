@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.schema.names import (
     NON_TRAINABLE,
     NON_TRAINABLE_CATEGORY,
+    OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
     OTHER,
+    OTHER_STATE_CATEGORY,
     PEAK_CATEGORIES,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
@@ -45,7 +47,7 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
     for category in STEP_ONLY_CATEGORIES:
         parts[category] = step[category]
     unknown: Dict[str, str] = {}
-    resident_parts = _resident(breakdown)
+    resident_parts = _resident(trace, breakdown)
     in_window_state = {c: step[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
     if trace.counts_resident:
         # The buffers live at the peak can add up past the allocator's own count only when a profile's
@@ -85,22 +87,32 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
     return parts
 
 
-def _resident(breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
-    """Bytes of the breakdown's variables by peak category: counters and other state owned by
-    a layer count as its non-trainable state, the optimizer's own as its slots."""
-    if breakdown is None:
+def _resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
+    """Bytes of the step's resident state by peak category: the breakdown's variables, else what
+    the trace's program says its parameters hold (an XLA step's), else None (unknown)."""
+    state: Iterable[Tuple[str, int, bool]]  # (role, bytes, owned by a layer)
+    if breakdown is not None:
+        owned_by_a_layer = breakdown.vocabulary.variable_layer
+        columns = breakdown.record.variables.columns
+        state = zip(columns["role"], columns["bytes"], (name in owned_by_a_layer for name in columns["name"]))
+    elif trace.resident:
+        state = ((role, size, False) for role, size in trace.resident.items())
+    else:
         return None
-    owned_by_a_layer = breakdown.vocabulary.variable_layer
     out = dict.fromkeys(RESIDENT_CATEGORIES, 0)
-    columns = breakdown.record.variables.columns
-    for name, role, size in zip(columns["name"], columns["role"], columns["bytes"]):
-        if role == WEIGHT:
-            out[WEIGHTS_CATEGORY] += size
-        elif role == NON_TRAINABLE or (role == OTHER and name in owned_by_a_layer):
-            out[NON_TRAINABLE_CATEGORY] += size
-        else:
-            out[OPTIMIZER_SLOTS_CATEGORY] += size
+    for role, size, layer_state in state:
+        out[_resident_category(role, layer_state)] += size
     return out
+
+
+def _resident_category(role: str, owned_by_a_layer: bool) -> str:
+    """The peak category of a resident variable, its role in the Storage view: state of role
+    "other" owned by a layer (a Dropout's seed) is that layer's non-trainable state."""
+    if role == WEIGHT:
+        return WEIGHTS_CATEGORY
+    if role == NON_TRAINABLE or (role == OTHER and owned_by_a_layer):
+        return NON_TRAINABLE_CATEGORY
+    return OPTIMIZER_SLOTS_CATEGORY if role == OPTIMIZER_SLOT else OTHER_STATE_CATEGORY
 
 
 def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:

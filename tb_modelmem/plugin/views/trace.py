@@ -144,6 +144,7 @@ class TraceView:
         joined = self.joined_time_us
         return {
             "source": trace.source, "steps": trace.steps, "devices": trace.devices, "timed": trace.timed,
+            "xla": trace.xla,
             "op_count": len(trace.ops), "total_time_us": total,
             "join": {"joined_time_us": joined, "fraction": joined / total if total else None,
                      "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none")},

@@ -1,0 +1,440 @@
+"""An XLA program as a profile carries it, read without TensorFlow or JAX.
+
+The profiler stores the ``HloProto`` of every compiled program that ran on the XSpace's
+``/host:metadata`` plane: its instructions (opcode, output shape, the framework op each was
+lowered from in ``metadata.op_name``), the order the entry computation runs in, and its buffer
+assignment (entry parameters, the one temp allocation all intermediate buffers share, and which
+instruction defines each buffer placed in it). ``programs`` reads them; ``Program`` answers what
+an instruction is, which framework ops it implements, and which buffers are live at the peak of
+the temp allocation.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import math
+import re
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from tb_modelmem import proto
+
+METADATA_PLANE = "/host:metadata"
+_HLO_PROTO_STAT = "Hlo Proto"
+_PROGRAM_ID_STAT = "program_id"
+
+# xla.PrimitiveType -> (dtype name, bits per element); TUPLE, OPAQUE and TOKEN own no elements.
+_PRIMITIVES = {1: ("bool", 8), 2: ("int8", 8), 3: ("int16", 16), 4: ("int32", 32), 5: ("int64", 64),
+               6: ("uint8", 8), 7: ("uint16", 16), 8: ("uint32", 32), 9: ("uint64", 64), 10: ("float16", 16),
+               11: ("float32", 32), 12: ("float64", 64), 15: ("complex64", 64), 16: ("bfloat16", 16),
+               18: ("complex128", 128), 19: ("float8_e5m2", 8), 20: ("float8_e4m3fn", 8), 21: ("int4", 4),
+               22: ("uint4", 4), 23: ("float8_e4m3b11fnuz", 8), 24: ("float8_e5m2fnuz", 8),
+               25: ("float8_e4m3fnuz", 8)}
+_TUPLE = 13
+_BYTES = frozenset({2, 6})  # int8, uint8: a workspace's element type
+# Opcodes that launch no kernel or thunk of their own: they name, alias or order buffers.
+NO_WORK = frozenset({"parameter", "get-tuple-element", "bitcast", "tuple", "constant", "after-all",
+                     "add-dependency", "opt-barrier", "partition-id", "replica-id", "domain"})
+# Opcodes whose output is (part of) an operand's buffer: a buffer stays live while they are used.
+_ALIASING = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier", "add-dependency"})
+_HEAP_ALLOC, _HEAP_FREE, _HEAP_SHARE = 0, 1, 2
+# Opcodes that only move an operand's elements: what they make from a parameter is that parameter.
+_RELAYOUT = frozenset({"bitcast", "copy", "transpose", "reshape", "get-tuple-element", "fusion"})
+_KERNEL_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """One HLO instruction: what it is and what its output takes."""
+
+    id: int
+    name: str
+    opcode: str
+    op_name: str  # the framework op it was lowered from ("" when XLA made it: a copy, a layout change)
+    op_type: str  # the TF op type (empty under JAX)
+    shape: str  # "[32,28,28,32]", a tuple's parts joined by ";"
+    dtype: str  # "float32", a tuple's distinct element types joined by ";"
+    bytes: int  # dense bytes of the output (a tuple: its elements, not its pointer table)
+    custom_call_target: str
+    operand_ids: Tuple[int, ...]
+    called_computation_ids: Tuple[int, ...]
+    in_entry: bool
+
+    @property
+    def kind(self) -> str:
+        """What the op table shows as its type: the opcode, a custom call's target."""
+        return self.custom_call_target or self.opcode
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """An entry parameter's buffer: the program's inputs (for a training step, its state and batch)."""
+
+    number: int
+    op_name: str  # "state[0][3]", "data[0]" under Keras on JAX; "XLA_Args" under TensorFlow
+    dims: Tuple[int, ...]
+    bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveBuffer:
+    """A buffer of the temp allocation live at its peak, and the instruction that defines it."""
+
+    instruction: Instruction
+    shape_index: Tuple[int, ...]
+    bytes: int
+    scratch: bool  # a custom call's workspace (cuDNN, cuBLAS), not a value any instruction reads
+
+
+@dataclasses.dataclass(frozen=True)
+class TempPeak:
+    """The temp allocation's size and what is live in it at its peak; ``source`` says how the live
+    set was found: the program's own heap-simulator trace, or its schedule (no trace kept)."""
+
+    allocation_bytes: int
+    live: Tuple[LiveBuffer, ...]
+    source: str
+
+    @property
+    def live_bytes(self) -> int:
+        return sum(buffer.bytes for buffer in self.live)
+
+
+class Program:
+    """One compiled program of a profile (``HloProto``), indexed for the questions readers ask."""
+
+    def __init__(self, program_id: int, hlo: Any) -> None:
+        module = hlo.hlo_module
+        self.id = program_id
+        self.name: str = module.name
+        self._computations = {c.id: c for c in module.computations}
+        entry = module.entry_computation_id
+        fusion = {c.id for c in module.computations if c.is_fusion_computation}
+        self.instructions: Dict[int, Instruction] = {}
+        self._raw: Dict[int, Any] = {}
+        self._computation_of: Dict[int, int] = {}  # instruction id -> the computation holding it
+        self._callers: Dict[int, int] = {}  # computation id -> an instruction that calls it
+        for computation in module.computations:
+            for raw in computation.instructions:
+                self._raw[raw.id] = raw
+                self._computation_of[raw.id] = computation.id
+                self.instructions[raw.id] = _instruction(raw, computation.id == entry)
+                for called in raw.called_computation_ids:
+                    self._callers.setdefault(called, raw.id)
+        # names are unique in a module; kernels and thunks can only be made by instructions outside fusions
+        self.by_name = {i.name: i for cid, c in self._computations.items() if cid not in fusion
+                        for i in (self.instructions[r.id] for r in c.instructions)}
+        sequence = module.schedule.sequences.get(entry)
+        self.order: Dict[int, int] = ({iid: n for n, iid in enumerate(sequence.instruction_ids)}
+                                      if sequence is not None else {})
+        self._assignment = hlo.buffer_assignment
+        self._framework_ops: Dict[int, Tuple[str, ...]] = {}
+        self._kernel_names: Optional[Dict[str, Instruction]] = None
+        self._state_read: Dict[int, Tuple[int, ...]] = {}
+        self._read_by: Optional[Dict[int, List[int]]] = None
+
+    def _readers(self) -> Dict[int, List[int]]:
+        """Instruction id -> the instructions that take it as an operand."""
+        if self._read_by is None:
+            self._read_by = collections.defaultdict(list)
+            for instruction in self.instructions.values():
+                for operand in instruction.operand_ids:
+                    self._read_by[operand].append(instruction.id)
+        return self._read_by
+
+    def state_read(self, instruction_id: int) -> Tuple[int, ...]:
+        """The entry parameters an entry instruction reads, directly or through instructions that
+        only re-lay them out (bitcasts, copies, transposes made from them alone)."""
+        found = self._state_read.get(instruction_id)
+        if found is None:
+            found = self._state_read[instruction_id] = self._parameters_under(instruction_id, 0)
+        return found
+
+    def _parameters_under(self, instruction_id: int, depth: int) -> Tuple[int, ...]:
+        out: List[int] = []
+        for operand in self.instructions[instruction_id].operand_ids:
+            source = self.instructions.get(operand)
+            if source is None:
+                continue
+            if source.opcode == "parameter" and source.in_entry:
+                out.append(operand)
+            elif depth < 3 and len(source.operand_ids) == 1 and (source.opcode in _RELAYOUT or not source.op_name):
+                out += self._parameters_under(operand, depth + 1)
+        return tuple(dict.fromkeys(out))
+
+    def kernel_names(self) -> Dict[str, Instruction]:
+        """Kernel symbol -> the one instruction XLA:GPU names a kernel after ("." becomes "_"). Not
+        a rule to rely on: identical fusions share the first one's compiled kernel and name."""
+        if self._kernel_names is None:
+            named: Dict[str, List[Instruction]] = collections.defaultdict(list)
+            for instruction in self.by_name.values():
+                named[kernel_name(instruction)].append(instruction)
+            self._kernel_names = {name: group[0] for name, group in named.items() if len(group) == 1}
+        return self._kernel_names
+
+    def work(self) -> List[Instruction]:
+        """The entry computation's instructions that launch work, in the order they run."""
+        scheduled = sorted(self.order, key=self.order.__getitem__)
+        return [self.instructions[i] for i in scheduled
+                if i in self.instructions and self.instructions[i].opcode not in NO_WORK]
+
+    def framework_ops(self, instruction_id: int) -> Tuple[str, ...]:
+        """The framework ops an instruction implements: its own op_name, else those of the
+        instructions it calls (a fusion's), most frequent first, else the op of the instruction
+        whose computation it runs in (a loop's body, an expanded random number generator's), else
+        the op its readers agree on (an index the max pool's gradient needs), else its first named
+        operand's, as ``join`` places a TensorFlow op no name places by its consumers, then producers."""
+        found = self._framework_ops.get(instruction_id)
+        if found is None:
+            self._framework_ops[instruction_id] = ()  # while it is worked out: a cycle of readers finds none
+            found = self._framework_ops[instruction_id] = self._implemented(instruction_id)
+        return found
+
+    def _implemented(self, instruction_id: int) -> Tuple[str, ...]:
+        instruction = self.instructions[instruction_id]
+        if instruction.op_name:
+            return (instruction.op_name,)
+        counts: "collections.Counter[str]" = collections.Counter()
+        pending, seen = list(instruction.called_computation_ids), set()
+        while pending:
+            computation = self._computations.get(pending.pop())
+            if computation is None or computation.id in seen:
+                continue
+            seen.add(computation.id)
+            for raw in computation.instructions:
+                inner = self.instructions[raw.id]
+                if inner.op_name and inner.opcode != "parameter":
+                    counts[inner.op_name] += 1
+                pending.extend(inner.called_computation_ids)
+        if counts:
+            return tuple(name for name, _ in counts.most_common())
+        caller = self._callers.get(self._computation_of.get(instruction_id, -1))
+        if caller is not None and caller != instruction_id:
+            found = self.framework_ops(caller)
+            if found:
+                return found
+        read_by = {self.framework_ops(reader)[:1] for reader in self._readers().get(instruction_id, ())
+                   if reader != instruction_id and self.instructions[reader].opcode not in NO_WORK}
+        if len(read_by) == 1 and () not in read_by:
+            return read_by.pop()
+        for operand in instruction.operand_ids[:4]:
+            if operand in self.instructions and operand != instruction_id:
+                found = self.framework_ops(operand)
+                if found:
+                    return found[:1]
+        return ()
+
+    def parameters(self) -> List[Parameter]:
+        """Every entry parameter's buffer, with the op_name that says what it holds."""
+        names = {i.id: i for i in self.instructions.values() if i.in_entry and i.opcode == "parameter"}
+        by_number = {self._raw[iid].parameter_number: i for iid, i in names.items()}
+        out = []
+        for allocation in self._assignment.buffer_allocations:
+            if allocation.is_entry_computation_parameter:
+                instruction = by_number.get(allocation.parameter_number)
+                dims = tuple(self._raw[instruction.id].shape.dimensions) if instruction else ()
+                out.append(Parameter(allocation.parameter_number, instruction.op_name if instruction else "", dims,
+                                     allocation.size))
+        return out
+
+    def allocation_sizes(self) -> Dict[str, List[int]]:
+        """Bytes of each buffer allocation a run of the program asks the allocator for, by kind:
+        "temp" (the intermediate buffers), "output", "tuple" (an output's pointer table); entry
+        parameters, constants and thread-local scalars are not allocated per run."""
+        out: Dict[str, List[int]] = collections.defaultdict(list)
+        for allocation in self._assignment.buffer_allocations:
+            kind = _allocation_kind(allocation)
+            if kind in ("temp", "output", "tuple"):
+                out[kind].append(allocation.size)
+        return dict(out)
+
+    def temp_peak(self) -> Optional[TempPeak]:
+        """The largest temp allocation and the buffers live in it at its peak (None: the program
+        has no temp allocation). From the heap-simulator trace XLA keeps with the program when it
+        has one, else from the entry schedule (each buffer live from its defining instruction to
+        its last reader)."""
+        temps = [a for a in self._assignment.buffer_allocations if _allocation_kind(a) == "temp"]
+        if not temps:
+            return None
+        temp = max(temps, key=lambda a: a.size)
+        logical = {b.id: b for b in self._assignment.logical_buffers}
+        placed = {assigned.logical_buffer_id for assigned in temp.assigned}
+        traced = self._heap_trace(placed)
+        if traced is not None:
+            live_ids, source = traced, "heap-simulator trace"
+        else:
+            live_ids, source = self._schedule_peak(temp, logical), "schedule (no heap-simulator trace)"
+        live = []
+        for buffer_id in live_ids:
+            buffer = logical.get(buffer_id)
+            instruction = self.instructions.get(buffer.defined_at.instruction_id) if buffer is not None else None
+            if buffer is None or instruction is None:
+                continue
+            index = tuple(buffer.defined_at.shape_index)
+            live.append(LiveBuffer(instruction, index, buffer.size, _is_scratch(self._raw[instruction.id], index)))
+        return TempPeak(temp.size, tuple(live), source)
+
+    def _heap_trace(self, placed: Iterable[int]) -> Optional[List[int]]:
+        """Logical buffers live at the peak of the heap-simulator trace of the temp allocation,
+        replayed as XLA simulated it (a buffer shared with another frees with its last sharer).
+        The trace's own allocation index is not to be trusted (xprof says so too): the trace
+        whose buffers are in the temp allocation is it."""
+        placed = set(placed)
+        traces = [t for t in self._assignment.heap_simulator_traces
+                  if any(e.buffer_id in placed for e in t.events)]
+        if not traces:
+            return None
+        trace = max(traces, key=lambda t: sum(e.buffer_id in placed for e in t.events))
+        sizes = {b.id: b.size for b in self._assignment.logical_buffers}
+        canonical: Dict[int, int] = {}
+        holders: "collections.Counter[int]" = collections.Counter()
+        live: Dict[int, int] = {}
+        in_use = peak = 0
+        at_peak: List[int] = []
+        for event in trace.events:
+            if event.buffer_id not in sizes:
+                continue
+            if event.kind == _HEAP_ALLOC:
+                canonical[event.buffer_id] = event.buffer_id
+                holders[event.buffer_id] += 1
+                live[event.buffer_id] = sizes[event.buffer_id]
+                in_use += sizes[event.buffer_id]
+                if in_use > peak:
+                    peak, at_peak = in_use, list(live)
+            elif event.kind == _HEAP_FREE:
+                owner = canonical.get(event.buffer_id, event.buffer_id)
+                holders[owner] -= 1
+                if holders[owner] <= 0 and owner in live:
+                    in_use -= live.pop(owner)
+            elif event.kind == _HEAP_SHARE:
+                owner = canonical.get(event.share_with_canonical_id, event.share_with_canonical_id)
+                canonical[event.buffer_id] = owner
+                holders[owner] += 1
+        return at_peak
+
+    def _schedule_peak(self, temp: Any, logical: Dict[int, Any]) -> List[int]:
+        """Logical buffers of the temp allocation live at its fullest moment of the entry schedule:
+        each from the position of its defining instruction to that of its last reader (through
+        instructions that only alias it: bitcasts, tuple elements), and until another buffer is
+        placed over its bytes (XLA gives two buffers the same bytes only when their lives do not
+        overlap, or when one updates the other in place)."""
+        if not self.order:
+            return []
+        readers: Dict[int, List[int]] = collections.defaultdict(list)
+        for instruction in self.instructions.values():
+            if instruction.in_entry:
+                for operand in instruction.operand_ids:
+                    readers[operand].append(instruction.id)
+        end = len(self.order)
+
+        @functools.lru_cache(maxsize=None)
+        def last_read(instruction_id: int) -> int:
+            last = -1
+            for reader in readers.get(instruction_id, ()):
+                if self.instructions[reader].opcode in _ALIASING:
+                    last = max(last, last_read(reader))
+                else:
+                    last = max(last, self.order.get(reader, end))
+            return last
+
+        span = {a.logical_buffer_id: (a.offset, a.offset + a.size) for a in temp.assigned}
+        starts: Dict[int, List[Tuple[int, int]]] = collections.defaultdict(list)
+        for buffer_id in span:
+            buffer = logical.get(buffer_id)
+            defined = buffer.defined_at.instruction_id if buffer is not None else -1
+            if defined in self.order:
+                first, last = self.order[defined], last_read(defined)
+                starts[first].append((buffer_id, max(first, last if last >= 0 else end)))
+        live: Dict[int, int] = {}  # buffer id -> the position after which it is dead
+        in_use = peak = 0
+        at_peak: List[int] = []
+        for position in range(end + 1):
+            for buffer_id, last in starts.get(position, ()):
+                low, high = span[buffer_id]
+                for other in [o for o in live if span[o][0] < high and low < span[o][1]]:
+                    in_use -= span[other][1] - span[other][0]
+                    del live[other]
+                live[buffer_id] = last
+                in_use += high - low
+            if in_use > peak:
+                peak, at_peak = in_use, list(live)
+            for buffer_id in [b for b, last in live.items() if last == position]:
+                in_use -= span[buffer_id][1] - span[buffer_id][0]
+                del live[buffer_id]
+        return at_peak
+
+
+def written_by_jax(xspace: Any) -> bool:
+    """Whether JAX wrote the profile (its metadata plane says which version)."""
+    for plane in xspace.planes:
+        if plane.name == METADATA_PLANE:
+            names = {k: m.name for k, m in plane.stat_metadata.items()}
+            return any(names.get(stat.metadata_id) == "jax_version" for stat in plane.stats)
+    return False
+
+
+def programs(xspace: Any) -> Dict[int, Program]:
+    """Every program whose HloProto the profile keeps, by program id: the ``program_id`` stat of
+    its metadata (JAX), else the metadata's own id (TensorFlow), as xprof reads them."""
+    found: Dict[int, Program] = {}
+    for plane in xspace.planes:
+        if plane.name != METADATA_PLANE:
+            continue
+        stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for metadata_id, metadata in plane.event_metadata.items():
+            serialized, program_id = None, metadata_id
+            for stat in metadata.stats:
+                name = stat_names.get(stat.metadata_id)
+                if name == _HLO_PROTO_STAT:
+                    serialized = stat.bytes_value
+                elif name == _PROGRAM_ID_STAT:
+                    program_id = int(getattr(stat, stat.WhichOneof("value") or "uint64_value"))
+            if serialized:
+                found[program_id] = Program(program_id, proto.HloProto.FromString(serialized))
+    return found
+
+
+def kernel_name(instruction: Instruction) -> str:
+    """The symbol XLA:GPU gives the kernel it compiles for an instruction ("loop_add_fusion.5" ->
+    "loop_add_fusion_5")."""
+    return _KERNEL_SYMBOL.sub("_", instruction.name)
+
+
+def shape_text(shape: Any) -> Tuple[str, str, int]:
+    """(dims text, dtype, dense bytes) of an ``xla.ShapeProto``; a tuple's parts joined by ";"."""
+    if shape.element_type == _TUPLE:
+        parts = [shape_text(part) for part in shape.tuple_shapes]
+        dtypes = ";".join(dict.fromkeys(p[1] for p in parts if p[1]))
+        return ";".join(p[0] for p in parts), dtypes, sum(p[2] for p in parts)
+    dtype, bits = _PRIMITIVES.get(shape.element_type, ("", 0))
+    dims = list(shape.dimensions)
+    return "[" + ",".join(map(str, dims)) + "]", dtype, math.prod(dims) * bits // 8
+
+
+def _instruction(raw: Any, in_entry: bool) -> Instruction:
+    shape, dtype, size = shape_text(raw.shape)
+    return Instruction(id=raw.id, name=raw.name, opcode=raw.opcode, op_name=raw.metadata.op_name,
+                       op_type=raw.metadata.op_type, shape=shape, dtype=dtype, bytes=size,
+                       custom_call_target=raw.custom_call_target, operand_ids=tuple(raw.operand_ids),
+                       called_computation_ids=tuple(raw.called_computation_ids), in_entry=in_entry)
+
+
+def _allocation_kind(allocation: Any) -> str:
+    if allocation.is_entry_computation_parameter:
+        return "parameter"
+    if allocation.is_constant:
+        return "constant"
+    if allocation.is_thread_local:
+        return "thread_local"
+    if allocation.is_tuple:
+        return "tuple"
+    return "output" if allocation.maybe_live_out else "temp"
+
+
+def _is_scratch(raw: Any, shape_index: Tuple[int, ...]) -> bool:
+    """A custom call's workspace: the last element of its tuple output, bytes (int8 or uint8)."""
+    if raw.opcode != "custom-call" or len(shape_index) != 1 or raw.shape.element_type != _TUPLE:
+        return False
+    parts = raw.shape.tuple_shapes
+    return shape_index[0] == len(parts) - 1 and parts[-1].element_type in _BYTES

@@ -1,0 +1,412 @@
+"""The events of XLA-compiled steps tied to the HLO instructions they ran, and their memory.
+
+A step compiled by XLA (TensorFlow's ``jit_compile=True``, Keras 3 on a GPU, JAX always) is one
+program: its profile events name HLO instructions, not framework ops. On the CPU each thunk's
+event names its instruction (``hlo_op``); on a GPU each kernel's does, except inside an XLA
+command buffer (a CUDA graph), where ``hlo_op`` names only the buffer (``command_buffer_3``) and
+the kernel is placed by its node index in the graph: the buffer's commands are the program's
+work instructions that no event names, in schedule order. What no rule places is its own row.
+
+Memory: the program's one temp allocation holds every intermediate buffer. It is split into the
+buffers live in it at its peak (``hlo.Program.temp_peak``), each with the instruction that defines
+it, so the step's peak splits by layer and category like an op-by-op step's.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from tb_modelmem.readers.allocator_replay import Event, step_category
+from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
+from tb_modelmem.rules.join import Joiner
+from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
+from tb_modelmem.schema.names import BACKWARD, FORWARD, OPTIMIZER, TEMPORARIES
+
+# Stats of an XLA event the attribution reads.
+STATS = frozenset({"hlo_op", "hlo_module", "program_id", "scope_range_id", "correlation_id", "cuda_graph_id",
+                   "cuda_graph_node_id", "run_id"})
+_NODE_INDEX = 0xFFFFFFFF  # the low 32 bits of cuda_graph_node_id: the node's index in its graph
+UNATTRIBUTED_TYPE = "(not attributed)"
+COMMAND_BUFFER_FLAG = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
+# How an event was tied to its instruction, best first.
+BY_NAME, BY_GRAPH_NODE, BY_KERNEL_NAME, BY_SCHEDULE = "hlo_op", "graph_node", "kernel_name", "schedule_gap"
+
+
+@dataclasses.dataclass
+class XlaEvent:
+    """One event of an XLA program: a CPU thunk or a GPU kernel, copy or memset."""
+
+    device: str
+    line: str
+    kernel: str  # the event's own name (a kernel's symbol, a thunk's instruction)
+    start_ps: int
+    duration_ps: int
+    stats: Dict[str, Any]
+    program: Optional[Program] = None
+    instruction: Optional[Instruction] = None
+    method: str = ""
+
+    @property
+    def call(self) -> Any:
+        """What makes one call of an instruction: a cuDNN convolution launches several kernels under
+        one scope range, a command buffer's nodes share it; a CPU thunk is one event."""
+        scope = self.stats.get("scope_range_id")
+        return scope if scope is not None else (self.line, self.start_ps)
+
+
+@dataclasses.dataclass
+class InstructionRow:
+    """One instruction's calls and time on one device."""
+
+    program: Program
+    instruction: Instruction
+    device: str
+    calls: int
+    duration_ps: int
+    methods: Tuple[str, ...]
+
+
+@dataclasses.dataclass
+class Unattributed:
+    """Time of a program's events no rule tied to an instruction, by what they name."""
+
+    program: Optional[Program]
+    device: str
+    name: str  # the hlo_op they carry (a command buffer's name)
+    calls: int
+    duration_ps: int
+
+
+def attribute(events: Sequence[XlaEvent], programs: Dict[int, Program]) -> None:
+    """Tie each event to its program and instruction (``method`` says how): its ``hlo_op`` names
+    the instruction; else its command buffer node's index places it; else its kernel name is one
+    instruction's; else it falls in a gap of the schedule between placed neighbours."""
+    by_module: Dict[str, List[Program]] = collections.defaultdict(list)
+    for each in programs.values():
+        by_module[each.name].append(each)
+    for event in events:
+        program_id = event.stats.get("program_id")
+        program = programs.get(int(program_id)) if isinstance(program_id, int) else None
+        if program is None:
+            named = by_module.get(str(event.stats.get("hlo_module", "")), [])
+            program = named[0] if len(named) == 1 else None
+        event.program = program
+        if program is not None:
+            instruction = program.by_name.get(str(event.stats.get("hlo_op", "")).rpartition("::")[2])
+            if instruction is not None:
+                event.instruction, event.method = instruction, BY_NAME
+    _by_graph_node(events)
+    for event in events:
+        if event.instruction is None and event.program is not None:
+            instruction = event.program.kernel_names().get(event.kernel)
+            if instruction is not None:
+                event.instruction, event.method = instruction, BY_KERNEL_NAME
+    _by_schedule(events)
+
+
+def rows(events: Iterable[XlaEvent]) -> Tuple[List[InstructionRow], List[Unattributed]]:
+    """Calls and time per (program, instruction, device), and what no rule placed."""
+    placed: Dict[Tuple[int, int, str], List[XlaEvent]] = collections.defaultdict(list)
+    left: Dict[Tuple[Optional[int], str, str], List[XlaEvent]] = collections.defaultdict(list)
+    for event in events:
+        if event.instruction is not None and event.program is not None:
+            placed[(event.program.id, event.instruction.id, event.device)].append(event)
+        else:
+            left[(event.program.id if event.program else None, event.device,
+                  str(event.stats.get("hlo_op", "")))].append(event)
+    found = []
+    for (_, _, device), group in placed.items():
+        program, instruction = group[0].program, group[0].instruction
+        assert program is not None and instruction is not None
+        found.append(InstructionRow(program, instruction, device, len({e.call for e in group}),
+                                    sum(e.duration_ps for e in group), tuple(sorted({e.method for e in group}))))
+    missing = [Unattributed(group[0].program, device, name, len({e.call for e in group}),
+                            sum(e.duration_ps for e in group)) for (_, device, name), group in left.items()]
+    return found, missing
+
+
+def uses_command_buffers(events: Iterable[XlaEvent]) -> bool:
+    """Whether the program ran kernels inside XLA command buffers (CUDA graphs)."""
+    return any(e.stats.get("cuda_graph_id") is not None for e in events)
+
+
+def split_temp_allocations(events: List[Event], programs: Sequence[Program],
+                           describe: Callable[[Program, Optional[LiveBuffer]], Tuple[str, str]]) -> List[Event]:
+    """``events`` with each allocation of a program's temp allocation (and its free) replaced by
+    one event per buffer live in it at its peak, and one for the bytes no buffer holds then
+    (packing, the allocator's rounding), so the replay's peak splits by buffer.
+    ``describe(program, buffer)`` gives a buffer's (op, category); None stands for those bytes.
+    The allocator's count after each part grows (or falls) by the part, as the replay orders
+    them (at one instant: smaller allocations first, larger frees first)."""
+    temps: Dict[int, Tuple[Program, TempPeak]] = {}
+    for program in programs:
+        peak = program.temp_peak()
+        if peak is not None and peak.live:
+            temps.setdefault(peak.allocation_bytes, (program, peak))
+    if not temps:
+        return events
+    out: List[Event] = []
+    split: Dict[Any, List[Event]] = {}  # an allocated temp's key -> its parts, as allocated
+    for event in events:
+        if event.delta > 0 and event.requested in temps:
+            program, peak = temps[event.requested]
+            parts = []
+            for i, buffer in enumerate(peak.live):
+                op, category = describe(program, buffer)
+                parts.append(dataclasses.replace(
+                    event, delta=buffer.bytes, key=(event.key, i), op=op, category=category,
+                    shape=_element(buffer.instruction.shape, buffer.shape_index),
+                    dtype=_element(buffer.instruction.dtype, buffer.shape_index),
+                    region="temp" if buffer.scratch else "output"))
+            slack = event.delta - peak.live_bytes
+            if slack > 0:
+                parts.append(dataclasses.replace(event, delta=slack, key=(event.key, "slack"), op="",
+                                                 region="padding", category=describe(program, None)[1]))
+            split[event.key] = parts
+            out += _counted(parts, event)
+            continue
+        parts_of = split.pop(event.key, None) if event.delta < 0 else None
+        if parts_of is None:
+            out.append(event)
+        else:
+            out += _counted([dataclasses.replace(event, delta=-p.delta, key=p.key) for p in parts_of], event)
+    return out
+
+
+def _counted(parts: List[Event], whole: Event) -> List[Event]:
+    """``parts`` of one allocation or free, each with the allocator's count after it, in the
+    order the replay takes them (``allocator_replay.replay``: by time, then by delta)."""
+    parts.sort(key=lambda e: e.delta)
+    if whole.in_use is not None:
+        in_use = whole.in_use - whole.delta
+        for part in parts:
+            in_use += part.delta
+            part.in_use = in_use
+    return parts
+
+
+def _element(text: str, shape_index: Tuple[int, ...]) -> str:
+    """The part of a tuple's ";"-joined shape (or dtype) a buffer's shape index names."""
+    parts = text.split(";")
+    if len(shape_index) == 1 and len(parts) > 1 and shape_index[0] < len(parts):
+        return parts[shape_index[0]]
+    return text
+
+
+# --- tying events to instructions --------------------------------------------------------------
+
+def _command_buffers(program: Program, named: Set[str]) -> List[List[Instruction]]:
+    """The program's command buffers: maximal runs of work instructions no event's hlo_op names."""
+    runs: List[List[Instruction]] = []
+    current: List[Instruction] = []
+    for instruction in program.work():
+        if instruction.name in named:
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append(instruction)
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _by_graph_node(events: Sequence[XlaEvent]) -> None:
+    """Kernels of a command buffer launch (one CUDA graph, one correlation id): the node index is
+    the command's position in the buffer. The buffer is the run of unnamed work instructions
+    whose names the kernels' symbols match best; nodes past its end are a nested graph's (a
+    cuBLAS call's), placed at the first command no node had, after the node before them."""
+    named: Dict[int, Set[str]] = collections.defaultdict(set)
+    launches: Dict[Tuple[int, str, Any, Any], List[XlaEvent]] = collections.defaultdict(list)
+    for event in events:
+        if event.program is None:
+            continue
+        if event.instruction is not None:
+            named[event.program.id].add(event.instruction.name)
+        elif event.stats.get("cuda_graph_node_id") is not None and event.stats.get("cuda_graph_id") is not None:
+            key = (event.program.id, event.device, event.stats.get("correlation_id"), event.stats["cuda_graph_id"])
+            launches[key].append(event)
+    buffers: Dict[int, List[List[Instruction]]] = {}
+    for (program_id, _, _, _), group in launches.items():
+        program = group[0].program
+        assert program is not None
+        if program_id not in buffers:
+            buffers[program_id] = _command_buffers(program, named[program_id])
+        indexes = [int(e.stats["cuda_graph_node_id"]) & _NODE_INDEX for e in group]
+
+        def matches(run: List[Instruction]) -> int:
+            return sum(1 for e, i in zip(group, indexes)
+                       if i < len(run) and e.kernel == kernel_name(run[i]))
+
+        best = max(buffers[program_id], key=matches, default=None)
+        if best is None or not matches(best):
+            continue
+        size = len(best)
+        nested = [i for i in indexes if i >= size]
+        if nested and min(nested) != size:  # the indexes do not count the buffer's commands: leave it
+            continue
+        unseen = sorted(set(range(size)) - set(indexes))
+        previous = -1
+        for k in sorted(range(len(group)), key=lambda k: group[k].start_ps):
+            event, index = group[k], indexes[k]
+            if index < size:
+                event.instruction, event.method = best[index], BY_GRAPH_NODE
+                previous = index
+            else:
+                after = [j for j in unseen if j > previous]
+                if after:
+                    event.instruction, event.method = best[after[0]], BY_GRAPH_NODE
+
+
+def _by_schedule(events: Sequence[XlaEvent]) -> None:
+    """Events left between two placed neighbours on one stream: the unnamed work instructions
+    scheduled between them take them, one each, or all to the only one (else none: unattributed)."""
+    named: Dict[int, Set[int]] = collections.defaultdict(set)
+    streams: Dict[Tuple[str, str, int], List[XlaEvent]] = collections.defaultdict(list)
+    for event in events:
+        if event.program is not None:
+            if event.instruction is not None:
+                named[event.program.id].add(event.instruction.id)
+            streams[(event.device, event.line, event.program.id)].append(event)
+    for (_, _, program_id), stream in streams.items():
+        program = stream[0].program
+        assert program is not None
+        if not program.order or all(e.instruction is not None for e in stream):
+            continue
+        stream.sort(key=lambda e: e.start_ps)
+        scheduled = [(program.order[i.id], i) for i in program.work()]
+        k = 0
+        while k < len(stream):
+            if stream[k].instruction is not None:
+                k += 1
+                continue
+            j = k
+            while j < len(stream) and stream[j].instruction is None:
+                j += 1
+            before = _position(program, stream[k - 1]) if k else -1
+            after = _position(program, stream[j]) if j < len(stream) else len(program.order)
+            if after <= before:  # the gap starts the program's next run
+                before = -1
+            candidates = [i for position, i in scheduled if before < position < after and i.id not in named[program_id]]
+            gap = stream[k:j]
+            if len(candidates) == 1 or len(candidates) == len(gap):
+                for n, event in enumerate(gap):
+                    event.instruction, event.method = candidates[0 if len(candidates) == 1 else n], BY_SCHEDULE
+            k = j
+
+
+def _position(program: Program, event: XlaEvent) -> int:
+    """Where a placed event's instruction runs in the program's entry schedule."""
+    return program.order.get(event.instruction.id, -1) if event.instruction is not None else -1
+
+
+class Step:
+    """The XLA programs a profile ran: their events tied to instructions, and what follows from
+    them for the op table (rows, their framework ops), the memory replay (the batch's sizes, the
+    temp allocation's buffers, the state the entry parameters hold) and the tab's summary."""
+
+    def __init__(self, programs: Dict[int, Program], events: List[XlaEvent]) -> None:
+        attribute(events, programs)
+        self.rows, self.unattributed = rows(events)
+        time: Dict[int, int] = collections.Counter()
+        for row in self.rows:
+            time[row.program.id] += row.duration_ps
+        self.programs = [programs[i] for i, _ in sorted(time.items(), key=lambda kv: -kv[1])]
+        self.command_buffers = uses_command_buffers(events)
+        self._owners: Dict[Tuple[int, int], Dict[int, str]] = {}  # (joiner, program) -> parameter -> layer
+        self._time_by_method: Dict[str, int] = collections.Counter()
+        for event in events:
+            self._time_by_method[event.method or "unattributed"] += event.duration_ps
+
+    def name(self, program: Program, instruction: Instruction) -> str:
+        """An instruction's row name: its own, under its module's when several programs ran."""
+        return f"{program.name}/{instruction.name}" if len(self.programs) > 1 else instruction.name
+
+    def op_name(self, program: Program, instruction: Instruction) -> str:
+        """The framework op an instruction implements most (its own op_name, else its fusion's)."""
+        ops = program.framework_ops(instruction.id)
+        return ops[0] if ops else ""
+
+    def op_names(self) -> List[str]:
+        """The framework op each instruction that ran implements most."""
+        return [self.op_name(r.program, r.instruction) for r in self.rows]
+
+    def place(self, joiner: Joiner, program: Program, instruction: Instruction) -> Tuple[str, str]:
+        """(layer, phase) of an instruction: those of the framework op it implements most. One its
+        name leaves on no layer (an optimizer's update, a weight's copy in another layout) takes the
+        layer of the model state it reads, as a TensorFlow op reading a variable does."""
+        op_name = self.op_name(program, instruction)
+        layer, phase = joiner.assign(scope_name(op_name), instruction.op_type)
+        if layer or phase not in (FORWARD, OPTIMIZER):
+            return layer, phase
+        owners = self._state_layers(joiner, program)
+        found = collections.Counter(owners[o] for o in program.state_read(instruction.id) if o in owners)
+        return (found.most_common(1)[0][0], phase) if found else (layer, phase)
+
+    def _state_layers(self, joiner: Joiner, program: Program) -> Dict[int, str]:
+        """Entry parameter id -> the layer whose ops read it, for the state parameters those ops agree on."""
+        key = (id(joiner), program.id)
+        found = self._owners.get(key)
+        if found is None:
+            votes: Dict[int, "collections.Counter[str]"] = collections.defaultdict(collections.Counter)
+            for instruction in program.instructions.values():
+                if not instruction.in_entry or instruction.opcode in NO_WORK:
+                    continue
+                layer, phase = joiner.assign(scope_name(self.op_name(program, instruction)), instruction.op_type)
+                if layer and phase in (FORWARD, BACKWARD):
+                    for parameter in program.state_read(instruction.id):
+                        votes[parameter][layer] += 1
+            found = self._owners[key] = {p: v.most_common(1)[0][0] for p, v in votes.items()
+                                         if len(v) == 1 or v.most_common(2)[0][1] > v.most_common(2)[1][1]}
+        return found
+
+    def describe(self, joiner: Joiner, program: Program, buffer: Optional[LiveBuffer]) -> Tuple[str, str]:
+        """(op, category) of a buffer of a temp allocation (None: the bytes no buffer holds at its peak)."""
+        if buffer is None:
+            return "", TEMPORARIES
+        phase = self.place(joiner, program, buffer.instruction)[1]
+        return (self.name(program, buffer.instruction),
+                step_category(phase, "temp" if buffer.scratch else ""))
+
+    def executions(self) -> int:
+        """How many times the main program ran: the calls most of its instructions made."""
+        if not self.programs:
+            return 0
+        main = self.programs[0].id
+        calls = collections.Counter(r.calls for r in self.rows if r.program.id == main)
+        return calls.most_common(1)[0][0] if calls else 0
+
+    def batch_sizes(self) -> Set[int]:
+        """Bytes of each batch parameter of the programs (what a step takes in, transferred each run)."""
+        return {p.bytes for program in self.programs for p in program.parameters() if is_keras_batch(p.op_name)}
+
+    def resident(self) -> Dict[str, int]:
+        """Bytes of the main program's entry parameters by role, where their names say it (Keras on
+        JAX: the train step's state); empty when they do not (TensorFlow names them all XLA_Args)."""
+        out: Dict[str, int] = collections.Counter()
+        for parameter in self.programs[0].parameters() if self.programs else ():
+            role = keras_state_role(parameter.op_name, parameter.dims)
+            if role is not None:
+                out[role] += parameter.bytes
+        return dict(out)
+
+    def summary(self) -> Dict[str, Any]:
+        """What kind of step this was and how much of its time is tied to instructions, for the tab."""
+        total = sum(self._time_by_method.values()) or 1
+        temps = []
+        for program in self.programs:
+            peak = program.temp_peak()
+            if peak is not None:
+                temps.append({"program": program.name, "allocation_bytes": peak.allocation_bytes,
+                              "live_bytes": peak.live_bytes, "buffers": len(peak.live), "source": peak.source})
+        note = ""
+        if self.command_buffers:
+            note = ("Kernels ran inside XLA command buffers (CUDA graphs): each is tied to its instruction by its "
+                    f"node's place in the buffer. For exact per-kernel timing run with {COMMAND_BUFFER_FLAG}")
+        return {"programs": [{"id": p.id, "name": p.name} for p in self.programs],
+                "executions": self.executions(), "command_buffers": self.command_buffers,
+                "time_us_by_method": {k: v / 1e6 for k, v in sorted(self._time_by_method.items())},
+                "attributed_fraction": 1 - self._time_by_method.get("unattributed", 0) / total,
+                "temp_allocations": temps, "note": note}

@@ -1,0 +1,155 @@
+"""XLA-compiled steps on the CPU, run for real: TensorFlow's ``jit_compile=True`` (corpus scripts, with
+keras.callbacks.TensorBoard or MemoryCallback as users attach them) and Keras 3 on JAX with MemoryCallback.
+Ground truth: the profiles read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), and Keras and JAX's
+own figures of the run (model.weights, optimizer.variables, count_params())."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Dict
+
+import pytest
+
+from tests import corpus
+from tests.layer_time import rows_on_layers
+from tests.plugin_harness import Served, layer_rows
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _thunks(logdir: str) -> Dict[str, Any]:
+    """The XLA:CPU thunks of the kept profile, read with TensorFlow's schemas: time per instruction, and the
+    program's instructions and buffer allocations."""
+    from tensorflow.compiler.xla.service import hlo_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = glob.glob(os.path.join(logdir, "train", "plugins", "profile", "*", "*.xplane.pb"))
+    with open(path, "rb") as f:
+        space = xplane_pb2.XSpace.FromString(f.read())
+    time: Dict[str, float] = collections.Counter()
+    programs, in_use = [], collections.defaultdict(list)
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+
+        def stats(items: Any) -> Dict[str, Any]:
+            return {names[s.metadata_id]: names[s.ref_value] if s.HasField("ref_value")
+                    else getattr(s, s.WhichOneof("value")) for s in items}
+
+        if plane.name == "/host:metadata":
+            programs += [hlo_pb2.HloProto.FromString(found["Hlo Proto"]) for found in
+                         (stats(meta.stats) for meta in plane.event_metadata.values()) if "Hlo Proto" in found]
+        for line in plane.lines:
+            for event in line.events:
+                found = stats(event.stats)
+                if "hlo_op" in found:
+                    time[found["hlo_op"]] += event.duration_ps / 1e6
+                if plane.event_metadata[event.metadata_id].name == "MemoryAllocation":
+                    in_use[found["allocator_name"]].append((found["bytes_allocated"], found.get("requested_bytes")))
+    (program,) = [p for p in programs if p.hlo_module.name in {n.partition(".")[0] for n in time} or len(programs) == 1]
+    return {"time": time, "program": program, "in_use": in_use}
+
+
+@pytest.fixture(scope="module")
+def transformer_plain(tmp_path_factory) -> str:
+    """keras-io's text classification with a transformer, compiled with jit_compile=True, profiled by
+    keras.callbacks.TensorBoard(profile_batch=2): a log dir with no tb_modelmem code."""
+    return corpus.make_logdir("text_classification_with_transformer", "plain", tmp_path_factory.mktemp("xla"),
+                              jit_compile=True)
+
+
+def test_a_jit_compiled_step_is_one_row_per_hlo_instruction(transformer_plain):
+    truth = _thunks(transformer_plain)
+    served = Served(transformer_plain)
+    (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
+    body = served.json("/ops", run="train", tag=tag)
+    rows = {row["name"]: row for row in served.all_ops("train", tag)}
+    instructions = {i.name: i for c in truth["program"].hlo_module.computations for i in c.instructions}
+    placed = {name: row for name, row in rows.items() if name in instructions}
+    assert set(placed) == set(truth["time"]) and len(placed) > 100
+    for name, row in placed.items():
+        assert abs(row["time_us"] - truth["time"][name]) <= 0.01 * row["calls"] + 1e-6, (name, row, truth["time"][name])
+        assert row["op_type"] in (instructions[name].opcode, instructions[name].custom_call_target)
+        assert row["bytes_source"] == "derived"
+    assert body["xla"]["programs"][0]["name"] == truth["program"].hlo_module.name
+    assert body["xla"]["attributed_fraction"] == 1.0 and not body["xla"]["command_buffers"]
+    # TF's node names in the program's metadata place the instructions: the model config names the layers
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    fraction, elsewhere = rows_on_layers(list(rows.values()), layers)
+    assert fraction >= 0.9, (fraction, elsewhere)
+
+
+@pytest.mark.parametrize("name", ["mnist_convnet", "text_classification_with_transformer"])
+def test_jit_compiled_fit_with_memory_callback_joins_its_layers(tmp_path_factory, name):
+    """MemoryCallback(profile_steps=...) on a jit_compile=True model: the step's instructions on the
+    breakdown's layers, through the traced graph and the program's op names."""
+    logdir = corpus.make_logdir(name, "modelmem", tmp_path_factory.mktemp("xla_modelmem"), jit_compile=True)
+    served = Served(logdir)
+    (ops_tag,) = [tag for (run, tag), info in served.tags().items() if info["kind"] == "ops"]
+    body = served.json("/ops", run="train", tag=ops_tag)
+    assert body["xla"] is not None and body["breakdown"] is not None
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    fraction, elsewhere = rows_on_layers(served.all_ops("train", ops_tag), layers)
+    assert fraction >= 0.9, (fraction, elsewhere)
+
+
+def test_with_the_bfc_allocator_the_xla_peak_splits_to_the_byte(tmp_path):
+    """mnist_convnet with jit_compile=True and TF_CPU_ALLOCATOR_USE_BFC=true: XLA's buffers are allocated
+    with no op or shape; the program's temp allocation is split into the buffers live in it at its peak."""
+    logdir = str(tmp_path / "logs")
+    result = subprocess.run([sys.executable, "-m", "tests.corpus.harness", "mnist_convnet", "--logdir", logdir,
+                             "--out", str(tmp_path / "result.json"), "--mode", "plain", "--jit-compile"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
+                                     PYTHONPATH=REPO))
+    assert result.returncode == 0, result.stderr[-2000:]
+    truth = _thunks(logdir)
+    served = Served(logdir)
+    (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
+    body = served.json("/ops", run="train", tag=tag)
+    peak = body["peak_by_category"]
+    assert body["allocations"] == "all"
+    assert peak["total"] == body["peak_bytes"] == max(b for b, _ in truth["in_use"]["bfc_cpu_allocator_for_gpu"])
+    known = {k: v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes") and v is not None}
+    assert sum(known.values()) == peak["total"]  # no breakdown in a plain log dir: the state is unattributed
+    temp = max(a.size for a in truth["program"].buffer_assignment.buffer_allocations
+               if not (a.is_entry_computation_parameter or a.maybe_live_out or a.is_thread_local or a.is_constant
+                       or a.is_tuple))
+    assert [t["allocation_bytes"] for t in body["xla"]["temp_allocations"]] == [temp]
+    assert temp in {requested for _, requested in truth["in_use"]["bfc_cpu_allocator_for_gpu"]}
+    timeline = served.json("/timeline", run="train", tag=tag)
+    from_temp = [b for b in timeline["buffers"] if b["region"] in ("output", "temp", "padding") and b["op"] != ""
+                 or b["region"] == "padding"]
+    allocated = [requested for _, requested in truth["in_use"]["bfc_cpu_allocator_for_gpu"] if requested == temp]
+    assert allocated and peak["activations"] > 0 and len(from_temp) > 5
+
+
+def test_keras_on_jax_memory_callback_records_storage_and_the_step(tmp_path):
+    pytest.importorskip("jax")
+    logdir, truth_path = str(tmp_path / "logs"), str(tmp_path / "truth.json")
+    result = subprocess.run([sys.executable, "-m", "tests.keras_jax_run", logdir, truth_path], cwd=REPO,
+                            capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tb_modelmem" not in result.stderr, result.stderr[-3000:]  # no capture warning
+    with open(truth_path) as f:
+        truth = json.load(f)
+    assert truth["backend"] == "jax"
+    served = Served(logdir)
+    storage = served.json("/breakdown", run="train", tag="storage")
+    assert storage["totals"]["weight"] == truth["weight_bytes"] and storage["total_params"] == truth["count_params"]
+    assert storage["totals"]["optimizer_slot"] == truth["slot_bytes"]
+    assert storage["totals"]["optimizer_slot"] + storage["totals"]["other"] == truth["optimizer_bytes"]
+    body = served.json("/ops", run="train", tag="ops")
+    assert body["xla"]["programs"][0]["name"] == "jit_train_step" and body["steps"] == 2
+    assert body["breakdown"]["tag"] == "storage"
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    assert {f"lenet/{name}" for name in truth["layers"] if name.startswith(("conv", "fc"))} <= layers
+    fraction, elsewhere = rows_on_layers(served.all_ops("train", "ops"), layers)
+    assert fraction >= 0.9, (fraction, elsewhere)
+    # JAX records no allocation on a CPU: the peak is unknown, and the tab says why
+    assert body["peak_bytes"] is None and "JAX" in body["allocations_note"]

@@ -1,0 +1,184 @@
+"""XLA-compiled steps on a GPU: Keras 3 on JAX profiled on an NVIDIA H100 (../shared/fixtures/gpu_h100,
+made by its make_profiles.py), read in place by the real backend. Ground truth: the profiles and their
+programs read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), and the fixture's truth.json (what
+Keras and JAX said in the run: model.weights, optimizer.variables, memory_stats())."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import json
+import os
+import shutil
+from typing import Any, Dict, List
+
+import pytest
+
+from tests.layer_time import rows_on_layers
+from tests.plugin_harness import Served, layer_rows
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "shared", "fixtures", "gpu_h100")
+RUNS = ("keras_jax_lenet", "keras_jax_lenet_nocmdbuf", "keras_jax_transformer")
+# bytes per element of xla.PrimitiveType, by name (xla_data.proto)
+_ELEMENT_BYTES = {"PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4,
+                  "F32": 4, "S64": 8, "U64": 8, "F64": 8}
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(FIXTURES), reason="no ../shared/fixtures/gpu_h100 beside the repo")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp("gpu_h100"))
+    for run in RUNS:
+        shutil.copytree(os.path.join(FIXTURES, run), os.path.join(logdir, run))
+    return Served(logdir)
+
+
+@pytest.fixture(scope="module")
+def truth() -> Dict[str, Any]:
+    with open(os.path.join(FIXTURES, "truth.json")) as f:
+        return json.load(f)["runs"]
+
+
+def _tag(served: Served, run: str) -> str:
+    (tag,) = [tag for (r, tag), info in served.tags().items() if r == f"{run}/train" and info["kind"] == "ops"]
+    return tag
+
+
+def _profile(run: str) -> Dict[str, Any]:
+    """What the profile holds, read with TensorFlow's schemas: the train step's program, the time of
+    each instruction its GPU events name, and the GPU allocator's bytes in use."""
+    from tensorflow.compiler.xla import xla_data_pb2
+    from tensorflow.compiler.xla.service import hlo_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = glob.glob(os.path.join(FIXTURES, run, "train", "plugins", "profile", "*", "*.xplane.pb"))
+    with open(path, "rb") as f:
+        space = xplane_pb2.XSpace.FromString(f.read())
+    programs = {}
+    time: Dict[str, float] = collections.Counter()
+    in_use: Dict[str, List[int]] = collections.defaultdict(list)
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+
+        def stats(items: Any) -> Dict[str, Any]:
+            return {names[s.metadata_id]: names[s.ref_value] if s.HasField("ref_value")
+                    else getattr(s, s.WhichOneof("value")) for s in items}
+
+        if plane.name == "/host:metadata":
+            for meta in plane.event_metadata.values():
+                found = stats(meta.stats)
+                if "Hlo Proto" in found:
+                    programs[found["program_id"]] = hlo_pb2.HloProto.FromString(found["Hlo Proto"])
+        for line in plane.lines:
+            for event in line.events:
+                found = stats(event.stats)
+                if plane.name.startswith("/device:GPU") and "hlo_op" in found:
+                    time[found["hlo_op"]] += event.duration_ps / 1e6
+                if plane.event_metadata[event.metadata_id].name in ("MemoryAllocation", "MemoryDeallocation"):
+                    in_use[found["allocator_name"]].append(found["bytes_allocated"])
+    main = max(programs.values(), key=lambda p: sum(len(c.instructions) for c in p.hlo_module.computations))
+    instructions = {i.name: i for c in main.hlo_module.computations for i in c.instructions}
+    element = {v.number: v.name for v in xla_data_pb2.PrimitiveType.DESCRIPTOR.values}
+
+    def dense(shape: Any) -> int:
+        if shape.tuple_shapes:
+            return sum(dense(part) for part in shape.tuple_shapes)
+        count = 1
+        for d in shape.dimensions:
+            count *= d
+        return count * _ELEMENT_BYTES.get(element[shape.element_type], 0)
+
+    state = collections.Counter()
+    entry = [c for c in main.hlo_module.computations if c.id == main.hlo_module.entry_computation_id][0]
+    for i in entry.instructions:
+        if i.opcode == "parameter" and i.metadata.op_name.startswith("state["):
+            state[i.metadata.op_name[:8]] += dense(i.shape)
+    return {"time": time, "instructions": instructions, "dense": dense, "in_use": in_use, "state": state,
+            "allocations": list(main.buffer_assignment.buffer_allocations)}
+
+
+def test_each_instruction_that_ran_is_a_row_with_its_time_and_output(served):
+    run = "keras_jax_lenet_nocmdbuf"  # every kernel's hlo_op names its instruction
+    truth = _profile(run)
+    rows = {row["name"]: row for row in served.all_ops(f"{run}/train", _tag(served, run))}
+    assert set(rows) == set(truth["time"]) and len(rows) == 48
+    for name, row in rows.items():
+        instruction = truth["instructions"][name]
+        assert abs(row["time_us"] - truth["time"][name]) <= 0.01 * 8, (name, row["time_us"], truth["time"][name])
+        assert row["output_bytes"] == truth["dense"](instruction.shape) and row["bytes_source"] == "derived", row
+        assert row["op_type"] in (instruction.opcode, instruction.custom_call_target)
+        assert row["calls"] == 2  # two steps in the window
+    conv = rows["cudnn-conv-bias-activation.6"]  # conv1's forward convolution, fused with its bias and relu
+    assert conv["output_shape"].startswith("[32,28,28,32]") and conv["layer"].endswith("conv1")
+    assert conv["phase"] == "forward" and any("jvp(conv1)" in op for op in conv["fused"])
+
+
+def test_command_buffers_place_every_kernel_on_its_instruction(served):
+    """With XLA's command buffers (the default) kernels name only their CUDA graph: each is placed by its
+    node's index, and the rows are the ones the same step shows with command buffers off."""
+    with_buffers = served.all_ops("keras_jax_lenet/train", _tag(served, "keras_jax_lenet"))
+    without = served.all_ops("keras_jax_lenet_nocmdbuf/train", _tag(served, "keras_jax_lenet_nocmdbuf"))
+    assert {(r["name"], r["calls"]) for r in with_buffers} == {(r["name"], r["calls"]) for r in without}
+    body = served.json("/ops", run="keras_jax_lenet/train", tag=_tag(served, "keras_jax_lenet"))
+    xla = body["xla"]
+    assert xla["command_buffers"] and xla["attributed_fraction"] == 1.0 and xla["time_us_by_method"]["graph_node"] > 0
+    assert "--xla_gpu_enable_command_buffer=" in xla["note"]
+    truth = _profile("keras_jax_lenet")
+    assert abs(sum(r["time_us"] for r in with_buffers) - sum(truth["time"].values())) < 0.01 * 104
+
+
+@pytest.mark.parametrize("run", ["keras_jax_lenet_nocmdbuf", "keras_jax_lenet", "keras_jax_transformer"])
+def test_forward_and_backward_time_is_on_the_model_layers(served, run):
+    """No breakdown beside these profiles: the layer tree comes from the name stacks alone."""
+    tag = _tag(served, run)
+    body = served.json("/ops", run=f"{run}/train", tag=tag)
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    fraction, elsewhere = rows_on_layers(served.all_ops(f"{run}/train", tag), layers)
+    assert fraction >= 0.9, (fraction, elsewhere)
+    assert body["xla"]["programs"][0]["name"] == "jit_train_step" and body["steps"] == 2
+    if run != "keras_jax_transformer":
+        assert {"conv1", "conv2", "fc1", "logits"} <= layers
+    else:
+        assert {"transformer_block", "transformer_block_1/multi_head_attention_1"} <= layers
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_peak_is_the_gpus_and_splits_to_the_byte(served, truth, run):
+    body = served.json("/ops", run=f"{run}/train", tag=_tag(served, run))
+    profile = _profile(run)
+    gpu_peak = max(profile["in_use"]["GPU_0_bfc"])
+    assert body["peak_bytes"] == gpu_peak  # the pinned host allocator's bytes are beside it, never added
+    assert {a["name"]: a["counted"] for a in body["allocators"]} == {"GPU_0_bfc": True, "xla_gpu_host_bfc": False}
+    if run == "keras_jax_transformer":  # the window held the process's lifetime peak: memory_stats() says it
+        assert gpu_peak == truth[run]["memory_stats_after_fit"]["peak_bytes_in_use"]
+    peak = body["peak_by_category"]
+    parts = {k: v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes")}
+    assert sum(parts.values()) == peak["total"] == gpu_peak
+    # Resident state: the model's weights and Adam's, from the program's parameters (no breakdown here).
+    weights = truth[run]["weight_bytes"]
+    assert peak["weights"] == weights == profile["state"]["state[0]"]
+    assert peak["optimizer_slots"] == 2 * weights  # m and v
+    counters = truth[run]["optimizer_variable_bytes"] - 2 * weights  # Adam's iteration and learning rate
+    assert peak["other_state"] == counters + profile["state"]["state[3]"]  # and the metrics' state
+    assert peak["unattributed"] < 0.001 * gpu_peak  # the allocator's rounding of those buffers
+    # the step's temp allocation, split by the buffers live in it at its peak
+    assert peak["activations"] > 0 and peak["gradients"] > 0
+
+
+def test_the_temp_allocation_splits_into_buffers_on_layers(served):
+    run = "keras_jax_lenet_nocmdbuf"
+    tag = _tag(served, run)
+    timeline = served.json("/timeline", run=f"{run}/train", tag=tag)
+    body = served.json("/ops", run=f"{run}/train", tag=tag)
+    temp = [temp for temp in body["xla"]["temp_allocations"] if temp["program"] == "jit_train_step"][0]
+    truth = _profile(run)
+    assert temp["allocation_bytes"] == 22_422_312 == max(
+        a.size for a in truth["allocations"] if not (a.is_entry_computation_parameter or a.maybe_live_out
+                                                     or a.is_thread_local or a.is_constant or a.is_tuple))
+    activations = [b for b in timeline["buffers"] if b["category"] == "activations"]
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    assert activations and {b["layer"] for b in activations} <= layers
+    conv1 = [b for b in activations if b["shape"] == "[32,28,28,32]"]  # conv1's output, kept for its backward pass
+    assert conv1 and all(b["layer"] == "conv1" and b["bytes"] == 32 * 28 * 28 * 32 * 4 for b in conv1)
