@@ -33,6 +33,18 @@ def role_totals(role_bytes: Iterable[Tuple[str, int]]) -> Dict[str, int]:
     return totals
 
 
+class _Assigned(Record):
+    """A record whose nested fields are converted whenever they are assigned, at construction
+    and after it (``trace.timeline = [[t_us, bytes, op], ...]``), so a record changed through the
+    public API is written as if it had been built so. A value the field cannot hold is refused
+    there, with the field's name, not later inside ``summary.pb``."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        kind = type(self)._nested.get(name)
+        if kind is not None:
+            value = _converted(f"{type(self).__name__}.{name}", kind, value)
+        super().__setattr__(name, value)
+
 
 @dataclasses.dataclass
 class VariableRecord(Record):
@@ -96,7 +108,7 @@ class LayerTable(Table[LayerRecord]):
 
 
 @dataclasses.dataclass
-class Breakdown(Record):
+class Breakdown(_Assigned):
     """Every variable of a model/optimizer/checkpoint at one moment."""
 
     source: str  # "keras", "tf.Module", "tf1", "checkpoint", ...
@@ -109,10 +121,6 @@ class Breakdown(Record):
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"variables": VariableTable, "layers": LayerTable}
     _non_negative: ClassVar[Tuple[str, ...]] = ("file_bytes",)
-
-    def __post_init__(self) -> None:
-        self.variables = VariableTable.from_rows(self.variables)
-        self.layers = LayerTable.from_rows(self.layers)
 
     def _check(self) -> None:
         for i, line in enumerate(self.overhead):  # bytes may be negative: zip compression saves bytes
@@ -238,7 +246,7 @@ class Timeline(Record):
 
 
 @dataclasses.dataclass
-class OpTrace(Record):
+class OpTrace(_Assigned):
     """Per-op table of one or more traced steps, plus memory over time and at the peak."""
 
     source: str  # "run_metadata", "xspace" or "memory_profile"
@@ -271,14 +279,6 @@ class OpTrace(Record):
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
     _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps")
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.ops, OpTable):
-            self.ops = OpTable.from_rows(self.ops)
-        if not isinstance(self.peak_buffers, BufferTable):
-            self.peak_buffers = BufferTable.from_rows(self.peak_buffers)
-        if isinstance(self.timeline, list):
-            self.timeline = Timeline.from_points(self.timeline)
 
     def _check(self) -> None:
         for role, size in self.resident.items():
@@ -325,7 +325,7 @@ class DeviceMemory(Record):
 
 
 @dataclasses.dataclass
-class MemorySample(Record):
+class MemorySample(_Assigned):
     """Process-wide memory at one moment: what grows across steps or model builds.
 
     The census fields (live variables, graph ops, models, objects) are None in a cheap
@@ -372,10 +372,61 @@ class LoadResult(Record):
 
 
 @dataclasses.dataclass
-class LoadBench(Record):
+class LoadBench(_Assigned):
     """All formats of one model, side by side."""
 
     model_name: str
     results: List[LoadResult]
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"results": LoadResult}
+
+
+def _converted(field: str, kind: Type[Record], value: Any) -> Any:
+    """``value`` as the nested field ``field`` holds it: a ``Table``, a ``Timeline``, or a list of
+    ``kind`` records; rows and items may be given as records or as their dicts."""
+    if isinstance(value, kind):
+        return value
+    if kind is Timeline:
+        return _timeline(field, value)
+    if issubclass(kind, Table):
+        row = kind.row_type
+        return kind.from_rows(_items(field, row, value, f"a list of {row.__name__} (or {_a(kind)})"))
+    return _items(field, kind, value, f"a list of {kind.__name__}")
+
+
+def _a(kind: type) -> str:
+    return f"{'an' if kind.__name__[0] in 'AEIOU' else 'a'} {kind.__name__}"
+
+
+def _items(field: str, kind: Type[Record], value: Any, expected: str) -> List[Any]:
+    """The records of an iterable of ``kind`` records or their dicts (converted with ``from_dict``)."""
+    if isinstance(value, (str, bytes, dict, Record)) or not isinstance(value, Iterable):
+        raise TypeError(f"{field}: expected {expected}, got {type(value).__name__}")
+    items = list(value)
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            try:
+                items[i] = kind.from_dict(item)
+            except ValueError as e:
+                raise ValueError(f"{field}[{i}]: {e}") from None
+        elif not isinstance(item, kind):
+            raise TypeError(f"{field}[{i}]: expected {_a(kind)} (or its dict), got {type(item).__name__}")
+    return items
+
+
+def _timeline(field: str, value: Any) -> "Timeline":
+    """A ``Timeline`` from its dict (``to_dict``'s columns) or from ``[[t_us, bytes, op?], ...]`` points."""
+    if isinstance(value, dict):
+        try:
+            return Timeline.from_dict(value)
+        except ValueError as e:
+            raise ValueError(f"{field}: {e}") from None
+    if isinstance(value, (str, bytes, Record)) or not isinstance(value, Iterable):
+        raise TypeError(f"{field}: expected a Timeline or a list of [t_us, bytes, op] points, "
+                        f"got {type(value).__name__}")
+    points = list(value)
+    for i, point in enumerate(points):
+        if (not isinstance(point, (list, tuple)) or len(point) not in (2, 3) or not all(map(is_number, point[:2]))
+                or (len(point) == 3 and not isinstance(point[2], str))):
+            raise TypeError(f"{field}[{i}]: expected a [t_us, bytes, op] point, got {preview(point)}")
+    return Timeline.from_points([list(p) for p in points])
