@@ -2,8 +2,9 @@
 
 Errors about the user's input (a missing, corrupt or foreign file) are one line on
 stderr naming the file and exit code 2, never a traceback: the CLI is often pointed at the
-wrong thing. A reader that goes away (``tb-modelmem inspect X | head``) ends it quietly,
-as it ends ``cat``. ``inspect`` never imports TensorFlow (only ``--logdir`` does).
+wrong thing. No arguments at all print the usage, also with exit code 2. A reader that goes
+away (``tb-modelmem inspect X | head``) ends it quietly, as it ends ``cat``. ``inspect``
+never imports TensorFlow (only ``--logdir`` does).
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``tb-modelmem`` console script; returns the exit code."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # no command at all: show what the commands are, not only that one is missing
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    args = parser.parse_args(argv)
     try:
         code = _inspect(args) if args.command == "inspect" else _loadbench(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe must be caught below

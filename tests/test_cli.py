@@ -103,6 +103,18 @@ def test_usage_errors_exit_2(capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_no_arguments_prints_the_usage_and_exits_2():
+    """Issue 30 item 8: ``tb-modelmem`` alone said only that a command was missing; it must show
+    the usage, as ``git`` or ``pip`` with no arguments do, and exit 2 like every usage error."""
+    proc = subprocess.run([sys.executable, "-m", "tb_modelmem.cli"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("usage: tb-modelmem ")
+    for command in ("inspect", "loadbench"):  # each command, with what it does
+        assert any(line.split()[:1] == [command] and len(line.split()) > 1 for line in proc.stderr.splitlines())
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory):
     """A real .keras, a real legacy .h5 and a real SavedModel of the seed-001 ConvNet + Adam."""
