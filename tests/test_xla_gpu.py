@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import glob
+import gzip
 import json
 import os
 import shutil
@@ -20,6 +21,8 @@ from tests.plugin_harness import Served, layer_rows
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "shared", "fixtures", "gpu_h100")
 RUNS = ("keras_jax_lenet", "keras_jax_lenet_nocmdbuf", "keras_jax_transformer")
+# ResNet50, made the same way on an H100 (tests/fixtures/keras_jax_resnet50.truth.json says how), kept gzipped
+RESNET50 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "keras_jax_resnet50")
 # bytes per element of xla.PrimitiveType, by name (xla_data.proto)
 _ELEMENT_BYTES = {"PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4,
                   "F32": 4, "S64": 8, "U64": 8, "F64": 8}
@@ -32,6 +35,10 @@ def served(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("gpu_h100"))
     for run in RUNS:
         shutil.copytree(os.path.join(FIXTURES, run), os.path.join(logdir, run))
+    session = os.path.join(logdir, "keras_jax_resnet50", "train", "plugins", "profile", "2026_11_26_15_42_59")
+    os.makedirs(session)
+    with gzip.open(RESNET50 + ".xplane.pb.gz") as f, open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
+        out.write(f.read())
     return Served(logdir)
 
 
@@ -53,9 +60,13 @@ def _profile(run: str) -> Dict[str, Any]:
     from tensorflow.compiler.xla.service import hlo_pb2
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    (path,) = glob.glob(os.path.join(FIXTURES, run, "train", "plugins", "profile", "*", "*.xplane.pb"))
-    with open(path, "rb") as f:
-        space = xplane_pb2.XSpace.FromString(f.read())
+    if run == "keras_jax_resnet50":
+        with gzip.open(RESNET50 + ".xplane.pb.gz") as f:
+            space = xplane_pb2.XSpace.FromString(f.read())
+    else:
+        (path,) = glob.glob(os.path.join(FIXTURES, run, "train", "plugins", "profile", "*", "*.xplane.pb"))
+        with open(path, "rb") as f:
+            space = xplane_pb2.XSpace.FromString(f.read())
     programs = {}
     time: Dict[str, float] = collections.Counter()
     in_use: Dict[str, List[int]] = collections.defaultdict(list)
@@ -182,3 +193,44 @@ def test_the_temp_allocation_splits_into_buffers_on_layers(served):
     assert activations and {b["layer"] for b in activations} <= layers
     conv1 = [b for b in activations if b["shape"] == "[32,28,28,32]"]  # conv1's output, kept for its backward pass
     assert conv1 and all(b["layer"] == "conv1" and b["bytes"] == 32 * 28 * 28 * 32 * 4 for b in conv1)
+
+
+def test_resnet50_with_command_buffers(served):
+    """ResNet50's step: 3 GB at the peak, BatchNormalization's statistics, 361 buffers live in the temp
+    allocation, 113 command buffers (many alike: its blocks repeat), each named after the instruction
+    it starts at. The rows are the ones the same step shows with command buffers off."""
+    run = "keras_jax_resnet50"
+    with open(RESNET50 + ".truth.json") as f:
+        truth = json.load(f)
+    tag = _tag(served, run)
+    body = served.json("/ops", run=f"{run}/train", tag=tag)
+    profile = _profile(run)
+    peak = body["peak_by_category"]
+    assert body["peak_bytes"] == peak["total"] == max(profile["in_use"]["GPU_0_bfc"]) > 3 * 10**9
+    assert sum(v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes")) == peak["total"]
+    # the lifetime peak memory_stats() read after fit: this window's, up to the allocator's rounding of the batch
+    assert 0 <= truth["memory_stats_after_fit"]["peak_bytes_in_use"] - peak["total"] < 1024
+    assert peak["weights"] + peak["non_trainable"] == truth["weight_bytes"] and peak["non_trainable"] > 0
+    assert peak["optimizer_slots"] == 2 * peak["weights"]  # Adam's m and v of each trainable weight
+    assert peak["optimizer_slots"] + 8 == truth["optimizer_variable_bytes"]  # + its iteration and learning rate
+    rows = served.all_ops(f"{run}/train", tag)
+    xla = body["xla"]
+    unplaced = sum(r["time_us"] for r in rows if r["op_type"] == "(not attributed)")
+    assert abs(unplaced - xla["time_us_by_method"].get("unattributed", 0)) < 0.01 * len(rows)
+    assert xla["attributed_fraction"] == 1.0 and xla["command_buffers"]
+    with gzip.open(RESNET50 + "_nocmdbuf.xplane.pb.gz") as f:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+        space = xplane_pb2.XSpace.FromString(f.read())
+    named = set()  # without command buffers every kernel's hlo_op names its instruction
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        if plane.name.startswith("/device:GPU"):
+            named |= {names[s.ref_value] for line in plane.lines for e in line.events for s in e.stats
+                      if names.get(s.metadata_id) == "hlo_op"}
+    assert {r["name"] for r in rows} == named and len(named) == 1204
+    assert {r["calls"] for r in rows} == {2}  # two steps: no instruction got another's kernels
+    assert abs(sum(r["time_us"] for r in rows) - sum(profile["time"].values())) < 0.01 * len(rows) + 1
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    fraction, elsewhere = rows_on_layers(rows, layers)
+    assert fraction >= 0.95, (fraction, elsewhere)

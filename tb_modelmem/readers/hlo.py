@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tb_modelmem import proto
 
@@ -44,22 +44,41 @@ _RELAYOUT = frozenset({"bitcast", "copy", "transpose", "reshape", "get-tuple-ele
 _KERNEL_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
 
-@dataclasses.dataclass(frozen=True)
 class Instruction:
-    """One HLO instruction: what it is and what its output takes."""
+    """One HLO instruction: what it is and what its output takes (its output's text and bytes are
+    worked out when first asked: a program has thousands of instructions, a profile's rows a few)."""
 
-    id: int
-    name: str
-    opcode: str
-    op_name: str  # the framework op it was lowered from ("" when XLA made it: a copy, a layout change)
-    op_type: str  # the TF op type (empty under JAX)
-    shape: str  # "[32,28,28,32]", a tuple's parts joined by ";"
-    dtype: str  # "float32", a tuple's distinct element types joined by ";"
-    bytes: int  # dense bytes of the output (a tuple: its elements, not its pointer table)
-    custom_call_target: str
-    operand_ids: Tuple[int, ...]
-    called_computation_ids: Tuple[int, ...]
-    in_entry: bool
+    def __init__(self, raw: Any, in_entry: bool) -> None:
+        self.id: int = raw.id
+        self.name: str = raw.name
+        self.opcode: str = raw.opcode
+        metadata = raw.metadata
+        self.op_name: str = metadata.op_name  # its framework op ("" when XLA made it: a copy, a layout change)
+        self.op_type: str = metadata.op_type  # the TF op type (empty under JAX)
+        self.custom_call_target: str = raw.custom_call_target
+        self.operand_ids: Tuple[int, ...] = tuple(raw.operand_ids)
+        self.called_computation_ids: Tuple[int, ...] = tuple(raw.called_computation_ids)
+        self.in_entry = in_entry
+        self._shape = raw.shape
+
+    @functools.cached_property
+    def _output(self) -> Tuple[str, str, int]:
+        return shape_text(self._shape)
+
+    @property
+    def shape(self) -> str:
+        """"[32,28,28,32]"; a tuple's parts joined by ";"."""
+        return self._output[0]
+
+    @property
+    def dtype(self) -> str:
+        """"float32"; a tuple's distinct element types joined by ";"."""
+        return self._output[1]
+
+    @property
+    def bytes(self) -> int:
+        """Dense bytes of the output (a tuple: its elements, not its pointer table)."""
+        return self._output[2]
 
     @property
     def kind(self) -> str:
@@ -105,42 +124,74 @@ class Program:
     """One compiled program of a profile (``HloProto``), indexed for the questions readers ask."""
 
     def __init__(self, program_id: int, hlo: Any) -> None:
-        module = hlo.hlo_module
+        """Indexes are made when first asked: a profile keeps every program compiled in the process
+        (53 for a ResNet50 run), of which the steps ran one or two."""
         self.id = program_id
-        self.name: str = module.name
-        self._computations = {c.id: c for c in module.computations}
-        entry = module.entry_computation_id
-        fusion = {c.id for c in module.computations if c.is_fusion_computation}
-        self.instructions: Dict[int, Instruction] = {}
+        self.name: str = hlo.hlo_module.name
+        self._hlo = hlo
+        self._assignment = hlo.buffer_assignment
+        self._computations: Dict[int, Any] = {}  # these four are filled with the index (``_index``)
         self._raw: Dict[int, Any] = {}
         self._computation_of: Dict[int, int] = {}  # instruction id -> the computation holding it
         self._callers: Dict[int, int] = {}  # computation id -> an instruction that calls it
-        for computation in module.computations:
-            for raw in computation.instructions:
-                self._raw[raw.id] = raw
-                self._computation_of[raw.id] = computation.id
-                self.instructions[raw.id] = _instruction(raw, computation.id == entry)
-                for called in raw.called_computation_ids:
-                    self._callers.setdefault(called, raw.id)
-        # names are unique in a module; kernels and thunks can only be made by instructions outside fusions
-        self.by_name = {i.name: i for cid, c in self._computations.items() if cid not in fusion
-                        for i in (self.instructions[r.id] for r in c.instructions)}
-        sequence = module.schedule.sequences.get(entry)
-        self.order: Dict[int, int] = ({iid: n for n, iid in enumerate(sequence.instruction_ids)}
-                                      if sequence is not None else {})
-        self._assignment = hlo.buffer_assignment
         self._framework_ops: Dict[int, Tuple[str, ...]] = {}
         self._kernel_names: Optional[Dict[str, Instruction]] = None
         self._state_read: Dict[int, Tuple[int, ...]] = {}
         self._read_by: Optional[Dict[int, List[int]]] = None
 
+    @functools.cached_property
+    def _index(self) -> Tuple["_Instructions", Dict[str, int], Dict[int, int]]:
+        """(instructions by id, the ids of those outside fusions by name, the entry computation's
+        schedule positions), and the raw protos, computations and callers the other questions
+        read. Reads only ids, names and calls here: an instruction is made when asked for."""
+        module = self._hlo.hlo_module
+        self._computations = {c.id: c for c in module.computations}
+        entry = module.entry_computation_id
+        in_entry: Set[int] = set()
+        names: Dict[str, int] = {}
+        for computation in module.computations:
+            fused = computation.is_fusion_computation
+            for raw in computation.instructions:
+                iid = raw.id
+                self._raw[iid] = raw
+                self._computation_of[iid] = computation.id
+                if computation.id == entry:
+                    in_entry.add(iid)
+                if not fused:  # names are unique in a module; only instructions outside fusions make kernels
+                    names[raw.name] = iid
+                for called in raw.called_computation_ids:
+                    self._callers.setdefault(called, iid)
+        sequence = module.schedule.sequences.get(entry)
+        order = {iid: n for n, iid in enumerate(sequence.instruction_ids)} if sequence is not None else {}
+        return _Instructions(self._raw, in_entry), names, order
+
+    @property
+    def instructions(self) -> Mapping[int, Instruction]:
+        return self._index[0]
+
+    @property
+    def by_name(self) -> "_ByName":
+        """Instructions outside fusion computations (the ones a thunk or kernel runs), by name."""
+        return _ByName(self._index[1], self._index[0])
+
+    def entry(self) -> List[Instruction]:
+        """The entry computation's instructions."""
+        instructions = self._index[0]
+        return [instructions[i] for i in instructions.entry_ids]
+
+    @property
+    def order(self) -> Dict[int, int]:
+        """Entry instruction id -> its place in the order the entry computation runs."""
+        return self._index[2]
+
     def _readers(self) -> Dict[int, List[int]]:
         """Instruction id -> the instructions that take it as an operand."""
         if self._read_by is None:
             self._read_by = collections.defaultdict(list)
-            for instruction in self.instructions.values():
-                for operand in instruction.operand_ids:
-                    self._read_by[operand].append(instruction.id)
+            raw_protos = self._raw if self._index else {}  # filled with the index
+            for iid, raw in raw_protos.items():
+                for operand in raw.operand_ids:
+                    self._read_by[operand].append(iid)
         return self._read_by
 
     def state_read(self, instruction_id: int) -> Tuple[int, ...]:
@@ -167,10 +218,11 @@ class Program:
         """Kernel symbol -> the one instruction XLA:GPU names a kernel after ("." becomes "_"). Not
         a rule to rely on: identical fusions share the first one's compiled kernel and name."""
         if self._kernel_names is None:
-            named: Dict[str, List[Instruction]] = collections.defaultdict(list)
-            for instruction in self.by_name.values():
-                named[kernel_name(instruction)].append(instruction)
-            self._kernel_names = {name: group[0] for name, group in named.items() if len(group) == 1}
+            named: Dict[str, List[int]] = collections.defaultdict(list)
+            for name, iid in self._index[1].items():
+                named[_KERNEL_SYMBOL.sub("_", name)].append(iid)
+            instructions = self._index[0]
+            self._kernel_names = {name: instructions[ids[0]] for name, ids in named.items() if len(ids) == 1}
         return self._kernel_names
 
     def work(self) -> List[Instruction]:
@@ -203,10 +255,10 @@ class Program:
                 continue
             seen.add(computation.id)
             for raw in computation.instructions:
-                inner = self.instructions[raw.id]
-                if inner.op_name and inner.opcode != "parameter":
-                    counts[inner.op_name] += 1
-                pending.extend(inner.called_computation_ids)
+                op_name = raw.metadata.op_name
+                if op_name and raw.opcode != "parameter":
+                    counts[op_name] += 1
+                pending.extend(raw.called_computation_ids)
         if counts:
             return tuple(name for name, _ in counts.most_common())
         caller = self._callers.get(self._computation_of.get(instruction_id, -1))
@@ -227,7 +279,7 @@ class Program:
 
     def parameters(self) -> List[Parameter]:
         """Every entry parameter's buffer, with the op_name that says what it holds."""
-        names = {i.id: i for i in self.instructions.values() if i.in_entry and i.opcode == "parameter"}
+        names = {i.id: i for i in self.entry() if i.opcode == "parameter"}
         by_number = {self._raw[iid].parameter_number: i for iid, i in names.items()}
         out = []
         for allocation in self._assignment.buffer_allocations:
@@ -322,10 +374,9 @@ class Program:
         if not self.order:
             return []
         readers: Dict[int, List[int]] = collections.defaultdict(list)
-        for instruction in self.instructions.values():
-            if instruction.in_entry:
-                for operand in instruction.operand_ids:
-                    readers[operand].append(instruction.id)
+        for instruction in self.entry():
+            for operand in instruction.operand_ids:
+                readers[operand].append(instruction.id)
         end = len(self.order)
 
         @functools.lru_cache(maxsize=None)
@@ -374,6 +425,49 @@ def written_by_jax(xspace: Any) -> bool:
     return False
 
 
+class _Instructions(Mapping[int, Instruction]):
+    """Instruction id -> its ``Instruction``, made from the raw proto when first asked."""
+
+    def __init__(self, raw: Dict[int, Any], entry_ids: Set[int]) -> None:
+        self._raw = raw
+        self.entry_ids = entry_ids
+        self._made: Dict[int, Instruction] = {}
+
+    def __getitem__(self, iid: int) -> Instruction:
+        made = self._made.get(iid)
+        if made is None:
+            made = self._made[iid] = Instruction(self._raw[iid], iid in self.entry_ids)
+        return made
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, iid: object) -> bool:
+        return iid in self._raw
+
+
+class _ByName(Mapping[str, Instruction]):
+    """Name -> the instruction outside fusions named so."""
+
+    def __init__(self, ids: Dict[str, int], instructions: _Instructions) -> None:
+        self._ids, self._instructions = ids, instructions
+
+    def __getitem__(self, name: str) -> Instruction:
+        return self._instructions[self._ids[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._ids
+
+
 def programs(xspace: Any) -> Dict[int, Program]:
     """Every program whose HloProto the profile keeps, by program id: the ``program_id`` stat of
     its metadata (JAX), else the metadata's own id (TensorFlow), as xprof reads them."""
@@ -410,14 +504,6 @@ def shape_text(shape: Any) -> Tuple[str, str, int]:
     dtype, bits = _PRIMITIVES.get(shape.element_type, ("", 0))
     dims = list(shape.dimensions)
     return "[" + ",".join(map(str, dims)) + "]", dtype, math.prod(dims) * bits // 8
-
-
-def _instruction(raw: Any, in_entry: bool) -> Instruction:
-    shape, dtype, size = shape_text(raw.shape)
-    return Instruction(id=raw.id, name=raw.name, opcode=raw.opcode, op_name=raw.metadata.op_name,
-                       op_type=raw.metadata.op_type, shape=shape, dtype=dtype, bytes=size,
-                       custom_call_target=raw.custom_call_target, operand_ids=tuple(raw.operand_ids),
-                       called_computation_ids=tuple(raw.called_computation_ids), in_entry=in_entry)
 
 
 def _allocation_kind(allocation: Any) -> str:

@@ -197,27 +197,31 @@ def _element(text: str, shape_index: Tuple[int, ...]) -> str:
 
 # --- tying events to instructions --------------------------------------------------------------
 
-def _command_buffers(program: Program, named: Set[str]) -> List[List[Instruction]]:
-    """The program's command buffers: maximal runs of work instructions no event's hlo_op names."""
-    runs: List[List[Instruction]] = []
+def _command_buffers(program: Program, named: Set[str]) -> List[Tuple[int, List[Instruction]]]:
+    """The program's command buffers: maximal runs of work instructions no event's hlo_op names,
+    each with its first instruction's place among the work instructions (XLA names the buffer
+    after it: "command_buffer_13" starts at the 13th)."""
+    runs: List[Tuple[int, List[Instruction]]] = []
     current: List[Instruction] = []
-    for instruction in program.work():
+    for position, instruction in enumerate(program.work()):
         if instruction.name in named:
             if current:
-                runs.append(current)
+                runs.append((position - len(current), current))
             current = []
         else:
             current.append(instruction)
     if current:
-        runs.append(current)
+        runs.append((len(program.work()) - len(current), current))
     return runs
 
 
 def _by_graph_node(events: Sequence[XlaEvent]) -> None:
     """Kernels of a command buffer launch (one CUDA graph, one correlation id): the node index is
-    the command's position in the buffer. The buffer is the run of unnamed work instructions
-    whose names the kernels' symbols match best; nodes past its end are a nested graph's (a
-    cuBLAS call's), placed at the first command no node had, after the node before them."""
+    the command's position in the buffer. Which buffer a launch ran is told by its kernels' symbols
+    at their positions, and, between buffers that make the same kernels (a ResNet's identical
+    blocks), by order: a program launches its buffers in schedule order, each once per run. Nodes
+    past the buffer's end are a nested graph's (a cuBLAS call's), placed at the first command no
+    node had, after the node before them."""
     named: Dict[int, Set[str]] = collections.defaultdict(set)
     launches: Dict[Tuple[int, str, Any, Any], List[XlaEvent]] = collections.defaultdict(list)
     for event in events:
@@ -228,21 +232,32 @@ def _by_graph_node(events: Sequence[XlaEvent]) -> None:
         elif event.stats.get("cuda_graph_node_id") is not None and event.stats.get("cuda_graph_id") is not None:
             key = (event.program.id, event.device, event.stats.get("correlation_id"), event.stats["cuda_graph_id"])
             launches[key].append(event)
-    buffers: Dict[int, List[List[Instruction]]] = {}
-    for (program_id, _, _, _), group in launches.items():
+    buffers: Dict[int, List[Tuple[int, List[Instruction]]]] = {}  # program -> its command buffers, in order
+    # program -> (command index, the kernel symbol its instruction makes) -> the buffers having it there
+    placed_at: Dict[int, Dict[Tuple[int, str], List[int]]] = {}
+    last: Dict[Tuple[int, str], int] = {}  # (program, device) -> the buffer its last launch ran
+    for (program_id, device, _, _), group in sorted(launches.items(), key=lambda kv: min(e.start_ps for e in kv[1])):
         program = group[0].program
         assert program is not None
         if program_id not in buffers:
             buffers[program_id] = _command_buffers(program, named[program_id])
+            placed_at[program_id] = collections.defaultdict(list)
+            for number, (_, run) in enumerate(buffers[program_id]):
+                for index, instruction in enumerate(run):
+                    placed_at[program_id][(index, kernel_name(instruction))].append(number)
         indexes = [int(e.stats["cuda_graph_node_id"]) & _NODE_INDEX for e in group]
-
-        def matches(run: List[Instruction]) -> int:
-            return sum(1 for e, i in zip(group, indexes)
-                       if i < len(run) and e.kernel == kernel_name(run[i]))
-
-        best = max(buffers[program_id], key=matches, default=None)
-        if best is None or not matches(best):
-            continue
+        chosen = _named_buffer(str(group[0].stats.get("hlo_op", "")), buffers[program_id])
+        if chosen is None:  # a name that does not say: the buffer whose kernels are where these are
+            votes = collections.Counter(number for e, i in zip(group, indexes)
+                                        for number in placed_at[program_id].get((i, e.kernel), ()))
+            if not votes:
+                continue
+            most = max(votes.values())
+            tied = sorted(number for number, count in votes.items() if count == most)
+            earlier = last.get((program_id, device), -1)
+            chosen = next((number for number in tied if number > earlier), tied[0])  # else: the program's next run
+        last[(program_id, device)] = chosen
+        best = buffers[program_id][chosen][1]
         size = len(best)
         nested = [i for i in indexes if i >= size]
         if nested and min(nested) != size:  # the indexes do not count the buffer's commands: leave it
@@ -258,6 +273,14 @@ def _by_graph_node(events: Sequence[XlaEvent]) -> None:
                 after = [j for j in unseen if j > previous]
                 if after:
                     event.instruction, event.method = best[after[0]], BY_GRAPH_NODE
+
+
+def _named_buffer(hlo_op: str, buffers: List[Tuple[int, List[Instruction]]]) -> Optional[int]:
+    """The buffer "command_buffer_13" names: the one starting at the 13th work instruction."""
+    number = hlo_op.rpartition("_")[2]
+    if not hlo_op.startswith("command_buffer_") or not number.isdigit():
+        return None
+    return next((i for i, (start, _) in enumerate(buffers) if start + 1 == int(number)), None)
 
 
 def _by_schedule(events: Sequence[XlaEvent]) -> None:
@@ -351,8 +374,8 @@ class Step:
         found = self._owners.get(key)
         if found is None:
             votes: Dict[int, "collections.Counter[str]"] = collections.defaultdict(collections.Counter)
-            for instruction in program.instructions.values():
-                if not instruction.in_entry or instruction.opcode in NO_WORK:
+            for instruction in program.entry():
+                if instruction.opcode in NO_WORK:
                     continue
                 layer, phase = joiner.assign(scope_name(self.op_name(program, instruction)), instruction.op_type)
                 if layer and phase in (FORWARD, BACKWARD):

@@ -87,7 +87,6 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     calls: Dict[Tuple[str, str], _Calls] = {}
     memory: List[_MemoryEvent] = []
     programs = hlo.programs(xspace)
-    instructions = frozenset(name for program in programs.values() for name in program.by_name)
     tf_ops = not hlo.written_by_jax(xspace)  # a JAX profile's "a:b" host events are its runtime's, not ops
     xla_events: List[xla.XlaEvent] = []
     steps = 0
@@ -112,7 +111,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     continue
                 if kind is _UNSEEN:
                     kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls,
-                                                               instructions, tf_ops)
+                                                               bool(programs), tf_ops)
                     if kind is None:
                         continue
                 if type(kind) is _Calls:  # a host op
@@ -126,6 +125,9 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     if programs and "hlo_op" in stats:  # an XLA program's thunk or kernel
                         xla_events.append(xla.XlaEvent(device, line.name, meta.name, base_ps + event.offset_ps,
                                                        event.duration_ps, {k: stats.get(k) for k in xla.STATS}))
+                        continue
+                    if kind is _THUNK:  # no: the events of this metadata are the runtime's, not a thunk's
+                        kinds[event.metadata_id] = None
                         continue
                     op = _device_op(stats) if kind is not _THUNK and tf_ops else None
                     if op:
@@ -186,10 +188,10 @@ class _MemoryEvent:
 
 
 def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, host: bool,
-             calls: Dict[Tuple[str, str], _Calls], instructions: AbstractSet[str], tf_ops: bool = True) -> Any:
+             calls: Dict[Tuple[str, str], _Calls], xla_programs: bool, tf_ops: bool = True) -> Any:
     """What events of this metadata are: _ALLOC or _DEALLOC; on a host, the op's running totals,
-    _THUNK (named after an instruction of the profile's XLA programs: its stats say which), or
-    None (not an op); on a device, the metadata (its events' own stats name their op)."""
+    _THUNK (maybe an XLA:CPU thunk, when the profile has XLA programs: the first event's stats
+    say), or None (not an op); on a device, the metadata (its events' own stats name their op)."""
     meta = _event_metadata(plane, event)
     name = meta.name  # each read of a proto field makes a new string: once
     if name == _ALLOC or name == _DEALLOC:
@@ -199,7 +201,7 @@ def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, ho
     op = _host_op(name, meta.display_name) if tf_ops else None
     if op:
         return _calls_of(calls, op, device)
-    return _THUNK if name in instructions else None
+    return _THUNK if xla_programs else None
 
 
 def _calls_of(calls: Dict[Tuple[str, str], _Calls], op: Tuple[str, str], device: str) -> _Calls:
