@@ -232,3 +232,63 @@ def test_dtype_names_and_sizes_are_tensorflows():
         assert dtype_name(enum) == dtype.name, enum
         fixed = dtype not in (tf.string, tf.resource, tf.variant)
         assert dtype_size(enum) == (dtype.size if fixed else 0), dtype.name
+
+
+def save_guide_checkpoint(folder):
+    """The TF "Training checkpoints" guide's pattern: a subclassed Keras model, Adam, a step
+    counter, ``tf.train.Checkpoint(step=, optimizer=, net=)`` saved by a ``CheckpointManager``
+    from a GradientTape loop (https://www.tensorflow.org/guide/checkpoint)."""
+    import keras
+
+    class MyModel(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(64, activation="relu")
+            self.dense_1 = keras.layers.Dense(10)
+
+        def call(self, x):
+            return self.dense_1(self.dense(x))
+
+    net, opt = MyModel(), keras.optimizers.Adam(0.1)
+    ckpt = tf.train.Checkpoint(step=tf.Variable(1), optimizer=opt, net=net)
+    manager = tf.train.CheckpointManager(ckpt, str(folder), max_to_keep=3)
+    x, y = tf.ones([4, 32]), tf.ones([4, 10])
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((net(x) - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
+        ckpt.step.assign_add(1)
+        manager.save()
+    return net, opt, manager.latest_checkpoint
+
+
+def test_the_checkpoint_guides_checkpoint_links_adams_slots(tmp_path):
+    """Issue 31 item 1: Adam's m and v of a subclassed model's checkpoint came out non_trainable
+    (Keras names them after the weight's path, "my_model_dense_kernel_momentum", while the
+    checkpoint names the weight "my_model/kernel"), the optimizer "not recorded"."""
+    from tb_modelmem.rules.rollup import layer_rollup
+
+    net, opt, prefix = save_guide_checkpoint(tmp_path)
+    nbytes = lambda v: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize  # noqa: E731
+    momentums, velocities = opt._momentums, opt._velocities  # Keras' own lists, in trainable_variables order
+    bd = read_checkpoint(str(tmp_path))  # the folder, as a user points at it
+    assert prefix.endswith("ckpt-2")
+    assert by_role(bd) == {WEIGHT: sum(nbytes(w) for w in net.trainable_variables), NON_TRAINABLE: 0,
+                           OPTIMIZER_SLOT: sum(nbytes(s) for s in momentums + velocities),
+                           OTHER: 8 + 4 + 4 + 8}  # adam/iteration, adam/learning_rate, step, save_counter
+    # What TF lists: every optimizer tensor but the two counters is a slot.
+    stored = dict(tf.train.list_variables(prefix))
+    slot_keys = [k for k in stored if k.startswith("optimizer/_variables/")]
+    assert len(slot_keys) == 2 * len(net.trainable_variables) == 8
+    weight_shape = {v.name: v.shape for v in bd.variables if v.role == WEIGHT}
+    slots = {v.name: (v.slot, weight_shape[v.slot_of]) for v in bd.variables if v.role == OPTIMIZER_SLOT}
+    truth = (("momentum", momentums), ("velocity", velocities))
+    assert slots == {s.path: (kind, list(w.shape)) for kind, found in truth
+                     for s, w in zip(found, net.trainable_variables)}
+    assert {v.layer for v in bd.variables if v.role == OPTIMIZER_SLOT} == {"net/dense", "net/dense_1"}
+    assert bd.optimizer["class_name"] == type(opt).__name__ == "Adam"
+    assert bd.optimizer["recorded_in"].startswith("inferred")
+    layers = {row["name"]: row["params"] for row in layer_rollup(bd) if row["params"]}
+    assert sum(layers.values()) == net.count_params() == 32 * 64 + 64 + 64 * 10 + 10
+    assert set(layers) == {"net/dense", "net/dense_1"}
+    assert_reconciled(bd)

@@ -202,21 +202,26 @@ def keras_layout(weights: Sequence[Weight], stored: Sequence[Stored], chain: Seq
     a class that is "" or not built into Keras is looked up by its default name, then tried
     as every built-in class. A config that is None (not recorded) tries every flag
     combination, closest to Keras' defaults first. The first plan whose shapes, dtypes and
-    (where stored) names all fit wins; None if no plan fits.
+    (where stored) names all fit wins; None if no plan fits. Names are first compared whole,
+    then, if no plan fits so, as ``_ref_name_fits`` allows for weight names that are not
+    Keras paths (a checkpoint's).
     """
     options = [_level_options(*level) for level in chain]
-    found: Optional[KerasLayout] = None
-    for combo in itertools.product(*options):
-        steps = [(level, step) for level, (_, _, plan) in enumerate(combo) for step in plan]
-        for entries in _fits(steps, weights, stored):
-            label = "(".join(cls for cls, _, _ in combo) + ")" * (len(combo) - 1)
-            flags = "+".join(key for _, key, _ in combo if key)
-            if found is None:
-                found = KerasLayout(label, flags, entries, [])
-            elif entries != found.entries and label not in found.also:
-                found.also.append(f"{label}[{flags}]" if flags else label)
-            break
-    return found
+    for loose in (False, True):
+        found: Optional[KerasLayout] = None
+        for combo in itertools.product(*options):
+            steps = [(level, step) for level, (_, _, plan) in enumerate(combo) for step in plan]
+            for entries in _fits(steps, weights, stored, loose):
+                label = "(".join(cls for cls, _, _ in combo) + ")" * (len(combo) - 1)
+                flags = "+".join(key for _, key, _ in combo if key)
+                if found is None:
+                    found = KerasLayout(label, flags, entries, [])
+                elif entries != found.entries and label not in found.also:
+                    found.also.append(f"{label}[{flags}]" if flags else label)
+                break
+        if found is not None or not any(s.name for s in stored):
+            return found
+    return None
 
 
 def _level_options(class_name: str, config: Optional[Dict[str, Any]], name: str) -> List[Tuple[str, str, list]]:
@@ -242,7 +247,7 @@ def _level_options(class_name: str, config: Optional[Dict[str, Any]], name: str)
     return out
 
 
-def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequence[Stored]
+def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequence[Stored], loose: bool
           ) -> Iterable[List[Tuple[str, Any]]]:
     """The entries of ``steps`` expanded over ``weights``, if they fit ``stored`` one for one
     (compared as they are expanded: a plan that does not fit stops at its first misfit); a
@@ -252,7 +257,7 @@ def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequ
         for expected in _expand(steps, weights):
             if without_learning_rate and expected[0] == "state" and expected[1][1] == "learning_rate":
                 continue
-            if len(entries) == len(stored) or not _same(expected, stored[len(entries)]):
+            if len(entries) == len(stored) or not _same(expected, stored[len(entries)], loose):
                 break
             entries.append((expected[0], expected[1]))
         else:
@@ -261,30 +266,49 @@ def _fits(steps: List[Tuple[int, list]], weights: Sequence[Weight], stored: Sequ
                 return
 
 
-def _expand(steps: List[Tuple[int, list]], weights: Sequence[Weight]
-            ) -> Iterable[Tuple[str, Any, List[int], Optional[str], Optional[str]]]:
-    """(kind, what, shape, dtype, stored name) per variable a plan creates, in order."""
+Expected = Tuple[str, Any, List[int], Optional[str], Tuple[Optional[str], str, str]]
+
+
+def _expand(steps: List[Tuple[int, list]], weights: Sequence[Weight]) -> Iterable[Expected]:
+    """(kind, what, shape, dtype, (naming, name, slot)) per variable a plan creates, in order:
+    a state's own name, or a slot's naming rule with its weight's path."""
     for level, step in steps:
         if step[0] == "state":
             for name, shape in step[1]:
-                yield "state", (level, name), list(shape), None, name
+                yield "state", (level, name), list(shape), None, ("state", name, "")
             continue
         for index, (path, shape, dtype) in enumerate(weights):
             per_kind = step[1]
             for slot, shape_rule, dtype_rule, naming in per_kind.get(weight_kind(path, shape), per_kind.get("*", [])):
-                stored_name = {"ref": f"{path.replace('/', '_')}_{slot}", "weight": path.rsplit("/", 1)[-1]}.get(naming)
                 yield ("slot", (index, slot), SHAPE_RULES[shape_rule](list(shape)),
-                       dtype if dtype_rule == "same" else dtype_rule, stored_name)
+                       dtype if dtype_rule == "same" else dtype_rule, (naming, path, slot))
 
 
-def _same(expected: Tuple[str, Any, List[int], Optional[str], Optional[str]], stored: Stored) -> bool:
-    kind, _, shape, dtype, name = expected
+def _same(expected: Expected, stored: Stored, loose: bool) -> bool:
+    _, _, shape, dtype, (naming, name, slot) = expected
     if list(stored.shape) != shape or (dtype is not None and stored.dtype != dtype):
         return False
-    if stored.name is None or name is None:
+    if stored.name is None:
         return True
     last = stored.name.rsplit("/", 1)[-1]
-    return (re.sub(r"_\d+$", "", last) if kind == "state" else last) == name  # "variable_3": numbered by Keras
+    if naming == "state":
+        return re.sub(r"_\d+$", "", last) == name  # "variable_3": numbered by Keras
+    if naming == "ref":
+        return _ref_name_fits(last, name, slot, loose)
+    if naming == "weight":
+        return last == name.rsplit("/", 1)[-1]
+    return True
+
+
+def _ref_name_fits(stored: str, path: str, slot: str, loose: bool) -> bool:
+    """Whether ``stored`` is Keras' name for ``slot`` of the weight at ``path``
+    (``add_variable_from_reference``: "my_model_dense_kernel_momentum"). ``loose``: ``path`` is
+    only the weight's TF variable name, which is its name scope when it was built (a subclassed
+    model's Dense kernel: "my_model/kernel"), so only its first and last parts must be there."""
+    if stored == f"{path.replace('/', '_')}_{slot}":
+        return True
+    parts = path.split("/")
+    return loose and stored.endswith(f"_{parts[-1]}_{slot}") and (len(parts) == 1 or stored.startswith(parts[0] + "_"))
 
 
 def optimizer_chain(entry: Any) -> List[Level]:
