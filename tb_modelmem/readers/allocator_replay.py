@@ -64,6 +64,7 @@ class Event:
     region: str = ""
     allocator: str = ""
     requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
+    batch: bool = False  # the buffer carries the step's batch dimension (``carries_batch``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
 
@@ -85,6 +86,16 @@ class _Live:
     shape: str
     dtype: str
     region: str
+    batch: bool = False
+
+
+def carries_batch(shape: str, batch: Optional[int]) -> bool:
+    """Whether a buffer of ``shape`` ("[32,28,28,32]") holds one slice per sample of a ``batch``: its
+    first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch)."""
+    if not batch or not shape.startswith("[") or ";" in shape:
+        return False
+    dims = shape[1:-1].split(",")
+    return len(dims) >= 2 and dims[0] == str(batch)
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:
@@ -109,8 +120,11 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     before = _allocated_before(ordered)
     live: Dict[Hashable, _Live] = {}
     by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
+    batch_by_category = dict.fromkeys(by_category, 0.0)  # the part that carries the batch
     for b in before.values():
         by_category[b.category] = by_category.get(b.category, 0.0) + b.bytes
+        if b.batch:
+            batch_by_category[b.category] = batch_by_category.get(b.category, 0.0) + b.bytes
     allocators: Dict[str, float] = {}  # allocator -> bytes in use now
     first_peak: Dict[str, float] = {}
     counted = 0.0
@@ -118,14 +132,18 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     total: List[float] = []
     ops: List[str] = []
     columns: Dict[str, List[float]] = {c: [] for c in by_category}
+    batch_columns: Dict[str, List[float]] = {c: [] for c in by_category}
     peak, peak_index, lifetime_rose = -1.0, -1, 0.0
     for event in ordered:
         entry = live.get(event.key)
         if event.delta > 0:
             if entry is None:
-                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
+                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region,
+                                                event.batch)
             entry.bytes += event.delta
             by_category[entry.category] += event.delta
+            if entry.batch:
+                batch_by_category[entry.category] += event.delta
             op = entry.op
         else:
             freed = -event.delta
@@ -133,6 +151,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
                 take = min(freed, entry.bytes)
                 entry.bytes -= take
                 by_category[entry.category] -= take
+                if entry.batch:
+                    batch_by_category[entry.category] -= take
                 op = entry.op
                 if entry.bytes <= 0:
                     del live[event.key]
@@ -140,6 +160,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
                 pre = before.pop(event.key, None)
                 if pre is not None:
                     by_category[pre.category] -= pre.bytes
+                    if pre.batch:
+                        batch_by_category[pre.category] -= pre.bytes
                 op = ""
         counted += event.delta
         allocators[event.allocator] = _in_use_after(event, allocators)
@@ -153,6 +175,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         ops.append(op)
         for category, values in columns.items():
             values.append(max(by_category[category], 0.0))
+            batch_columns[category].append(max(batch_by_category[category], 0.0))
         if now > peak:
             peak, peak_index = now, len(total) - 1
     if peak_index < 0:
@@ -162,7 +185,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     keep = _downsample(total, peak_index)
     # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
     timeline = Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
-                        {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
+                        {c: [v[i] for i in keep] for c, v in columns.items() if any(v)},
+                        {c: [v[i] for i in keep] for c, v in batch_columns.items() if any(v)})
     return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
 
 
@@ -199,7 +223,8 @@ def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in before:
-            before[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
+            before[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region,
+                                      event.batch)
     return before
 
 

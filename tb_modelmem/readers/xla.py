@@ -18,7 +18,7 @@ import collections
 import dataclasses
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from tb_modelmem.readers.allocator_replay import Event, step_category
+from tb_modelmem.readers.allocator_replay import Event, carries_batch, step_category
 from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
@@ -133,7 +133,8 @@ def uses_command_buffers(events: Iterable[XlaEvent]) -> bool:
 
 
 def split_temp_allocations(events: List[Event], programs: Sequence[Program],
-                           describe: Callable[[Program, Optional[LiveBuffer]], Tuple[str, str]]) -> List[Event]:
+                           describe: Callable[[Program, Optional[LiveBuffer]], Tuple[str, str]],
+                           batch: Optional[int] = None) -> List[Event]:
     """``events`` with each allocation of a program's temp allocation (and its free) replaced by
     one event per buffer live in it at its peak, and one for the bytes no buffer holds then
     (packing, the allocator's rounding), so the replay's peak splits by buffer.
@@ -155,11 +156,11 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
             parts = []
             for i, buffer in enumerate(peak.live):
                 op, category = describe(program, buffer)
+                shape = _element(buffer.instruction.shape, buffer.shape_index)
                 parts.append(dataclasses.replace(
-                    event, delta=buffer.bytes, key=(event.key, i), op=op, category=category,
-                    shape=_element(buffer.instruction.shape, buffer.shape_index),
+                    event, delta=buffer.bytes, key=(event.key, i), op=op, category=category, shape=shape,
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
-                    region="temp" if buffer.scratch else "output"))
+                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch)))
             slack = event.delta - peak.live_bytes
             if slack > 0:
                 parts.append(dataclasses.replace(event, delta=slack, key=(event.key, "slack"), op="",
@@ -404,6 +405,14 @@ class Step:
     def batch_sizes(self) -> Set[int]:
         """Bytes of each batch parameter of the programs (what a step takes in, transferred each run)."""
         return {p.bytes for program in self.programs for p in program.parameters() if is_keras_batch(p.op_name)}
+
+    def batch_size(self) -> Optional[int]:
+        """The step's batch: the leading dimension of its first batch parameter (Keras on JAX: data[0])."""
+        for program in self.programs:
+            for parameter in sorted(program.parameters(), key=lambda p: p.number):
+                if is_keras_batch(parameter.op_name) and parameter.dims:
+                    return parameter.dims[0]
+        return None
 
     def resident(self) -> Dict[str, int]:
         """Bytes of the main program's entry parameters by role, where their names say it (Keras on

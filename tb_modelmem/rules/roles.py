@@ -337,3 +337,24 @@ def _class_of(class_name: str, name: str) -> str:
         return class_name
     base = re.sub(r"_\d+$", "", name or "")
     return next((cls for cls, entry in table.items() if entry["default_name"] == base), "")
+
+
+def optimizer_classes() -> List[str]:
+    """The built-in Keras 3 optimizers whose variables ``keras_optimizer_variables`` knows."""
+    return sorted(name for name, entry in _keras_slots.OPTIMIZERS.items() if "wraps" not in entry)
+
+
+def keras_optimizer_variables(class_name: str, weights: Sequence[Weight], flags: Sequence[str] = (),
+                              wrapper: str = "") -> List[Tuple[str, str, List[int], Optional[str]]]:
+    """(role, name, shape, dtype or None when Keras decides it at run time) of each variable a
+    built-in Keras 3 optimizer creates for ``weights`` (trainable, in ``build()`` order), with
+    ``flags`` on ("momentum" for SGD, "amsgrad", ...), as its own ``build()`` does
+    (``_keras_slots``); wrapped in ``wrapper`` ("LossScaleOptimizer") when given; a slot's name
+    is its slot's. KeyError for a class Keras does not build in."""
+    entry = _keras_slots.OPTIMIZERS[_class_of(class_name, class_name.lower())]
+    key = "+".join(flag for flag in entry["flags"] if flag in flags)
+    steps = [(1, step) for step in entry["plans"][key]]
+    if wrapper:
+        steps = [(0, step) for step in _keras_slots.OPTIMIZERS[wrapper]["plans"][""]] + steps
+    return [(OTHER if kind == "state" else OPTIMIZER_SLOT, what[1], shape, dtype)
+            for kind, what, shape, dtype, _ in _expand(steps, weights)]

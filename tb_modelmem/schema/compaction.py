@@ -40,19 +40,21 @@ def compact_timeline(out: Dict[str, Any]) -> None:
     before (they climb and fall in steps), times to 1/TIME_PER_UNIT µs."""
     out["t_us"] = forms.encode(out["t_us"], forms.DELTA, TIME_PER_UNIT)
     out["bytes"] = forms.encode(out["bytes"], forms.DELTA)
-    out["by_category"] = {k: forms.encode(v, forms.DELTA) for k, v in out["by_category"].items()}
+    for field in ("by_category", "batch_by_category"):
+        out[field] = {k: forms.encode(v, forms.DELTA) for k, v in out[field].items()}
 
 
 def expand_timeline(data: Any) -> Any:
-    """``data`` with ``t_us``, ``bytes`` and ``by_category`` read back from ``compact_timeline``'s
+    """``data`` with ``t_us``, ``bytes`` and the per-category columns read back from ``compact_timeline``'s
     forms (plain lists pass as they are)."""
     if isinstance(data, dict) and "t_us" in data:
         data = dict(data, t_us=decode_column("Timeline", "t_us", data["t_us"], forms.DELTA))
     if isinstance(data, dict) and "bytes" in data:
         data = dict(data, bytes=decode_column("Timeline", "bytes", data["bytes"], forms.DELTA))
-    if isinstance(data, dict) and isinstance(data.get("by_category"), dict):
-        data = dict(data, by_category={k: decode_column("Timeline", f"by_category[{preview(k)}]", v, forms.DELTA)
-                                       for k, v in data["by_category"].items()})
+    for field in ("by_category", "batch_by_category"):
+        if isinstance(data, dict) and isinstance(data.get(field), dict):
+            data = dict(data, **{field: {k: decode_column("Timeline", f"{field}[{preview(k)}]", v, forms.DELTA)
+                                         for k, v in data[field].items()}})
     return data
 
 

@@ -205,6 +205,9 @@ class Timeline(Record):
     bytes: List[float] = dataclasses.field(default_factory=list)
     op: List[str] = dataclasses.field(default_factory=list)  # the op behind each event ("" if unknown)
     by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    # The part of each category's bytes held by buffers that carry the step's batch dimension (what
+    # grows with the batch: ``rules.projection``); empty in traces that do not know it.
+    batch_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
 
@@ -224,10 +227,11 @@ class Timeline(Record):
         n = len(self.t_us)
         if len(self.bytes) != n or (self.op and len(self.op) != n):
             raise ValueError("Timeline: t_us, bytes and op must have the same length")
-        for name, values in self.by_category.items():
-            if (not isinstance(values, list) or len(values) != n
-                    or not all(is_number(v) and v >= 0 for v in values)):
-                raise ValueError(f"Timeline.by_category[{preview(name)}]: expected {n} numbers >= 0")
+        for field, per_category in (("by_category", self.by_category), ("batch_by_category", self.batch_by_category)):
+            for name, values in per_category.items():
+                if (not isinstance(values, list) or len(values) != n
+                        or not all(is_number(v) and v >= 0 for v in values)):
+                    raise ValueError(f"Timeline.{field}[{preview(name)}]: expected {n} numbers >= 0")
         if not self.op:
             self.op = [""] * n
 
@@ -269,6 +273,7 @@ class OpTrace(_Assigned):
     # Per allocator (device memory pool): {"name", "peak_bytes", "min_bytes"}; min is what stayed resident.
     allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
+    batch_size: Optional[int] = None  # the step's batch (on one device), where the trace says it
     # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in
     # command buffers, how much time is tied to instructions and how; None for an op-by-op step.
     xla: Optional[Dict[str, Any]] = None
@@ -278,7 +283,7 @@ class OpTrace(_Assigned):
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
-    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps", "batch_size")
 
     def _check(self) -> None:
         for role, size in self.resident.items():

@@ -1,0 +1,130 @@
+"""A run's traced step and its breakdown, read straight from a log dir without TensorBoard or TF: what
+``tb_modelmem.estimate`` and ``tb-modelmem estimate`` project from.
+
+Runs are named as TensorBoard names them (the folder under the log dir: "train", "." for the log dir
+itself). The step is the run's newest op trace written by tb_modelmem, else its newest profile session
+(``<run>/plugins/profile/<session>/*.xplane.pb``), reduced here; the breakdown is the run's one written
+nearest that step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import struct
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from tensorboard.compat.proto import event_pb2
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+from tb_modelmem.readers import xspace
+from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.records import Breakdown, OpTrace
+
+
+@dataclasses.dataclass
+class Logged:
+    """A run's traced step, with where it came from, and the breakdown beside it (None if none)."""
+
+    run: str
+    trace: OpTrace
+    source: str  # "<tag> step N" or "profile <session>"
+    breakdown: Optional[Breakdown]
+    breakdown_source: str
+
+
+@dataclasses.dataclass
+class _Summary:
+    tag: str
+    kind: str
+    step: int
+    wall_time: float
+    blob: bytes
+
+
+def read_run(logdir: str, run: Optional[str] = None) -> Logged:
+    """The traced step of ``run`` (None: the one run that has one). ValueError saying what is there
+    when the log dir has no such run, no traced step, or several runs to choose from."""
+    if not os.path.isdir(logdir):
+        raise ValueError(f"{logdir}: no such log dir")
+    runs = _runs(logdir)
+    traced = sorted(name for name, found in runs.items() if found[0] or found[1])
+    if run is None:
+        if len(traced) != 1:
+            raise ValueError(f"{logdir}: {'no run has' if not traced else 'several runs have'} a traced step"
+                             + (f" ({', '.join(traced)}): pick one with --run" if traced else
+                                " (record one with MemoryCallback(profile_steps=...) or tb_modelmem.trace)"))
+        run = traced[0]
+    if run not in runs or run not in traced:
+        raise ValueError(f"{logdir}: run {run!r} has no traced step (runs with one: {', '.join(traced) or 'none'})")
+    summaries, sessions = runs[run]
+    ops = [s for s in summaries if s.kind == metadata.OPS]
+    if ops:
+        newest = max(ops, key=lambda s: (s.wall_time, s.step))
+        record = payload.decode(newest.blob)
+        assert isinstance(record, OpTrace)
+        trace, source, step = record, f"{newest.tag} step {newest.step}", newest.step
+    else:
+        session = max(sessions)
+        trace = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
+        source, step = f"profile {session}", None
+    breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
+    if not breakdowns:
+        return Logged(run, trace, source, None, "")
+    nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
+    record = payload.decode(nearest.blob)
+    assert isinstance(record, Breakdown)
+    return Logged(run, trace, source, record, f"{nearest.tag} step {nearest.step}")
+
+
+def _runs(logdir: str) -> Dict[str, Tuple[List[_Summary], List[str]]]:
+    """Run -> (its tb_modelmem summaries, its profile sessions)."""
+    found: Dict[str, Tuple[List[_Summary], List[str]]] = {}
+    for folder, subfolders, files in os.walk(logdir):
+        subfolders.sort()
+        run = os.path.relpath(folder, logdir)
+        if os.path.basename(folder) == "profile" and os.path.basename(os.path.dirname(folder)) == "plugins":
+            owner = os.path.relpath(os.path.dirname(os.path.dirname(folder)), logdir)
+            sessions = [s for s in subfolders if glob.glob(os.path.join(folder, s, "*.xplane.pb"))]
+            found.setdefault(owner, ([], []))[1].extend(sessions)
+            continue
+        for name in sorted(f for f in files if "tfevents" in f):
+            summaries = found.setdefault(run, ([], []))[0]
+            for event in _events(os.path.join(folder, name)):
+                for value in event.summary.value:
+                    if value.metadata.plugin_data.plugin_name != metadata.PLUGIN_NAME or not value.tensor.string_val:
+                        continue
+                    try:
+                        _, kind = metadata.parse_plugin_metadata(value.metadata.plugin_data.content)
+                    except metadata.MetadataError:
+                        continue
+                    summaries.append(_Summary(value.tag, kind, event.step, event.wall_time,
+                                              value.tensor.string_val[0]))
+    return found
+
+
+def _events(path: str) -> Iterator[event_pb2.Event]:
+    """The events of an event file, read as TensorFlow writes records (length, its masked CRC-32C, the
+    data, its masked CRC-32C: checked), without TensorFlow. A record cut short (a file still being
+    written) or corrupt ends the file there."""
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)
+            if len(header) < 12:
+                return
+            length, header_crc = struct.unpack("<QI", header)
+            if masked_crc32c(header[:8]) != header_crc:
+                return
+            data, footer = f.read(length), f.read(4)
+            if len(data) < length or len(footer) < 4 or struct.unpack("<I", footer)[0] != masked_crc32c(data):
+                return
+            yield event_pb2.Event.FromString(data)
+
+
+def _reduce_session(folder: str) -> OpTrace:
+    paths = sorted(glob.glob(os.path.join(folder, "*.xplane.pb")))
+    space = xspace.load_xspace(paths[0])
+    for path in paths[1:]:  # one file per host
+        space.MergeFrom(xspace.load_xspace(path))
+    return xspace.reduce_xspace(space)

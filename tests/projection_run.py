@@ -1,0 +1,108 @@
+"""One real training run for the What-if checks, in a fresh process (the CPU allocator is chosen at
+TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocation is recorded):
+
+    python -m tests.projection_run LOGDIR MODEL BATCH [--optimizer adam] [--policy float32] [--truth OUT.json]
+
+MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
+transformer, tests/corpus) or "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
+10 classes). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))``, and writes what
+Keras says of the run (model.weights, optimizer.variables) to OUT.json: the ground truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Tuple
+
+
+def build(name: str) -> Tuple[Any, Any, Any]:
+    """(model, x, y) of ``name``: synthetic data in the model's shapes."""
+    import keras
+    import numpy as np
+
+    from demo.models import mnist_like, seed001_convnet
+
+    rng = np.random.default_rng(0)
+    if name == "lenet":
+        x, y = mnist_like(256)
+        return seed001_convnet(), x, y
+    if name == "mobilenet":
+        model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
+        return model, rng.random((256, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, 256)
+    if name == "transformer":
+        return transformer(), rng.integers(0, 20000, (256, 200)), rng.integers(0, 2, 256)
+    raise SystemExit(f"unknown model {name!r}")
+
+
+def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: int = 2, ff: int = 32) -> Any:
+    """keras-io's text classification with a transformer (tests/corpus/scripts), as a function."""
+    import keras
+    from keras import layers, ops
+
+    class TransformerBlock(layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.att = layers.MultiHeadAttention(num_heads=heads, key_dim=embed)
+            self.ffn = keras.Sequential([layers.Dense(ff, activation="relu"), layers.Dense(embed)])
+            self.norm1, self.norm2 = layers.LayerNormalization(epsilon=1e-6), layers.LayerNormalization(epsilon=1e-6)
+            self.drop1, self.drop2 = layers.Dropout(0.1), layers.Dropout(0.1)
+
+        def call(self, x: Any) -> Any:
+            out1 = self.norm1(x + self.drop1(self.att(x, x)))
+            return self.norm2(out1 + self.drop2(self.ffn(out1)))
+
+    class TokenAndPositionEmbedding(layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token, self.position = layers.Embedding(vocab, embed), layers.Embedding(maxlen, embed)
+
+        def call(self, x: Any) -> Any:
+            return self.token(x) + self.position(ops.arange(0, ops.shape(x)[-1], 1))
+
+    inputs = layers.Input(shape=(maxlen,))
+    x = TransformerBlock()(TokenAndPositionEmbedding()(inputs))
+    x = layers.Dropout(0.1)(layers.GlobalAveragePooling1D()(x))
+    x = layers.Dropout(0.1)(layers.Dense(20, activation="relu")(x))
+    return keras.Model(inputs, layers.Dense(2, activation="softmax")(x))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("logdir")
+    parser.add_argument("model")
+    parser.add_argument("batch", type=int)
+    parser.add_argument("--optimizer", default="adam")
+    parser.add_argument("--policy", default="float32")
+    parser.add_argument("--truth")
+    args = parser.parse_args()
+    import keras
+    import numpy as np
+
+    import tb_modelmem
+
+    keras.mixed_precision.set_global_policy(args.policy)
+    model, x, y = build(args.model)
+    optimizer = (keras.optimizers.SGD(momentum=0.9) if args.optimizer == "momentum"
+                 else keras.optimizers.get(args.optimizer))
+    if args.policy == "mixed_float16":
+        optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model == "lenet")
+    model.compile(optimizer=optimizer, loss=loss)
+    model.fit(x[:4 * args.batch], y[:4 * args.batch], batch_size=args.batch, epochs=1, verbose=0,
+              callbacks=[tb_modelmem.MemoryCallback(args.logdir, profile_steps=(3, 3), memory_every=0)])
+
+    def nbytes(variables: Any) -> int:
+        return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
+
+    truth = {"weights": nbytes(model.trainable_weights), "non_trainable": nbytes(model.non_trainable_weights),
+             "optimizer_slots": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
+             "optimizer_scalars": nbytes([v for v in model.optimizer.variables if not len(v.shape)]),
+             "optimizer_class": type(model.optimizer).__name__, "params": model.count_params()}
+    if args.truth:
+        with open(args.truth, "w") as f:
+            json.dump(truth, f)
+
+
+if __name__ == "__main__":
+    main()
