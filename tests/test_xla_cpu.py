@@ -5,53 +5,26 @@ own figures of the run (model.weights, optimizer.variables, count_params())."""
 
 from __future__ import annotations
 
-import collections
 import glob
 import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict
 
 import pytest
 
-from tests import corpus
+from tests import corpus, xplane_truth
 from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _thunks(logdir: str) -> Dict[str, Any]:
-    """The XLA:CPU thunks of the kept profile, read with TensorFlow's schemas: time per instruction, and the
-    program's instructions and buffer allocations."""
-    from tensorflow.compiler.xla.service import hlo_pb2
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
+def _thunks(logdir: str) -> xplane_truth.Truth:
+    """The kept profile's ground truth (``tests.xplane_truth``)."""
     (path,) = glob.glob(os.path.join(logdir, "train", "plugins", "profile", "*", "*.xplane.pb"))
     with open(path, "rb") as f:
-        space = xplane_pb2.XSpace.FromString(f.read())
-    time: Dict[str, float] = collections.Counter()
-    programs, in_use = [], collections.defaultdict(list)
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-
-        def stats(items: Any) -> Dict[str, Any]:
-            return {names[s.metadata_id]: names[s.ref_value] if s.HasField("ref_value")
-                    else getattr(s, s.WhichOneof("value")) for s in items}
-
-        if plane.name == "/host:metadata":
-            programs += [hlo_pb2.HloProto.FromString(found["Hlo Proto"]) for found in
-                         (stats(meta.stats) for meta in plane.event_metadata.values()) if "Hlo Proto" in found]
-        for line in plane.lines:
-            for event in line.events:
-                found = stats(event.stats)
-                if "hlo_op" in found:
-                    time[found["hlo_op"]] += event.duration_ps / 1e6
-                if plane.event_metadata[event.metadata_id].name == "MemoryAllocation":
-                    in_use[found["allocator_name"]].append((found["bytes_allocated"], found.get("requested_bytes")))
-    (program,) = [p for p in programs if p.hlo_module.name in {n.partition(".")[0] for n in time} or len(programs) == 1]
-    return {"time": time, "program": program, "in_use": in_use}
+        return xplane_truth.read(f.read())
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +41,14 @@ def test_a_jit_compiled_step_is_one_row_per_hlo_instruction(transformer_plain):
     (tag,) = [tag for (run, tag), info in served.tags().items() if info["origin"] == "profile"]
     body = served.json("/ops", run="train", tag=tag)
     rows = {row["name"]: row for row in served.all_ops("train", tag)}
-    instructions = {i.name: i for c in truth["program"].hlo_module.computations for i in c.instructions}
+    instructions = {i.name: i for c in truth.main().hlo_module.computations for i in c.instructions}
     placed = {name: row for name, row in rows.items() if name in instructions}
-    assert set(placed) == set(truth["time"]) and len(placed) > 100
+    assert set(placed) == set(truth.time) and len(placed) > 100
     for name, row in placed.items():
-        assert abs(row["time_us"] - truth["time"][name]) <= 0.01 * row["calls"] + 1e-6, (name, row, truth["time"][name])
+        assert abs(row["time_us"] - truth.time[name]) <= 0.01 * row["calls"] + 1e-6, (name, row, truth.time[name])
         assert row["op_type"] in (instructions[name].opcode, instructions[name].custom_call_target)
         assert row["bytes_source"] == "derived"
-    assert body["xla"]["programs"][0]["name"] == truth["program"].hlo_module.name
+    assert body["xla"]["programs"][0]["name"] == truth.main().hlo_module.name
     assert body["xla"]["attributed_fraction"] == 1.0 and not body["xla"]["command_buffers"]
     # TF's node names in the program's metadata place the instructions: the model config names the layers
     layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
@@ -113,18 +86,18 @@ def test_with_the_bfc_allocator_the_xla_peak_splits_to_the_byte(tmp_path):
     body = served.json("/ops", run="train", tag=tag)
     peak = body["peak_by_category"]
     assert body["allocations"] == "all"
-    assert peak["total"] == body["peak_bytes"] == max(b for b, _ in truth["in_use"]["bfc_cpu_allocator_for_gpu"])
+    assert peak["total"] == body["peak_bytes"] == max(b for b, _ in truth.in_use["bfc_cpu_allocator_for_gpu"])
     known = {k: v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes") and v is not None}
     assert sum(known.values()) == peak["total"]  # no breakdown in a plain log dir: the state is unattributed
-    temp = max(a.size for a in truth["program"].buffer_assignment.buffer_allocations
+    temp = max(a.size for a in truth.main().buffer_assignment.buffer_allocations
                if not (a.is_entry_computation_parameter or a.maybe_live_out or a.is_thread_local or a.is_constant
                        or a.is_tuple))
     assert [t["allocation_bytes"] for t in body["xla"]["temp_allocations"]] == [temp]
-    assert temp in {requested for _, requested in truth["in_use"]["bfc_cpu_allocator_for_gpu"]}
+    assert temp in {requested for _, requested in truth.in_use["bfc_cpu_allocator_for_gpu"]}
     timeline = served.json("/timeline", run="train", tag=tag)
     from_temp = [b for b in timeline["buffers"] if b["region"] in ("output", "temp", "padding") and b["op"] != ""
                  or b["region"] == "padding"]
-    allocated = [requested for _, requested in truth["in_use"]["bfc_cpu_allocator_for_gpu"] if requested == temp]
+    allocated = [requested for _, requested in truth.in_use["bfc_cpu_allocator_for_gpu"] if requested == temp]
     assert allocated and peak["activations"] > 0 and len(from_temp) > 5
 
 

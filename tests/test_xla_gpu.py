@@ -11,10 +11,11 @@ import gzip
 import json
 import os
 import shutil
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import pytest
 
+from tests import xplane_truth
 from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served, layer_rows
 
@@ -54,42 +55,20 @@ def _tag(served: Served, run: str) -> str:
 
 
 def _profile(run: str) -> Dict[str, Any]:
-    """What the profile holds, read with TensorFlow's schemas: the train step's program, the time of
-    each instruction its GPU events name, and the GPU allocator's bytes in use."""
+    """What the profile holds, read with TensorFlow's schemas (``tests.xplane_truth``): the train step's
+    program, the time of each instruction its GPU events name, the GPU allocator's bytes in use, and
+    the bytes of the step's state parameters (Keras on JAX: state[0] trainable ... state[3] metrics)."""
     from tensorflow.compiler.xla import xla_data_pb2
-    from tensorflow.compiler.xla.service import hlo_pb2
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     if run == "keras_jax_resnet50":
         with gzip.open(RESNET50 + ".xplane.pb.gz") as f:
-            space = xplane_pb2.XSpace.FromString(f.read())
+            data = f.read()
     else:
         (path,) = glob.glob(os.path.join(FIXTURES, run, "train", "plugins", "profile", "*", "*.xplane.pb"))
         with open(path, "rb") as f:
-            space = xplane_pb2.XSpace.FromString(f.read())
-    programs = {}
-    time: Dict[str, float] = collections.Counter()
-    in_use: Dict[str, List[int]] = collections.defaultdict(list)
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-
-        def stats(items: Any) -> Dict[str, Any]:
-            return {names[s.metadata_id]: names[s.ref_value] if s.HasField("ref_value")
-                    else getattr(s, s.WhichOneof("value")) for s in items}
-
-        if plane.name == "/host:metadata":
-            for meta in plane.event_metadata.values():
-                found = stats(meta.stats)
-                if "Hlo Proto" in found:
-                    programs[found["program_id"]] = hlo_pb2.HloProto.FromString(found["Hlo Proto"])
-        for line in plane.lines:
-            for event in line.events:
-                found = stats(event.stats)
-                if plane.name.startswith("/device:GPU") and "hlo_op" in found:
-                    time[found["hlo_op"]] += event.duration_ps / 1e6
-                if plane.event_metadata[event.metadata_id].name in ("MemoryAllocation", "MemoryDeallocation"):
-                    in_use[found["allocator_name"]].append(found["bytes_allocated"])
-    main = max(programs.values(), key=lambda p: sum(len(c.instructions) for c in p.hlo_module.computations))
+            data = f.read()
+    truth = xplane_truth.read(data, devices="/device:GPU")
+    main = truth.main()
     instructions = {i.name: i for c in main.hlo_module.computations for i in c.instructions}
     element = {v.number: v.name for v in xla_data_pb2.PrimitiveType.DESCRIPTOR.values}
 
@@ -101,12 +80,13 @@ def _profile(run: str) -> Dict[str, Any]:
             count *= d
         return count * _ELEMENT_BYTES.get(element[shape.element_type], 0)
 
-    state = collections.Counter()
+    state: Dict[str, int] = collections.Counter()
     entry = [c for c in main.hlo_module.computations if c.id == main.hlo_module.entry_computation_id][0]
     for i in entry.instructions:
         if i.opcode == "parameter" and i.metadata.op_name.startswith("state["):
             state[i.metadata.op_name[:8]] += dense(i.shape)
-    return {"time": time, "instructions": instructions, "dense": dense, "in_use": in_use, "state": state,
+    in_use = {name: [allocated for allocated, _ in events] for name, events in truth.in_use.items()}
+    return {"time": truth.time, "instructions": instructions, "dense": dense, "in_use": in_use, "state": state,
             "allocations": list(main.buffer_assignment.buffer_allocations)}
 
 
@@ -218,16 +198,8 @@ def test_resnet50_with_command_buffers(served):
     unplaced = sum(r["time_us"] for r in rows if r["op_type"] == "(not attributed)")
     assert abs(unplaced - xla["time_us_by_method"].get("unattributed", 0)) < 0.01 * len(rows)
     assert xla["attributed_fraction"] == 1.0 and xla["command_buffers"]
-    with gzip.open(RESNET50 + "_nocmdbuf.xplane.pb.gz") as f:
-        from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-        space = xplane_pb2.XSpace.FromString(f.read())
-    named = set()  # without command buffers every kernel's hlo_op names its instruction
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-        if plane.name.startswith("/device:GPU"):
-            named |= {names[s.ref_value] for line in plane.lines for e in line.events for s in e.stats
-                      if names.get(s.metadata_id) == "hlo_op"}
+    with gzip.open(RESNET50 + "_nocmdbuf.xplane.pb.gz") as f:  # every kernel's hlo_op names its instruction
+        named = set(xplane_truth.read(f.read(), devices="/device:GPU").time)
     assert {r["name"] for r in rows} == named and len(named) == 1204
     assert {r["calls"] for r in rows} == {2}  # two steps: no instruction got another's kernels
     assert abs(sum(r["time_us"] for r in rows) - sum(profile["time"].values())) < 0.01 * len(rows) + 1
