@@ -23,7 +23,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tb_modelmem import proto
 from tb_modelmem.messages import first_line
@@ -44,6 +44,7 @@ from tb_modelmem.schema.records import Breakdown, VariableRecord, VariableTable
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _ZIP_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")  # signature ... file name length, extra field length
 _MAX_H5_OBJECTS = 1_000_000  # groups and datasets walked in one HDF5 file (ResNet50 + Adam: ~2,500)
+_MAX_H5_HEADER = 1 << 16  # bytes of a group's object header read for its symbol table (h5py writes ~300)
 _MAX_INFLATE_RATIO = 200  # a deflated weights member may inflate to this many times its size (weights: ~1.1x)
 
 
@@ -274,18 +275,29 @@ def _optimizer_entry(raw: Any, recorded_in: str) -> Optional[Dict[str, Any]]:
             "config": config if isinstance(config, dict) else {}, "recorded_in": recorded_in}
 
 
-def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[roles.Level]
+def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[roles.Level],
+                      read: Optional[Reader] = None
                       ) -> Tuple[List[VariableRecord], List[Dict[str, Any]], Optional[roles.KerasLayout]]:
     """Model weights (``layers/.../vars/i``) then optimizer variables (``optimizer/vars/i``),
     overhead lines for what Keras stores twice (a wrapper's inner optimizer's variables), and
-    what the optimizer variables were found to be (None: no optimizer, or none fits)."""
+    what the optimizer variables were found to be (None: no optimizer, or none fits).
+    ``read(offset, size)``: the file's bytes, for the order Keras wrote it in when no config says."""
     layers = _config_layers(config) if config else {}
-    order = list(layers)
+    order = {name: i for i, name in enumerate(layers)}
     groups = _vars_groups(h5)
     weights: List[VariableRecord] = []
     model_groups = [(_group_name(h5, n) or n[: -len("/vars")], n, members) for n, members in groups.items()
                     if not n.startswith("optimizer/")]
-    for layer, name, members in sorted(model_groups, key=lambda g: _layer_rank(h5, g[0], g[1], g[2], order)):
+    written = _write_order(h5, read)
+
+    def rank(group: Tuple[str, str, List[str]]) -> Tuple[Any, ...]:
+        """Model order: the config's, else the order Keras wrote the layers in, else where their headers lie."""
+        layer, path, members = group
+        place = written(path.rpartition("/")[0] or path)  # "layers/conv2d_3" of "layers/conv2d_3/vars"
+        return (order.get(layer, len(order)), place, _last_header(h5, path, members) if math.inf in place else 0,
+                _natural(path))
+
+    for layer, name, members in sorted(model_groups, key=rank):
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
         class_name, trainable = layers.get(layer, (re.sub(r"(_\d+)?/vars$", "", name).rsplit("/", 1)[-1], True))
         for i, key in enumerate(members):
@@ -390,14 +402,17 @@ def _name_keras3_optimizer_vars(records: List[VariableRecord], trainable: List[V
 
 def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[VariableRecord]) -> None:
     """Without a config, a weight is trainable if the optimizer's first slots follow its shape
-    (k slots per weight, interleaved as ``add_optimizer_variables`` creates them)."""
+    (k slots per weight, interleaved as ``add_optimizer_variables`` creates them). Known state
+    (a BatchNormalization's statistics) has no slots and is not matched: its [C] shape would
+    take the slots of the next layer's [C] gamma."""
     slot_shapes = [v.shape for v in opt_vars if v.shape]
+    candidates = [w for w in weights if w.role == WEIGHT]
     if not slot_shapes:  # plain SGD keeps no slots: nothing to tell frozen weights by
         return
 
     def matches(k: int) -> List[bool]:
         j, hits = 0, []
-        for w in weights:
+        for w in candidates:
             hit = len(slot_shapes) >= j + k and all(s == w.shape for s in slot_shapes[j:j + k])
             j += k if hit else 0
             hits.append(hit)
@@ -406,8 +421,8 @@ def _mark_trainable_by_slots(weights: List[VariableRecord], opt_vars: Sequence[V
     full = [hits for k in (1, 2, 3) for hits in [matches(k)] if sum(hits) * k == len(slot_shapes)]
     if not full:  # the stored order does not explain the slots: leave trainability unknown (weight)
         return
-    for w, hit in zip(weights, full[0]):
-        if not hit and w.role == WEIGHT:
+    for w, hit in zip(candidates, full[0]):
+        if not hit:
             w.role = roles.role(w.name, w.dtype, w.shape, trainable=False)
 
 
@@ -428,15 +443,99 @@ def _config_layers(config: Dict[str, Any], inherited: bool = True, depth: int = 
     return out
 
 
-def _layer_rank(h5: Any, layer: str, path: str, members: List[str], order: List[str]) -> Tuple[int, float, List[Any]]:
-    """Model order of a layer's ``vars`` group: its place in the config, else where its first
-    weight's data lies in the file (Keras writes layers in model order, and HDF5 allocates
-    in creation order), else its name, numbers compared as numbers."""
-    first = _open(h5, f"{path}/{members[0]}") if members else None
-    get_offset = getattr(first, "get_offset", None)  # None: a group there (_record says so)
-    offset = get_offset() if get_offset is not None else None
-    return (order.index(layer) if layer in order else len(order), math.inf if offset is None else offset,
-            _natural(path))
+def _last_header(h5: Any, path: str, members: List[str]) -> float:
+    """Where HDF5 put the last object header of a layer's ``vars`` group: HDF5 gives headers
+    addresses one after the other, except in space it freed (a group's name heap outgrown) and
+    reuses, so this orders layers only where ``_write_order`` cannot (a dataset's data is no
+    guide at all: HDF5 packs small ones, a BatchNormalization's [64] gamma, into blocks it set
+    aside before the large ones written ahead of them, ResNet50's conv kernels)."""
+    from h5py import h5o
+
+    return max((h5o.get_info(_open(h5, f"{path}/{key}")).addr for key in members), default=math.inf)
+
+
+Reader = Callable[[int, int], bytes]
+
+
+def _write_order(h5: Any, read: Optional[Reader]) -> Callable[[str], Tuple[float, ...]]:
+    """``rank(path)`` of a group ("layers/conv2d_3/vars"): the order Keras wrote it in, as each
+    part's place among its parent's members in the order they were added; (inf,) where that
+    cannot be read. Keras writes layers in model order (``model.layers``, whose variables are
+    ``trainable_variables`` in that order); an HDF5 group made by h5py's defaults keeps its
+    members in a B-tree sorted by name, but their names in a local heap in the order they were
+    added: that heap is read here, bounded and checked (anything unexpected: not used)."""
+    sizes = _h5_sizes(read) if read is not None else None
+    found: Dict[str, Optional[Dict[str, int]]] = {}
+
+    def rank(path: str) -> Tuple[float, ...]:
+        parts = path.split("/")
+        out: List[float] = []
+        for depth, part in enumerate(parts):
+            parent = "/".join(parts[:depth]) or "/"
+            if parent not in found:
+                found[parent] = _added_order(h5, read, sizes, parent) if read is not None and sizes else None
+            place = (found[parent] or {}).get(part)
+            if place is None:
+                return (math.inf,)
+            out.append(place)
+        return tuple(out)
+
+    return rank
+
+
+def _h5_sizes(read: Reader) -> Optional[Tuple[int, int]]:
+    """(size of offsets, size of lengths) of an HDF5 file whose superblock (version 0 or 1, the
+    one h5py's defaults write) is at byte 0 with base address 0; None otherwise."""
+    head = _bytes_at(read, 0, 32)
+    if head is None or head[:8] != _H5_SIGNATURE or head[8] not in (0, 1):
+        return None
+    offsets, lengths = head[13], head[14]
+    if offsets not in (2, 4, 8) or lengths not in (2, 4, 8) or len(head) < 24 + offsets:
+        return None
+    return (offsets, lengths) if int.from_bytes(head[24:24 + offsets], "little") == 0 else None
+
+
+def _added_order(h5: Any, read: Reader, sizes: Tuple[int, int], group: str) -> Optional[Dict[str, int]]:
+    """Member name -> its place in the order the members of ``group`` were added, from the local
+    heap its symbol-table message names (in the first chunk of a version 1 object header, where
+    h5py writes it); None if the group is not stored so or the heap does not hold exactly its
+    members' names."""
+    import h5py
+    from h5py import h5o
+
+    offsets, lengths = sizes
+    number = lambda raw, at, n: int.from_bytes(raw[at:at + n], "little")  # noqa: E731
+    oid = _open(h5, group)
+    head = _bytes_at(read, h5o.get_info(oid).addr, 16)
+    if head is None or head[0] != 1:
+        return None
+    block = _bytes_at(read, h5o.get_info(oid).addr + 16, min(number(head, 8, 4), _MAX_H5_HEADER))
+    pos = 0
+    while block is not None and pos + 8 <= len(block):  # messages: type, size, flags, 3 reserved, body
+        kind, size = number(block, pos, 2), number(block, pos + 2, 2)
+        if kind == 0x11 and size >= 2 * offsets:  # symbol table: B-tree address, local heap address
+            heap_at = number(block, pos + 8 + offsets, offsets)
+            heap = _bytes_at(read, heap_at, 8 + 2 * lengths + offsets)
+            if heap is None or heap[:5] != b"HEAP\0" or number(heap, 8, lengths) > JSON_LIMIT:
+                return None
+            names = _bytes_at(read, number(heap, 8 + 2 * lengths, offsets), number(heap, 8, lengths))
+            members = set(h5py.Group(oid).keys())
+            places: Dict[str, int] = {}
+            for raw in (names or b"").split(b"\0"):
+                name = raw.decode("utf-8", "replace")
+                if name in members and name not in places:
+                    places[name] = len(places)
+            return places if len(places) == len(members) else None
+        pos += 8 + size
+    return None
+
+
+def _bytes_at(read: Reader, offset: int, size: int) -> Optional[bytes]:
+    """``size`` bytes at ``offset``, or None where the file has none (an address nothing checked)."""
+    try:
+        return read(offset, size)
+    except InspectError:
+        return None
 
 
 def _index_key(key: str) -> Tuple[int, str]:
@@ -483,7 +582,8 @@ def read_h5(path: str) -> Breakdown:
             if "model_weights" in h5 or "layer_names" in h5.attrs:
                 return _read_legacy_h5(path, h5)
             if "layers" in h5 or "vars" in h5:
-                variables, copies, layout = _keras3_variables(h5, None, [])
+                variables, copies, layout = _keras3_variables(
+                    h5, None, [], lambda offset, size: read_range(path, offset, size))
                 opt = _keras3_weights_optimizer(h5, layout)
                 return _h5_breakdown(path, "keras weights.h5", variables, opt, copies)
     except InspectError as e:
