@@ -16,8 +16,8 @@ import json
 from typing import Any, Tuple
 
 
-def build(name: str) -> Tuple[Any, Any, Any]:
-    """(model, x, y) of ``name``: synthetic data in the model's shapes."""
+def build(name: str, samples: int) -> Tuple[Any, Any, Any]:
+    """(model, x, y) of ``name``: ``samples`` of synthetic data in the model's shapes."""
     import keras
     import numpy as np
 
@@ -25,13 +25,13 @@ def build(name: str) -> Tuple[Any, Any, Any]:
 
     rng = np.random.default_rng(0)
     if name == "lenet":
-        x, y = mnist_like(256)
+        x, y = mnist_like(samples)
         return seed001_convnet(), x, y
     if name == "mobilenet":
         model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
-        return model, rng.random((256, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, 256)
+        return model, rng.random((samples, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, samples)
     if name == "transformer":
-        return transformer(), rng.integers(0, 20000, (256, 200)), rng.integers(0, 2, 256)
+        return transformer(), rng.integers(0, 20000, (samples, 200)), rng.integers(0, 2, samples)
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -82,14 +82,14 @@ def main() -> None:
     import tb_modelmem
 
     keras.mixed_precision.set_global_policy(args.policy)
-    model, x, y = build(args.model)
+    model, x, y = build(args.model, 4 * args.batch)
     optimizer = (keras.optimizers.SGD(momentum=0.9) if args.optimizer == "momentum"
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model == "lenet")
     model.compile(optimizer=optimizer, loss=loss)
-    model.fit(x[:4 * args.batch], y[:4 * args.batch], batch_size=args.batch, epochs=1, verbose=0,
+    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0,
               callbacks=[tb_modelmem.MemoryCallback(args.logdir, profile_steps=(3, 3), memory_every=0)])
 
     def nbytes(variables: Any) -> int:

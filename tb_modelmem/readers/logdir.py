@@ -49,7 +49,8 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     if not os.path.isdir(logdir):
         raise ValueError(f"{logdir}: no such log dir")
     runs = _runs(logdir)
-    traced = sorted(name for name, found in runs.items() if found[0] or found[1])
+    traced = sorted(name for name, (summaries, sessions) in runs.items()
+                    if sessions or any(s.kind == metadata.OPS for s in summaries))
     if run is None:
         if len(traced) != 1:
             raise ValueError(f"{logdir}: {'no run has' if not traced else 'several runs have'} a traced step"
