@@ -1,4 +1,5 @@
-"""``tb-modelmem``: inspect a model file or checkpoint, or benchmark how each save format loads.
+"""``tb-modelmem``: inspect a model file or checkpoint, benchmark how each save format loads, or
+estimate a logged step's peak at another batch size, optimizer, precision or replica count.
 
 Errors about the user's input (a missing, corrupt or foreign file) are one line on
 stderr naming the file and exit code 2, never a traceback: the CLI is often pointed at the
@@ -46,6 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--logdir", help="write the results as a summary for the TensorBoard tab")
     bench.add_argument("--repeats", type=int, default=3, help="fresh-process loads per format and mode (median)")
     bench.add_argument("--workdir", help="keep the saved files here (default: a temporary folder)")
+    est = sub.add_parser("estimate", help="project a logged step's peak to another batch, optimizer, precision "
+                                          "or replica count")
+    est.add_argument("logdir", help="the log dir a run traced a step into (MemoryCallback, trace(), a profile)")
+    est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
+    est.add_argument("--batch", type=int, help="the global batch size (split over --replicas)")
+    est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum")
+    est.add_argument("--policy", help="float32, mixed_float16 or mixed_bfloat16")
+    est.add_argument("--replicas", type=int, default=1, help="data-parallel devices, each with the whole state")
+    est.add_argument("--budget", help="a device's memory (16GiB): also find the largest batch that fits")
+    est.add_argument("--json", action="store_true", help="print one JSON object (peak_bytes, by_category, ...)")
     return parser
 
 
@@ -59,7 +70,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
-        code = _inspect(args) if args.command == "inspect" else _loadbench(args)
+        code = {"inspect": _inspect, "loadbench": _loadbench, "estimate": _estimate}[args.command](args)
         sys.stdout.flush()  # here, not at exit: a closed pipe must be caught below
         return code
     except BrokenPipeError:
@@ -108,6 +119,43 @@ def _loadbench(args: argparse.Namespace) -> int:
     if args.logdir:
         _write_summary(args.logdir, "loadbench", bench)
     return 0
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from tb_modelmem.whatif import estimate
+
+    result = estimate(args.logdir, args.run, args.batch, args.optimizer, args.policy, args.replicas, args.budget)
+    print(json.dumps(result, indent=2) if args.json else format_estimate(result))
+    return 0
+
+
+def format_estimate(result: Dict[str, Any]) -> str:
+    """Terminal report of a projection: each category traced and projected, how, and the peak."""
+    def size(n: Optional[int]) -> str:
+        return "unknown" if n is None else f"{n:,}"
+
+    traced = result["traced"]
+    out = [f"{result['run']}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
+                                                   ", no breakdown"), ""]
+    out.append(text_table(["category", "how", "traced bytes", "projected bytes"], [
+        [b["category"], b["how"], size(b["traced_bytes"]), size(b["projected_bytes"])] for b in result["basis"]],
+        left=2))
+    out += [""] + [f"{b['category']}: {b['formula']}" for b in result["basis"]]
+    peak = result["peak_bytes"]
+    per = result["batch_per_replica"]
+    out += ["", f"projected peak: {size(peak)} B" + (f" ({peak / 2**20:,.1f} MiB)" if peak is not None else "")
+            + (f" per device, batch {per} on each of {result['replicas']}" if result["replicas"] > 1 else
+               f" at batch {per}" if per else "")
+            + f"; traced: {size(traced.get('peak_bytes'))} B at batch {traced.get('batch') or 'unknown'}"]
+    if result.get("peak_moved"):
+        out.append("the projected peak falls at another moment of the step than the traced one")
+    for category, reason in result["unknown"].items():
+        out.append(f"unknown {category}: {reason}")
+    if "largest_batch" in result:
+        found = result["largest_batch"]
+        out.append(f"largest batch within {result['budget_bytes']:,} B: "
+                   + ("unknown (the peak cannot be projected)" if found is None else f"{found:,}"))
+    return "\n".join(out)
 
 
 def _write_summary(logdir: str, name: str, record: Any) -> None:

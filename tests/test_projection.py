@@ -141,3 +141,21 @@ def test_what_the_trace_cannot_say_is_unknown_not_zero(traced):
         tb_modelmem.estimate(logdir, optimizer="Adamm")
     with pytest.raises(ValueError, match="policy"):
         tb_modelmem.estimate(logdir, policy="float16")
+
+
+def test_the_command_line_gives_the_same_numbers(traced):
+    logdir, _ = traced
+    env = dict(os.environ, PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--batch", "64",
+                           "--optimizer", "momentum", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    api = tb_modelmem.estimate(logdir, batch=64, optimizer="momentum")
+    assert printed["peak_bytes"] == api["peak_bytes"] and printed["by_category"] == api["by_category"]
+    assert isinstance(printed["peak_bytes"], int)
+    table = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--budget", "300MiB"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert table.returncode == 0 and "largest batch within 314,572,800 B" in table.stdout
+    bad = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--policy", "float8"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "policy" in bad.stderr

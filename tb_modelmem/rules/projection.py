@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import (
@@ -128,6 +129,24 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
         middle = (low + high) // 2
         low, high = (middle, high) if fits(middle) else (low, middle)
     return low * what.replicas
+
+
+def parse_size(text: Union[int, str]) -> int:
+    """Bytes of a size: an int, or text such as "16GiB", "512 MB", "2e9" (ValueError otherwise)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", str(text).lower())
+        if found is None or found.group(2) not in _UNITS:
+            raise ValueError(f"not a size: {str(text)[:40]!r} (say 16GiB, 512MB or a number of bytes)")
+        value = int(float(found.group(1)) * _UNITS[found.group(2)])
+    if value <= 0:
+        raise ValueError(f"a budget must be positive, got {str(text)[:40]!r}")
+    return value
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
+          "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 # --- the state ----------------------------------------------------------------------------------
