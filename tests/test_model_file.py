@@ -68,9 +68,10 @@ def test_savedmodel_weights_and_graph_overhead(saved):
     bd = read_path(saved["savedmodel"])
     assert_reconciled(bd)
     assert by_role(bd)[OPTIMIZER_SLOT] == 0  # model.export keeps no optimizer
-    # Keras 3.15's export tracks the weights under both `variables` and `all_variables`,
-    # and the checkpoint stores each copy: the file really holds the weights twice.
-    assert by_role(bd)[WEIGHT] in (WEIGHT_BYTES, 2 * WEIGHT_BYTES)
+    # Keras 3.15's export tracks the weights under both `variables` and `_all_variables`, and the
+    # checkpoint stores each copy: the file really holds the weights twice, the copy a line of its own.
+    assert by_role(bd)[WEIGHT] == WEIGHT_BYTES
+    assert [o["bytes"] for o in bd.overhead if o["what"].startswith("_all_variables/")] in ([], [WEIGHT_BYTES])
     assert any(o["what"].startswith("saved_model.pb") and o["bytes"] > 0 for o in bd.overhead)
 
 
@@ -187,4 +188,38 @@ def test_a_keras_application_weights_file_links_every_adam_slot_to_its_weight(tm
     layer_of = {v.name: v.layer for v in bd.variables}
     assert all(v.layer == layer_of[v.slot_of] for v in slots)
     assert bd.optimizer["class_name"] == "Adam"
+    assert_reconciled(bd)
+
+
+def test_a_keras_export_stores_its_weights_twice_and_says_so(tmp_path):
+    """Issue 31 item 3: Keras 3's ``model.export()`` (the TF Serving path of the Keras and TF
+    guides) tracks each weight under ``variables/N`` and ``_all_variables/N``, and the checkpoint
+    stores both: inspect reported twice the model's weights as two "layers". The copy is now its
+    own overhead line; the weights are the model's, once, under their Keras names."""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.BatchNormalization(), keras.layers.Dropout(0.2), keras.layers.Dense(10)],
+                             name="mlp")
+    folder = tmp_path / "exported"
+    model.export(str(folder), verbose=False)
+
+    nbytes = lambda v: int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize  # noqa: E731
+    listed = tf.train.list_variables(str(folder / "variables" / "variables"))
+    stored = {name: shape for name, shape in listed if name.endswith("VARIABLE_VALUE")}
+    copies = [n for n in stored if n.startswith("_all_variables/")]
+    # What TF lists: the weights (and the Dropout's RNG state) under variables/, the weights again.
+    assert len(stored) == len(model.variables) + len(model.weights) == 9 + 8 and len(copies) == 8
+    bd = read_path(str(folder))
+    assert by_role(bd) == {WEIGHT: sum(map(nbytes, model.trainable_weights)),
+                           NON_TRAINABLE: sum(map(nbytes, model.non_trainable_variables)),  # BN statistics, RNG
+                           OPTIMIZER_SLOT: 0, OTHER: 0}
+    assert sorted(v.name for v in bd.variables) == sorted(v.path for v in model.variables)
+    assert {v.layer for v in bd.variables} == {"mlp/dense", "mlp/batch_normalization", "mlp/dense_1", "seed_generator"}
+    copy_lines = [o for o in bd.overhead if "copy" in o["what"]]
+    assert len(copy_lines) == 1 and copy_lines[0]["what"].startswith("_all_variables/")
+    assert copy_lines[0]["bytes"] == sum(map(nbytes, model.weights)) == 818_216
+    on_disk = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+    assert bd.file_bytes == on_disk
     assert_reconciled(bd)

@@ -42,6 +42,7 @@ _FOOTER_BYTES = 48
 _MAX_RANK = 254  # TensorShape's own limit
 _MAX_SHARDS = 1 << 16  # shards a real checkpoint splits into are a handful; each must exist as a file
 _DT_STRING = 7
+_MAX_ORIGINALS = 16  # lists tried as the original of a list of copies (Keras' export: one)
 # Training op type (without Resource/Sparse prefixes) -> tf.compat.v1.train optimizer.
 _TF1_APPLY_OPS = {
     "ApplyAdam": "AdamOptimizer", "ApplyMomentum": "MomentumOptimizer", "ApplyKerasMomentum": "MomentumOptimizer",
@@ -107,8 +108,9 @@ def read_checkpoint(path: str) -> Breakdown:
     size_of = {k: math.prod(shape_of[k]) * dtype_size(entries[k].dtype) for k in numeric}
     graph = _object_graph(prefix, entries, num_shards) if OBJECT_GRAPH_KEY in entries else None
     meta = _meta_graph(prefix + ".meta") if graph is None and os.path.lexists(prefix + ".meta") else None
+    copies: List[dict] = []
     if graph is not None:
-        variables, optimizer = _classify_object_graph(graph, shape_of, dtype_of, size_of)
+        variables, optimizer, copies = _classify_object_graph(graph, shape_of, dtype_of, size_of)
         source = "checkpoint (TF2 object-based)"
     else:
         trainable = _trainable_names(meta) if meta is not None else None
@@ -117,7 +119,7 @@ def read_checkpoint(path: str) -> Breakdown:
         source = "checkpoint (TF1 name-based)"
     overhead, file_bytes = _reconcile(prefix, shard_bytes, entries, numeric, size_of)
     return Breakdown(source=source, variables=VariableTable.from_rows(variables), model_name=os.path.basename(prefix),
-                     optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
+                     optimizer=optimizer, file_bytes=file_bytes, overhead=copies + overhead)
 
 
 # --- the .index file: a LevelDB-style table of BundleEntryProto ---------------------------
@@ -411,13 +413,23 @@ def _list_items(graph: Any, node_id: Optional[int]) -> List[int]:
 
 
 def _classify_object_graph(graph: Any, shape_of: Dict[str, List[int]], dtype_of: Dict[str, str], size_of: Dict[str, int]
-                           ) -> Tuple[List[VariableRecord], Optional[dict]]:
+                           ) -> Tuple[List[VariableRecord], Optional[dict], List[dict]]:
+    """The variables, the optimizers, and an overhead line per list of variables stored twice."""
     key_of: Dict[int, str] = {}
     full_name: Dict[int, str] = {}
     for i, node in enumerate(graph.nodes):
         for attr in node.attributes:
             if attr.name == "VARIABLE_VALUE" and attr.checkpoint_key in shape_of:
                 key_of[i], full_name[i] = attr.checkpoint_key, attr.full_name
+    copies, copied = [], set()
+    for copy, original in _copied_lists(graph, key_of, full_name, shape_of, dtype_of).items():
+        items = _list_items(graph, copy)
+        copies.append({"what": f"{_list_key(key_of[items[0]])}/*: a second copy of {len(items)} variables stored "
+                               f"under {_list_key(key_of[_list_items(graph, original)[0]])}/* too (same names, "
+                               "shapes and dtypes)", "bytes": sum(size_of[key_of[v]] for v in items)})
+        for v in items:  # counted once, as the variables they copy
+            copied.add(key_of.pop(v))
+            del full_name[v]
     names = _display_names(graph, key_of, full_name)
     slot_of: Dict[int, Tuple[int, str]] = {}
     state: Set[int] = set()
@@ -448,10 +460,53 @@ def _classify_object_graph(graph: Any, shape_of: Dict[str, List[int]], dtype_of:
         records.append(VariableRecord(name=name, layer=roles.layer_of(owner or name), shape=shape_of[key],
                                       dtype=dtype_of[key], bytes=size_of[key], role=role, slot=slot, slot_of=owner))
     seen = set(key_of.values())
-    rest = {k: shape_of[k] for k in shape_of if k not in seen}
+    rest = {k: shape_of[k] for k in shape_of if k not in seen and k not in copied}
     if rest:  # keys without an object-graph node: fall back to name rules
         records += _classify_names(rest, dtype_of, size_of, None)
-    return records, _object_graph_optimizer(graph, classes, records)
+    return records, _object_graph_optimizer(graph, classes, records), copies
+
+
+def _copied_lists(graph: Any, key_of: Dict[int, str], full_name: Dict[int, str], shape_of: Dict[str, List[int]],
+                  dtype_of: Dict[str, str]) -> Dict[int, int]:
+    """Tracked lists of variables that are a second copy of another list's: copy node -> its original.
+    Keras 3's ``model.export()`` tracks each weight under ``variables`` and again under
+    ``_all_variables``, as distinct variables the checkpoint stores twice. A copy's variables are
+    held by that list only, each with a name found once in it, and match variables of the original
+    one for one by name, shape and dtype; where each list could be the other's copy, neither is."""
+    held: Dict[int, int] = {}
+    for node in graph.nodes:
+        for child in node.children:
+            held[child.node_id] = held.get(child.node_id, 0) + 1
+    lists = {i: items for i in range(len(graph.nodes))
+             for items in [_list_items(graph, i)] if items and all(v in key_of for v in items)}
+    signature = {v: (full_name[v], tuple(shape_of[key_of[v]]), dtype_of[key_of[v]]) for items in lists.values()
+                 for v in items}
+    holding: Dict[Tuple[str, Tuple[int, ...], str], List[int]] = {}  # signature -> the lists holding one
+    for i, items in lists.items():
+        for v in items:
+            holding.setdefault(signature[v], []).append(i)
+
+    def copies(items: List[int], others: List[int]) -> bool:
+        wanted = {signature[v] for v in items}
+        return (len(wanted) == len(items) and all(held[v] == 1 and full_name[v] for v in items)
+                and not set(items) & set(others) and wanted <= {signature[v] for v in others})
+
+    found: Dict[int, int] = {}
+    for copy, items in lists.items():
+        for original in holding[signature[items[0]]][:_MAX_ORIGINALS]:
+            others = lists[original]
+            if original != copy and original not in found and copy not in found.values() \
+                    and copies(items, others) and not copies(others, items):
+                found[copy] = original
+                break
+    return found
+
+
+def _list_key(checkpoint_key: str) -> str:
+    """The checkpoint's path of the list a variable is an item of ("_all_variables" of
+    "_all_variables/0/.ATTRIBUTES/VARIABLE_VALUE")."""
+    return checkpoint_key[: -len(_VALUE_SUFFIX)].rsplit("/", 1)[0] if checkpoint_key.endswith(_VALUE_SUFFIX) else \
+        checkpoint_key
 
 
 def _display_names(graph: Any, key_of: Dict[int, str], full_name: Dict[int, str]) -> Dict[int, str]:
