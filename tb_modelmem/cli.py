@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect", help="break down a model file or checkpoint by role and layer, to the byte")
     ins.add_argument("path", help="checkpoint prefix or folder, .keras, .h5/.hdf5, .weights.h5, SavedModel folder")
-    ins.add_argument("--logdir", help="also write the breakdown as a summary for the TensorBoard tab")
+    ins.add_argument("--logdir", help="also write the breakdown for the TensorBoard tab: a run per file, named after "
+                                      "it (LOGDIR/FILE_NAME), tag 'inspect'")
+    ins.add_argument("--run", help="the run under --logdir to write to instead of the file's name ('.': LOGDIR itself)")
     ins.add_argument("--json", action="store_true", help="print a machine-readable report instead of tables")
     bench = sub.add_parser("loadbench", help="save a model in each format and measure loading in fresh processes")
     bench.add_argument("model", help="a keras.applications name (built with weights=None) or a saved model path")
@@ -94,6 +96,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from tb_modelmem.readers.bounded import InspectError
     from tb_modelmem.readers.model_file import read_path
 
+    run = _run_of(args)  # a usage error before any reading
     try:
         bd = read_path(args.path)
     except InspectError:
@@ -101,12 +104,29 @@ def _inspect(args: argparse.Namespace) -> int:
     except Exception as e:  # anything else a file made a reader raise still names the file
         raise InspectError(f"{args.path}: cannot read ({type(e).__name__}: {first_line(e)})") from None
     if args.logdir:
-        _write_summary(args.logdir, "inspect", bd)
+        run_dir = os.path.normpath(os.path.join(args.logdir, run))
+        if os.path.isdir(run_dir) and any("tfevents" in name for name in os.listdir(run_dir)):
+            sys.stderr.write(f"tb-modelmem: note: {run_dir} already has event files: if they hold an 'inspect' summary "
+                             f"(of another {run}?), the tab shows one of the two; --run NAME writes this one apart\n")
+        _write_summary(run_dir, "inspect", bd)
     if args.json:
         print(json.dumps(report(bd, args.path), indent=2))
     else:
         print(format_breakdown(bd, args.path))
     return 0
+
+
+def _run_of(args: argparse.Namespace) -> str:
+    """The run ``inspect --logdir`` writes to: one per file, named after it, so that several files
+    inspected into one log dir are each shown (and can be compared side by side); or ``--run``."""
+    if args.run is None:
+        return os.path.basename(os.path.abspath(args.path))  # "ckpt-3", "model.keras", a SavedModel folder's name
+    if not args.logdir:
+        raise ValueError("--run names a run under --logdir: give --logdir too")
+    parts = os.path.normpath(args.run).split(os.sep)
+    if not args.run or os.path.isabs(args.run) or parts[0] == "..":
+        raise ValueError(f"--run {args.run!r}: expected a run name under --logdir (such as 'adam/ckpt-3', or '.')")
+    return args.run
 
 
 def _loadbench(args: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ def test_inspect_logdir_writes_a_breakdown_summary(tf1_prefix, tmp_path, capsys)
     assert cli.main(["inspect", tf1_prefix, "--logdir", str(tmp_path)]) == 0
     capsys.readouterr()
     records = []
-    for path in glob.glob(str(tmp_path / "events.out.tfevents.*")):
+    for path in glob.glob(str(tmp_path / "model.ckpt" / "events.out.tfevents.*")):  # the run is the file's name
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name == "modelmem":
@@ -126,6 +126,52 @@ def model_files(tmp_path_factory):
     model.save(folder / "convnet.h5")
     model.export(str(folder / "savedmodel"), verbose=False)
     return folder
+
+
+def test_several_files_inspected_into_one_logdir_each_stay_a_run(model_files, tf1_prefix, tmp_path, capsys):
+    """Issue 31 item 4: ``inspect FILE --logdir DIR`` for several files into one DIR wrote each to
+    run ".", tag "inspect", step 0, and the tab showed one of them. Each file is now a run named
+    after it (compared side by side in the Storage view); ``--run`` names it otherwise."""
+    from tests.plugin_harness import Served
+
+    logdir = tmp_path / "logs" / "files"
+    files = {"convnet.keras": model_files / "convnet.keras", "convnet.h5": model_files / "convnet.h5",
+             "savedmodel": model_files / "savedmodel"}
+    for path in [*files.values(), tf1_prefix]:
+        assert cli.main(["inspect", str(path), "--logdir", str(logdir)]) == 0
+    keras_file = str(model_files / "convnet.keras")
+    assert cli.main(["inspect", keras_file, "--logdir", str(logdir), "--run", "adam/keras"]) == 0
+    assert capsys.readouterr().err == ""
+
+    on_disk = {name: sum(os.path.getsize(os.path.join(root, f)) for root, _, names in os.walk(path) for f in names)
+               if os.path.isdir(path) else os.path.getsize(path) for name, path in files.items()}
+    on_disk["model.ckpt"] = sum(os.path.getsize(p) for p in glob.glob(tf1_prefix + ".*")) + \
+        os.path.getsize(os.path.join(os.path.dirname(tf1_prefix), "checkpoint"))
+    on_disk["adam/keras"] = on_disk["convnet.keras"]
+    served = Served(str(tmp_path / "logs"))
+    assert set(served.tags()) == {(f"files/{run}", "inspect") for run in on_disk}
+    for run, size in on_disk.items():
+        assert served.json("/breakdown", run=f"files/{run}", tag="inspect")["file_bytes"] == size, run
+
+
+def test_inspecting_a_second_file_of_the_same_name_says_how_to_keep_both(model_files, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other" / "convnet.keras"
+    other.parent.mkdir()
+    shutil.copy(model_files / "convnet.keras", other)
+    assert cli.main(["inspect", str(model_files / "convnet.keras"), "--logdir", str(tmp_path / "logs")]) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main(["inspect", str(other), "--logdir", str(tmp_path / "logs")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "convnet.keras" in err and "--run" in err
+
+
+@pytest.mark.parametrize("run", ["", "/abs", "../outside", "a/../../b"])
+def test_a_run_outside_the_logdir_is_a_usage_error(tf1_prefix, tmp_path, capsys, run):
+    assert cli.main(["inspect", tf1_prefix, "--logdir", str(tmp_path), "--run", run]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert os.listdir(tmp_path) == []
 
 
 def _rewrite_keras(src, dst, **members):
@@ -257,8 +303,9 @@ def test_a_logdir_that_is_a_file_is_one_line_naming_it(tf1_prefix, tmp_path, cap
     logdir = tmp_path / "logs"
     logdir.write_text("a file, not a folder")
     assert cli.main(["inspect", tf1_prefix, "--logdir", str(logdir)]) == 2
-    captured = capsys.readouterr()
-    assert captured.err == f"tb-modelmem: error: {logdir}: cannot write summaries there (Not a directory)\n"
+    err = capsys.readouterr().err
+    assert err.startswith(f"tb-modelmem: error: {logdir}/model.ckpt: cannot write summaries there (")
+    assert err.endswith(f"{logdir} is not a directory)\n") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("optimizer_config, shown", [
