@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import time
 import warnings
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
 
 from tb_modelmem import summary
 from tb_modelmem.messages import first_line
+from tb_modelmem.schema.records import OpTable, OpTrace
 from tb_modelmem.tracing import Trace
 
 CENSUS_BUDGET = 0.02  # share of training time the census may take, by default
@@ -78,13 +80,19 @@ class MemoryCallback(keras.callbacks.Callback):
         self._train_started = 0.0
         self._lost_warned = False
         self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
-        self._guarded: Optional[Callable[..., Any]] = None  # the train function wrapper while a profile window is open
+        # While a profile window is open, what fit calls is wrapped (the train function, evaluate, the hooks of
+        # the callback list fit made): whatever raises out of fit closes the window on its way (see _guard).
+        # (id(owner), name) -> (owner, wrapper, whether the owner had the attribute itself)
+        self._guarded: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any], bool]] = {}
+        self._callbacks: Any = None  # the CallbackList fit made, found when it set the model
+
+    def set_model(self, model: Any) -> None:
+        super().set_model(model)
+        self._callbacks = _calling_callback_list(self)
 
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
-        if self._trace is not None:  # the previous fit ended inside the profiled window (it raised)
-            self._trace.abort()
-            self._trace = None
-            self._unguard()
+        if self._trace is not None:  # the previous fit left the profiled window open in a way no guard saw
+            self._cut_short(None, "when the previous fit ended")
         self._train_started = time.monotonic()
         self._sample_memory(census=True, label="train begin")
 
@@ -98,7 +106,10 @@ class MemoryCallback(keras.callbacks.Callback):
                                 function=getattr(self.model, "train_function", None), model=self.model,
                                 optimizer=self._optimizers() or None)
             if self._trace.start():
-                self._guard_train_function()
+                self._guard()
+            else:  # another profiler holds the process's one (keras' TensorBoard(profile_batch=...), ...)
+                self._record_missing_trace(self._trace.failure)
+                self._trace = None
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         # Keras numbers the batches a call ran (begin, end); count them all, as optimizer.iterations does.
@@ -129,32 +140,83 @@ class MemoryCallback(keras.callbacks.Callback):
         except (TypeError, ValueError):
             return 1
 
-    def _guard_train_function(self) -> None:
-        """While the profiler runs, a train step that raises (out of memory, an interrupt, a
-        data error) stops it on the way out: Keras calls no ``on_train_end`` then, and a
-        profiler left running would make every later profile in the process fail."""
-        original = getattr(self.model, "train_function", None)
-        if original is None:
+    def _guard(self) -> None:
+        """While the profiler runs, whatever raises out of ``fit`` (a step out of memory, a data error, an
+        interrupt, another callback's exception, a failing validation) closes the window on its way:
+        Keras calls no ``on_train_end`` then, and a profiler left running makes every later profile in the
+        process fail ("Another profiler is running"). Guarded: the train function, ``evaluate`` (fit
+        validates through it) and every hook of the callback list fit made."""
+        model = self.model
+        for name in ("train_function", "evaluate"):
+            self._guard_call(model, name, f"in model.{name}")
+        if self._callbacks is not None:
+            for name in _HOOKS:
+                self._guard_call(self._callbacks, name, f"in a callback's {name}")
+
+    def _guard_call(self, owner: Any, name: str, where: str) -> None:
+        original = getattr(owner, name, None)
+        if original is None or not callable(original):
             return
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
                 return original(*args, **kwargs)
-            except BaseException:
-                if self._trace is not None:
-                    self._trace.abort()
-                    self._trace = None
-                self._unguard()
+            except BaseException as e:
+                self._cut_short(e, where)
                 raise
 
         setattr(guarded, "__wrapped__", original)
-        self.model.train_function = guarded
-        self._guarded = guarded
+        own = name in vars(owner)  # an attribute of its own (Keras' train function), else the class's method
+        setattr(owner, name, guarded)  # an instance attribute: it shadows the class's method
+        self._guarded[(id(owner), name)] = (owner, guarded, own)
 
     def _unguard(self) -> None:
-        guarded, self._guarded = self._guarded, None
-        if guarded is not None and getattr(self.model, "train_function", None) is guarded:
-            self.model.train_function = getattr(guarded, "__wrapped__")
+        """Put back what ``_guard`` wrapped (what someone replaced meanwhile is left as it is)."""
+        guarded, self._guarded = self._guarded, {}
+        for (_, name), (owner, wrapper, own) in guarded.items():
+            if getattr(owner, name, None) is not wrapper:
+                continue
+            if own:
+                setattr(owner, name, getattr(wrapper, "__wrapped__"))
+            else:
+                delattr(owner, name)  # the class's method shows again
+
+    def _cut_short(self, error: Optional[BaseException], where: str) -> None:
+        """Close a window ``fit`` left before its last step, saying so once: it is not recorded."""
+        trace, self._trace = self._trace, None
+        self._unguard()
+        if trace is None:
+            return
+        trace.abort()
+        assert self.profile_steps is not None
+        why = (f"{type(error).__name__}{': ' + first_line(error) if str(error) else ''} raised {where}"
+               if error is not None else where)
+        at = self._step + 1 if self._first_batch is not None else self._step  # inside a batch, or after one
+        warnings.warn(f"tb_modelmem: the profile of steps {_steps(self.profile_steps)} was cut short at step {at} "
+                      f"({why}): it is not recorded, and the profiler is stopped", RuntimeWarning, stacklevel=3)
+
+    def _record_missing_trace(self, reason: str) -> None:
+        """The profiler could not start: record why at the step the table would have been written, so the
+        tab says it where the table would be (a warning on stderr alone goes unseen)."""
+        assert self.profile_steps is not None
+        other = _profiling_tensorboard(self._callbacks, self.profile_steps)
+        if other is not None:
+            start, stop = other
+            where = (f"keras.callbacks.TensorBoard(profile_batch={_steps((start, stop), ', ')}) in the same fit "
+                     "profiles these batches, and a process runs one profiler at a time: its profile is in this "
+                     "tab as the run's \"profile/...\" tag. For tb_modelmem's table (ops joined to the layers), "
+                     "give the two different batches.")
+        else:
+            where = ("Something else was profiling this process then (keras.callbacks.TensorBoard(profile_batch=...), "
+                     "tf.profiler.experimental.start, a profiler server's capture); a process runs one profiler "
+                     "at a time.")
+        note = (f"No profile of steps {_steps(self.profile_steps)}: the profiler could not start "
+                f"({reason or 'no reason given'}). {where}")
+        record = OpTrace(source="no profile", ops=OpTable(), steps=0, allocations="none", allocations_note=note)
+        writer = self._writer_or_warn(self.ops_name)
+        if writer is not None:
+            with writer.as_default():
+                self._written(lambda: summary.op_trace(self.ops_name, record, self.profile_steps[1]))
 
     def _stop_trace(self) -> None:
         """Stop the profiler and write the op table. When no writer can be made, the profiler
@@ -284,6 +346,41 @@ class MemoryCallback(keras.callbacks.Callback):
                 self._writer.flush()
         except Exception as e:
             self._say_lost(e)
+
+
+# The hooks of the callback list fit made, each guarded while a profile window is open.
+_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end", "on_epoch_begin",
+          "on_epoch_end", "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
+          "on_train_end")
+
+
+def _calling_callback_list(callback: Any) -> Any:
+    """The ``keras.callbacks.CallbackList`` setting ``callback``'s model (``fit`` makes one and sets the
+    model of each callback it holds), found on the caller's stack; None when a callback is driven
+    another way (its hooks called by hand), where only the train function can be guarded."""
+    frame: Optional[Any] = sys._getframe(1)
+    for _ in range(4):
+        frame = frame.f_back if frame is not None else None
+        owner = frame.f_locals.get("self") if frame is not None else None
+        if isinstance(owner, keras.callbacks.CallbackList) and any(c is callback for c in owner.callbacks):
+            return owner
+    return None
+
+
+def _profiling_tensorboard(callbacks: Any, steps: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    """The batches (start, stop) a ``keras.callbacks.TensorBoard`` of the same fit profiles, when they
+    overlap ``steps``; None when there is none."""
+    for other in getattr(callbacks, "callbacks", None) or []:
+        start, stop = getattr(other, "_start_batch", 0), getattr(other, "_stop_batch", 0)
+        if (isinstance(other, keras.callbacks.TensorBoard) and isinstance(start, int) and start > 0
+                and start <= steps[1] and steps[0] <= stop):
+            return start, stop
+    return None
+
+
+def _steps(steps: Tuple[int, int], joined: str = "-") -> str:
+    """(2, 2) -> "2"; (2, 5) -> "2-5"."""
+    return str(steps[0]) if steps[0] == steps[1] else f"{steps[0]}{joined}{steps[1]}"
 
 
 def _warn(tag: str, error: BaseException) -> None:

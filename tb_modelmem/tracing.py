@@ -48,6 +48,7 @@ class Trace:
         self.profiler = _profiler_of(model, function)
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
+        self.failure = ""  # why the profiler could not start ("AlreadyExistsError: Another profiler is running")
         self._dir: Optional[str] = None
 
     @property
@@ -77,6 +78,7 @@ class Trace:
             return True
         except Exception as e:  # capture must never stop training
             self._cleanup()
+            self.failure = f"{type(e).__name__}: {first_line(e)}"
             _warn(self.name, "could not start the profiler", e)
             return False
 

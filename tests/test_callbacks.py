@@ -221,12 +221,79 @@ def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_an
         tf.TensorSpec((2, 8), tf.float32), tf.TensorSpec((2,), tf.int64)))
     leaked_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*")))
     model = model_and_data()
-    with pytest.raises(Exception, match="data source broke"):
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(Exception, match="data source broke"):
+        warnings.simplefilter("always")
         model.fit(data, epochs=1, verbose=0, callbacks=[MemoryCallback(str(tmp_path), profile_steps=(2, 5))])
+    (cut,) = [str(w.message) for w in caught if "tb_modelmem" in str(w.message)]  # said once
+    assert "profile of steps 2-5 was cut short at step 4" in cut and "in model.train_function" in cut, cut
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*"))) == leaked_before
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
     assert getattr(model.train_function, "__wrapped__", None) is None  # Keras' own function is back
+
+
+class RaiseAt(keras.callbacks.Callback):
+    """A user's callback that raises at the end of one batch (an epoch's batch index, as Keras passes it)."""
+
+    def __init__(self, batch, error):
+        super().__init__()
+        self.batch, self.error = batch, error
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.batch:
+            raise self.error
+
+
+@pytest.mark.parametrize("ours_first", [True, False], ids=["memory-callback-first", "memory-callback-last"])
+@pytest.mark.parametrize("error", [ValueError("the user's callback failed"), KeyboardInterrupt()],
+                         ids=["ValueError", "KeyboardInterrupt"])
+def test_another_callback_raising_inside_the_window_closes_it_with_one_warning(tmp_path, error, ours_first):
+    """Issue 30 item 9: a user's callback raises at batch 3 of profile_steps=(2, 5) (Ctrl-C there raises
+    KeyboardInterrupt the same way). fit ends without on_train_end; the profiler used to stay on, and the
+    user's next tf.profiler.experimental.start failed with "Another profiler is running"."""
+    import tempfile
+
+    import tensorflow as tf
+
+    leaked_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*")))
+    model = model_and_data()
+    ours, theirs = MemoryCallback(str(tmp_path), profile_steps=(2, 5)), RaiseAt(2, error)  # batch index 2: step 3
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(type(error)):
+        warnings.simplefilter("always")
+        model.fit(X, Y, batch_size=2, epochs=2, verbose=0, callbacks=[ours, theirs] if ours_first else [theirs, ours])
+    (cut,) = [str(w.message) for w in caught if "tb_modelmem" in str(w.message)]  # said once
+    assert "profile of steps 2-5 was cut short at step 3" in cut, cut
+    assert f"{type(error).__name__}" in cut and "on_train_batch_end" in cut and "not recorded" in cut, cut
+    tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # AlreadyExistsError if left running
+    tf.profiler.experimental.stop(save=False)
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*"))) == leaked_before
+    assert getattr(model.train_function, "__wrapped__", None) is None  # Keras' own function is back...
+    assert "evaluate" not in vars(model)  # ...its evaluate the class's again...
+    assert not [n for n in vars(ours._callbacks) if n.startswith("on_")]  # ...and fit's callback list unwrapped
+    assert [tag for _, tag, _ in written(str(tmp_path / "train"))] == ["storage"]  # no trace of a cut window
+    # the next fit profiles as asked
+    fit(model, MemoryCallback(str(tmp_path / "again"), profile_steps=(2, 3)), epochs=1)
+    assert [(step, tag) for step, tag, _ in written(str(tmp_path / "again" / "train"))] == [(1, "storage"), (3, "ops")]
+
+
+def test_a_profiler_already_running_is_said_where_the_ops_would_be(tmp_path):
+    """Issue 31 item 12: MemoryCallback(profile_steps=2) beside keras.callbacks.TensorBoard(profile_batch=2),
+    which starts the profiler first. The trace cannot start; the user used to get a warning on stderr and a
+    tab with no ops and no word. Now the tag holds a record saying why, where the table would have been."""
+    model = model_and_data()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = model.fit(X, Y, batch_size=2, epochs=2, verbose=0, callbacks=[
+            keras.callbacks.TensorBoard(str(tmp_path), profile_batch=2), MemoryCallback(str(tmp_path), profile_steps=2)])
+    assert len(history.history["loss"]) == 2  # training went on
+    assert any("could not start the profiler" in str(w.message) for w in caught)  # stderr still says it
+    ((step, record),) = [(step, rec) for step, tag, rec in written(str(tmp_path / "train")) if tag == "ops"]
+    assert step == 2 and len(record.ops) == 0 and record.allocations == "none" and record.source == "no profile"
+    note = record.allocations_note
+    assert note.startswith("No profile of steps 2: the profiler could not start (") and "Another profiler" in note, note
+    assert "keras.callbacks.TensorBoard(profile_batch=2) in the same fit" in note and '"profile/..."' in note, note
+    # ...and the profile it names is there, where TensorBoard's callback wrote it
+    assert glob.glob(os.path.join(str(tmp_path), "train", "plugins", "profile", "*", "*.xplane.pb"))
 
 
 FULL_DISK_SCRIPT = r"""
