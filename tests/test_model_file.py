@@ -223,3 +223,49 @@ def test_a_keras_export_stores_its_weights_twice_and_says_so(tmp_path):
     on_disk = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
     assert bd.file_bytes == on_disk
     assert_reconciled(bd)
+
+
+def _augmented_convnet():
+    """keras-io's "Image classification from scratch" shape: a data-augmentation Sequential inside a
+    Functional model, then Conv2D / BatchNormalization / Dense, compiled with Adam and trained a step."""
+    import keras
+    import numpy as np
+
+    augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)],
+                                    name="data_augmentation")
+    inputs = keras.Input((32, 32, 3))
+    x = keras.layers.Rescaling(1.0 / 255)(augmentation(inputs))
+    x = keras.layers.Conv2D(16, 3, strides=2, padding="same")(x)
+    x = keras.layers.BatchNormalization()(x)
+    x = keras.layers.Activation("relu")(x)
+    x = keras.layers.SeparableConv2D(32, 3, padding="same")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.Dropout(0.25)(x)), name="classifier")
+    model.compile(keras.optimizers.Adam(3e-4), "binary_crossentropy")
+    model.train_on_batch(np.zeros((2, 32, 32, 3), "float32"), np.zeros((2, 1), "float32"))
+    return model
+
+
+def test_layer_classes_come_from_the_file_where_it_names_them(tmp_path):
+    """Issue 30 item 4: the Class column was empty for every layer of a .keras file, whose config
+    names each layer's class. Filled from the config (.keras, legacy .h5); left "" (shown as
+    unknown) where the file does not say: a .weights.h5, a TF2 checkpoint."""
+    from tb_modelmem.rules.rollup import layer_rollup
+
+    model = _augmented_convnet()
+    truth = {layer.name: type(layer).__name__ for layer in model._flatten_layers(include_self=False)
+             if layer.weights and not layer._layers}
+    assert set(truth.values()) == {"Conv2D", "BatchNormalization", "SeparableConv2D", "Dense"}
+    paths = {"keras": tmp_path / "m.keras", "h5": tmp_path / "m.h5", "weights": tmp_path / "m.weights.h5"}
+    model.save(paths["keras"])
+    model.save(paths["h5"])
+    model.save_weights(paths["weights"])
+    prefix = tf.train.Checkpoint(model=model, optimizer=model.optimizer).save(str(tmp_path / "ckpt"))
+    for fmt in ("keras", "h5"):
+        bd = read_path(str(paths[fmt]))
+        assert {row.name: row.class_name for row in bd.layers} == truth, fmt
+        shown = {row["name"]: row["class_name"] for row in layer_rollup(bd) if row["params"]}
+        assert shown == truth, fmt
+        assert sum(row.params for row in bd.layers) == model.count_params()
+    for path in (str(paths["weights"]), prefix):
+        assert {row["class_name"] for row in layer_rollup(read_path(path))} == {""}, path

@@ -38,8 +38,9 @@ from tb_modelmem.readers.bounded import (
 )
 from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
 from tb_modelmem.rules import roles
+from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT
-from tb_modelmem.schema.records import Breakdown, VariableRecord, VariableTable
+from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _ZIP_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")  # signature ... file name length, extra field length
@@ -177,8 +178,18 @@ def read_keras_archive(path: str) -> Breakdown:
     model_config = config.get("config")
     name = model_config.get("name") if isinstance(model_config, dict) else None
     return Breakdown(source="keras", variables=VariableTable.from_rows(variables),
+                     layers=LayerTable.from_rows(_classed_layers(variables, _config_layers(config))),
                      model_name=name if isinstance(name, str) else "",
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
+
+
+def _classed_layers(variables: List[VariableRecord], config_layers: Dict[str, Tuple[str, bool]]) -> List[LayerRecord]:
+    """The layers of the variables' scopes (params and derivation from the stored shapes, as for
+    any file), each with the class its config names ("" where it names none: shown as unknown)."""
+    layers = scope_layer_records(variables)
+    for layer in layers:
+        layer.class_name = config_layers.get(layer.name, ("", True))[0]
+    return layers
 
 
 def _read_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> bytes:
@@ -623,13 +634,14 @@ def _keras3_weights_optimizer(h5: Any, layout: Optional[roles.KerasLayout]) -> O
 
 
 def _h5_breakdown(path: str, source: str, variables: List[VariableRecord], optimizer: Optional[Dict[str, Any]],
-                  overhead: List[Dict[str, Any]]) -> Breakdown:
+                  overhead: List[Dict[str, Any]], layers: Optional[List[LayerRecord]] = None) -> Breakdown:
     file_bytes = os.path.getsize(path)
     rest = file_bytes - sum(v.bytes for v in variables) - sum(o["bytes"] for o in overhead)
     if rest < 0:  # datasets declare more than the file holds: _record checks each, this the sum
         raise InspectError(f"{path}: its datasets declare {file_bytes - rest:,} bytes, the file has {file_bytes:,}")
     overhead.append({"what": "HDF5 structure (headers, groups, other attributes)", "bytes": rest})
-    return Breakdown(source=source, variables=VariableTable.from_rows(variables), model_name=os.path.basename(path),
+    return Breakdown(source=source, variables=VariableTable.from_rows(variables),
+                     layers=LayerTable.from_rows(layers or []), model_name=os.path.basename(path),
                      optimizer=optimizer, file_bytes=file_bytes, overhead=overhead)
 
 
@@ -653,7 +665,8 @@ def _read_legacy_h5(path: str, h5: Any) -> Breakdown:
                                             roles.optimizer_chain(training.get("optimizer_config")))
     overhead = [{"what": f"{key} attribute (JSON)", "bytes": len(_attr_str(h5.attrs[key]).encode())}
                 for key in ("model_config", "training_config") if key in h5.attrs]
-    return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead)
+    return _h5_breakdown(path, "keras h5 (legacy)", variables, optimizer, overhead,
+                         _classed_layers(variables, layers) if layers else None)
 
 
 def _list_attr(obj: Any, key: str) -> List[Any]:
