@@ -391,6 +391,26 @@ def _cases():
             name, shape=(2 ** 40, 2 ** 20), dtype="float32", chunks=(1, 1024)))
 
     @case
+    def h5_name_heap_of_1_tib(folder, real):
+        """The local heap that keeps the layer names of a .weights.h5 in the order Keras wrote them
+        (read to order the layers: issue 31 item 2) claims a terabyte."""
+        from h5py import h5o
+
+        path = os.path.join(folder, "heap.weights.h5")
+        os.makedirs(folder)
+        shutil.copy(real["weights"], path)
+        with h5py.File(path, "r") as h5:
+            header = h5o.get_info(h5["layers"].id).addr
+        raw = bytearray(open(path, "rb").read())
+        pos = header + 16  # object header v1: its messages, each type, size, flags, 3 reserved, body
+        while struct.unpack_from("<H", raw, pos)[0] != 0x11:  # the symbol table: B-tree, local heap
+            pos += 8 + struct.unpack_from("<H", raw, pos + 2)[0]
+        heap = struct.unpack_from("<Q", raw, pos + 16)[0]
+        struct.pack_into("<Q", raw, heap + 8, 1 << 40)  # its data segment's size
+        open(path, "wb").write(bytes(raw))
+        return path
+
+    @case
     def h5_weight_of_strings(folder, real):
         path = os.path.join(folder, "s.weights.h5")
         os.makedirs(folder)
