@@ -216,7 +216,7 @@ def test_a_keras_export_stores_its_weights_twice_and_says_so(tmp_path):
                            NON_TRAINABLE: sum(map(nbytes, model.non_trainable_variables)),  # BN statistics, RNG
                            OPTIMIZER_SLOT: 0, OTHER: 0}
     assert sorted(v.name for v in bd.variables) == sorted(v.path for v in model.variables)
-    assert {v.layer for v in bd.variables} == {"mlp/dense", "mlp/batch_normalization", "mlp/dense_1", "seed_generator"}
+    assert {v.layer for v in bd.variables} == {v.path.rsplit("/", 1)[0] for v in model.variables}  # 4 layers
     copy_lines = [o for o in bd.overhead if "copy" in o["what"]]
     assert len(copy_lines) == 1 and copy_lines[0]["what"].startswith("_all_variables/")
     assert copy_lines[0]["bytes"] == sum(map(nbytes, model.weights)) == 818_216
