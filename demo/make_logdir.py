@@ -125,7 +125,8 @@ def loadbench_run(logdir: str, model: str, repeats: int) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         cli.main(["loadbench", model, "--logdir", os.path.join(logdir, "loadbench"), "--repeats", str(repeats),
                   "--workdir", workdir])
-        cli.main(["inspect", os.path.join(workdir, "model.keras"), "--logdir", os.path.join(logdir, "model_file")])
+        cli.main(["inspect", os.path.join(workdir, "model.keras"), "--logdir", os.path.join(logdir, "model_file"),
+                  "--run", "."])
 
 
 def main() -> None:
