@@ -37,12 +37,13 @@ SCRIPTS: Dict[str, str] = {
     "quickstart_advanced": "custom_loop",
     "dcgan_tutorial": "custom_loop",
     "mnist_with_summaries": "tf1",
+    "cnn_tutorial": "fit",
 }
 MODES = ("modelmem", "plain")
 RUN = "train"  # the run (log dir subfolder) every kind writes its training summaries to
 TIMEOUT_S = 600
 
-_cache: Dict[Tuple[str, str, bool], Dict[str, Any]] = {}
+_cache: Dict[Tuple[str, str, bool, bool], Dict[str, Any]] = {}
 
 
 def script_path(name: str) -> Path:
@@ -51,20 +52,22 @@ def script_path(name: str) -> Path:
     return SCRIPTS_DIR / f"{name}.py"
 
 
-def run(name: str, mode: str = "modelmem", tmp_path: Any = None, jit_compile: bool = False) -> Dict[str, Any]:
+def run(name: str, mode: str = "modelmem", tmp_path: Any = None, jit_compile: bool = False,
+        mixed_precision: bool = False) -> Dict[str, Any]:
     """Run the harness for ``name`` in ``mode`` in a subprocess (once per process) and return
     its RESULT.json as a dict. Files go to ``tmp_path/<name>-<mode>/``: ``logs/`` (the log
     dir), ``result.json``, ``result_artifacts/`` (the script's working directory ``cwd/``,
     RunMetadata copies) and the process's ``stdout.txt`` / ``stderr.txt``. ``jit_compile``:
-    its Keras models are compiled with ``jit_compile=True`` (harness ``--jit-compile``)."""
+    its Keras models are compiled with ``jit_compile=True`` (harness ``--jit-compile``);
+    ``mixed_precision``: Keras' global policy is ``mixed_float16`` (harness ``--mixed-precision``)."""
     script_path(name)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    key = (name, mode, jit_compile)
+    key = (name, mode, jit_compile, mixed_precision)
     if key not in _cache:
         if tmp_path is None:
             raise ValueError("tmp_path is needed for the first run of a (name, mode)")
-        base = Path(tmp_path) / f"{name}-{mode}{'-xla' if jit_compile else ''}"
+        base = Path(tmp_path) / f"{name}-{mode}{'-xla' if jit_compile else ''}{'-mp' if mixed_precision else ''}"
         base.mkdir(parents=True, exist_ok=True)
         logdir, out = base / "logs", base / "result.json"
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", MPLBACKEND="Agg", PYTHONHASHSEED="0")
@@ -72,7 +75,8 @@ def run(name: str, mode: str = "modelmem", tmp_path: Any = None, jit_compile: bo
         with open(base / "stdout.txt", "wb") as stdout, open(base / "stderr.txt", "wb") as stderr:
             proc = subprocess.run(
                 [sys.executable, "-m", "tests.corpus.harness", name, "--logdir", str(logdir), "--out", str(out),
-                 "--mode", mode] + (["--jit-compile"] if jit_compile else []),
+                 "--mode", mode] + (["--jit-compile"] if jit_compile else [])
+                + (["--mixed-precision"] if mixed_precision else []),
                 cwd=str(REPO), env=env, stdout=stdout, stderr=stderr, timeout=TIMEOUT_S)
         if proc.returncode != 0 or not out.exists():
             tail = (base / "stderr.txt").read_text(errors="replace")[-3000:]
@@ -81,9 +85,10 @@ def run(name: str, mode: str = "modelmem", tmp_path: Any = None, jit_compile: bo
     return _cache[key]
 
 
-def make_logdir(name: str, mode: str, tmp_path: Any, jit_compile: bool = False) -> str:
+def make_logdir(name: str, mode: str, tmp_path: Any, jit_compile: bool = False,
+                mixed_precision: bool = False) -> str:
     """The log dir of ``name`` run in ``mode`` ("modelmem" or "plain"): built on first use."""
-    return run(name, mode, tmp_path, jit_compile)["logdir"]
+    return run(name, mode, tmp_path, jit_compile, mixed_precision)["logdir"]
 
 
 def load(result_path: Any) -> Dict[str, Any]:

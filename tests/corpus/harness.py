@@ -1,6 +1,7 @@
 """Run one corpus script as a user would, with tb_modelmem attached or not, and write ground truth.
 
     python -m tests.corpus.harness NAME --logdir DIR --out RESULT.json [--mode modelmem|plain] [--jit-compile]
+                                   [--mixed-precision]
 
 Meant to run in a fresh process (``tests.corpus.run`` does that): TF1's
 ``disable_eager_execution`` and Keras' name counters are process state. The script runs
@@ -19,6 +20,9 @@ modelmem mode attaches tb_modelmem the way the README tells users to:
                   they raise is recorded, not fatal.
 ``--jit-compile``: every ``keras.Model.compile`` call gets ``jit_compile=True`` (what a user sets for
 XLA; Keras 3 does it on its own on a GPU), so each train step is one XLA program.
+``--mixed-precision``: ``keras.mixed_precision.set_global_policy("mixed_float16")`` before the script,
+the one line Keras' mixed precision guide adds (``compile`` then wraps the optimizer in a
+``LossScaleOptimizer``).
 plain mode imports no tb_modelmem code: fit scripts get ``keras.callbacks.TensorBoard(logdir,
 profile_batch=2)``, the others write what they always wrote.
 
@@ -284,7 +288,9 @@ def _layer_tree(layer: Any, path: str, depth: int = 0) -> List[Dict[str, Any]]:
         out.append({"path": child_path, "class": type(child).__name__, "depth": depth + 1, "built": bool(child.built),
                     "count_params": count, "weights_params": _params(child.weights), "weights": len(child.weights),
                     "trainable_params": _params(child.trainable_weights),
-                    "non_trainable_params": _params(child.non_trainable_weights)})
+                    "non_trainable_params": _params(child.non_trainable_weights),
+                    "weights_bytes": sum(_keras_var(w)["bytes"] for w in child.weights),
+                    "weight_paths": [w.path for w in child.weights]})
         out.extend(_layer_tree(child, child_path, depth + 1))
     return out
 
@@ -341,6 +347,8 @@ def _model_truth(key: str, model: Any, optimizer_keys: Dict[int, str]) -> Dict[s
         "non_trainable_bytes": sum(v["bytes"] for v in variables if not v["trainable"]),
         "variables": variables,
         "layers": _layer_tree(model, model.name),
+        "weights_bytes": sum(_keras_var(w)["bytes"] for w in model.weights),
+        "trainable_variable_paths": [v.path for v in model.trainable_variables],  # the order gradients come in
         "optimizer": own,
         "optimizers": sorted(set(attached + ([own] if own else []))),
     }
@@ -351,7 +359,7 @@ def _optimizer_truth(key: str, optimizer: Any, state: State) -> Dict[str, Any]:
     own = {id(v) for v in optimizer.variables}
     slots = [{"variable": slot.path, "slot": name, "weight": weight.path,
               "bytes": _var_bytes([int(d) for d in slot.shape], slot.dtype)}
-             for opt, slot, weight, name in state.slots if opt is optimizer and id(slot) in own]
+             for opt, slot, weight, name in state.slots if id(slot) in own]  # its own, or a wrapped optimizer's
     slot_bytes = sum(s["bytes"] for s in slots)
     total = sum(v["bytes"] for v in variables)
     return {
@@ -361,7 +369,25 @@ def _optimizer_truth(key: str, optimizer: Any, state: State) -> Dict[str, Any]:
         "variables_bytes": total, "slot_bytes": slot_bytes, "other_bytes": total - slot_bytes,
         "variables": variables, "slots": slots,
         "trainable_variables": [v.path for v in getattr(optimizer, "_trainable_variables", None) or []],
+        "config": _config(optimizer),
     }
+
+
+def _config(obj: Any) -> Optional[Dict[str, Any]]:
+    """Keras' own ``get_config()`` of an optimizer or a loss, as JSON (what is not JSON as a string)."""
+    try:
+        return json.loads(json.dumps(obj.get_config(), default=str))
+    except Exception:  # a TF1 optimizer has none; a schedule without get_config raises
+        return None
+
+
+def _losses(g: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Every Keras loss object among the script's globals (a custom loop's ``loss_object``): its name is the
+    name scope Keras enters when it is called."""
+    import keras
+
+    return [{"key": key, "class": type(value).__name__, "name": value.name, "config": _config(value)}
+            for key, value in g.items() if isinstance(value, keras.losses.Loss)]
 
 
 def _tf1_truth(state: State) -> Optional[Dict[str, Any]]:
@@ -500,6 +526,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
     parser.add_argument("--jit-compile", action="store_true", help="compile every Keras model with jit_compile=True")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help='keras.mixed_precision.set_global_policy("mixed_float16") before the script')
     args = parser.parse_args(argv)
 
     started = time.time()
@@ -525,6 +553,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             _install_fit_hook(state)
         if args.jit_compile:
             _install_jit_compile_hook()
+        if args.mixed_precision:
+            keras.mixed_precision.set_global_policy("mixed_float16")
+        result["mixed_precision"] = bool(args.mixed_precision)
 
         os.chdir(cwd)
         argv_before = sys.argv
@@ -563,6 +594,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         result["optimizers"] = [_optimizer_truth(k, o, state) for k, o in optimizers
                                 if not isinstance(o, tf.compat.v1.train.Optimizer)]
         result["checkpoint_objects"] = [k for k, _ in checkpoints]
+        result["losses"] = _losses(g)
         result["tf1"] = _tf1_truth(state) if kind == "tf1" else None
         result["run_metadata"] = state.run_metadata
         result["fit_calls"] = state.fit_calls
