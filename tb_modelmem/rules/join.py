@@ -57,7 +57,15 @@ _VALUE_TYPES = frozenset({"ReadVariableOp", "Identity", "Cast", "_MklToTf", "Ent
 _WRITE_PREFIXES = ("Assign", "ResourceApply", "ResourceSparseApply", "Apply", "SparseApply", "ResourceScatter",
                    "ScatterUpdate", "ScatterAdd", "ScatterSub")
 _UPDATE_PREFIXES = _WRITE_PREFIXES[1:]  # types only an optimizer's update runs (metrics and moving averages assign too)
-_LOSS_SCOPE = re.compile(r"^(compile_loss|loss|losses|total_loss|cross_entropy|xent)(_\d+)?$", re.I)
+# Ops that test values rather than compute them (a LossScaleOptimizer checks each gradient with
+# IsFinite and All): one that reads gradients computes none, so it is not the backward pass.
+_TEST_TYPES = frozenset({"IsFinite", "IsInf", "IsNan", "All", "Any"})
+# A loss's scope: Keras' compiled loss, or a loss object called in a custom training loop, which
+# enters a scope of its own name (Keras 3's built-in losses: "sparse_categorical_crossentropy",
+# "mean_squared_error", "huber_loss", ...); TF1's tf.losses scopes.
+_LOSS_SCOPE = re.compile(r"^(compile_loss|loss|losses|total_loss|xent|\w*cross_?entropy\w*|\w*_error|\w*hinge|"
+                         r"huber(_loss)?|log_cosh|kl_divergence|kld|poisson|cosine_similarity|ctc|dice|tversky|circle"
+                         r")(_\d+)?$", re.I)
 # Scopes optimizers apply gradients under (Keras 3: the optimizer's name; TF1: its class).
 _OPTIMIZER_SCOPE = re.compile(r"^(adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|ftrl|lion|lamb|adafactor|muon|"
                               r"loss_scale_optimizer|gradientdescent|momentum|proximaladagrad|adagradda)(_\d+)?$", re.I)
@@ -284,8 +292,11 @@ class GraphAnalysis:
         self.joined: Dict[Tuple[bool, FrozenSet[str]], Tuple[Any, Any, Any]] = {}
         self.per_graph = [self._analyse(g) for g in self.graphs]
 
-    def _analyse(self, graph: OpGraph) -> Tuple[List[str], Dict[str, List[str]], Dict[str, str], Dict[str, str]]:
-        """(topological order, consumers, phase, layer of ops that read a variable) of one graph."""
+    def _analyse(self, graph: OpGraph
+                 ) -> Tuple[List[str], Dict[str, List[str]], Dict[str, str], Dict[str, str], FrozenSet[str]]:
+        """(topological order, consumers, phase, layer of ops that read a variable, the ops among
+        them placed on the common layer of several: ``Joiner._by_dataflow`` learns nothing from
+        those) of one graph."""
         order = _topological(graph)
         consumers: Dict[str, List[str]] = {n: [] for n in graph.types}
         for node, inputs in graph.inputs.items():
@@ -295,13 +306,16 @@ class GraphAnalysis:
         reads = self._variable_reads(graph, order)
         phase = self._phases(graph, order, reads, consumers)
         layer: Dict[str, str] = {}
+        merged: Set[str] = set()
         for node, variables in reads.items():
             owners = {self.vocabulary.variable_layer[v] for v in variables if v in self.vocabulary.variable_layer}
             if owners and phase[node] not in (INPUT, EXECUTOR):
                 layer[node] = self.tree.common(owners)
+                if len(owners) > 1:
+                    merged.add(node)
                 if phase[node] in (FORWARD, BACKWARD):
                     self._learn_scope(_scope_parts(node), layer[node])
-        return order, consumers, phase, layer
+        return order, consumers, phase, layer, frozenset(merged)
 
     def _variable_reads(self, graph: OpGraph, order: List[str]) -> Dict[str, FrozenSet[str]]:
         """node -> variables whose handle or value it takes as an input (through value-passing ops).
@@ -341,7 +355,8 @@ class GraphAnalysis:
                     verdict = said[key] = self._state_phase(*key)
                 if verdict:
                     phase[node] = verdict
-            elif phase[node] == FORWARD:  # a gradient sum outside the tape's scope is still backward
+            elif phase[node] == FORWARD and types[node] not in _TEST_TYPES:  # a gradient sum outside the tape's
+                # scope is still backward
                 backward = False  # backward when it has producers (a Const aside) and each one is
                 for source in inputs.get(node, ()):
                     if types.get(source) != "Const":
@@ -428,8 +443,8 @@ class Joiner:
         if shared is None:
             self._by_scope: Dict[Tuple[str, str], str] = {}  # (scope, phase) -> layer found by walking names
             self._renamed: Dict[Tuple[str, str], Optional[str]] = {}  # (parent, traced scope) -> uniquified child
-            self._assigned = [self._finish(g, order, consumers, dict(phase), dict(layer))
-                              for g, (order, consumers, phase, layer) in zip(self.graphs, analysis.per_graph)]
+            self._assigned = [self._finish(g, order, consumers, dict(phase), dict(layer), merged)
+                              for g, (order, consumers, phase, layer, merged) in zip(self.graphs, analysis.per_graph)]
             shared = analysis.joined[decided] = (self._assigned, self._by_scope, self._renamed)
             while len(analysis.joined) > _KEEP:
                 del analysis.joined[next(iter(analysis.joined))]
@@ -463,7 +478,7 @@ class Joiner:
         return found
 
     def _finish(self, graph: OpGraph, order: List[str], consumers: Dict[str, List[str]], phase: Dict[str, str],
-                layer: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
+                layer: Dict[str, str], merged: FrozenSet[str] = frozenset()) -> Dict[str, Tuple[str, str]]:
         """Names, then dataflow, for the ops no variable placed."""
         for node in order:
             if node not in layer and phase[node] in (FORWARD, BACKWARD, OPTIMIZER, METRICS):
@@ -472,18 +487,20 @@ class Joiner:
                     layer[node] = found
                     if node in self._fed:  # ...unless it is inside a layer: then it is that layer's forward pass
                         phase[node] = FORWARD
-        self._by_dataflow(graph, order, layer, phase, consumers)
+        self._by_dataflow(graph, order, layer, phase, consumers, merged)
         return {node: (layer.get(node, ""), phase[node]) for node in graph.types}
 
     def _by_dataflow(self, graph: OpGraph, order: List[str], layer: Dict[str, str], phase: Dict[str, str],
-                     consumers: Dict[str, List[str]]) -> None:
-        """Unassigned compute ops take the one layer their consumers, else their producers, agree on."""
+                     consumers: Dict[str, List[str]], merged: FrozenSet[str] = frozenset()) -> None:
+        """Unassigned compute ops take the one layer their consumers, else their producers, agree on.
+        An op on the common layer of several (``merged``: a LossScaleOptimizer's cond reads every
+        weight, so it is on the model's root) says nothing of which layer feeds it."""
         for nodes, neighbours in ((reversed(order), lambda n: consumers[n]),
                                   (order, lambda n: graph.inputs.get(n, ()))):
             for node in nodes:
                 if node in layer or phase[node] not in (FORWARD, BACKWARD, OPTIMIZER) or graph.types[node] == "Const":
                     continue
-                owners = {layer[m] for m in neighbours(node) if m in layer}
+                owners = {layer[m] for m in neighbours(node) if m in layer and m not in merged}
                 if len(owners) == 1:
                     layer[node] = owners.pop()
 
