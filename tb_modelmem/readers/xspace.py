@@ -28,7 +28,7 @@ from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
-from tb_modelmem.schema.names import DERIVED, INPUTS, MEASURED, UNKNOWN_BYTES
+from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS, MEASURED, UNKNOWN_BYTES
 from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -37,6 +37,10 @@ _ALLOC, _DEALLOC = "MemoryAllocation", "MemoryDeallocation"
 _THUNK = "thunk"  # a host event named after an HLO instruction: an XLA:CPU thunk
 _UNSEEN = object()  # a metadata id not looked at yet
 _ITERATOR_OPS = ("IteratorGetNext", "OptionalGetValue")  # what hands a step its batch
+# Host threads of tf.data (its private thread pool, its iterators): ops that run there make the
+# step's input (the GatherV2 slicing a batch from the arrays given to Keras' fit), never its forward pass.
+_INPUT_LINES = ("tf_data_",)
+_VARIANT = "variant"  # the dtype of a TensorList, an Optional, a dataset: a handle to tensors
 _EAGER = "EagerLocalExecute: "  # an op run eagerly, e.g. "EagerLocalExecute: Conv2D"
 _FUNCTION = "__inference_"  # a concrete function's name begins so: "EagerLocalExecute: __inference_train_step_41238"
 _FUNCTION_NAME = re.compile(r"__inference_[\w.]+")
@@ -105,6 +109,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
             if host and line.name == "python":
                 steps += _outermost_function_calls(line, stat_names)
             base_ps = line.timestamp_ns * 1000
+            input_line = host and line.name.startswith(_INPUT_LINES)
             for event in line.events:
                 kind = kinds.get(event.metadata_id, _UNSEEN)
                 if kind is None:
@@ -115,10 +120,10 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     if kind is None:
                         continue
                 if type(kind) is _Calls:  # a host op
-                    kind.add(base_ps + event.offset_ps, event.duration_ps)
+                    kind.add(base_ps + event.offset_ps, event.duration_ps, input_line)
                 elif kind is _ALLOC or kind is _DEALLOC:
                     memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
-                                               _stats(event.stats, stat_names)))
+                                               _stats(event.stats, stat_names), input_line))
                 else:
                     meta = _event_metadata(plane, event) if kind is _THUNK else kind
                     stats = _stats(list(meta.stats) + list(event.stats), stat_names)
@@ -148,7 +153,9 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     measured = _measured_outputs(memory)
     batch = batch_size or _batch_seen(measured, graph.outputs)
     ops = _op_table(calls.values(), measured, graph, batch, joiner, step)
-    events = _events(memory, joiner, _input_sizes(graph, batch) | (step.batch_sizes() if step else set()))
+    pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
+    input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
+    events = _events(memory, joiner, input_sizes, pipeline=pipeline)
     if step is not None:
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b))
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
@@ -172,11 +179,13 @@ class _Calls:
     count: int = 0
     duration_ps: int = 0
     first_ps: int = 2 ** 63
+    input_calls: int = 0  # calls on tf.data's threads (``_INPUT_LINES``)
 
-    def add(self, start_ps: int, duration_ps: int) -> None:
+    def add(self, start_ps: int, duration_ps: int, input_line: bool = False) -> None:
         self.count += 1
         self.duration_ps += duration_ps
         self.first_ps = min(self.first_ps, start_ps)
+        self.input_calls += input_line
 
 
 @dataclasses.dataclass
@@ -185,6 +194,7 @@ class _MemoryEvent:
     is_alloc: bool
     device: str
     stats: Dict[str, Any]
+    input_line: bool = False  # recorded on a tf.data thread: the input pipeline's buffer
 
 
 def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, host: bool,
@@ -269,7 +279,7 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
     measured = dict(measured)  # each op event takes its own; what is left had no op event
     rows = []
     for acc in calls:
-        layer, phase = joiner.assign(acc.name, acc.op_type)
+        layer, phase = ("", INPUT) if acc.input_calls == acc.count else joiner.assign(acc.name, acc.op_type)
         rows.append((acc.name, acc.op_type, layer, phase, acc.device, acc.count, acc.duration_ps / 1e6,
                      fused_ops(acc.op_type, acc.name),
                      *_output_figures(measured.pop(acc.name, None), graph, acc.name, batch)))
@@ -367,8 +377,10 @@ def _from_graph(graph: GraphInfo, name: str, batch: Optional[int]) -> Tuple[str,
 
 
 def _derive(specs: List[OutputSpec], batch: Optional[int]) -> Tuple[str, int, str, str]:
+    """A variant output (a TensorList of an RNN's loop, a dataset) holds tensors its spec does not
+    describe: its bytes are unknown, never the 0 of its scalar handle."""
     dims = [_at_batch(d, batch) for d, _, _ in specs]
-    sizes = [_nbytes(d, size) for d, (_, _, size) in zip(dims, specs)]
+    sizes = [None if name == _VARIANT else _nbytes(d, size) for d, (_, name, size) in zip(dims, specs)]
     shape = ";".join("?" if d is None else format_shape(d) for d in dims)
     dtype = ";".join(dict.fromkeys(name for _, name, _ in specs))
     known = [size for size in sizes if size is not None]
@@ -396,8 +408,8 @@ def _at_batch(dims: Dims, batch: Optional[int]) -> Dims:
 
 
 def _nbytes(dims: Dims, itemsize: int) -> Optional[int]:
-    """Bytes of an output, None when its shape is not fully known. Non-array outputs
-    (resource handles, variants) own no buffer: 0."""
+    """Bytes of an output, None when its shape is not fully known. A resource handle owns no
+    buffer: 0 (a variant's contents are ``_derive``'s to call unknown)."""
     if not itemsize:
         return 0
     if dims is None or any(d is None for d in dims):
@@ -430,10 +442,12 @@ def _is_iterator_output(name: str) -> bool:
     return "Get" in name and name.rpartition("/")[2].startswith(_ITERATOR_OPS)
 
 
-def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset()) -> List[Event]:
+def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset(),
+            pipeline: AbstractSet[str] = frozenset()) -> List[Event]:
     """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
-    with no op (tf.data's own) or from before the window whose size is an input's is an input."""
+    with no op (tf.data's own) or from before the window whose size is an input's is an input, and
+    so is one made on tf.data's threads or by an op that ran only there (``pipeline``)."""
     out = []
     last: Dict[str, float] = {}  # allocator -> its count after the previous event
     for m in sorted(memory, key=lambda e: e.time_ps):
@@ -451,7 +465,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
         event.requested = requested
         if m.is_alloc:
             event.op = _op_name(stats)
-            phase = joiner.assign(event.op)[1] if event.op else ""
+            phase = INPUT if m.input_line or event.op in pipeline else joiner.assign(event.op)[1] if event.op else ""
             event.category = (INPUTS if not event.op and requested in input_sizes
                               else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
@@ -460,6 +474,13 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.category = INPUTS  # read only if it was allocated before the window
         out.append(event)
     return out
+
+
+def _pipeline_sizes(memory: List[_MemoryEvent]) -> Set[int]:
+    """Bytes of the op outputs tf.data's threads allocated in the window (the next batch, sliced by a
+    GatherV2): a buffer from before the window of one of these sizes is the batch the step runs on."""
+    return {int(m.stats.get("requested_bytes") or 0) for m in memory if m.is_alloc and m.input_line
+            and m.stats.get("region_type") == "output" and _op_name(m.stats)} - {0}
 
 
 def _coverage(memory: List[_MemoryEvent]) -> Tuple[str, str]:
