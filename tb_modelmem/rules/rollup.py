@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, ROLES
-from tb_modelmem.schema.records import Breakdown, LayerTable, element_count
+from tb_modelmem.schema.records import Breakdown, LayerTable, element_counts
 
 NO_LAYER = "(no layer)"  # the row of variables under no layer (TF1 ``beta1_power``, optimizer counters)
 
@@ -32,8 +32,10 @@ def owner_column(record: Breakdown) -> List[str]:
 
 def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict[str, Any]:
     """One entry per layer, column by column: ``name``, ``class_name``, ``params`` with its
-    ``derivation``, ``bytes`` by role (``{role: [...]}``) and ``total_bytes``. Model order
-    kept; owners the layer list lacks (variable scopes, NO_LAYER) follow it.
+    ``derivation``, ``bytes`` by role (``{role: [...]}``), ``total_bytes``, and what its own
+    variables hold as parameters (``roles.param_flags``: not RNG state): ``owned_params`` and
+    ``param_bytes``. Model order kept; owners the layer list lacks (variable scopes, NO_LAYER)
+    follow it.
 
     Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
     ``owners``: the record's ``owner_column``, when the caller has it already.
@@ -58,31 +60,42 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
     by_role = {role: [0] * len(names) for role in ROLES}
     columns = record.variables.columns
     owners = owners or owner_column(record)
-    grouped: Dict[Tuple[str, str], int] = {}  # one dict update per variable; one column update per group
-    for key, size in zip(zip(owners, columns["role"]), columns["bytes"]):
-        grouped[key] = grouped.get(key, 0) + size
-    scopes: Set[str] = set()  # owners the layer list does not have: their params are their variables'
-    for (owner, role), size in grouped.items():
+    # One dict update per variable, one column update per group. What each layer's own variables hold
+    # as parameters (``roles.param_flags``: RNG state is none) is grouped alike: a layer reachable at
+    # two paths (a sublayer shared by two parents) owns its variables at one of them only, so the
+    # sums of a composite count each parameter once.
+    grouped: Dict[Tuple[str, str, bool], List[int]] = {}  # (owner, role, a parameter) -> [bytes, elements]
+    counted = roles.param_flags(columns["name"], columns["role"])
+    for key, size, count in zip(zip(owners, columns["role"], counted), columns["bytes"],
+                                element_counts(columns["shape"])):
+        found = grouped.get(key)
+        if found is None:
+            grouped[key] = [size, count]
+        else:
+            found[0] += size
+            found[1] += count
+    scopes: Set[str] = set()  # owners the layer list does not have
+    owned_params, param_bytes = [0] * len(names), [0] * len(names)
+    for (owner, role, is_param), (size, count) in grouped.items():
         owner = owner or NO_LAYER
         place = at.get(owner)
         if place is None:
             place = at[owner] = len(names)
             names.append(owner)
             class_names.append("")
-            params.append(0)
             derivations.append("")
-            for values in by_role.values():
-                values.append(0)
+            for numbers in (params, owned_params, param_bytes, *by_role.values()):
+                numbers.append(0)
             scopes.add(owner)
         by_role[role if role in ROLES else OTHER][place] += size
-    if scopes:
-        counted = roles.param_flags(columns["name"], columns["role"])
-        for owner, shape in itertools.compress(zip(owners, columns["shape"]), counted):
-            owner = owner or NO_LAYER
-            if owner in scopes:
-                params[at[owner]] += element_count(shape)
+        if is_param:
+            owned_params[place] += count
+            param_bytes[place] += size
+    for owner in scopes:  # owners the layer list does not have: their params are their variables'
+        params[at[owner]] = owned_params[at[owner]]
     return {"name": names, "class_name": class_names, "params": params, "derivation": derivations,
-            "bytes": by_role, "total_bytes": list(map(sum, zip(*by_role.values())))}
+            "bytes": by_role, "total_bytes": list(map(sum, zip(*by_role.values()))),
+            "owned_params": owned_params, "param_bytes": param_bytes}
 
 
 def layer_rollup(record: Breakdown) -> List[Dict[str, Any]]:

@@ -26,8 +26,18 @@ class BreakdownView:
         owners = owner_column(record)
         own = layer_columns(record, owners)
         self.totals = {role: sum(values) for role, values in own["bytes"].items()}  # every variable is on one layer
+        # each layer's own figures, by path (a trace's layer rows take theirs from here)
+        self.layer_own = own
+        self.layer_at = {name: i for i, name in enumerate(own["name"])}
         # as answers carry it: built once, held (and counted) by the store
-        self.layer_table = layer_tree(own.pop("name"), own, sums=("params", "total_bytes"), nested=("bytes",))
+        shown = {field: values for field, values in own.items() if field not in ("name", "param_bytes")}
+        # a layer reachable at two paths (shared by two parents): its parameters are counted at the path
+        # owning its variables; the other path's row says how many it shares (Keras counts them in each parent)
+        shown["shared_params"] = [max(count - owned, 0) for count, owned in zip(own["params"], own["owned_params"])]
+        self.layer_table = layer_tree(own["name"], shown, sums=("params", "owned_params", "shared_params",
+                                                                "total_bytes"),
+                                      nested=("bytes",), composite={"params": "owned_params"})
+        del self.layer_table["columns"]["owned_params"]
         self._owners = owners
         columns["params"] = element_counts(columns["shape"])
         self.total_params = sum(itertools.compress(columns["params"], roles.param_flags(columns["name"],

@@ -4,12 +4,12 @@ category, the timeline, and the ops as a pageable table."""
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
 from tb_modelmem.plugin.views.peak import peak_by_category, stacks
-from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree
+from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unknown_where
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
@@ -22,12 +22,10 @@ from tb_modelmem.schema.names import (
     LOSS,
     MEASURED,
     METRICS,
-    NON_TRAINABLE,
     OPTIMIZER,
     OPTIMIZER_SLOT,
     UNATTRIBUTED,
     UNKNOWN_BYTES,
-    WEIGHT,
 )
 from tb_modelmem.schema.records import OpTrace
 
@@ -67,12 +65,15 @@ class TraceView:
         self.layer_column = layers
         self.phase_column = phases
         calls, time_us = ops.column("calls"), ops.column("time_us")
+        sources = ops.column("bytes_source")
         new_bytes = [0 if t in ALIASING_OPS or (s == MEASURED and a == 0) else None if s == UNKNOWN_BYTES else o
-                     for t, s, o, a in zip(types, ops.column("bytes_source"), ops.column("output_bytes"),
-                                           ops.column("alloc_bytes"))]
+                     for t, s, o, a in zip(types, sources, ops.column("output_bytes"), ops.column("alloc_bytes"))]
+        alloc_bytes = _alloc_bytes(trace, sources)
         columns = dict(ops.columns)
-        columns.update(layer=layers, phase=phases, new_bytes=new_bytes,
-                       mean_us=[t / c if c else 0.0 for t, c in zip(time_us, calls)])
+        output_bytes = ([None if s == UNKNOWN_BYTES else o for s, o in zip(sources, ops.column("output_bytes"))]
+                        if UNKNOWN_BYTES in sources else ops.column("output_bytes"))
+        columns.update(layer=layers, phase=phases, new_bytes=new_bytes, alloc_bytes=alloc_bytes,
+                       output_bytes=output_bytes, mean_us=[t / c if c else 0.0 for t, c in zip(time_us, calls)])
         # new_bytes: output bytes the op newly allocated (None when unknown); measured ops that got no
         # allocation, and aliasing ops (a ReadVariableOp "outputs" the whole kernel), add nothing
         self.ops = Pager({f: columns[f] for f in OP_FIELDS}, "time_us")
@@ -81,29 +82,42 @@ class TraceView:
         self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
         self.peak = peak_by_category(trace, breakdown)
         # as answers carry it: built once
-        self.layer_table = self._layer_table(layers, phases, time_us, calls, new_bytes, ops.column("alloc_bytes"))
+        self.layer_table = self._layer_table(layers, phases, time_us, calls, new_bytes, alloc_bytes)
 
     def _layer_of(self, op: str) -> str:
         return self._of_op.get(op, ("", ""))[0]
 
     def _layer_table(self, layers: List[str], phases: List[str], time_us: List[float], calls: List[int],
-                     new_bytes: List[Optional[int]], alloc_bytes: List[int]) -> Dict[str, Any]:
+                     new_bytes: List[Optional[int]], alloc_bytes: List[Optional[int]]) -> Dict[str, Any]:
+        """One row per layer of the model (composites summing their sublayers, each figure counted
+        once: ``layer_tree``) and one per phase for ops on no layer. Output and allocated bytes add
+        known figures only: ``unknown_output_ops`` / ``unknown_alloc_ops`` count the rest, and a
+        row with nothing known is None. A phase's time per layer is None where none of its ops
+        was placed on a layer (``unplaced_time_us`` in the summary holds it)."""
         per_layer: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
         per_group: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
         # One pass groups op indices by (layer or phase group, phase); the sums run in C over each group.
         groups: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
         for i, key in enumerate(zip(layers, phases)):
             groups[key].append(i)
-        known_bytes = [nb or 0 for nb in new_bytes]
+        unknown_outputs, unknown_allocs = None in new_bytes, None in alloc_bytes  # each scan in C
+        known_bytes = [nb or 0 for nb in new_bytes] if unknown_outputs else cast(List[int], new_bytes)
+        known_alloc = [a or 0 for a in alloc_bytes] if unknown_allocs else cast(List[int], alloc_bytes)
+        placed: Dict[str, float] = collections.defaultdict(float)  # phase -> time on a layer
         for (layer, phase), indices in groups.items():
             agg = per_layer[layer] if layer else per_group[phase]
             spent = sum(map(time_us.__getitem__, indices))
             agg["time_us"] += spent
             agg["ops"] += sum(map(calls.__getitem__, indices))
             agg["output_bytes"] += sum(map(known_bytes.__getitem__, indices))
-            agg["unknown_output_ops"] += sum(1 for i in indices if new_bytes[i] is None)  # output_bytes is a floor
-            agg["alloc_bytes"] += sum(map(alloc_bytes.__getitem__, indices))
+            if unknown_outputs:
+                agg["unknown_output_ops"] += list(map(new_bytes.__getitem__, indices)).count(None)
+            agg["alloc_bytes"] += sum(map(known_alloc.__getitem__, indices))
+            if unknown_allocs:
+                agg["unknown_alloc_ops"] += list(map(alloc_bytes.__getitem__, indices)).count(None)
             agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + spent
+            if layer:
+                placed[phase] += spent
         for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
                                              self.trace.peak_buffers.column("bytes"),
                                              self.trace.peak_buffers.column("category")):
@@ -111,31 +125,54 @@ class TraceView:
                 layer = self._layer_of(buffer_op)
                 agg = per_layer[layer] if layer else per_group[self._of_op.get(buffer_op, ("", ""))[1]]
                 agg[f"peak_{category}_bytes"] += size
+        self.unplaced_time_us = {phase: agg["time_us"] for phase, agg in per_group.items() if phase in _PHASE_KEYS}
+        self.joined_time_us = sum(agg["time_us"] for p, agg in per_layer.items() if p and p in self.tree)
+        self.leaf_time_us = sum(agg["time_us"] for p, agg in per_layer.items()
+                                if p and p in self.tree and not self.tree.children[p])
+        # Each layer's own figures (a composite's are what its own ops and variables hold, never its
+        # sublayers' again), in model order: the breakdown's layers, else the ones the trace joined;
+        # then any other layer ops named.
         storage = self.breakdown.layer_table["columns"] if self.breakdown else {}
-        at = {path: i for i, path in enumerate(storage.get("layer", ()))}  # every row of the storage tree
-        # model order: the breakdown's layers, else the ones the trace joined; then any other layer ops named
-        paths = ([p for p, leaf in zip(storage["layer"], storage["leaf"]) if leaf] if self.breakdown
-                 else list(self.trace.layers))
+        own = self.breakdown.layer_own if self.breakdown else {}
+        at = self.breakdown.layer_at if self.breakdown else {}
+        paths = list(own["name"]) if self.breakdown else list(self.trace.layers)
         listed = set(paths)
         paths += sorted(p for p in per_layer if p and p not in listed)
-        self.joined_time_us = sum(agg["time_us"] for p, agg in per_layer.items() if p and p in self.tree)
+        zero = _zero_layer()
 
         def leaf(path: str) -> Dict[str, Any]:
-            row = dict(per_layer.get(path) or _zero_layer())
+            row = dict(per_layer.get(path) or zero)
+            row["own_time_us"] = row["time_us"]
             i = at.get(path)
-            role_bytes = {role: values[i] or 0 for role, values in storage["bytes"].items()} if i is not None else {}
-            row["weight_bytes"] = role_bytes.get(WEIGHT, 0) + role_bytes.get(NON_TRAINABLE, 0)
-            row["slot_bytes"] = role_bytes.get(OPTIMIZER_SLOT, 0)
-            row["class_name"] = storage["class_name"][i] or "" if i is not None else ""
+            row["weight_bytes"] = own["param_bytes"][i] if i is not None else 0  # parameters: not RNG state
+            row["slot_bytes"] = own["bytes"][OPTIMIZER_SLOT][i] if i is not None else 0
+            row["class_name"] = own["class_name"][i] or "" if i is not None else ""
             return row
 
-        sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "weight_bytes", "slot_bytes",
-                f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes") + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
-        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums)
-        tree["columns"]["in_breakdown"] = [path in at for path in tree["columns"]["layer"]]
+        sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "unknown_alloc_ops",
+                "weight_bytes", "slot_bytes", f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes"
+                ) + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
+        floors = {"output_bytes": "unknown_output_ops", "alloc_bytes": "unknown_alloc_ops"}
+        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=floors)
+        columns = tree["columns"]
+        own_time = columns.get("own_time_us") or [None] * tree["length"]
+        columns["own_time_us"] = [t or 0.0 for t in own_time]  # a composite no op names: none of its own
+        in_storage = set(storage.get("layer", ()))
+        columns["in_breakdown"] = [path in in_storage for path in columns["layer"]]
+        for phase in _PHASE_KEYS:  # none of this phase's ops is on a layer: per layer, it is unknown
+            if self.unplaced_time_us.get(phase) and not placed.get(phase):
+                columns[f"{phase}_time_us"] = [None] * tree["length"]
+        if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
+            for category in (ACTIVATIONS, GRADIENTS):
+                columns[f"peak_{category}_bytes"] = [None] * tree["length"]
         group_rows = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
-                       weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False)
-                  for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
+                           weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False, own_time_us=agg["time_us"])
+                      for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
+        for row in group_rows:
+            for field, count in floors.items():
+                row[field] = unknown_where([row[field]], [row[count]])[0]
+            if self.trace.allocations == "none":
+                row.update({f"peak_{c}_bytes": None for c in (ACTIVATIONS, GRADIENTS)})
         return appended(tree, group_rows)
 
     def summary(self, top: int = 12) -> Dict[str, Any]:
@@ -147,6 +184,9 @@ class TraceView:
             "xla": trace.xla,
             "op_count": len(trace.ops), "total_time_us": total,
             "join": {"joined_time_us": joined, "fraction": joined / total if total else None,
+                     # on a leaf layer: an op on a composite (the model's root) is placed less precisely
+                     "leaf_time_us": self.leaf_time_us, "leaf_fraction": self.leaf_time_us / total if total else None,
+                     "unplaced_time_us": self.unplaced_time_us,
                      "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none")},
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
             "peak_by_category": self.peak, "allocations": trace.allocations,
@@ -178,8 +218,20 @@ _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
 
 def _zero_layer() -> Dict[str, Any]:
     row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0, "unknown_output_ops": 0,
-                           f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
+                           "unknown_alloc_ops": 0, f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
     return row
+
+
+def _alloc_bytes(trace: OpTrace, sources: List[str]) -> List[Optional[int]]:
+    """Each op's allocated bytes, None where the trace cannot tell: every op when it recorded no
+    allocation; an op it recorded nothing for when it recorded only large allocations (TF's
+    default CPU allocator). An allocator that records every allocation makes 0 a figure."""
+    alloc = trace.ops.column("alloc_bytes")
+    if trace.allocations == "none":
+        return [None] * len(alloc)
+    if trace.allocations == "all":
+        return list(alloc)
+    return [a if a or s == MEASURED else None for a, s in zip(alloc, sources)]
 
 
 def _buffer_category(category: str) -> str:

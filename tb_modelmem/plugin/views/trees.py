@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from tb_modelmem.rules.join import LayerTree
 
@@ -25,12 +25,20 @@ def as_columns(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 
 def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = (),
-               nested: Sequence[str] = ()) -> Dict[str, Any]:
+               nested: Sequence[str] = (), composite: Optional[Dict[str, str]] = None,
+               floors: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """The layer tree as answers carry it (``as_columns`` form): one row per layer and per
     composite layer above it, depth first in the order given, with ``layer``, ``label``,
     ``depth`` and ``leaf``. ``own``: each path's own figures, ``{field: [value per path]}``
     (a ``nested`` field ``{key: [...]}``). A composite row adds its descendants' ``sums`` and
     ``nested`` numbers to its own; a field no row of it reaches is None (a sum, 0).
+
+    Each figure is a path's own, so a composite counts each once: a path given twice is one row
+    (its last figures), and what a layer reachable at two paths holds is given at one of them.
+    ``composite``: ``{field: summed}``, a field whose composite rows are the sum of another
+    (a leaf shows a shared layer's parameters, its parents sum the ones it owns). ``floors``:
+    ``{field: count}``, a sum that adds known figures only, ``count`` its unknown ones (summed
+    too): where nothing known adds to it and some are unknown, it is None (unknown, not 0).
 
     Built column by column, never a dict per row: a 10,000-variable model has ~1,700 rows."""
     tree = LayerTree(paths)
@@ -76,8 +84,19 @@ def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = 
             columns[field] = pick(values, None)
     for field in sums:
         columns.setdefault(field, [0] * len(order))
+    for field, summed in (composite or {}).items():
+        shown, totals = columns[field], columns[summed]
+        columns[field] = [value if is_leaf else total for value, total, is_leaf in zip(shown, totals, leaf)]
+    for field, count in (floors or {}).items():
+        columns[field] = unknown_where(columns[field], columns[count])
     columns.update(layer=order, label=[path.rpartition("/")[2] for path in order], depth=depth, leaf=leaf)
     return {"length": len(order), "columns": columns}
+
+
+def unknown_where(sums: Sequence[Any], unknown: Sequence[Any]) -> List[Any]:
+    """Sums of known figures, None where nothing known adds to one and ``unknown`` counts
+    figures left out: unknown, never 0."""
+    return [None if not total and missing else total for total, missing in zip(sums, unknown)]
 
 
 def appended(table: Dict[str, Any], rows: List[Dict[str, Any]]) -> Dict[str, Any]:
