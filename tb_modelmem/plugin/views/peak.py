@@ -30,8 +30,10 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
     What was allocated before the window is the run's weights, non-trainable state and
     optimizer slots (from the breakdown) as far as they go, the rest ``unattributed``. A
     TF2 profile's count includes that resident memory; RunMetadata counts only the step's
-    own allocations, so the breakdown's bytes come on top of its peak. A part the data
-    cannot give is None, with the reason in ``unknown``.
+    own allocations, so the breakdown's bytes come on top of its peak. A profile of large
+    allocations only (``_state_whole``) counts none of the small variables: the breakdown's
+    are there whole, the total past the count where it must be. A part the data cannot give
+    is None, with the reason in ``unknown``.
     """
     if trace.allocations == "none":  # no allocator event: nothing about the peak is known
         reason = trace.allocations_note or "the trace recorded no allocation events"
@@ -60,6 +62,13 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
                 unknown[category] = "no variable breakdown in this run: record one to split the resident memory"
             parts.update({k: v for k, v in in_window_state.items() if v})
             parts[UNATTRIBUTED] = resident
+        elif _state_whole(trace):
+            # The allocator's count misses the small variables (TensorFlow's default CPU allocator):
+            # the breakdown's state is resident whole, on top of what the count says it holds.
+            for category in RESIDENT_CATEGORIES:
+                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
+            parts[UNATTRIBUTED] = max(resident - sum(resident_parts.values()), 0)
+            total = seen + sum(resident_parts.values()) + parts[UNATTRIBUTED]
         else:
             left = resident
             for category in RESIDENT_CATEGORIES:
@@ -85,6 +94,13 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
     parts["unknown"] = unknown
     parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
     return parts
+
+
+def _state_whole(trace: OpTrace) -> bool:
+    """Whether the resident state counts whole, whatever the allocator's count: a profile that
+    recorded only large allocations (TensorFlow's default CPU allocator) counts no small variable,
+    so its count is no bound on the variables a breakdown says are there (they never change)."""
+    return trace.counts_resident and trace.allocations == "large"
 
 
 def _resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
@@ -117,7 +133,9 @@ def _resident_category(role: str, owned_by_a_layer: bool) -> str:
 
 def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     """Each category's bytes in use at every timeline point; they add up to the point's total
-    (RunMetadata: the step's bytes plus the breakdown's, constant)."""
+    (RunMetadata: the step's bytes plus the breakdown's, constant). Where only large allocations
+    were recorded, the variables are constant at the breakdown's bytes and the bands add up to
+    at least the allocator's count (``_state_whole``)."""
     t = trace.timeline
     n = len(t.t_us)
     by_category: Dict[str, List[float]] = {}
@@ -128,9 +146,14 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
         constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
     rest = []
+    whole = _state_whole(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
     for i in range(n):
         counted = sum(v[i] for v in in_window.values())
-        if trace.counts_resident:
+        if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
+            for c in RESIDENT_CATEGORIES:
+                by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
+            rest.append(max(t.bytes[i] - counted - sum(constants.values()), 0.0))
+        elif trace.counts_resident:
             resident = max(t.bytes[i] - counted, 0.0)
             left = resident
             for c in RESIDENT_CATEGORIES:
