@@ -24,7 +24,7 @@ from werkzeug import wrappers
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.plugin.sources import LISTING_SECONDS, MAX_NAME, Item, Located, Source
 from tb_modelmem.plugin.sources.model_info import RunModel
-from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileSource
+from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileLocated, ProfileSource
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
@@ -215,6 +215,8 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 view = self.store.get(view_key, lambda job: _built(BreakdownView, record))
             elif isinstance(record, OpTrace):
                 breakdown, extra = self._breakdown_for(ctx, experiment, item, located, query) if joined else (None, {})
+                if isinstance(located, ProfileLocated):  # where its shapes come from, or why none
+                    extra["graph"] = located.graph
                 view_key = ("view", breakdown[0] if breakdown else None) + view_key
                 view = self.store.get(view_key, lambda job: _built(
                     TraceView, record, breakdown[1] if breakdown else None))

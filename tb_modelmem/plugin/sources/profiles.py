@@ -11,6 +11,7 @@ query names a run, a session and a host.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import threading
@@ -22,8 +23,9 @@ from tensorboard.compat.tensorflow_stub.io import gfile
 from tb_modelmem import proto
 from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error
-from tb_modelmem.plugin.sources.model_info import RunModel
+from tb_modelmem.plugin.sources.model_info import RUN_GRAPH, RunModel
 from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.readers.graph_info import GraphInfo
 from tb_modelmem.readers.memory_profile import reduce_memory_profile
 from tb_modelmem.readers.xspace import reduce_xspace
 from tb_modelmem.schema import metadata
@@ -34,6 +36,13 @@ XPLANE, MEMORY_PROFILE = ".xplane.pb", ".memory_profile.json.gz"
 DEFAULT_MAX_PROFILE_BYTES = 1024 * 2**20  # --modelmem_max_profile_mb
 PROFILE_DIR = ("plugins", "profile")
 STEP_MATCH_SECONDS = 300  # a trace_export this close to a session's files says which step it covered
+
+
+@dataclasses.dataclass
+class ProfileLocated(Located):
+    """A profile session's host, with what the run says of the step's graphs (``graph_state``)."""
+
+    graph: Optional[Dict[str, Any]] = None
 
 
 class ProfileSource(Source):
@@ -104,7 +113,8 @@ class ProfileSource(Source):
                 raise UnreadableError(
                     f"{where}: not a readable profile ({type(e).__name__}: {first_line(e)})") from None
 
-        return Located(key, trace[1] if trace else None, mtime, size, build)
+        return ProfileLocated(key, trace[1] if trace else None, mtime, size, build,
+                              graph_state(trace[0] if trace else None, graphs, graph_stamp))
 
     def _listing(self) -> Dict[Tuple[str, str], Dict[str, str]]:
         """Profile files under the log dir, re-listed at most once per reload interval."""
@@ -149,6 +159,24 @@ class ProfileSource(Source):
             if distance <= STEP_MATCH_SECONDS and (best is None or distance < best[0]):
                 best = (distance, tag, step)
         return (best[1], best[2]) if best else None
+
+
+def graph_state(tag: Optional[str], graphs: Optional[GraphInfo], stamp: Any) -> Dict[str, Any]:
+    """Where a profile's op shapes and dataflow come from: ``{"tag", "source", "graphs", "note"}``,
+    the note saying why there are none (output bytes are then known only where the allocator
+    measured them, and ops reach a layer by their names only)."""
+    read = {entry[0] for entry in stamp or ()}
+    count = len(graphs.graphs) if graphs is not None else 0
+    source = tag if tag in read else RUN_GRAPH if RUN_GRAPH in read else None
+    note = ""
+    if not count:
+        where = ("no graph_run_metadata_graph tag was written with this profile" if tag is None else
+                 f"the run's {tag!r} graph_run_metadata_graph holds no graph (TensorFlow's trace_export keeps only "
+                 "the functions traced while it was on: Keras traced its step before profile_batch began) "
+                 "and the run has no run graph")
+        note = (f"{where}: output bytes are known only where the allocator recorded them, and ops are placed "
+                "on layers by their names alone")
+    return {"tag": tag, "source": source, "graphs": count, "note": note}
 
 
 def _hosts(directory: str, files: List[str]) -> Dict[str, str]:
