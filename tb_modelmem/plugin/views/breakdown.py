@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.pager import Pager
 from tb_modelmem.plugin.views.trees import layer_tree
@@ -53,11 +53,58 @@ class BreakdownView:
         record = self.record
         return {
             "source": record.source, "model_name": record.model_name, "optimizer": record.optimizer,
+            "optimizer_summary": optimizer_summary(record.optimizer),
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
             "total_params": self.total_params,
             "layers": self.layer_table,
         }
+
+
+MAX_SUMMARY_TEXT = 2000  # characters of an optimizer's one-line summary
+
+
+def optimizer_summary(optimizer: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """What a breakdown's optimizer config says, readable where its raw JSON is not (a
+    LossScaleOptimizer holds its inner optimizer as a serialized object): ``{"text",
+    "optimizers"}``, each optimizer ``{"name", "class_name", "settings", "nested", "text"}``,
+    its settings the config's plain values and ``nested`` the serialized objects it holds (a
+    wrapped optimizer, a learning-rate schedule) summarised alike. Several optimizers (a GAN's)
+    are one entry each; None without a config."""
+    if not isinstance(optimizer, dict) or not isinstance(optimizer.get("class_name"), str):
+        return None
+    config = optimizer.get("config")
+    if isinstance(config, dict) and config and all(map(_serialized, config.values())):  # several, by name
+        parts = [dict(_described(value), name=name) for name, value in config.items()]
+        text = "; ".join(f"{part['name']}: {part['text']}" for part in parts)
+    else:
+        parts = [_described(optimizer)]
+        text = parts[0]["text"]
+    return {"text": text[:MAX_SUMMARY_TEXT], "optimizers": parts}
+
+
+def _serialized(value: Any) -> bool:
+    """A Keras serialized object (``{"class_name", "config"}``): an optimizer, a schedule."""
+    return isinstance(value, dict) and isinstance(value.get("class_name"), str) and "config" in value
+
+
+def _described(entry: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
+    config = entry.get("config")
+    config = config if isinstance(config, dict) else {}
+    name = config.get("name")
+    settings = {key: value for key, value in config.items()
+                if key != "name" and value is not None and isinstance(value, (bool, int, float, str))}
+    nested = {key: _described(value, depth + 1) for key, value in config.items()
+              if _serialized(value) and depth < 8}
+    text = f"{entry['class_name']}({', '.join(f'{key}={_shown(value)}' for key, value in settings.items())})"
+    text += "".join(f"; {key}: {part['text']}" for key, part in nested.items())
+    return {"name": name if isinstance(name, str) else "", "class_name": entry["class_name"], "settings": settings,
+            "nested": nested, "text": text[:MAX_SUMMARY_TEXT]}
+
+
+def _shown(value: Any) -> str:
+    """A setting as the summary writes it: a float32 learning rate as 0.001, not 0.0010000000474974513."""
+    return format(value, ".7g") if isinstance(value, float) else repr(value)
 
 
 def loadbench_view(record: LoadBench) -> Dict[str, Any]:
