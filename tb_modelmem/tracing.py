@@ -149,7 +149,8 @@ class Trace:
         ran = xspace.functions_run(space)
         guessed = reading.graph if reading is not None else None
         graph = guessed[1] if guessed is not None and guessed[0] == ran else self._graph_info(variables, ran)
-        return xspace.reduce_xspace(space, graph, self.batch_size, vocabulary)
+        shapes = {tuple(int(d) for d in v.shape) for v in variables if None not in tuple(v.shape)}
+        return xspace.reduce_xspace(space, graph, self.batch_size, vocabulary, shapes)
 
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
         """``_read_model``, warning (and naming no layers) when it cannot."""

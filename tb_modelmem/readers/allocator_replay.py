@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set
+from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
@@ -89,13 +89,20 @@ class _Live:
     batch: bool = False
 
 
-def carries_batch(shape: str, batch: Optional[int]) -> bool:
+def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
     """Whether a buffer of ``shape`` ("[32,28,28,32]") holds one slice per sample of a ``batch``: its
-    first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch)."""
+    first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch).
+    Given the model's ``weights`` shapes, also a first dimension that is a multiple of the batch (a
+    sequence model's [batch x time, units]) in a buffer shaped like no weight (nor its transpose)."""
     if not batch or not shape.startswith("[") or ";" in shape:
         return False
-    dims = shape[1:-1].split(",")
-    return len(dims) >= 2 and dims[0] == str(batch)
+    texts = shape[1:-1].split(",")
+    if len(texts) < 2 or not all(t.isdigit() for t in texts):
+        return False
+    dims = tuple(map(int, texts))
+    if dims[0] == batch:
+        return True
+    return bool(weights) and dims[0] % batch == 0 and dims not in weights and dims[::-1] not in weights
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.readers.allocator_replay import Event, carries_batch, step_category
 from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
@@ -134,7 +134,8 @@ def uses_command_buffers(events: Iterable[XlaEvent]) -> bool:
 
 def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                            describe: Callable[[Program, Optional[LiveBuffer]], Tuple[str, str]],
-                           batch: Optional[int] = None) -> List[Event]:
+                           batch: Optional[int] = None,
+                           weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
     """``events`` with each allocation of a program's temp allocation (and its free) replaced by
     one event per buffer live in it at its peak, and one for the bytes no buffer holds then
     (packing, the allocator's rounding), so the replay's peak splits by buffer.
@@ -160,7 +161,7 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                 parts.append(dataclasses.replace(
                     event, delta=buffer.bytes, key=(event.key, i), op=op, category=category, shape=shape,
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
-                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch)))
+                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch, weights)))
             slack = event.delta - peak.live_bytes
             if slack > 0:
                 parts.append(dataclasses.replace(event, delta=slack, key=(event.key, "slack"), op="",

@@ -22,7 +22,7 @@ from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Se
 
 from tb_modelmem import proto
 from tb_modelmem.readers import hlo, xla
-from tb_modelmem.readers.allocator_replay import Event, headline_allocators, replay, step_category
+from tb_modelmem.readers.allocator_replay import Event, carries_batch, headline_allocators, replay, step_category
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
@@ -79,7 +79,8 @@ def functions_run(xspace: Any) -> Set[str]:
 
 
 def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Optional[int] = None,
-                  vocabulary: Optional[Vocabulary] = None) -> OpTrace:
+                  vocabulary: Optional[Vocabulary] = None,
+                  weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset()) -> OpTrace:
     """Per-op table, memory over time and at the peak, of the steps in ``xspace``.
 
     ``graph`` (``capture.opgraph.graph_info``) fills in output bytes the allocator did not
@@ -151,13 +152,15 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     origin_ps = min([c.first_ps for c in calls.values()] + [m.time_ps for m in memory]
                     + [e.start_ps for e in xla_events], default=0)
     measured = _measured_outputs(memory)
-    batch = batch_size or _batch_seen(measured, graph.outputs)
+    batch = batch_size or _batch_seen(measured, graph.outputs) or _input_batch(measured, graph.outputs)
     ops = _op_table(calls.values(), measured, graph, batch, joiner, step)
+    batch = batch or (step.batch_size() if step else None)
     pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
     input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
-    events = _events(memory, joiner, input_sizes, pipeline=pipeline)
+    events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes)
     if step is not None:
-        events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b))
+        events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
+                                            weight_shapes)
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
     allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
@@ -166,7 +169,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                    counts_resident=True, peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
                    allocations=allocations, allocations_note=note, allocators=replayed.allocators,
                    layers=list(joiner.vocabulary.layers), xla=step.summary() if step else None,
-                   resident=step.resident() if step else {})
+                   resident=step.resident() if step else {}, batch_size=batch)
 
 
 @dataclasses.dataclass
@@ -401,6 +404,20 @@ def _batch_seen(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputS
     return None
 
 
+def _input_batch(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
+    """The batch size of the profiled steps, from the step's input (the iterator's first output): its
+    measured shape, else the shape its graph traced it with."""
+    for name in sorted(filter(_is_iterator_output, set(measured) | set(graph))):
+        m = measured.get(name)
+        seen = m.shapes[0].strip("[]").split(",") if m and m.shapes else []
+        if len(seen) >= 2 and seen[0].isdigit():
+            return int(seen[0])
+        specs = node_entry((graph,), name)
+        if specs and specs[0][0] and len(specs[0][0]) >= 2 and specs[0][0][0]:
+            return specs[0][0][0]
+    return None
+
+
 def _at_batch(dims: Dims, batch: Optional[int]) -> Dims:
     if dims and dims[0] is None and batch:
         return (batch,) + tuple(dims[1:])
@@ -443,7 +460,8 @@ def _is_iterator_output(name: str) -> bool:
 
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset(),
-            pipeline: AbstractSet[str] = frozenset()) -> List[Event]:
+            batch: Optional[int] = None, pipeline: AbstractSet[str] = frozenset(),
+            weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
     """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input, and
@@ -470,8 +488,10 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
                               else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
+            event.batch = event.category == INPUTS or carries_batch(event.shape, batch, weight_shapes)
         elif requested in input_sizes:
             event.category = INPUTS  # read only if it was allocated before the window
+            event.batch = True
         out.append(event)
     return out
 

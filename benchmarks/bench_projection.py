@@ -1,0 +1,78 @@
+"""How far the What-if projection is from the peak real runs measure (issue 28), beside a formula estimate.
+
+For each model (seed 002's LeNet, keras-io's transformer, MobileNetV2 96x96 with weights=None), Adam,
+TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation recorded), ``tests/projection_run.py`` trains and
+profiles one step at the base batch and at 2x, 4x and 8x, ``--repeats`` runs each in fresh processes
+(the executor's order moves a step's peak from run to run). The base run's trace is projected to each
+larger batch (``tb_modelmem.estimate``) and compared with the median measured peak there; so is the
+formula estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Adam in float32,
+weights + gradients + two slots, activations ignored).
+
+    python -m benchmarks.bench_projection [--models lenet transformer mobilenet] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16}
+
+
+def run(folder: str, model: str, batch: int) -> Dict[str, int]:
+    """One run in a fresh process: its measured peak and Keras' own figures."""
+    truth = os.path.join(folder, "truth.json")
+    subprocess.run([sys.executable, "-m", "tests.projection_run", folder, model, str(batch), "--truth", truth],
+                   cwd=ROOT, check=True, capture_output=True, timeout=1200,
+                   env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+    from tb_modelmem.readers.logdir import read_run
+
+    with open(truth) as f:
+        found = json.load(f)
+    found["peak"] = read_run(folder).trace.peak_bytes
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(BASE))
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    import tb_modelmem
+
+    rows: List[str] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for model in args.models:
+            base = BASE[model]
+            runs = {b: [run(os.path.join(scratch, f"{model}_{b}_{r}"), model, b) for r in range(args.repeats)]
+                    for b in (base, 2 * base, 4 * base, 8 * base)}
+            params = runs[base][0]["params"]
+            formula = 16 * params
+            base_peaks = [r["peak"] for r in runs[base]]
+            for i, source in enumerate(runs[base]):
+                folder = os.path.join(scratch, f"{model}_{base}_{i}")
+                for batch, measured in runs.items():
+                    peaks = [r["peak"] for r in measured]
+                    median = statistics.median(peaks)
+                    projected = tb_modelmem.estimate(folder, batch=batch)["peak_bytes"]
+                    error = (projected - median) / median
+                    rows.append(f"{model:<12} {base:>5} {batch:>6} {source['peak'] / 2**20:>10.1f} "
+                                f"{projected / 2**20:>10.1f} {median / 2**20:>10.1f} "
+                                f"({min(peaks) / 2**20:.1f}-{max(peaks) / 2**20:.1f}) {100 * error:>+7.1f}% "
+                                f"{formula / 2**20:>9.1f} {100 * (formula - median) / median:>+7.1f}%")
+            print(f"# {model}: {params:,} params; base-batch peaks {[round(p / 2**20, 1) for p in base_peaks]} MiB",
+                  flush=True)
+    print(f"{'model':<12} {'from':>5} {'batch':>6} {'traced MiB':>10} {'projected':>10} {'measured':>10} "
+          f"{'(range)':>14} {'error':>8} {'formula':>9} {'error':>8}")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
