@@ -127,3 +127,25 @@ def test_paging_a_table_asks_the_data_provider_for_its_steps_once_per_listing(se
     clock[0] += sources.LISTING_SECONDS  # a new step would show now
     served.json("/variables", run="sgd", tag="storage")
     assert len(reads) == 2
+
+
+def test_a_layer_shared_by_two_parents_is_counted_once_above_them(tmp_path):
+    """One Dense in two towers of one model: Keras counts it in each tower's count_params() and once in
+    the model's. The Storage tree's root counts it once; each tower's row counts what it owns, and what
+    it shares with the other tower is ``shared_params``, so the two add up to Keras' count per tower."""
+    shared = keras.layers.Dense(8, name="shared")
+    inputs = keras.Input((4,))
+    tower_a = keras.Sequential([keras.Input((4,)), shared, keras.layers.Dense(2, name="head_a")], name="tower_a")
+    tower_b = keras.Sequential([keras.Input((4,)), shared, keras.layers.Dense(3, name="head_b")], name="tower_b")
+    model = keras.Model(inputs, [tower_a(inputs), tower_b(inputs)], name="two_towers")
+    with tf.summary.create_file_writer(str(tmp_path)).as_default():
+        assert summary.variables("storage", model=model, step=0)
+    body = Served(str(tmp_path)).json("/breakdown", run=".", tag="storage")
+    rows = {row["layer"]: row for row in layer_rows(body)}
+    assert body["total_params"] == rows["two_towers"]["params"] == model.count_params()
+    assert rows["two_towers"]["bytes"]["weight"] == sum(w.numpy().nbytes for w in model.weights)
+    for tower in (tower_a, tower_b):
+        row = rows[f"two_towers/{tower.name}"]
+        assert row["params"] + row["shared_params"] == tower.count_params(), row
+    assert rows["two_towers/tower_a"]["params"] + rows["two_towers/tower_b"]["params"] == model.count_params()
+    assert rows["two_towers/tower_b/shared"]["params"] == shared.count_params()  # the layer's own count, shown
