@@ -18,6 +18,7 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
+from tb_modelmem.rules.projection import POLICIES
 from tb_modelmem.rules.rollup import layer_rollup
 from tb_modelmem.schema.names import ROLES
 from tb_modelmem.schema.records import Breakdown, bytes_by_role
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
     est.add_argument("--batch", type=int, help="the global batch size (split over --replicas)")
     est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum")
-    est.add_argument("--policy", help="float32, mixed_float16 or mixed_bfloat16")
+    est.add_argument("--policy", choices=list(POLICIES),
+                     help="the Keras mixed-precision policy")
     est.add_argument("--replicas", type=int, default=1, help="data-parallel devices, each with the whole state")
     est.add_argument("--budget", help="a device's memory (16GiB): also find the largest batch that fits")
     est.add_argument("--json", action="store_true", help="print one JSON object (peak_bytes, by_category, ...)")
@@ -151,8 +153,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def format_estimate(result: Dict[str, Any]) -> str:
     """Terminal report of a projection: each category traced and projected, how, and the peak."""
-    def size(n: Optional[int]) -> str:
-        return "unknown" if n is None else f"{n:,}"
+    def size(n: Optional[int], unit: str = "") -> str:
+        return "unknown" if n is None else f"{n:,}{unit}"
 
     traced = result["traced"]
     out = [f"{result['run']}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
@@ -163,18 +165,18 @@ def format_estimate(result: Dict[str, Any]) -> str:
     out += [""] + [f"{b['category']}: {b['formula']}" for b in result["basis"]]
     peak = result["peak_bytes"]
     per = result["batch_per_replica"]
-    out += ["", f"projected peak: {size(peak)} B" + (f" ({peak / 2**20:,.1f} MiB)" if peak is not None else "")
+    out += ["", f"projected peak: {size(peak, ' B')}" + (f" ({peak / 2**20:,.1f} MiB)" if peak is not None else "")
             + (f" per device, batch {per} on each of {result['replicas']}" if result["replicas"] > 1 else
                f" at batch {per}" if per else "")
-            + f"; traced: {size(traced.get('peak_bytes'))} B at batch {traced.get('batch') or 'unknown'}"]
+            + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"]
     if result.get("peak_moved"):
         out.append("the projected peak falls at another moment of the step than the traced one")
     for category, reason in result["unknown"].items():
         out.append(f"unknown {category}: {reason}")
     if "largest_batch" in result:
-        found = result["largest_batch"]
+        found, note = result["largest_batch"], result.get("largest_batch_note")
         out.append(f"largest batch within {result['budget_bytes']:,} B: "
-                   + ("unknown (the peak cannot be projected)" if found is None else f"{found:,}"))
+                   + ("none" if found is None else f"{found:,}") + (f" ({note})" if note else ""))
     return "\n".join(out)
 
 

@@ -14,8 +14,9 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
              policy: Optional[str] = None, replicas: int = 1,
              budget: Union[None, int, str] = None) -> Dict[str, Any]:
     """The projection of ``run``'s traced step (``rules.projection.project``): ``{"peak_bytes",
-    "by_category", "basis", "unknown", ...}``, plus ``"largest_batch"`` when a ``budget`` (bytes, or
-    text such as "16GiB") is given. ValueError for a bad argument or a log dir with no traced step."""
+    "by_category", "basis", "unknown", ...}``, plus ``"largest_batch"`` and ``"largest_batch_note"``
+    (why there is none) when a ``budget`` (bytes, or text such as "16GiB") is given.
+    ValueError for a bad argument or a log dir with no traced step."""
     what = WhatIf(batch, optimizer, policy, replicas)
     what.check()
     budget_bytes = parse_size(budget) if budget is not None else None
@@ -24,5 +25,6 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
     result.update(run=logged.run, trace=logged.source, breakdown=logged.breakdown_source or None)
     if budget_bytes is not None:
         result["budget_bytes"] = budget_bytes
-        result["largest_batch"] = largest_batch(logged.trace, logged.breakdown, what, budget_bytes)
+        result["largest_batch"], result["largest_batch_note"] = largest_batch(
+            logged.trace, logged.breakdown, what, budget_bytes)
     return result

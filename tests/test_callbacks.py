@@ -284,7 +284,8 @@ def test_a_profiler_already_running_is_said_where_the_ops_would_be(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history = model.fit(X, Y, batch_size=2, epochs=2, verbose=0, callbacks=[
-            keras.callbacks.TensorBoard(str(tmp_path), profile_batch=2), MemoryCallback(str(tmp_path), profile_steps=2)])
+            keras.callbacks.TensorBoard(str(tmp_path), profile_batch=2),
+            MemoryCallback(str(tmp_path), profile_steps=2)])
     assert len(history.history["loss"]) == 2  # training went on
     assert any("could not start the profiler" in str(w.message) for w in caught)  # stderr still says it
     ((step, record),) = [(step, rec) for step, tag, rec in written(str(tmp_path / "train")) if tag == "ops"]

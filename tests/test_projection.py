@@ -121,8 +121,8 @@ def test_the_largest_batch_under_a_budget(traced):
     logdir, _ = traced
     logged = read_run(logdir)
     budget = 300 * 2**20
-    found = largest_batch(logged.trace, logged.breakdown, WhatIf(), budget)
-    assert found and found > 32
+    found, note = largest_batch(logged.trace, logged.breakdown, WhatIf(), budget)
+    assert found and found > 32 and note == ""
     assert project(logged.trace, logged.breakdown, WhatIf(batch=found))["peak_bytes"] <= budget
     assert project(logged.trace, logged.breakdown, WhatIf(batch=found + 1))["peak_bytes"] > budget
     assert tb_modelmem.estimate(logdir, budget="300MiB")["largest_batch"] == found
@@ -158,4 +158,34 @@ def test_the_command_line_gives_the_same_numbers(traced):
     assert table.returncode == 0 and "largest batch within 314,572,800 B" in table.stdout
     bad = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--policy", "float8"],
                          capture_output=True, text=True, env=env, timeout=120)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "policy" in bad.stderr
+    assert bad.returncode == 2 and "--policy: invalid choice: 'float8'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_mixed_float16_run_keeps_its_loss_scale_state_under_another_optimizer(tmp_path):
+    """A run traced under mixed_float16 (LossScaleOptimizer around Adam): asking for SGD with momentum
+    keeps the wrapper's state and drops Adam's, as Keras builds them; asking for float32 drops the wrapper."""
+    logdir = str(tmp_path / "lenet_mixed")
+    truth = _run(logdir, 16, "--policy", "mixed_float16")
+    traced = tb_modelmem.estimate(logdir)
+    assert traced["traced"]["optimizer"] == "Adam in LossScaleOptimizer"
+    assert traced["traced"]["policy"] != "float32"  # its activations are float16
+    assert traced["by_category"]["optimizer_slots"] == truth["optimizer_slots"]
+    momentum = tb_modelmem.estimate(logdir, optimizer="momentum")
+    real = _real_optimizer_bytes("momentum", "mixed_float16")
+    assert momentum["by_category"]["optimizer_slots"] == real["slots"]
+    assert momentum["by_category"]["other_state"] == real["scalars"]
+    plain = tb_modelmem.estimate(logdir, policy="float32")
+    assert plain["by_category"]["other_state"] == _real_optimizer_bytes("Adam")["scalars"]
+    assert plain["by_category"]["activations"] > traced["by_category"]["activations"]
+
+
+def test_without_a_breakdown_the_state_stays_counted_whole(traced):
+    """No variable breakdown: a new batch still projects (the variables are in what was in use before
+    the step, unsplit); a new optimizer cannot (its slots need the weights' shapes)."""
+    logdir, _ = traced
+    logged = read_run(logdir)
+    with_state = project(logged.trace, logged.breakdown, WhatIf(batch=64))
+    without = project(logged.trace, None, WhatIf(batch=64))
+    assert without["peak_bytes"] == with_state["peak_bytes"]
+    assert without["by_category"]["weights"] is None and "unattributed" in without["unknown"]["weights"]
+    assert without["by_category"]["unattributed"] >= with_state["by_category"]["weights"]

@@ -92,17 +92,17 @@ class _Live:
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
     """Whether a buffer of ``shape`` ("[32,28,28,32]") holds one slice per sample of a ``batch``: its
     first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch).
-    Given the model's ``weights`` shapes, also a first dimension that is a multiple of the batch (a
-    sequence model's [batch x time, units]) in a buffer shaped like no weight (nor its transpose)."""
+    Given the model's ``weights`` shapes: never a buffer shaped like a weight (nor its transpose), and
+    also a first dimension that is a multiple of the batch (a sequence model's [batch x time, units])."""
     if not batch or not shape.startswith("[") or ";" in shape:
         return False
     texts = shape[1:-1].split(",")
     if len(texts) < 2 or not all(t.isdigit() for t in texts):
         return False
     dims = tuple(map(int, texts))
-    if dims[0] == batch:
-        return True
-    return bool(weights) and dims[0] % batch == 0 and dims not in weights and dims[::-1] not in weights
+    if dims in weights or dims[::-1] in weights:
+        return False  # a weight's gradient or update, whatever its first dimension
+    return dims[0] == batch or (bool(weights) and dims[0] % batch == 0)
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:

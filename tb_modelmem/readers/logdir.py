@@ -3,8 +3,9 @@
 
 Runs are named as TensorBoard names them (the folder under the log dir: "train", "." for the log dir
 itself). The step is the run's newest op trace written by tb_modelmem, else its newest profile session
-(``<run>/plugins/profile/<session>/*.xplane.pb``), reduced here; the breakdown is the run's one written
-nearest that step.
+(``<run>/plugins/profile/<session>/<host>.xplane.pb``: its first host, as the tab shows it first),
+reduced here; the breakdown is the run's one written nearest that step. Only the asked run's files
+are read.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import dataclasses
 import glob
 import os
 import struct
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from tensorboard.compat.proto import event_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
+from tb_modelmem.messages import first_line
 from tb_modelmem.readers import xspace
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -48,7 +50,11 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     when the log dir has no such run, no traced step, or several runs to choose from."""
     if not os.path.isdir(logdir):
         raise ValueError(f"{logdir}: no such log dir")
-    runs = _runs(logdir)
+    if run is not None:
+        run = os.path.normpath(run)  # "./train", "train/" name the run "train"
+        if os.path.isabs(run) or run.split(os.sep)[0] == "..":
+            raise ValueError(f"run {run!r}: expected a run under {logdir} (such as 'train', or '.')")
+    runs = _runs(logdir, run)
     traced = sorted(name for name, (summaries, sessions) in runs.items()
                     if sessions or any(s.kind == metadata.OPS for s in summaries))
     if run is None:
@@ -63,28 +69,40 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     ops = [s for s in summaries if s.kind == metadata.OPS]
     if ops:
         newest = max(ops, key=lambda s: (s.wall_time, s.step))
-        record = payload.decode(newest.blob)
-        assert isinstance(record, OpTrace)
+        record = _decode(newest, run, OpTrace)
         trace, source, step = record, f"{newest.tag} step {newest.step}", newest.step
     else:
         session = max(sessions)
-        trace = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
-        source, step = f"profile {session}", None
+        trace, host = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
+        source, step = f"profile {session} host {host}", None
     breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
     if not breakdowns:
         return Logged(run, trace, source, None, "")
     nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
-    record = payload.decode(nearest.blob)
-    assert isinstance(record, Breakdown)
-    return Logged(run, trace, source, record, f"{nearest.tag} step {nearest.step}")
+    return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
 
 
-def _runs(logdir: str) -> Dict[str, Tuple[List[_Summary], List[str]]]:
-    """Run -> (its tb_modelmem summaries, its profile sessions)."""
+def _decode(summary: _Summary, run: str, kind: type) -> Any:
+    """The summary's record; ValueError naming it when it cannot be read (corrupt, a future version)."""
+    try:
+        record = payload.decode(summary.blob)
+    except Exception as e:
+        raise ValueError(f"run {run!r}, {summary.tag} step {summary.step}: {first_line(e)}") from None
+    if not isinstance(record, kind):
+        raise ValueError(f"run {run!r}, {summary.tag} step {summary.step}: not a {kind.__name__}")
+    return record
+
+
+def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, Tuple[List[_Summary], List[str]]]:
+    """Run -> (its tb_modelmem summaries, its profile sessions); ``only``: that run's alone."""
     found: Dict[str, Tuple[List[_Summary], List[str]]] = {}
-    for folder, subfolders, files in os.walk(logdir):
+    for folder, subfolders, files in os.walk(os.path.join(logdir, only) if only else logdir):
         subfolders.sort()
         run = os.path.relpath(folder, logdir)
+        inside = os.path.relpath(folder, os.path.join(logdir, only or "."))
+        if only and run != only and inside != "plugins" and not inside.startswith("plugins" + os.sep):
+            subfolders.clear()  # another run's folder
+            continue
         if os.path.basename(folder) == "profile" and os.path.basename(os.path.dirname(folder)) == "plugins":
             owner = os.path.relpath(os.path.dirname(os.path.dirname(folder)), logdir)
             sessions = [s for s in subfolders if glob.glob(os.path.join(folder, s, "*.xplane.pb"))]
@@ -123,9 +141,11 @@ def _events(path: str) -> Iterator[event_pb2.Event]:
             yield event_pb2.Event.FromString(data)
 
 
-def _reduce_session(folder: str) -> OpTrace:
-    paths = sorted(glob.glob(os.path.join(folder, "*.xplane.pb")))
-    space = xspace.load_xspace(paths[0])
-    for path in paths[1:]:  # one file per host
-        space.MergeFrom(xspace.load_xspace(path))
-    return xspace.reduce_xspace(space)
+def _reduce_session(folder: str) -> Tuple[OpTrace, str]:
+    """The session's first host's step, and the host; ValueError naming a file that is no profile."""
+    path = sorted(glob.glob(os.path.join(folder, "*.xplane.pb")))[0]
+    try:
+        space = xspace.load_xspace(path)
+        return xspace.reduce_xspace(space), os.path.basename(path)[:-len(".xplane.pb")]
+    except Exception as e:  # a truncated or foreign file
+        raise ValueError(f"{path}: not a readable profile ({type(e).__name__}: {first_line(e)})") from None

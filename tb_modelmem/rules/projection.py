@@ -18,11 +18,11 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
+from tb_modelmem.rules.join import Vocabulary
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
     BEFORE_WINDOW,
     GRADIENTS,
-    NON_TRAINABLE,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
@@ -76,59 +76,64 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     """The projected peak of one device: ``{"peak_bytes", "by_category", "basis": [lines], "unknown":
     {category: reason}, "traced": {...}, "peak_moved", "batch_per_replica"}`` (bytes None: unknown)."""
     what.check()
-    state = _State.of(breakdown)
+    state = _State.of(breakdown, trace)
     unknown: Dict[str, str] = {}
+    unsplit: List[str] = []  # categories unknown apart, their bytes counted whole in "unattributed"
     basis: List[Dict[str, Any]] = []
     traced_batch = trace.batch_size
     per_replica = math.ceil((what.batch or (traced_batch or 0) * what.replicas) / what.replicas) or None
-    scale = None
-    if traced_batch and per_replica:
-        scale = per_replica / traced_batch
-    elif what.batch is not None or what.replicas > 1:
-        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "the trace does not say its batch size (or which of "
-                                     "its buffers carry it): trace the step again with this tb_modelmem"))
     traced_size = _traced_compute_bytes(trace)
-    size = POLICIES[what.policy] if what.policy else traced_size
-    dtype_factor = size / traced_size
-    projected_state = state.projected(what, basis, unknown)
-    series = _step_series(trace, scale, dtype_factor, state, projected_state, basis, unknown)
+    dtype_factor = (POLICIES[what.policy] if what.policy else traced_size) / traced_size
+    scale = per_replica / traced_batch if traced_batch and per_replica else None
+    changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0
+    if changes_step and scale is None:
+        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "the trace does not say its batch size: trace the "
+                                     "step again with this tb_modelmem, or pass batch_size to the trace"))
+    elif changes_step and not any(any(v) for v in trace.timeline.batch_by_category.values()):
+        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "no buffer of this trace is known to carry the batch "
+                                     "(the profile recorded no shapes, or an older trace)"))
+    projected_state = state.projected(what, basis, unknown, unsplit)
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
-        return _unknown_peak(reason, basis, projected_state)
+        return _unknown_peak(reason, basis, projected_state, unknown, what)
+    series = _step_series(trace, scale or 1.0, dtype_factor, state, projected_state, basis)
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
     traced_index = max(range(len(trace.timeline.bytes)), key=trace.timeline.bytes.__getitem__)
     by_category: Dict[str, Optional[int]] = {c: int(round(v[peak_index])) for c, v in series.items()}
     by_category.update(dict.fromkeys(unknown))  # what cannot be projected is unknown, never its traced figure
-    peak = None if None in by_category.values() else int(round(totals[peak_index]))
+    peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas,
             "traced": {"batch": traced_batch, "peak_bytes": trace.peak_bytes, "policy": _policy_name(traced_size),
-                       "optimizer": state.optimizer}}
+                       "optimizer": state.optimizer_label()}}
 
 
 def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int,
-                  most: int = 1 << 20) -> Optional[int]:
-    """The largest global batch whose projected peak on each device fits ``budget_bytes`` (a multiple
-    of ``replicas``), 0 if not even one sample per device does, None if the peak cannot be projected."""
-    def fits(per_replica: int) -> Optional[bool]:
-        peak = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))["peak_bytes"]
-        return None if peak is None else peak <= budget_bytes
+                  most: int = 1 << 20) -> Tuple[Optional[int], str]:
+    """(The largest global batch whose projected peak on each device fits ``budget_bytes``, a multiple
+    of ``replicas``; why, where there is none): 0 if not even one sample per device fits, None if the
+    peak cannot be projected or does not grow with the batch up to ``most`` per device."""
+    def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
+        result = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))
+        return (None if result["peak_bytes"] is None else result["peak_bytes"] <= budget_bytes), result
 
-    first = fits(1)
+    first, result = fits(1)
     if first is None:
-        return None
+        reasons = sorted(set(result["unknown"].values()))
+        return None, "the peak cannot be projected: " + "; ".join(reasons)
     if not first:
-        return 0
+        return 0, f"even one sample per device projects to {result['peak_bytes']:,} B"
     low, high = 1, 2
-    while high <= most and fits(high):
+    while high <= most and fits(high)[0]:
         low, high = high, high * 2
-    high = min(high, most + 1)
+    if high > most:
+        return None, f"no bound: the projected peak still fits at {low * what.replicas:,} samples"
     while high - low > 1:  # the peak grows with the batch: the last size that fits
         middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
-    return low * what.replicas
+        low, high = (middle, high) if fits(middle)[0] else (low, middle)
+    return low * what.replicas, ""
 
 
 def parse_size(text: Union[int, str]) -> int:
@@ -153,119 +158,129 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 @dataclasses.dataclass
 class _State:
-    """The run's variables as the breakdown has them, by peak category."""
+    """The run's variables on one device, by peak category: the breakdown's, else the XLA program's
+    parameters the trace read (``OpTrace.resident``), else unknown."""
 
     bytes: Dict[str, int]
     trainable: List[roles.Weight]  # (name, shape, dtype) of each trainable weight, in the breakdown's order
-    optimizer: str  # the traced optimizer's class ("" if the breakdown does not name one)
-    known: bool
+    optimizer: Tuple[str, Tuple[str, ...], str]  # the traced (class, flags, wrapper): roles.optimizer_plan
+    source: str  # "breakdown", "trace" or "" (unknown)
 
     @classmethod
-    def of(cls, breakdown: Optional[Breakdown]) -> "_State":
-        if breakdown is None:
-            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], "", False)
-        columns = breakdown.variables.columns
-        owned = set(breakdown.layers.column("name")) if len(breakdown.layers) else set()
+    def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "_State":
         totals = dict.fromkeys(RESIDENT_CATEGORIES, 0)
+        if breakdown is None:
+            for role, size in (trace.resident or {}).items():
+                totals[roles.peak_category(role, False)] += size
+            return cls(totals, [], ("", (), ""), "trace" if trace.resident else "")
+        columns = breakdown.variables.columns
+        owned = Vocabulary.from_breakdown(breakdown).variable_layer
         trainable: List[roles.Weight] = []
-        for name, layer, shape, dtype, size, role in zip(columns["name"], columns["layer"], columns["shape"],
-                                                         columns["dtype"], columns["bytes"], columns["role"]):
+        for name, shape, dtype, size, role, replicas in zip(columns["name"], columns["shape"], columns["dtype"],
+                                                            columns["bytes"], columns["role"], columns["replicas"]):
+            totals[roles.peak_category(role, name in owned)] += size // max(replicas, 1)  # one device's copy
             if role == WEIGHT:
-                totals[WEIGHTS_CATEGORY] += size
                 trainable.append((name, shape, dtype))
-            elif role == NON_TRAINABLE or (role == OTHER and layer in owned):
-                totals[NON_TRAINABLE_CATEGORY] += size
-            elif role == OPTIMIZER_SLOT:
-                totals[OPTIMIZER_SLOTS_CATEGORY] += size
-            else:
-                totals[OTHER_STATE_CATEGORY] += size
-        optimizer = (breakdown.optimizer or {}).get("class_name", "") if isinstance(breakdown.optimizer, dict) else ""
-        return cls(totals, trainable, optimizer if isinstance(optimizer, str) else "", True)
+        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown")
 
-    def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str]) -> Dict[str, Optional[int]]:
-        """The state's bytes on one device after the change, each with its line in ``basis``."""
+    def optimizer_label(self) -> str:
+        cls, flags, wrapper = self.optimizer
+        return _label(cls, flags, wrapper) if cls else (wrapper or "")
+
+    def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str],
+                  unsplit: List[str]) -> Dict[str, Optional[int]]:
+        """The state's bytes on one device after the change, each with its line in ``basis``; what
+        cannot be told goes in ``unknown`` (and ``unsplit`` when it stays counted as unattributed)."""
         out: Dict[str, Optional[int]] = dict(self.bytes)
-        if not self.known:
+        traced_class, traced_flags, traced_wrapper = self.optimizer
+        wrapper = {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
+        changed = what.optimizer is not None or wrapper != traced_wrapper
+        if not self.source:
+            reason = "no variable breakdown in this run: record one (summary.variables) to see it"
             for category in RESIDENT_CATEGORIES:
                 out[category] = None
-                unknown[category] = "no variable breakdown in this run: record one (summary.variables) to project it"
+                unknown[category] = reason + ("" if changed else "; counted in unattributed")
+            if not changed:
+                unsplit.extend(RESIDENT_CATEGORIES)
             return out
+        source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                               "the run's variables (kept float32 under every Keras policy)"))
-        wrapper = "LossScaleOptimizer" if what.policy == "mixed_float16" else ""
-        if what.optimizer is None and not wrapper:
+                               f"{source} (kept float32 under every Keras policy)"))
+        if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                                   f"the run's {self.optimizer or 'optimizer'} variables"))
+                                   f"{source}: the {self.optimizer_label() or 'optimizer'}'s"))
             return out
-        name = what.optimizer or self.optimizer
         try:
-            cls, flags = _optimizer_class(name)
+            cls, flags = _optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
+            if not cls:
+                raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
+                                 "built-in Keras optimizer")
+            if not self.trainable:
+                raise ValueError("the trainable weights' shapes are not known without a variable breakdown")
         except ValueError as e:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 out[category] = None
-                unknown[category] = f"{e}: its slots are not known"
+                unknown[category] = f"{e}: its state is not known"
             return out
         made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
         slots = sum(_bytes(shape, dtype) for role, _, shape, dtype in made if role == OPTIMIZER_SLOT)
         counters = [name for role, name, _, _ in made if role == OTHER]
-        state = len(counters)
         other = sum(_STATE_BYTES.get(name, _SCALAR_BYTES) for name in counters)
         out[OPTIMIZER_SLOTS_CATEGORY], out[OTHER_STATE_CATEGORY] = slots, other
-        label = f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
+        label = _label(cls, flags, wrapper)
         per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
         basis.append(_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
                            f"{label}'s build() on the {len(self.trainable)} trainable weights: {per_weight:g}x "
                            f"their {_mib(self.bytes[WEIGHTS_CATEGORY])}"))
         basis.append(_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed",
-                           f"{state} counters and rates of {label} ({', '.join(counters)}; int64 counters, float32 "
-                           "rates: TensorFlow's dtypes)"))
+                           f"{len(counters)} counters and rates of {label} ({', '.join(counters)}; int64 counters, "
+                           "float32 rates: TensorFlow's dtypes)"))
         return out
+
+
+def _label(cls: str, flags: Sequence[str], wrapper: str) -> str:
+    return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
 
 
 # --- the step -----------------------------------------------------------------------------------
 
-def _step_series(trace: OpTrace, scale: Optional[float], dtype_factor: float, state: _State,
-                 projected_state: Dict[str, Optional[int]], basis: List[Dict[str, Any]],
-                 unknown: Dict[str, str]) -> Dict[str, List[float]]:
+def _step_series(trace: OpTrace, scale: float, dtype_factor: float, state: _State,
+                 projected_state: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> Dict[str, List[float]]:
     """Each category's projected bytes at every timeline point (the state constant at its projection)."""
     timeline = trace.timeline
     n = len(timeline.t_us)
     in_window = {c: timeline.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
     batch = {c: timeline.batch_by_category.get(c, [0.0] * n) for c in in_window}
-    traced_index = max(range(n), key=timeline.bytes.__getitem__) if n else 0
+    traced_index = max(range(n), key=timeline.bytes.__getitem__)
     series: Dict[str, List[float]] = {}
-    state_traced = sum(state.bytes.values())
     slot_ratio = _slot_ratio(state, projected_state)
     for category in STEP_ONLY_CATEGORIES:
-        factor = (scale if scale is not None else 1.0) * (dtype_factor if category in _COMPUTED else 1.0)
+        factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
         fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES else 1.0
         values, scaled = in_window[category], batch[category]
-        series[category] = [(v - s) * fixed_factor + s * factor for v, s in zip(values, scaled)]
-        if n:
-            at, carries = values[traced_index], scaled[traced_index]
-            formula = (f"{_mib(carries)} carry the batch x {factor:.3g}" if carries else "none carries the batch")
-            formula += f"; {_mib(at - carries)} do not" + (f", x {fixed_factor:.3g} (slots)" if fixed_factor != 1.0
-                                                              else ", kept")
-            basis.append(_line(category, at, series[category][traced_index],
-                               "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
+        series[category] = [(v - b) * fixed_factor + b * factor for v, b in zip(values, scaled)]
+        at, carries = values[traced_index], scaled[traced_index]
+        formula = f"{_mib(carries)} carry the batch x {factor:.3g}" if carries else "none carries the batch"
+        formula += f"; {_mib(at - carries)} do not" + (f", x {fixed_factor:.3g} (slots)" if fixed_factor != 1.0
+                                                          else ", kept")
+        basis.append(_line(category, at, series[category][traced_index],
+                           "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
     # What the allocator held besides the step's buffers: the state, and what else was resident.
     counted = [sum(in_window[c][i] for c in STEP_CATEGORIES) for i in range(n)]
     resident = ([max(timeline.bytes[i] - counted[i], 0.0) for i in range(n)] if trace.counts_resident
                 else [0.0] * n)
+    state_traced = sum(state.bytes.values())
+    series[UNATTRIBUTED] = [max(r - state_traced, 0.0) for r in resident]  # the state, when unknown, stays in
     in_window_state = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
-    rest = [max(resident[i] - (state_traced if state.known else 0.0), 0.0) for i in range(n)]
-    series[UNATTRIBUTED] = rest
     for category in RESIDENT_CATEGORIES:
         value = projected_state.get(category)
         made = in_window_state.get(category, [0.0] * n)
         series[category] = [float(value or 0) + made[i] for i in range(n)]
-    if not state.known and trace.counts_resident:
-        series[UNATTRIBUTED] = resident  # the state is in there, not split
-    if n:
-        basis.append(_line(UNATTRIBUTED, rest[traced_index], rest[traced_index], "kept",
-                           "in use before the step, and not one of the run's variables"))
+    rest = series[UNATTRIBUTED][traced_index]
+    basis.append(_line(UNATTRIBUTED, rest, rest, "kept", "in use before the step, and not one of the run's variables"
+                       if state.source else "in use before the step (the run's variables among it, not split)"))
     return series
 
 
@@ -277,14 +292,14 @@ def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:
 
 
 def _traced_compute_bytes(trace: OpTrace) -> int:
-    """Bytes of an activation's element in the traced step (float32 unless its activations say otherwise)."""
+    """Bytes of an activation's element in the traced step: the dtype holding most of the peak's
+    activation bytes (float32 when the trace names none)."""
     buffers = trace.peak_buffers
-    dtypes = {dtype for dtype, category in zip(buffers.column("dtype"), buffers.column("category"))
-              if category == ACTIVATIONS and dtype}
-    for half in ("float16", "bfloat16"):
-        if half in dtypes and "float32" not in dtypes:
-            return 2
-    return 4
+    held: Dict[int, int] = {}
+    for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
+        if category == ACTIVATIONS and dtype in _DTYPE_BYTES and dtype.startswith(("float", "bfloat")):
+            held[_DTYPE_BYTES[dtype]] = held.get(_DTYPE_BYTES[dtype], 0) + size
+    return max(held, key=held.__getitem__) if held else 4
 
 
 def _policy_name(size: int) -> str:
@@ -315,11 +330,12 @@ def _mib(size: float) -> str:
     return f"{size / 2**20:.2f} MiB"
 
 
-def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]]) -> Dict[str, Any]:
-    by_category: Dict[str, Optional[int]] = {c: None for c in STEP_ONLY_CATEGORIES + (UNATTRIBUTED,)}
+def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],
+                  unknown: Dict[str, str], what: WhatIf) -> Dict[str, Any]:
+    """A projection with no timeline to replay: the state as projected, the step unknown."""
+    step = STEP_ONLY_CATEGORIES + (UNATTRIBUTED,)
+    by_category: Dict[str, Optional[int]] = dict.fromkeys(step)
     by_category.update(state)
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
-            "unknown": {c: reason for c in STEP_ONLY_CATEGORIES + (UNATTRIBUTED,)}, "peak_moved": False,
-            "peak_time_us": None, "batch_per_replica": None, "replicas": 1, "traced": {}}
-
-
+            "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "peak_moved": False,
+            "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas, "traced": {}}

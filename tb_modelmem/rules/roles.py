@@ -16,7 +16,16 @@ import re
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.rules import _keras_slots
-from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.names import (
+    NON_TRAINABLE,
+    NON_TRAINABLE_CATEGORY,
+    OPTIMIZER_SLOT,
+    OPTIMIZER_SLOTS_CATEGORY,
+    OTHER,
+    OTHER_STATE_CATEGORY,
+    WEIGHT,
+    WEIGHTS_CATEGORY,
+)
 
 __all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
            "is_param", "param_flags", "slot_match", "tf1_slot_name", "keras_slot_by_name", "weight_kind",
@@ -65,6 +74,16 @@ def role(name: str, dtype: str, shape: Sequence[int], trainable: Optional[bool] 
     if trainable is False or not numeric or name.rsplit("/", 1)[-1] in NON_TRAINABLE_NAMES:
         return NON_TRAINABLE
     return WEIGHT
+
+
+def peak_category(role_: str, owned_by_a_layer: bool) -> str:
+    """The peak category of a resident variable, its role in the Storage view: state of role
+    "other" owned by a layer (a Dropout's seed) is that layer's non-trainable state."""
+    if role_ == WEIGHT:
+        return WEIGHTS_CATEGORY
+    if role_ == NON_TRAINABLE or (role_ == OTHER and owned_by_a_layer):
+        return NON_TRAINABLE_CATEGORY
+    return OPTIMIZER_SLOTS_CATEGORY if role_ == OPTIMIZER_SLOT else OTHER_STATE_CATEGORY
 
 
 def is_keras_state_at(class_name: str, index: int, count: int) -> bool:
@@ -337,6 +356,22 @@ def _class_of(class_name: str, name: str) -> str:
         return class_name
     base = re.sub(r"_\d+$", "", name or "")
     return next((cls for cls, entry in table.items() if entry["default_name"] == base), "")
+
+
+def optimizer_plan(entry: Any) -> Tuple[str, Tuple[str, ...], str]:
+    """(built-in class, the flags its config sets, wrapper class or "") of a breakdown's optimizer
+    entry ``{"class_name", "config"}``: a LossScaleOptimizer's inner optimizer is the class; class
+    "" when the entry names no built-in Keras optimizer (a custom one, several of them)."""
+    chain = optimizer_chain(entry)
+    wrapper = ""
+    if len(chain) > 1 and wrapped_key(chain[0][0], chain[0][2]):
+        wrapper, chain = _class_of(chain[0][0], chain[0][2]), chain[1:]
+    cls = _class_of(chain[0][0], chain[0][2]) if chain else ""
+    if not cls or "wraps" in _keras_slots.OPTIMIZERS[cls]:
+        return "", (), wrapper
+    table, config = _keras_slots.OPTIMIZERS[cls], chain[0][1] or {}
+    defaults = table["default"].split("+")
+    return cls, tuple(flag for flag in table["flags"] if config.get(flag, flag in defaults)), wrapper
 
 
 def optimizer_classes() -> List[str]:

@@ -5,19 +5,14 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
+from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import (
-    NON_TRAINABLE,
-    NON_TRAINABLE_CATEGORY,
-    OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
-    OTHER,
-    OTHER_STATE_CATEGORY,
     PEAK_CATEGORIES,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
     UNATTRIBUTED,
-    WEIGHT,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import OpTrace
@@ -117,18 +112,8 @@ def _resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Di
         return None
     out = dict.fromkeys(RESIDENT_CATEGORIES, 0)
     for role, size, layer_state in state:
-        out[_resident_category(role, layer_state)] += size
+        out[roles.peak_category(role, layer_state)] += size
     return out
-
-
-def _resident_category(role: str, owned_by_a_layer: bool) -> str:
-    """The peak category of a resident variable, its role in the Storage view: state of role
-    "other" owned by a layer (a Dropout's seed) is that layer's non-trainable state."""
-    if role == WEIGHT:
-        return WEIGHTS_CATEGORY
-    if role == NON_TRAINABLE or (role == OTHER and owned_by_a_layer):
-        return NON_TRAINABLE_CATEGORY
-    return OPTIMIZER_SLOTS_CATEGORY if role == OPTIMIZER_SLOT else OTHER_STATE_CATEGORY
 
 
 def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
