@@ -135,6 +135,8 @@ class Program:
         self._computation_of: Dict[int, int] = {}  # instruction id -> the computation holding it
         self._callers: Dict[int, int] = {}  # computation id -> an instruction that calls it
         self._framework_ops: Dict[int, Tuple[str, ...]] = {}
+        self._working: Set[int] = set()  # instructions whose framework ops are being worked out
+        self._cycle_hits: Set[int] = set()  # of those, the ones the current answer met again
         self._kernel_names: Optional[Dict[str, Instruction]] = None
         self._state_read: Dict[int, Tuple[int, ...]] = {}
         self._read_by: Optional[Dict[int, List[int]]] = None
@@ -238,9 +240,21 @@ class Program:
         the op its readers agree on (an index the max pool's gradient needs), else its first named
         operand's, as ``join`` places a TensorFlow op no name places by its consumers, then producers."""
         found = self._framework_ops.get(instruction_id)
-        if found is None:
-            self._framework_ops[instruction_id] = ()  # while it is worked out: a cycle of readers finds none
-            found = self._framework_ops[instruction_id] = self._implemented(instruction_id)
+        if found is not None:
+            return found
+        if instruction_id in self._working:  # a cycle of readers and operands: this path finds none
+            self._cycle_hits.add(instruction_id)
+            return ()
+        self._working.add(instruction_id)
+        outer_hits, self._cycle_hits = self._cycle_hits, set()
+        try:
+            found = self._implemented(instruction_id)
+        finally:
+            self._working.discard(instruction_id)
+        self._cycle_hits.discard(instruction_id)
+        if not self._cycle_hits:  # kept only when no unfinished instruction's answer shaped it
+            self._framework_ops[instruction_id] = found
+        self._cycle_hits |= outer_hits
         return found
 
     def _implemented(self, instruction_id: int) -> Tuple[str, ...]:
@@ -306,7 +320,8 @@ class Program:
         has no temp allocation). From the heap-simulator trace XLA keeps with the program when it
         has one, else from the entry schedule (each buffer live from its defining instruction to
         its last reader)."""
-        temps = [a for a in self._assignment.buffer_allocations if _allocation_kind(a) == "temp"]
+        temps = [a for a in self._assignment.buffer_allocations  # color 0: device memory (not host's)
+                 if _allocation_kind(a) == "temp" and a.color == 0]
         if not temps:
             return None
         temp = max(temps, key=lambda a: a.size)

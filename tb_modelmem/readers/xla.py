@@ -22,7 +22,7 @@ from tb_modelmem.readers.allocator_replay import Event, carries_batch, step_cate
 from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
-from tb_modelmem.schema.names import BACKWARD, FORWARD, OPTIMIZER, TEMPORARIES
+from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEMPORARIES
 
 # Stats of an XLA event the attribution reads.
 STATS = frozenset({"hlo_op", "hlo_module", "program_id", "scope_range_id", "correlation_id", "cuda_graph_id",
@@ -163,6 +163,9 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
                     region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch, weights)))
             slack = event.delta - peak.live_bytes
+            if slack < 0:  # more live than the allocation holds: this is not the live set, keep it whole
+                out.append(event)
+                continue
             if slack > 0:
                 parts.append(dataclasses.replace(event, delta=slack, key=(event.key, "slack"), op="",
                                                  region="padding", category=describe(program, None)[1]))
@@ -248,6 +251,8 @@ def _by_graph_node(events: Sequence[XlaEvent]) -> None:
                 for index, instruction in enumerate(run):
                     placed_at[program_id][(index, kernel_name(instruction))].append(number)
         indexes = [int(e.stats["cuda_graph_node_id"]) & _NODE_INDEX for e in group]
+        # The buffer the launch's name says; kernels are no check on it: XLA reuses one compiled kernel
+        # for identical fusions, so a later ResNet block's launch shows the first block's symbols.
         chosen = _named_buffer(str(group[0].stats.get("hlo_op", "")), buffers[program_id])
         if chosen is None:  # a name that does not say: the buffer whose kernels are where these are
             votes = collections.Counter(number for e, i in zip(group, indexes)
@@ -340,14 +345,19 @@ class Step:
             time[row.program.id] += row.duration_ps
         self.programs = [programs[i] for i, _ in sorted(time.items(), key=lambda kv: -kv[1])]
         self.command_buffers = uses_command_buffers(events)
+        self._module_names = collections.Counter(p.name for p in self.programs)
         self._owners: Dict[Tuple[int, int], Dict[int, str]] = {}  # (joiner, program) -> parameter -> layer
         self._time_by_method: Dict[str, int] = collections.Counter()
         for event in events:
             self._time_by_method[event.method or "unattributed"] += event.duration_ps
 
     def name(self, program: Program, instruction: Instruction) -> str:
-        """An instruction's row name: its own, under its module's when several programs ran."""
-        return f"{program.name}/{instruction.name}" if len(self.programs) > 1 else instruction.name
+        """An instruction's row name: its own, under its module's when several programs ran (and
+        the program's id when two of them have one module name)."""
+        if len(self.programs) < 2:
+            return instruction.name
+        module = program.name if self._module_names[program.name] < 2 else f"{program.name}#{program.id}"
+        return f"{module}/{instruction.name}"
 
     def op_name(self, program: Program, instruction: Instruction) -> str:
         """The framework op an instruction implements most (its own op_name, else its fusion's)."""
@@ -363,6 +373,8 @@ class Step:
         name leaves on no layer (an optimizer's update, a weight's copy in another layout) takes the
         layer of the model state it reads, as a TensorFlow op reading a variable does."""
         op_name = self.op_name(program, instruction)
+        if not op_name:  # XLA's own work (a layout copy no framework op asked for): the runtime's
+            return "", EXECUTOR
         layer, phase = joiner.assign(scope_name(op_name), instruction.op_type)
         if layer or phase not in (FORWARD, OPTIMIZER):
             return layer, phase
