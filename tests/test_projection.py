@@ -189,3 +189,23 @@ def test_without_a_breakdown_the_state_stays_counted_whole(traced):
     assert without["peak_bytes"] == with_state["peak_bytes"]
     assert without["by_category"]["weights"] is None and "unattributed" in without["unknown"]["weights"]
     assert without["by_category"]["unattributed"] >= with_state["by_category"]["weights"]
+
+
+def test_the_tab_asks_the_same_question_and_gets_the_same_answer(traced):
+    """The plugin's /whatif route (TensorBoard's multiplexer on the same log dir) answers as the API
+    does; a bad question is a 400 naming what is wrong."""
+    from tests.plugin_harness import Served
+
+    logdir, _ = traced
+    logged = read_run(logdir)
+    tag = logged.source.rpartition(" step ")[0]
+    served = Served(logdir)
+    body = served.json("/whatif", run=logged.run, tag=tag, batch=64, optimizer="momentum", budget="300MiB")
+    api = tb_modelmem.estimate(logdir, batch=64, optimizer="momentum", budget="300MiB")
+    assert body["whatif"]["peak_bytes"] == api["peak_bytes"] and body["whatif"]["by_category"] == api["by_category"]
+    assert body["budget"]["largest_batch"] == api["largest_batch"] and body["budget"]["bytes"] == 300 * 2**20
+    assert "Adam" in body["choices"]["optimizers"] and body["choices"]["policies"][0] == "float32"
+    for bad, says in (({"batch": "x"}, "batch must be an integer"), ({"policy": "float8"}, "policy"),
+                      ({"optimizer": "<script>"}, "no built-in Keras optimizer"), ({"budget": "lots"}, "not a size")):
+        response = served.get("/whatif", run=logged.run, tag=tag, **bad)
+        assert response.status_code == 400 and says in response.get_data(as_text=True), bad

@@ -32,7 +32,9 @@ from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, Unread
 from tb_modelmem.plugin.views import pager
 from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, loadbench_view
 from tb_modelmem.plugin.views.trace import OP_FIELDS, TraceView
+from tb_modelmem.plugin.views.whatif import whatif_view
 from tb_modelmem.rules import growth
+from tb_modelmem.rules.projection import WhatIf, parse_size
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
@@ -77,6 +79,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             "/hosts": self._serve_hosts,
             "/growth": self._serve_growth,
             "/loadbench": self._serve_loadbench,
+            "/whatif": self._serve_whatif,
         }
 
     def is_active(self) -> bool:
@@ -148,6 +151,13 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     @_route
     def _serve_timeline(self, request: wrappers.Request) -> wrappers.Response:
         return self._respond(request, metadata.OPS, lambda view, q: view.timeline(), joined=True)
+
+    @_route
+    def _serve_whatif(self, request: wrappers.Request) -> wrappers.Response:
+        """The traced step projected to another batch, optimizer, policy or replica count, and the
+        largest batch under a budget (``rules.projection``, as ``tb-modelmem estimate`` prints it)."""
+        what, budget = _whatif_args(request)
+        return self._respond(request, metadata.OPS, lambda view, q: whatif_view(view, what, budget), joined=True)
 
     @_route
     def _serve_loadbench(self, request: wrappers.Request) -> wrappers.Response:
@@ -375,6 +385,19 @@ def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
     if not 0 <= number <= 10**9:
         raise errors.InvalidArgumentError(f"{name} must be between 0 and 1,000,000,000")
     return number
+
+
+def _whatif_args(request: wrappers.Request) -> Tuple[WhatIf, Optional[int]]:
+    """The change a What-if question asks (batch, optimizer, policy, replicas) and its budget in bytes."""
+    batch = _int_arg(request, "batch", 0) or None
+    what = WhatIf(batch, _optional(request, "optimizer"), _optional(request, "policy"),
+                  _int_arg(request, "replicas", 1))
+    budget = _optional(request, "budget")
+    try:
+        what.check()
+        return what, parse_size(budget) if budget is not None else None
+    except ValueError as e:
+        raise errors.InvalidArgumentError(str(e)) from None
 
 
 def _step_arg(request: wrappers.Request) -> Optional[int]:

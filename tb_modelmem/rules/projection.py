@@ -306,6 +306,11 @@ def _policy_name(size: int) -> str:
     return "float32" if size == 4 else "mixed (16-bit activations)"
 
 
+def optimizer_choices() -> List[str]:
+    """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class."""
+    return ["momentum"] + roles.optimizer_classes()
+
+
 def _optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
     """(Keras class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it)."""
     if name.lower() == "momentum":
@@ -313,7 +318,7 @@ def _optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
     known = {cls.lower(): cls for cls in roles.optimizer_classes()}
     cls = known.get(name.lower().replace("_", ""))
     if cls is None:
-        raise ValueError(f"no built-in Keras optimizer {name!r} (known: momentum, {', '.join(sorted(known.values()))})")
+        raise ValueError(f"no built-in Keras optimizer {name[:40]!r} (known: {', '.join(optimizer_choices())})")
     return cls, ()
 
 
