@@ -30,7 +30,8 @@ def owner_column(record: Breakdown) -> List[str]:
     return owners
 
 
-def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict[str, Any]:
+def layer_columns(record: Breakdown, owners: Optional[List[str]] = None,
+                  counts: Optional[List[int]] = None) -> Dict[str, Any]:
     """One entry per layer, column by column: ``name``, ``class_name``, ``params`` with its
     ``derivation``, ``bytes`` by role (``{role: [...]}``), ``total_bytes``, and what its own
     variables hold as parameters (``roles.param_flags``: not RNG state): ``owned_params`` and
@@ -38,7 +39,8 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
     follow it.
 
     Sources without Keras layers (TF1 graphs, checkpoints) get layers from variable scopes.
-    ``owners``: the record's ``owner_column``, when the caller has it already.
+    ``owners``: the record's ``owner_column``, ``counts`` its variables' ``element_counts``, when the
+    caller has them already.
     """
     layers = _layer_table(record).columns
     names: List[str] = []
@@ -60,37 +62,41 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None) -> Dict
     by_role = {role: [0] * len(names) for role in ROLES}
     columns = record.variables.columns
     owners = owners or owner_column(record)
-    # One dict update per variable, one column update per group. What each layer's own variables hold
-    # as parameters (``roles.param_flags``: RNG state is none) is grouped alike: a layer reachable at
-    # two paths (a sublayer shared by two parents) owns its variables at one of them only, so the
-    # sums of a composite count each parameter once.
-    grouped: Dict[Tuple[str, str, bool], List[int]] = {}  # (owner, role, a parameter) -> [bytes, elements]
+    grouped: Dict[Tuple[str, str], int] = {}  # one dict update per variable; one column update per group
+    for key, size in zip(zip(owners, columns["role"]), columns["bytes"]):
+        grouped[key] = grouped.get(key, 0) + size
+    # What each layer's own variables hold as parameters (``roles.param_flags``: RNG state is none),
+    # grouped alike: a layer reachable at two paths (a sublayer shared by two parents) owns its
+    # variables at one of them only, so the sums of a composite count each parameter once.
+    owned: Dict[str, List[int]] = {}  # owner -> [elements, bytes]
     counted = roles.param_flags(columns["name"], columns["role"])
-    for key, size, count in zip(zip(owners, columns["role"], counted), columns["bytes"],
-                                element_counts(columns["shape"])):
-        found = grouped.get(key)
+    for owner, count, size in itertools.compress(zip(owners, counts or element_counts(columns["shape"]),
+                                                     columns["bytes"]), counted):
+        found = owned.get(owner)
         if found is None:
-            grouped[key] = [size, count]
+            owned[owner] = [count, size]
         else:
-            found[0] += size
-            found[1] += count
+            found[0] += count
+            found[1] += size
     scopes: Set[str] = set()  # owners the layer list does not have
-    owned_params, param_bytes = [0] * len(names), [0] * len(names)
-    for (owner, role, is_param), (size, count) in grouped.items():
+    for (owner, role), size in grouped.items():
         owner = owner or NO_LAYER
         place = at.get(owner)
         if place is None:
             place = at[owner] = len(names)
             names.append(owner)
             class_names.append("")
+            params.append(0)
             derivations.append("")
-            for numbers in (params, owned_params, param_bytes, *by_role.values()):
-                numbers.append(0)
+            for values in by_role.values():
+                values.append(0)
             scopes.add(owner)
         by_role[role if role in ROLES else OTHER][place] += size
-        if is_param:
-            owned_params[place] += count
-            param_bytes[place] += size
+    owned_params, param_bytes = [0] * len(names), [0] * len(names)
+    for owner, (count, size) in owned.items():
+        place = at[owner or NO_LAYER]
+        owned_params[place] += count
+        param_bytes[place] += size
     for owner in scopes:  # owners the layer list does not have: their params are their variables'
         params[at[owner]] = owned_params[at[owner]]
     return {"name": names, "class_name": class_names, "params": params, "derivation": derivations,

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import itertools
 from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.pager import Pager
 from tb_modelmem.plugin.views.trees import layer_tree
-from tb_modelmem.rules import roles
 from tb_modelmem.rules.join import Vocabulary
 from tb_modelmem.rules.rollup import layer_columns, owner_column
 from tb_modelmem.schema.records import Breakdown, LoadBench, element_counts
@@ -24,7 +22,8 @@ class BreakdownView:
         self.record = record
         columns = dict(record.variables.columns)
         owners = owner_column(record)
-        own = layer_columns(record, owners)
+        columns["params"] = element_counts(columns["shape"])
+        own = layer_columns(record, owners, columns["params"])
         self.totals = {role: sum(values) for role, values in own["bytes"].items()}  # every variable is on one layer
         # each layer's own figures, by path (a trace's layer rows take theirs from here)
         self.layer_own = own
@@ -39,9 +38,7 @@ class BreakdownView:
                                       nested=("bytes",), composite={"params": "owned_params"})
         del self.layer_table["columns"]["owned_params"]
         self._owners = owners
-        columns["params"] = element_counts(columns["shape"])
-        self.total_params = sum(itertools.compress(columns["params"], roles.param_flags(columns["name"],
-                                                                                        columns["role"])))
+        self.total_params = sum(own["owned_params"])  # every parameter is owned by one layer
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
 
     @functools.cached_property
