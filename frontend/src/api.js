@@ -86,4 +86,5 @@ export const api = {
   hosts: (item) => getJson("hosts", { run: item.run, tag: item.tag, step: item.step }),
   loadbench: (item) => getJson("loadbench", itemParams(item)),
   growth: (item) => getJson("growth", { run: item.run, tag: item.tag }),
+  whatif: (item, question) => getJson("whatif", { ...itemParams(item), ...question }),
 };

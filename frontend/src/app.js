@@ -11,12 +11,14 @@ import { createOpsView } from "./views/ops.js";
 import { createStorageView } from "./views/storage.js";
 import { createTimelineView } from "./views/timeline.js";
 import { createGrowthView } from "./views/growth.js";
+import { createWhatIfView } from "./views/whatif.js";
 import { errorBox } from "./components/widgets.js";
 
 const POLL_MS = 20000;
 const PROBLEMS_SHOWN = 3; // unreadable items listed in full; the rest fold away
 const FACTORIES = {
   storage: createStorageView, ops: createOpsView, timeline: createTimelineView, load: createLoadView, growth: createGrowthView,
+  whatif: createWhatIfView,
 };
 
 export function createApp(root, api) {

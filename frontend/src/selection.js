@@ -5,6 +5,7 @@ export const VIEWS = [
   { id: "storage", label: "Storage", kind: "breakdown" },
   { id: "ops", label: "Ops", kind: "ops" },
   { id: "timeline", label: "Timeline", kind: "ops" },
+  { id: "whatif", label: "What if", kind: "ops" },
   { id: "load", label: "Load", kind: "loadbench" },
   { id: "growth", label: "Growth", kind: "memory" },
 ];
@@ -66,7 +67,7 @@ export function reconcile(selection, listing, kind) {
  */
 export function itemKey(route, selection, info, listing) {
   const step = selection.step === "" ? `latest@${info?.max_step ?? ""}` : selection.step;
-  const joined = route !== "ops" && route !== "timeline" ? ""
+  const joined = !["ops", "timeline", "whatif"].includes(route) ? ""
     : (runsOfKind(listing, "breakdown").find((r) => r.run === selection.run)?.tags || []).map((t) => `${t.tag}@${t.max_step}`).join(",");
   return [route, selection.run, selection.tag, step, selection.host || "", selection.breakdown || "", joined].join("\u0000");
 }

@@ -20,7 +20,7 @@ const listing = {
 const none = { host: "", breakdown: "" };
 
 test("only views with data are offered", () => {
-  assert.deepEqual(availableViews(listing).map((v) => v.id), ["storage", "ops", "timeline"]);
+  assert.deepEqual(availableViews(listing).map((v) => v.id), ["storage", "ops", "timeline", "whatif"]);
   assert.deepEqual(availableViews({ runs: [] }), []);
 });
 
@@ -64,7 +64,7 @@ test("an answer's key changes with a new latest step or a new breakdown to join,
 test("memory samples get the Growth view; their answer follows new samples and joins nothing", () => {
   const memory = { tag: "memory", kind: "memory", origin: "modelmem", max_step: 7, error: null };
   const withMemory = { runs: [...listing.runs, { run: "builds", tags: [memory] }] };
-  assert.deepEqual(availableViews(withMemory).map((v) => v.id), ["storage", "ops", "timeline", "growth"]);
+  assert.deepEqual(availableViews(withMemory).map((v) => v.id), ["storage", "ops", "timeline", "whatif", "growth"]);
   assert.deepEqual(availableViews({ runs: [{ run: "builds", tags: [memory] }] }).map((v) => v.label), ["Growth"]);
   assert.deepEqual(reconcile({}, withMemory, "memory"), { run: "builds", tag: "memory", step: "", ...none });
   const sel = { run: "adam", tag: "memory", step: "", host: "", breakdown: "" };

@@ -1,0 +1,68 @@
+// The What-if answer (/whatif, rules/projection.py on the server) in the words the panel shows.
+// Pure functions, so they are tested without a browser.
+
+import { formatHuman, formatInt, isKnown } from "./format.js";
+import { CATEGORIES, CATEGORY_LABEL } from "./roles.js";
+
+const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept" };
+
+/** The query a form asks: empty fields and the defaults left out (the server keeps what the trace ran with). */
+export function whatifParams(form) {
+  const out = {};
+  const batch = String(form.batch ?? "").trim();
+  if (batch) out.batch = batch;
+  if (form.optimizer) out.optimizer = form.optimizer;
+  if (form.policy) out.policy = form.policy;
+  const replicas = String(form.replicas ?? "").trim();
+  if (replicas && replicas !== "1") out.replicas = replicas;
+  const budget = String(form.budget ?? "").trim();
+  if (budget) out.budget = budget;
+  return out;
+}
+
+/**
+ * One row per peak category, in stacking order: traced and projected bytes (null: unknown), how the
+ * projection was made, its formula, and why a figure is unknown.
+ */
+export function projectionRows(whatif) {
+  const basis = new Map((whatif?.basis || []).map((b) => [b.category, b]));
+  const byCategory = whatif?.by_category || {};
+  const unknown = whatif?.unknown || {};
+  return CATEGORIES.filter((c) => c in byCategory || basis.has(c)).map((category) => {
+    const line = basis.get(category);
+    const projected = isKnown(byCategory[category]) ? byCategory[category] : null;
+    return {
+      category, label: CATEGORY_LABEL[category] || category,
+      traced: isKnown(line?.traced_bytes) ? line.traced_bytes : null,
+      projected,
+      how: category in unknown ? "unknown" : HOW[line?.how] || "",
+      formula: category in unknown ? unknown[category] : line?.formula || "",
+    };
+  });
+}
+
+/** "Projected peak 245.9 MiB at batch 128 (traced: 37.6 MiB at batch 16)", or why it is unknown. */
+export function projectionHeadline(whatif) {
+  if (!whatif) return "";
+  const traced = whatif.traced || {};
+  const at = whatif.batch_per_replica ? ` at batch ${formatInt(whatif.batch_per_replica)}`
+    + (whatif.replicas > 1 ? ` on each of ${formatInt(whatif.replicas)} devices` : "") : "";
+  const was = isKnown(traced.peak_bytes)
+    ? ` (traced: ${formatHuman(traced.peak_bytes)}${traced.batch ? ` at batch ${formatInt(traced.batch)}` : ""})` : "";
+  if (!isKnown(whatif.peak_bytes)) return `Projected peak: unknown${at}${was}`;
+  return `Projected peak ${formatHuman(whatif.peak_bytes)}${at}${was}`;
+}
+
+/** What the traced step ran with, in one line: "Adam · float32 · batch 32". */
+export function tracedLine(whatif) {
+  const traced = whatif?.traced || {};
+  return [traced.optimizer || "optimizer not recorded", traced.policy || "", traced.batch ? `batch ${formatInt(traced.batch)}`
+    : "batch not recorded"].filter(Boolean).join(" · ");
+}
+
+/** "Largest batch within 16.0 GiB: 1,024", or "none" and why. */
+export function budgetLine(budget) {
+  if (!budget) return "";
+  const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
+  return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}`;
+}

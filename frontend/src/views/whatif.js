@@ -1,0 +1,111 @@
+// "What if": the traced step projected to another batch size, optimizer, precision policy or
+// replica count, and the largest batch that fits a budget. Every figure says how it was made
+// (measured, computed, scaled, kept) and what the trace cannot tell is "unknown" with the reason.
+
+import { el, name, option } from "../dom.js";
+import { formatBytesKnown, formatInt, formatIntKnown } from "../format.js";
+import { budgetLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../projection.js";
+import { createTable } from "../components/table.js";
+import { categoryChip, errorBox, panel } from "../components/widgets.js";
+import { createItemView } from "./item-view.js";
+
+const COLUMNS = [
+  { key: "label", label: "Category", width: "minmax(170px, 1fr)", minWidth: 170, render: (r) => categoryChip(r.category) },
+  { key: "traced", label: "Traced", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.traced) },
+  { key: "projected", label: "Projected", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.projected) },
+  { key: "how", label: "How", width: "90px", minWidth: 90 },
+  { key: "formula", label: "Basis", width: "minmax(320px, 4fr)", minWidth: 320, render: (r) => name(r.formula) },
+];
+
+export function createWhatIfView({ api, loader, shared }) {
+  const form = { batch: "", optimizer: "", policy: "", replicas: "1", budget: "" };
+  const batch = el("input", { type: "number", min: "1", step: "1", testid: "whatif-batch", "aria-label": "Batch size",
+    placeholder: "as traced" });
+  const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
+  const policy = el("select", { testid: "whatif-policy", "aria-label": "Precision policy" });
+  const replicas = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-replicas",
+    "aria-label": "Replicas" });
+  const budget = el("input", { type: "text", testid: "whatif-budget", "aria-label": "Memory budget per device",
+    placeholder: "e.g. 16GiB" });
+  const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
+  const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
+    el("label", { title: "the global batch size, split over the replicas" }, "Batch", batch),
+    el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
+    el("label", { title: "data-parallel devices, each holding the whole state" }, "Replicas", replicas),
+    el("label", { title: "a device's memory: find the largest batch that fits" }, "Budget", budget), project);
+  const traced = el("div", { class: "meta", testid: "whatif-traced" });
+  const headline = el("h2", { testid: "whatif-headline" });
+  const moved = el("div", { class: "msg info", testid: "whatif-moved" });
+  const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
+  const status = el("div");
+  const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
+    placeholder: "Filter categories" });
+  const caveat = el("small", {}, "one traced step, replayed: runs of the same step differ (the executor's order), "
+    + "so read it as within about 10-20%; the README's What-if table has the errors measured against real runs");
+  const results = el("section", { class: "panel" }, headline, caveat, moved, fits, table.element);
+  const body = el("div", {},
+    panel("What if", "project the traced step's peak before you run it", traced, controls, status), results);
+  moved.hidden = true;
+  fits.hidden = true;
+  let current = null;
+  let asked = 0;
+
+  controls.addEventListener("submit", (event) => {
+    event.preventDefault();
+    Object.assign(form, { batch: batch.value, optimizer: optimizer.value, policy: policy.value,
+      replicas: replicas.value, budget: budget.value });
+    if (current) ask(current);
+  });
+
+  function fillChoices(choices) {
+    const fill = (select, values, keep, first) => {
+      select.replaceChildren(option("", first, keep === ""), ...values.map((v) => option(v, v, v === keep)));
+    };
+    if (!optimizer.options.length) fill(optimizer, choices?.optimizers || [], form.optimizer, "as traced");
+    if (!policy.options.length) fill(policy, choices?.policies || [], form.policy, "as traced");
+  }
+
+  function show(data) {
+    const whatif = data.whatif || {};
+    fillChoices(data.choices);
+    traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
+    headline.textContent = projectionHeadline(whatif);
+    moved.hidden = !whatif.peak_moved;
+    moved.textContent = whatif.peak_moved ? "The projected peak falls at another moment of the step than the traced one." : "";
+    fits.hidden = !data.budget;
+    fits.textContent = budgetLine(data.budget);
+    table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
+      projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? "at another moment of the step" : "" }]);
+    results.hidden = false;
+  }
+
+  /** The answer for the form's question about `item`, shown when it is still the latest asked. */
+  async function ask(item) {
+    const mine = ++asked;
+    const params = whatifParams(form);
+    const key = `whatif\u0000${JSON.stringify([item.run, item.tag, item.step, item.host, item.breakdown, params])}`;
+    status.replaceChildren(el("div", { class: "loading" }, "Projecting…"));
+    try {
+      const data = await loader.get(key, () => api.whatif(item, params), { keep: () => mine === asked });
+      if (mine !== asked) return;
+      status.replaceChildren();
+      show(data);
+    } catch (e) {
+      if (mine !== asked || e?.name === "Cancelled") return;
+      status.replaceChildren(errorBox(e.message, "What if"));
+      results.hidden = true; // figures of another question must not stand under this one
+    }
+  }
+
+  function render(data, item) {
+    current = item;
+    show(data);
+    if (Object.keys(whatifParams(form)).length) ask(item); // the question asked of the last item, asked of this one
+    const whatif = data.whatif || {};
+    return [`step ${formatIntKnown(data.step)} · traced peak `,
+      el("b", {}, `${formatInt(whatif.traced?.peak_bytes)} B`)];
+  }
+
+  return createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body, render,
+    shared: shared.ops, joins: true });
+}
