@@ -8,10 +8,15 @@
 //   tensorboard --logdir G --port 6007 --samples_per_plugin modelmem=0
 //   node dev/make-fixtures.mjs --growth http://127.0.0.1:6007
 
+//
+// The XLA fixture is the Keras-on-JAX LeNet profiled on an H100 (../shared/fixtures/gpu_h100/keras_jax_lenet):
+//   tensorboard --logdir L --port 6008 (L holding keras_jax_lenet/); node dev/make-fixtures.mjs --xla http://127.0.0.1:6008
+
 import { writeFileSync } from "node:fs";
 
 const growthOnly = process.argv[2] === "--growth";
-const base = `${process.argv[growthOnly ? 3 : 2] || "http://127.0.0.1:6006"}/data/plugin/modelmem`;
+const xlaOnly = process.argv[2] === "--xla";
+const base = `${process.argv[growthOnly || xlaOnly ? 3 : 2] || "http://127.0.0.1:6006"}/data/plugin/modelmem`;
 const out = (name, data) => writeFileSync(new URL(`../test/fixtures/${name}`, import.meta.url), `${JSON.stringify(data, null, 1)}\n`);
 
 async function get(route, params) {
@@ -21,6 +26,14 @@ async function get(route, params) {
     if (response.status !== 202) return response.json();
     await new Promise((resolve) => setTimeout(resolve, 500)); // still reducing: a progress body is no fixture
   }
+}
+
+if (xlaOnly) {
+  const runs = (await get("runs", {})).runs;
+  const tag = runs.find((r) => r.run === "keras_jax_lenet/train").tags.find((t) => t.kind === "ops").tag;
+  out("ops-xla-lenet.json", await get("ops", { run: "keras_jax_lenet/train", tag }));
+  console.log("xla fixture written");
+  process.exit(0);
 }
 
 if (growthOnly) {
