@@ -8,9 +8,11 @@ takes a screenshot before reading the frame.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,6 +35,10 @@ RLO = "\u202e"
 
 @pytest.fixture(scope="module")
 def demo_logdir(tmp_path_factory) -> str:
+    """The demo log dir, made here (~2 min); TB_MODELMEM_E2E_DEMO names one demo/make_logdir.py already
+    wrote (--loadbench none), to rerun a browser test while working on it."""
+    if os.environ.get("TB_MODELMEM_E2E_DEMO"):
+        return os.environ["TB_MODELMEM_E2E_DEMO"]
     logdir = str(tmp_path_factory.mktemp("demo_logs"))
     subprocess.run([sys.executable, os.path.join(ROOT, "demo", "make_logdir.py"), "--logdir", logdir,
                     "--loadbench", "none"], check=True, timeout=900,
@@ -67,8 +73,8 @@ def browser():
 class Tab:
     """The Model Memory tab of one TensorBoard in a fresh page: its frame, console errors and API traffic."""
 
-    def __init__(self, browser, tb: TensorBoardProcess, shots: str):
-        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    def __init__(self, browser, tb: TensorBoardProcess, shots: str, height: int = 1000):
+        self.page = browser.new_page(viewport={"width": 1400, "height": height})
         self.errors, self.responses, self.requests = [], [], []
         self.in_flight, self.most_in_flight = {}, {}  # URL -> requests on the wire (now, at most)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
@@ -509,3 +515,425 @@ def _synthetic_profile(n_ops: int, scale: float) -> bytes:
             event.stats.add(metadata_id=stat["region_type"], str_value="output")
             event.stats.add(metadata_id=stat["shape"], str_value=f"[1,{size // 4}]")
     return space.SerializeToString()
+
+
+# --- What users see (issues 30, 31, 27): one log dir of real runs, read at 1400 x 1200 -----------------------
+
+GPU_FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "gpu_h100")  # tests/test_xla_gpu.py's
+MIRRORED_SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+import tb_modelmem
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():  # keras-io's MNIST convnet, one conv block: a [5408,64] kernel
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(32, 3, activation="relu", name="conv"),
+                              keras.layers.MaxPooling2D(name="pool"), keras.layers.Flatten(name="flatten"),
+                              keras.layers.Dense(64, activation="relu", name="fc1"),
+                              keras.layers.Dense(10, name="logits")],
+                             name="mnist_mirrored")
+    model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(np.zeros((8, 28, 28, 1), "float32"), np.zeros((8,), "int64"), batch_size=4, epochs=1, verbose=0,
+          callbacks=[tb_modelmem.MemoryCallback(sys.argv[1], memory_every=0)])
+"""
+PROFILER_TAKEN_SCRIPT = r"""
+import sys
+import keras, numpy as np
+import tb_modelmem
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, name="hidden"),
+                          keras.layers.Dense(3, name="logits")])
+model.compile(keras.optimizers.Adam(), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(np.zeros((6, 8), "float32"), np.zeros((6,), "int64"), batch_size=2, epochs=2, verbose=0,
+          callbacks=[keras.callbacks.TensorBoard(sys.argv[1], profile_batch=2),
+                     tb_modelmem.MemoryCallback(sys.argv[1], profile_steps=2, memory_every=0)])
+"""
+
+
+def _run_script(script: str, logdir: str) -> None:
+    done = subprocess.run([sys.executable, "-c", script, logdir], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _without_graph_node_ids(src: str, out: str) -> None:
+    """A real H100 profile whose kernels carry no command-buffer node ids (a profiler that does not record
+    them): the reader then ties kernels by name and place in the schedule, and leaves some time unattributed."""
+    from tb_modelmem.readers import xspace
+
+    space = xspace.load_xspace(src)
+    for plane in space.planes:
+        ids = {k for k, m in plane.stat_metadata.items() if m.name == "cuda_graph_node_id"}
+        for line in plane.lines:
+            for event in line.events:
+                keep = [stat for stat in event.stats if stat.metadata_id not in ids]
+                del event.stats[:]
+                event.stats.extend(keep)
+    os.makedirs(os.path.dirname(out))
+    with open(out, "wb") as f:
+        f.write(space.SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def seen_logdir(tmp_path_factory) -> str:
+    """Real runs for what users see: MirroredStrategy over two logical CPUs, a fit whose profiler the TensorBoard
+    callback took, the load benchmark of MobileNetV2 (frontend/test/fixtures, measured by tb-modelmem loadbench),
+    and where ../shared holds them the H100 profiles of Keras on JAX (XLA)."""
+    from tb_modelmem import summary
+    from tb_modelmem.schema.records import LoadBench, LoadResult
+    from tests.plugin_harness import write_events
+
+    logdir = str(tmp_path_factory.mktemp("seen"))
+    _run_script(MIRRORED_SCRIPT, os.path.join(logdir, "mirrored"))
+    _run_script(PROFILER_TAKEN_SCRIPT, os.path.join(logdir, "profiler_taken"))
+    with open(os.path.join(ROOT, "frontend", "test", "fixtures", "loadbench-mobilenet.json")) as f:
+        bench = json.load(f)
+    fields = ("format", "mode", "file_bytes", "load_seconds", "peak_rss_bytes", "repeats", "error")
+    record = LoadBench(bench["model_name"], [LoadResult(**{k: r[k] for k in fields}) for r in bench["results"]])
+    write_events(os.path.join(logdir, "loadbench"), [(0, summary.pb("loadbench", record))])
+    if os.path.isdir(GPU_FIXTURES):
+        for run in ("keras_jax_lenet", "keras_jax_transformer"):
+            shutil.copytree(os.path.join(GPU_FIXTURES, run), os.path.join(logdir, run))
+        (src,) = glob.glob(os.path.join(GPU_FIXTURES, "keras_jax_transformer", "train", "plugins", "profile", "*",
+                                        "*.pb"))
+        _without_graph_node_ids(src, os.path.join(logdir, "no_node_ids", "train", "plugins", "profile",
+                                                  os.path.basename(os.path.dirname(src)), os.path.basename(src)))
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def seen_tb(seen_logdir):
+    with TensorBoardProcess(seen_logdir, load_fast=True) as tb:
+        tb.wait_for_tab(expect_tags=5, expect={("mirrored/train", "storage"), ("profiler_taken/train", "ops"),
+                                               ("loadbench", "loadbench")})
+        yield tb
+
+
+# In the frame: where a table is cut. Its scroller scrolls sideways when its columns overflow; an Output cell
+# must show its byte figure whole (cut), and its shape too where there is room for it (shapes_cut).
+TABLE_FIT = """t => {
+  const scroll = t.querySelector('.table-scroll').getBoundingClientRect();
+  const right = (e) => e.getBoundingClientRect().right;
+  const outputs = [...t.querySelectorAll('.table-row .cell')]
+    .filter(c => c.querySelector('.badge.measured, .badge.derived'));
+  return {
+    sideways: t.querySelector('.table-scroll').scrollWidth - t.querySelector('.table-scroll').clientWidth,
+    heads: [...t.querySelectorAll('.table-head button')].filter(b => right(b) > scroll.right + 0.5)
+      .map(b => b.textContent),
+    cut: outputs.filter(c => c.scrollWidth > c.clientWidth || !c.querySelector('.out-bytes')
+      || right(c.querySelector('.out-bytes')) > right(c) + 0.5).map(c => c.textContent),
+    shapes_cut: outputs.filter(c => [...c.querySelectorAll('.out-shape')].some(e => e.scrollWidth > e.clientWidth))
+      .map(c => c.textContent),
+  };
+}"""
+# In the frame: the texts of a chart's SVG (axis labels, bar labels), without the marks that isolate a name.
+SVG_TEXTS = "box => [...box.querySelectorAll('svg text')].map(t => t.textContent.replace(/[\\u2066-\\u2069]/g, ''))"
+
+
+def test_the_op_table_fits_1400_px_and_bars_name_their_layer(demo_tb, browser, shots):
+    """Issue 30 item 6: at 1400 px the op table overflowed (Output cells cut, the last column clipped) and
+    the top-12 charts cut op names from the left ("...PartitionedCall/adam/Sub_19"), losing the layer."""
+    tag = _ops_tag(demo_tb, "lenet_trace")
+    body = demo_tb.get(f"{API}/ops?run=lenet_trace&tag={urllib.parse.quote(tag)}")
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    for run, tag_ in (("tf1_convnet_adam", "step_1"), ("lenet_trace", tag)):
+        tab.open("ops", run, tag_)
+        table = tab.testid("op-table")
+        tab.row("op-table", "float32")
+        fit = table.evaluate(TABLE_FIT)
+        assert fit == {"sideways": 0, "heads": [], "cut": [], "shapes_cut": []}, (run, fit)
+        if run == "tf1_convnet_adam":  # every part of its peak known: eleven cards (other_state among them), two rows
+            tab.text("peak-other_state", "of peak")
+            cards = tab.testid("peak-by-category").locator(".card")
+            assert cards.count() == 11
+            tops = {round(b["y"]) for b in cards.evaluate_all("cs => cs.map(c => c.getBoundingClientRect().toJSON())")}
+            assert len(tops) == 2, tops
+            assert cards.evaluate_all("cs => cs.filter(c => [...c.querySelectorAll('.value, .exact')]"
+                                      ".some(e => e.scrollWidth > e.clientWidth)).length") == 0
+    # Every bar of the top-12 by time names its op's layer first, then the op under it.
+    chart = tab.frame.locator('[role="listbox"]').first
+    texts = chart.evaluate(SVG_TEXTS)
+    for op in body["top_time"]:
+        leaf = op["layer"].split("/")[-1]
+        label = next((t for t in texts if t.startswith(f"{leaf} · ")), None)
+        assert label is not None, (op, texts)
+        assert not label.startswith("…")
+    assert any(re.fullmatch(r"fc1 · adam_1/\w+_\d+", t) for t in texts), texts  # the issue's kind of op, readable
+    tab.page.screenshot(path=os.path.join(shots, "ops-1400.png"))
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_load_bars_sit_on_their_labels_and_the_baseline_label_is_clear(seen_tb, browser, shots):
+    """Issue 30 item 6: the Load view's grouped bars sat off their format labels, and the "baseline" label
+    overlapped the bars."""
+    tab = Tab(browser, seen_tb, shots, height=1200)
+    tab.view("load")
+    tab.row("load-table", "tflite")
+    page = seen_tb.get(f"{API}/loadbench?run=loadbench&tag=loadbench")
+    loads = [r for r in page["results"] if r["format"] != "baseline"]
+    for chart in tab.frame.locator('.load-charts [role="img"]').all():
+        geometry = chart.evaluate("""box => {
+          const rect = (e) => e.getBoundingClientRect().toJSON();
+          const texts = [...box.querySelectorAll('svg text')]
+            .map(t => ({text: t.textContent.replace(/[\\u2066-\\u2069]/g, ''), ...rect(t)}));
+          const bars = [...box.querySelectorAll('svg path')].map(rect)
+            .filter(r => r.height > 4 && r.height < 30 && r.width > 2);
+          return {texts, bars};
+        }""")
+        labels = {t["text"]: t for t in geometry["texts"]}
+        for load in loads:
+            label = labels[f"{load['format']} · {load['mode']}"]
+            middle = label["y"] + label["height"] / 2
+            # one bar on its label's line
+            assert sum(abs(b["y"] + b["height"] / 2 - middle) < 3 for b in geometry["bars"]) == 1, (load, label)
+        for baseline in (t for t in geometry["texts"] if t["text"].startswith("baseline")):
+            overlaps = [b for b in geometry["bars"]
+                        if b["x"] < baseline["x"] + baseline["width"] and baseline["x"] < b["x"] + b["width"]
+                        and b["y"] < baseline["y"] + baseline["height"] and baseline["y"] < b["y"] + b["height"]]
+            assert not overlaps, (baseline, overlaps)
+    rss = tab.frame.locator('.load-charts [role="img"]').nth(2)
+    playwright.expect(rss).to_have_accessible_name(re.compile(
+        r"^Peak RSS per load\. keras · compile=True 728\.88 MiB; .*"
+        r"baseline \(import tensorflow, keras\) 584\.29 MiB\.$"))
+    tab.page.screenshot(path=os.path.join(shots, "load.png"))
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def _focused(tab):
+    return tab.frame.locator(":focus")
+
+
+def test_every_action_is_reachable_by_keyboard(demo_tb, browser, shots):
+    """Issue 30 item 7: a row that lists its ops or variables, and a bar that finds its op, took no keyboard
+    focus and no key."""
+    body = demo_tb.get(f"{API}/ops?run=tf1_convnet_adam&tag=step_1")
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.open("ops", "tf1_convnet_adam", "step_1")
+    tab.text("peak-weights", "13,098,536")
+    # From the last picker, Tab reaches the chart of the top ops by time; the arrow keys pick a bar, Enter finds its op.
+    tab.pick("breakdown-select", "storage", exact=True)
+    chart = tab.frame.locator('[role="listbox"]').first
+    chart.wait_for(timeout=WAIT)  # the item joined with the other breakdown, drawn
+    tab.testid("breakdown-select").focus()
+    tab.page.keyboard.press("Tab")
+    playwright.expect(chart).to_be_focused()
+    playwright.expect(chart).to_have_accessible_name(
+        re.compile(rf"^Top 12 ops by time of {body['op_count']}: use the arrow keys"))
+    tab.page.keyboard.press("ArrowDown")
+    second = body["top_time"][1]
+    option = chart.locator(f'[id="{chart.get_attribute("aria-activedescendant")}"]')
+    playwright.expect(option).to_have_text(re.compile(rf"^2 of 12: .*\(op {re.escape(second['name'])}\)$"))
+    tab.page.keyboard.press("Enter")
+    playwright.expect(tab.testid("op-table-filter")).to_have_value(f"name={second['name']}")
+    tab.row("op-table", second["name"])
+    # Tab goes on to the layer tree's rows (one stop); the arrows move, Enter lists the layer's ops.
+    tab.testid("op-layer-table-filter").focus()
+    for _ in range(40):
+        tab.page.keyboard.press("Tab")
+        if _focused(tab).evaluate("e => e.classList.contains('table-row')"):
+            break
+    row = _focused(tab)
+    assert row.evaluate("e => e.closest('[data-testid]').dataset.testid") == "op-layer-table"
+    while "conv2" not in row.inner_text():
+        tab.page.keyboard.press("ArrowDown")
+        row = _focused(tab)
+    tab.page.keyboard.press("Enter")
+    playwright.expect(tab.testid("op-table-filter")).to_have_value("layer^=conv2")
+    # The Storage tree: left and right close and open a composite layer; Enter lists a layer's variables.
+    tab.open("storage", "convnet_adam/train", "storage")
+    tab.row("layer-table", "composite")
+    tab.testid("layer-table").locator(".table-row").first.focus()
+    model = _focused(tab)
+    assert "composite" in model.inner_text() and model.get_attribute("aria-expanded") == "true"
+    tab.page.keyboard.press("ArrowLeft")
+    tab.testid("layer-table").get_by_text("(5*5*1+1)*32 = 832").wait_for(state="detached")
+    playwright.expect(_focused(tab)).to_have_attribute("aria-expanded", "false")  # the row keeps the focus
+    tab.page.keyboard.press("ArrowRight")
+    while "(3136+1)*1024" not in _focused(tab).inner_text():
+        tab.page.keyboard.press("ArrowDown")
+    tab.page.keyboard.press(" ")
+    playwright.expect(tab.testid("variable-table-filter")).to_have_value("layer^=lenet/fc1")
+    tab.text("variable-table-count", "6 of 26 rows")
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_every_chart_has_a_summary_a_screen_reader_reads(demo_tb, browser, shots):
+    """Issue 30 item 7: the charts had no text alternative (ECharts' aria off). Each is now an image whose
+    name sums it up in words, or a list box of its bars when its bars do something."""
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    seen = {}
+    for view, run, tag in (("storage", "convnet_adam/train", "storage"), ("ops", "lenet_trace", None),
+                           ("timeline", "lenet_peak", None), ("growth", "seed004_kept/builds", None)):
+        tab.view(view)
+        tab.pick("run-select", run, exact=True)
+        if tag:
+            tab.pick("tag-select", tag, exact=True)
+        charts = tab.frame.locator(".chart").filter(visible=True)
+        charts.first.locator("svg").wait_for(timeout=WAIT)
+        charts.last.locator("svg").wait_for(timeout=WAIT)
+        seen[view] = charts.evaluate_all("""cs => cs.map(c => ({role: c.getAttribute('role'),
+          name: c.getAttribute('aria-label'),
+          summary: c.getAttribute('aria-describedby')
+            ? document.getElementById(c.getAttribute('aria-describedby')).textContent : '',
+          options: c.querySelectorAll('[role=option]').length, tabindex: c.getAttribute('tabindex')}))""")
+        for chart in seen[view]:
+            words = chart["name"] + " " + chart["summary"]
+            assert chart["role"] in ("img", "listbox") and re.search(r"\d", words), (view, chart)
+            if chart["role"] == "listbox":  # its bars act: reachable, and each bar readable
+                assert chart["tabindex"] == "0" and chart["options"] > 0, (view, chart)
+    storage, ops, timeline, growth = (seen[v] for v in ("storage", "ops", "timeline", "growth"))
+    assert storage[0]["role"] == "listbox"
+    assert "lenet/fc1: 36.76 MiB, weights 12.25 MiB, optimizer slots 24.51 MiB" in storage[0]["summary"], storage
+    assert [c["role"] for c in ops] == ["listbox", "listbox"] and "fc1 · " in ops[0]["summary"]
+    assert timeline[0]["role"] == "img" and re.search(r"peak [\d,]+ B \(.*MiB\) at .*\(.*weights", timeline[0]["name"])
+    assert len(growth) == 6 and all(c["role"] == "img" for c in growth)
+    live = next(c for c in growth if c["name"].startswith("live variables over builds"))
+    assert "keeps growing" in live["name"] and "+22 per build" in live["name"], live
+    # What a screen reader gets, from Chromium's accessibility tree.
+    playwright.expect(tab.frame.locator('[role="img"]').first).to_have_accessible_name(
+        re.compile(r"^RSS over builds, keeps growing\. builds 0–7"))
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_growth_opens_on_what_is_flagged_and_says_where_to_look(demo_tb, browser, shots):
+    """Issue 30 item 5: Growth opened on a run with nothing flagged ("2 samples: too few"); "Per build" read
+    fractions (2.8, 0.4) for owners that appeared once; 14 graph-op rows read "unknown" without a reason."""
+    flagged = {}
+    for entry in demo_tb.get(f"{API}/runs")["runs"]:
+        for t in entry["tags"]:
+            if t["kind"] == "memory":
+                answer = demo_tb.get(f"{API}/growth?run={urllib.parse.quote(entry['run'])}&tag={t['tag']}")
+                flagged[entry["run"]] = sum(g["flagged"] for g in answer["growth"])
+    most = max(flagged, key=flagged.get)
+    assert most == "seed004_kept/builds" and flagged["convnet_adam/train"] == 0
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.view("growth")
+    tab.text("growth-summary", "Keeps growing")
+    assert tab.testid("run-select").input_value() == most  # not the first run, whose 2 samples flag nothing
+    # Explaining tables: an owner that appeared has no rate per build; unknown says why, in words.
+    answer = demo_tb.get(f"{API}/growth?run={most}&tag=memory")
+    adam = next(r for r in answer["explained_by"]["variables_by_owner"] if r["name"] == "adam_3")
+    assert adam["per_step"] not in (None, int(adam["per_step"]))  # the server's average: a fraction
+    tab.filter("growth-owners", "name:adam_3")
+    row = tab.row("growth-owners", "adam_3")
+    assert row.locator('[role="cell"]').nth(3).inner_text() == "appeared", row.inner_text()
+    assert str(adam["per_step"]) not in row.inner_text()
+    unknown = [r for r in answer["explained_by"]["graph_ops_by_function"] if r["grown"] is None]
+    assert len(unknown) >= 1
+    rows = f"{len(unknown)} row{'s' if len(unknown) > 1 else ''}"
+    tab.text("growth-functions-unknown", f'{rows} read "unknown": missing from the census')
+    tab.filter("growth-functions", unknown[0]["name"])
+    cells = tab.row("growth-functions", unknown[0]["name"]).locator("i.why")
+    assert cells.count() == 3 and all("census" in (c.get_attribute("title") or "") for c in cells.all())
+    # An item with nothing flagged says where something is.
+    tab.pick("run-select", "convnet_adam/train", exact=True)
+    tab.text("growth-summary", "too few")
+    tab.text("growth-elsewhere", f"{most} ({flagged[most]} series)")
+    tab.testid("growth-elsewhere").locator("button").filter(has_text=most).click()
+    tab.text("growth-summary", "Keeps growing")
+    assert tab.testid("run-select").input_value() == most
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_a_checkpoints_layers_read_class_unknown(demo_tb, browser, shots):
+    """Issue 30 item 4: the Class column was empty for every layer of a checkpoint."""
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.open("storage", "tf1_convnet_adam", "checkpoint")
+    row = tab.row("layer-table", "conv1")
+    cell = row.locator("i.why")
+    playwright.expect(cell).to_have_text("unknown")
+    assert "checkpoint stores variables" in cell.get_attribute("title")
+    tab.pick("run-select", "convnet_adam/train", exact=True)
+    tab.row("layer-table", "Conv2D")  # a live model names its classes
+    assert tab.testid("layer-table").locator("i.why").count() == 0
+    tab.close()
+
+
+def test_mirrored_bytes_say_they_sum_the_replicas(seen_tb, browser, shots):
+    """Issue 31 item 11: nothing said a MirroredStrategy's bytes are summed over 2 replicas; the "x2" hid at the
+    end of a cut Device cell; a [5408,64] float32 kernel read 2,768,896 B (2 x 1,384,448)."""
+    tab = Tab(browser, seen_tb, shots, height=1200)
+    tab.open("storage", "mirrored/train", "storage")
+    tab.text("replicas-note", "every variable has 2 replicas, one per device (CPU:0, CPU:1)")
+    for card in ("total-weight", "total-optimizer_slot", "total-all"):
+        tab.text(card, "summed over 2 replicas")
+    kernel = tab.row("variable-table", "mnist_mirrored/fc1/kernel")
+    kernel.filter(has_text="2 × 1,384,448 = 2,768,896").wait_for()  # 5408 x 64 x 4 B on each of 2 devices
+    device = kernel.locator('[role="cell"]').last
+    assert device.inner_text() == "×2 CPU:0, CPU:1"
+    assert device.evaluate("c => c.scrollWidth <= c.clientWidth")  # whole, not cut
+    tab.row("layer-table", "(5408+1)*64").filter(has_text="2,769,408 (×2)").wait_for()
+    assert tab.testid("variable-table").evaluate(TABLE_FIT)["sideways"] == 0
+    assert tab.testid("layer-table").evaluate(TABLE_FIT)["sideways"] == 0
+    tab.page.screenshot(path=os.path.join(shots, "mirrored.png"))
+    tab.close()
+
+
+def test_a_profile_that_could_not_start_says_why_in_the_tab(seen_tb, browser, shots):
+    """Issue 31 item 12: MemoryCallback(profile_steps=2) beside keras.callbacks.TensorBoard(profile_batch=2): the
+    trace failed with a warning on stderr only; the tab showed no ops and no note."""
+    tab = Tab(browser, seen_tb, shots, height=1200)
+    tab.open("ops", "profiler_taken/train", "ops")
+    tab.text("allocations-note", "No profile of steps 2: the profiler could not start")
+    tab.text("allocations-note", "keras.callbacks.TensorBoard(profile_batch=2) in the same fit")
+    assert not tab.testid("peak-by-category").is_visible() and not tab.testid("op-table").is_visible()
+    # ...and the profile the other profiler wrote is a click away
+    tab.testid("other-profiles").locator("button").filter(has_text="profile/").click()
+    tab.text("op-table-count", "rows")
+    assert tab.testid("tag-select").input_value().startswith("profile/")
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+@pytest.mark.skipif(not os.path.isdir(GPU_FIXTURES), reason="no ../shared/fixtures/gpu_h100 beside the repo")
+def test_an_xla_step_says_what_kind_of_step_it_is(seen_tb, browser, shots):
+    """Issue 27 item 5: Keras on JAX profiled on an H100. The Ops view says which XLA program ran, how often,
+    and how its kernels were tied to its instructions; the Timeline its temp allocation; rows read their
+    framework ops readably, and kernel time no rule tied to an instruction stands out."""
+    def ops(run):
+        tag = _ops_tag(seen_tb, run)
+        status, text = seen_tb.answer("/ops", run=run, tag=tag)
+        assert status == 200, text
+        return tag, json.loads(text)
+
+    tag, transformer = ops("keras_jax_transformer/train")
+    assert transformer["xla"]["time_us_by_method"].keys() == {"graph_node"}
+    tab = Tab(browser, seen_tb, shots, height=1200)
+    tab.open("ops", "keras_jax_transformer/train", tag)
+    playwright.expect(tab.testid("xla-summary").locator(".xla-headline")).to_have_text(
+        "XLA program jit_train_step, 2 runs; kernels in command buffers, tied to instructions by graph node (100%)")
+    tab.text("xla-note", "XLA_FLAGS=--xla_gpu_enable_command_buffer=")
+    tab.text("meta", "XLA-compiled")
+    # An instruction's framework ops, read from its layer: "grad abc,cde->abde/dot_general", not
+    # "jit(train_step)/transpose(jvp(transformer_block))/multi_head_attention/query/abc,cde->abde/dot_general".
+    row = tab.row("op-table", "gemm_fusion_dot.92")
+    assert row.locator('[role="gridcell"], [role="cell"]').nth(1).inner_text() == "grad abc,cde->abde/dot_general"
+    assert "jit(train_step)" not in tab.testid("op-table").inner_text()
+    fit = tab.testid("op-table").evaluate(TABLE_FIT)  # two outputs' shapes may be cut in the middle, their bytes not
+    assert (fit["sideways"], fit["heads"], fit["cut"]) == (0, [], []), fit
+    # The same profile without node ids: some kernel time tied to no instruction, and its row stands out.
+    tag, stripped = ops("no_node_ids/train")
+    share = stripped["xla"]["time_us_by_method"]["unattributed"] / sum(stripped["xla"]["time_us_by_method"].values())
+    tab.open("ops", "no_node_ids/train", tag)
+    tab.text("xla-unattributed", f"{round(100 * share)}% of kernel time not attributed to an instruction")
+    tab.filter("op-table", "type=(not attributed)")
+    row = tab.row("op-table", "command_buffer")
+    assert "unattributed" in row.get_attribute("class")
+    assert row.locator(".badge.unattributed").inner_text() == "NOT ATTRIBUTED"
+    # The Timeline: the program's temp allocation and how much of it is live at once.
+    tag, lenet = ops("keras_jax_lenet/train")
+    temp = lenet["xla"]["temp_allocations"][0]
+    tab.open("timeline", "keras_jax_lenet/train", tag)
+    mib = lambda b: f"{b / 2**20:.2f} MiB"  # noqa: E731
+    tab.text("xla-temp", f"temporaries of jit_train_step: one {mib(temp['allocation_bytes'])} allocation, at most "
+                         f"{mib(temp['live_bytes'])} of it live at once ({temp['buffers']} buffers)")
+    tab.page.screenshot(path=os.path.join(shots, "xla-timeline.png"))
+    assert not tab.errors, tab.errors
+    tab.close()

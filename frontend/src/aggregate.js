@@ -53,20 +53,13 @@ export function topN(rows, key, n) {
 }
 
 /**
- * Load results -> formats (categories) x modes (series) for grouped bars.
- * Errored results give null so the bar is absent rather than zero.
+ * Load results -> one bar per load ("keras · compile=True"), in the results' order, and the modes
+ * (a bar's colour). A failed load's value is null: its bar is absent rather than zero.
  */
-export function loadGrid(results, metric) {
-  const formats = unique(results.map((r) => r.format));
-  const modes = unique(results.map((r) => r.mode));
-  const series = modes.map((mode) => ({
-    mode,
-    values: formats.map((format) => {
-      const r = results.find((x) => x.format === format && x.mode === mode);
-      return r && !r.error ? r[metric] : null;
-    }),
-  }));
-  return { formats, series };
+export function loadBars(results, metric) {
+  const bars = results.map((r) => ({ label: `${r.format} · ${r.mode}`, mode: r.mode, value: r.error ? null : r[metric] ?? null,
+    error: r.error || "" }));
+  return { bars, modes: unique(results.map((r) => r.mode)) };
 }
 
 /**
@@ -85,4 +78,20 @@ export function splitBaseline(results) {
 
 function unique(values) {
   return [...new Set(values)];
+}
+
+/**
+ * How many replicas the variables on hand have (MirroredStrategy keeps one copy per device and a
+ * breakdown counts them all): {min, max}; {min: 1, max: 1} when none is mirrored.
+ */
+export function replicaSpan(rows) {
+  const counts = (rows || []).map((r) => Number(r?.replicas)).filter((n) => Number.isInteger(n) && n >= 1);
+  return counts.length ? { min: Math.min(...counts), max: Math.max(...counts) } : { min: 1, max: 1 };
+}
+
+/** 2,768,896 B over 2 replicas -> "2 × 1,384,448 = 2,768,896"; one replica: "2,768,896". */
+export function replicaBytes(bytes, replicas, formatInt) {
+  const n = Number(replicas);
+  if (!(n > 1) || !Number.isFinite(Number(bytes))) return formatInt(bytes);
+  return `${n} × ${formatInt(bytes / n)} = ${formatInt(bytes)}`;
 }

@@ -68,10 +68,11 @@ export function formatIntKnown(n) {
   return isKnown(n) ? formatInt(n) : UNKNOWN;
 }
 
-/** 0.9712 -> "97%", 0.0041 -> "0.4%"; null -> "". */
+/** 0.9712 -> "97%", 0.0041 -> "0.4%", 1e-7 -> "<0.1%" (a share that is not 0 never reads 0); null -> "". */
 export function formatPercent(fraction) {
   if (!isKnown(fraction)) return "";
   const pct = 100 * fraction;
+  if (pct > 0 && pct < 0.05) return "<0.1%";
   if (pct > 0 && pct < 1) return `${pct.toFixed(1)}%`;
   return `${Math.round(pct)}%`;
 }
@@ -134,6 +135,11 @@ export function ellipsize(text, max = 28) {
 /** "/job:localhost/replica:0/task:0/device:CPU:0" -> "CPU:0" for narrow columns. */
 export function shortDevice(device) {
   return String(device || "").replace(/^(\/job:[^/]+\/replica:\d+\/task:\d+)?\/device:/, "");
+}
+
+/** A variable's devices (comma-separated, one per replica) -> "CPU:0, CPU:1". */
+export function shortDevices(devices) {
+  return String(devices || "").split(",").map((d) => shortDevice(d.trim())).filter(Boolean).join(", ");
 }
 
 /**

@@ -164,3 +164,39 @@ export function unreadableNote(unreadable) {
   return `${n} could not be read${which} and ${list.length === 1 ? "is" : "are"} left out of the series`
     + `${list[0].error ? `: ${list[0].error}` : "."}`;
 }
+
+// A line of a census missing from the first sample after warm-up, when that census was cut to its top
+// lines: it may have been below the cut, so how much it grew is unknown (the backend's rules/growth.py).
+export const UNKNOWN_GROWTH_WHY = "missing from the census of the first sample after warm-up, which lists only its largest "
+  + "lines (the rest summed as \"(other)\"): below that cut or not there at all, the census cannot tell, so how much it grew is unknown";
+
+/** "14 rows: unknown growth, …why": what an explaining table's unknown rows mean, or "" when every row is known. */
+export function unknownGrowthNote(rows) {
+  const n = (rows || []).filter((r) => r && !isKnown(r.grown)).length;
+  if (!n) return "";
+  return `${n === 1 ? "1 row" : `${formatInt(n)} rows`} read "unknown": ${UNKNOWN_GROWTH_WHY}.`;
+}
+
+/**
+ * A row's growth per step or build, in words: a rate for a line that was there after warm-up and grew;
+ * "appeared" for one absent then (its growth is its whole count, not a steady rate: 2.8 variables
+ * per build for an optimizer built once would mislead); "unknown" when its growth is.
+ */
+export function perStepText(row) {
+  if (!isKnown(row?.grown) || !isKnown(row?.per_step)) return "unknown";
+  if (row.new === true) return "appeared";
+  return formatCount(row.per_step);
+}
+
+/** How many series of a /growth answer keep growing (0 for an answer that is not one). */
+export function flaggedCount(answer) {
+  return (Array.isArray(answer?.growth) ? answer.growth : []).filter((g) => g && g.flagged).length;
+}
+
+/**
+ * The item to open Growth on: the one with the most series flagged (the first in the listing's
+ * order on a tie); null when nothing is flagged anywhere. `scanned`: [{run, tag, flagged}].
+ */
+export function mostFlagged(scanned) {
+  return (scanned || []).reduce((best, s) => (s.flagged > (best?.flagged ?? 0) ? s : best), null);
+}

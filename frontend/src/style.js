@@ -44,11 +44,17 @@ button, input, select { font: inherit; color: inherit; }
 .card .sub { font-size: 12px; color: var(--fg2); margin-top: 1px; overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical; }
 .card.unknown .value { color: var(--fg3); font-style: italic; font-weight: 400; }
 .card[title] { cursor: help; }
-.peak-cards { grid-template-columns: repeat(5, minmax(0, 1fr)); margin: 10px 0 0; }
+.peak-cards { grid-template-columns: repeat(6, minmax(0, 1fr)); margin: 10px 0 0; }
 @media (max-width: 1000px) { .peak-cards { grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); } }
+.peak-card .exact { font-size: 12px; font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.peak-card .sub { -webkit-line-clamp: 3; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); flex: none; }
 
-.chart { width: 100%; height: 260px; }
+.chart { width: 100%; height: 260px; position: relative; border-radius: 4px; }
+.chart-canvas { width: 100%; height: 100%; }
+.chart:focus-visible, .table-row:focus-visible { outline: 2px solid var(--accent); outline-offset: -2px; }
+.sr-only { position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0; }
+.load-charts > .panel { margin-bottom: 12px; }
 .legend { display: flex; flex-wrap: wrap; gap: 4px 16px; margin: 0 0 8px 2px; font-size: 12px; color: var(--fg2); }
 
 .msg { border-radius: 6px; padding: 10px 12px; margin-bottom: 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 9.5em; overflow: auto; }
@@ -97,6 +103,13 @@ button, input, select { font: inherit; color: inherit; }
 .tree-toggle:hover:not(.leaf) { color: var(--fg); }
 .cell { padding: 0 8px; line-height: var(--row); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; unicode-bidi: isolate; }
 .cell.num { text-align: right; font-variant-numeric: tabular-nums; }
+.cell.cut-start { direction: rtl; text-align: left; }
+.cell.cut-start > * { direction: ltr; unicode-bidi: isolate; }
+.out-cell { display: flex; align-items: center; min-width: 0; }
+.out-shape { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; min-width: 0; }
+.out-bytes { flex: none; white-space: pre; }
+.table-row.unattributed { background: repeating-linear-gradient(135deg, #fafafa 0 6px, #f3f3f3 6px 12px); color: var(--fg2); font-style: italic;
+  box-shadow: inset 3px 0 0 #ef6c00; }
 .table-empty { padding: 10px; color: var(--fg3); }
 
 .chip { display: inline-flex; align-items: center; gap: 5px; }
@@ -104,6 +117,10 @@ button, input, select { font: inherit; color: inherit; }
 .badge.measured { background: #e8f5e9; color: #2e7d32; }
 .badge.derived { background: #ede7f6; color: #5e35b1; }
 .badge.unknown { background: #eceff1; color: #546e7a; }
+.badge.unattributed { min-width: 0; background: #fff3e0; color: #e65100; font-style: normal; }
+.msg.xla { white-space: normal; }
+.xla-headline { font-weight: 500; }
+.xla-note { margin-top: 4px; }
 .err-text { color: var(--err); }
 
 .kv { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 2px 16px; font-size: 12px; margin: 0; }
@@ -136,6 +153,10 @@ bdi.name { unicode-bidi: isolate; }
 .growth-summary { background: #e8f5e9; color: #1b5e20; border: 1px solid #c8e6c9; border-radius: 6px; padding: 8px 12px; margin-bottom: 12px; overflow-wrap: anywhere; }
 .growth-summary.growing { background: #fbe9e7; color: #bf360c; border-color: #ffccbc; }
 .growth-summary-head { font-weight: 500; display: flex; gap: 6px; align-items: baseline; }
+.growth-elsewhere { margin: -6px 0 12px; padding: 0 2px; color: var(--fg2); overflow-wrap: anywhere; }
+.growth-elsewhere .link-button { font-size: inherit; padding: 0 2px; }
+.table-note { margin: 6px 0 0; }
+i.why { cursor: help; text-decoration: underline dotted; }
 .growth-flags { margin: 4px 0 0; padding-left: 22px; color: var(--fg); }
 .growth-flags li { margin: 2px 0; }
 .growth-flags b { color: #bf360c; font-weight: 500; }

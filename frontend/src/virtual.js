@@ -17,3 +17,11 @@ export function visibleRange({ scrollTop, viewportHeight, rowHeight, rowCount, o
 export function viewportHeight(rowCount, rowHeight, maxHeight) {
   return Math.min(Math.max(rowCount, 1) * rowHeight, maxHeight);
 }
+
+/** The scroll position that shows row `index` whole, moving as little as it can. */
+export function scrollToShow({ index, scrollTop, viewportHeight: height, rowHeight }) {
+  const top = index * rowHeight;
+  if (top < scrollTop) return top;
+  if (top + rowHeight > scrollTop + height) return Math.max(0, top + rowHeight - height);
+  return scrollTop;
+}

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { compareTotals, largestLayers, loadGrid, peakParts, splitBaseline, topN } from "../src/aggregate.js";
+import { compareTotals, largestLayers, loadBars, peakParts, replicaBytes, replicaSpan, splitBaseline, topN } from "../src/aggregate.js";
 
 test("compare rows: totals by role per run, ratio to the smallest run", () => {
   const sgd = { run: "sgd", tag: "vars", step: 1, optimizer: { class_name: "SGD" },
@@ -29,18 +29,18 @@ test("topN keeps the largest positive rows", () => {
   assert.deepEqual(topN(ops, "t", 1).map((o) => o.n), ["c"]);
 });
 
-test("load results become formats x modes, errors as gaps", () => {
+test("load results become one bar per load on its own label, errors as gaps", () => {
   const results = [
     { format: "keras", mode: "compile=True", file_bytes: 10, load_seconds: 2 },
     { format: "keras", mode: "compile=False", file_bytes: 10, load_seconds: 1 },
     { format: "tflite", mode: "interpreter", file_bytes: 5, load_seconds: 0.1, error: "" },
     { format: "h5", mode: "compile=True", error: "not supported" },
   ];
-  const grid = loadGrid(results, "load_seconds");
-  assert.deepEqual(grid.formats, ["keras", "tflite", "h5"]);
-  assert.deepEqual(grid.series.map((s) => s.mode), ["compile=True", "compile=False", "interpreter"]);
-  assert.deepEqual(grid.series[0].values, [2, null, null]);
-  assert.deepEqual(grid.series[2].values, [null, 0.1, null]);
+  const { bars, modes } = loadBars(results, "load_seconds");
+  assert.deepEqual(bars.map((b) => b.label), ["keras · compile=True", "keras · compile=False", "tflite · interpreter", "h5 · compile=True"]);
+  assert.deepEqual(bars.map((b) => b.value), [2, 1, 0.1, null]);
+  assert.equal(bars[3].error, "not supported");
+  assert.deepEqual(modes, ["compile=True", "compile=False", "interpreter"]);
 });
 
 test("peak parts: display order, unknown parts null with their reason, shares of the total", () => {
@@ -86,4 +86,13 @@ test("seed-001 fixtures (real API answers): Adam keeps two slots per weight, SGD
   assert.equal(sgd.optimizer_slot, 13098536);
   assert.equal(adam.optimizer, "Adam");
   assert.ok(adam.ratio > 1.49 && adam.ratio < 1.51);
+});
+
+test("mirrored variables: how many replicas, and bytes as replicas times one copy", () => {
+  assert.deepEqual(replicaSpan([{ replicas: 2 }, { replicas: 2 }]), { min: 2, max: 2 });
+  assert.deepEqual(replicaSpan([{ replicas: 1 }, { replicas: 4 }, {}]), { min: 1, max: 4 });
+  assert.deepEqual(replicaSpan([]), { min: 1, max: 1 });
+  const fmt = (n) => n.toLocaleString("en-US");
+  assert.equal(replicaBytes(2768896, 2, fmt), "2 × 1,384,448 = 2,768,896"); // a [5408,64] float32 kernel on 2 devices
+  assert.equal(replicaBytes(1384448, 1, fmt), "1,384,448");
 });

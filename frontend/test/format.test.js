@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
   byteAxisInterval, ellipsize, formatBytesFull, formatBytesKnown, formatHuman, formatHumanShort, formatIntKnown, formatPercent,
-  formatProgress, shortDevice, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
+  formatProgress, shortDevice, shortDevices, formatInt, formatMicros, formatShape, formatConfigValue, shortClassName,
 } from "../src/format.js";
 
 test("exact byte counts get thousands separators", () => {
@@ -89,4 +89,12 @@ test("shares and progress", () => {
   assert.equal(formatProgress({ state: "reducing", progress: 0.4, message: "parsing", elapsed_s: 0.5 }), "Reducing… 40% (parsing)");
   assert.equal(formatProgress({ progress: 0.95, message: "reducing", elapsed_s: 12.4 }), "Reducing… 95% (reducing) · 12 s");
   assert.equal(formatProgress({}), "Reducing… 0%");
+});
+
+test("a share that is not 0 never reads 0%; a mirrored variable's devices read short", () => {
+  assert.equal(formatPercent(16 / 62022656), "<0.1%");
+  assert.equal(formatPercent(0), "0%");
+  assert.equal(formatPercent(0.004), "0.4%");
+  assert.equal(shortDevices("/job:localhost/replica:0/task:0/device:CPU:0,/job:localhost/replica:0/task:0/device:CPU:1"), "CPU:0, CPU:1");
+  assert.equal(shortDevices(""), "");
 });

@@ -2,8 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import {
-  allSteps, axisRange, chartedSeries, explainTables, formatCount, formatPerStep, growthPhrase, growthSummary, labelsByStep,
-  sampleUnit, seriesLabel, seriesPoints, seriesUnit, unreadableNote,
+  allSteps, axisRange, chartedSeries, explainTables, flaggedCount, formatCount, formatPerStep, growthPhrase, growthSummary, labelsByStep,
+  mostFlagged, perStepText, sampleUnit, seriesLabel, seriesPoints, seriesUnit, unknownGrowthNote, unreadableNote,
 } from "../src/growth.js";
 import { formatHumanTick } from "../src/format.js";
 
@@ -120,4 +120,31 @@ test("unreadable samples are named with the first reason", () => {
     "1 sample could not be read (step 5) and is left out of the series: r/t step 5: corrupt");
   const many = Array.from({ length: 7 }, (_, i) => ({ step: i * 1000, error: "bad" }));
   assert.equal(unreadableNote(many), "7 samples could not be read (steps 0, 1,000, 2,000, 3,000, 4,000, …) and are left out of the series: bad");
+});
+
+test("explaining tables: no rate for a line that appeared, the reason for an unknown one", async () => {
+  const keep = await fixture("growth-keep.json");
+  const owners = keep.explained_by.variables_by_owner;
+  const adam = owners.find((r) => r.name === "adam_3");
+  assert.equal(adam.per_step, 2.8); // the server's average over the samples after warm-up...
+  assert.equal(perStepText(adam), "appeared"); // ...of an optimizer built once: not a rate per build
+  assert.equal(perStepText(owners.find((r) => r.name === "loss")), "2");
+  const unknown = { name: "adam_3_sequential_3_conv2d_6_bias_momentum_cond_false_4084", count: 6, bytes: null, grown: null,
+    per_step: null, new: null };
+  assert.equal(perStepText(unknown), "unknown");
+  assert.equal(unknownGrowthNote([unknown, { ...unknown, name: "b" }, adam]).slice(0, 40), '2 rows read "unknown": missing from the ');
+  assert.match(unknownGrowthNote([unknown]), /^1 row read "unknown": .*largest lines.*"\(other\)"/);
+  assert.equal(unknownGrowthNote(owners), "");
+});
+
+test("Growth opens on the item with the most series flagged", async () => {
+  const keep = await fixture("growth-keep.json");
+  const fit = await fixture("growth-fit.json");
+  assert.equal(flaggedCount(keep), 6);
+  assert.equal(flaggedCount(fit), 0);
+  assert.equal(flaggedCount(null), 0);
+  const scanned = [{ run: "convnet/train", tag: "memory", flagged: 0 }, { run: "clear/builds", tag: "memory", flagged: 2 },
+    { run: "keep/builds", tag: "memory", flagged: 6 }, { run: "other", tag: "memory", flagged: 6 }];
+  assert.deepEqual(mostFlagged(scanned), scanned[2]);
+  assert.equal(mostFlagged(scanned.slice(0, 1)), null);
 });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { viewportHeight, visibleRange } from "../src/virtual.js";
+import { scrollToShow, viewportHeight, visibleRange } from "../src/virtual.js";
 
 test("top of a long list renders the first screen plus overscan", () => {
   const r = visibleRange({ scrollTop: 0, viewportHeight: 240, rowHeight: 24, rowCount: 20000, overscan: 5 });
@@ -30,4 +30,12 @@ test("viewport fits small tables and caps large ones", () => {
   assert.equal(viewportHeight(3, 24, 480), 72);
   assert.equal(viewportHeight(0, 24, 480), 24);
   assert.equal(viewportHeight(20000, 24, 480), 480);
+});
+
+test("the keyboard's row is scrolled into view, moving as little as it can", () => {
+  const at = (index, scrollTop) => scrollToShow({ index, scrollTop, viewportHeight: 100, rowHeight: 25 });
+  assert.equal(at(0, 0), 0); // in view: no move
+  assert.equal(at(4, 0), 25); // below: its bottom at the viewport's
+  assert.equal(at(1, 50), 25); // above: its top at the viewport's
+  assert.equal(at(3, 25), 25);
 });

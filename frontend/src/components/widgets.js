@@ -1,7 +1,7 @@
 // Small building blocks shared by the views: panels, cards, message boxes, chips.
 
 import { el, message, name } from "../dom.js";
-import { formatBytesFull, formatBytesKnown, formatPercent, isKnown } from "../format.js";
+import { formatBytesFull, formatBytesKnown, formatHuman, formatInt, formatPercent, isKnown } from "../format.js";
 import { CATEGORY_COLOR, CATEGORY_HINT, CATEGORY_LABEL, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 
 export function panel(title, hint, ...children) {
@@ -53,13 +53,29 @@ export function roleCard(testid, role, bytes, sub) {
   return bytesCard(testid, { color: ROLE_COLOR[role], label: ROLE_LABEL[role] || role, bytes, sub });
 }
 
-/** A peak category card; an unknown part says why in its tooltip. */
-export function categoryCard(category, bytes, { share, reason, sub } = {}) {
-  const title = isKnown(bytes) ? `${CATEGORY_LABEL[category] || category}: ${CATEGORY_HINT[category] || ""}` : `unknown: ${reason || "the data cannot give this part"}`;
-  return bytesCard(`peak-${category}`, {
+/**
+ * A peak category card: the bytes in binary units, then exact with the share of the peak and
+ * where the figure comes from (`from`); an unknown part reads "unknown" and says why.
+ */
+export function categoryCard(category, bytes, { share, reason, from } = {}) {
+  const known = isKnown(bytes);
+  const title = known ? `${CATEGORY_LABEL[category] || category}: ${CATEGORY_HINT[category] || ""}` : `unknown: ${reason || "the data cannot give this part"}`;
+  return peakCard(`peak-${category}`, {
     color: CATEGORY_COLOR[category], label: CATEGORY_LABEL[category] || category, bytes, title,
-    sub: sub ?? (isKnown(bytes) ? `${formatPercent(share)} of peak` : reason || "not in this data"),
+    sub: known ? [`${formatPercent(share) || "0%"} of peak`, from ? [" · ", from] : null] : reason || "not in this data",
   });
+}
+
+/** A compact card for the peak's parts (eleven side by side): human bytes large, exact bytes under them. */
+export function peakCard(testid, { color, label, bytes, sub, title }) {
+  const known = isKnown(bytes);
+  const card = el("div", { class: known ? "card peak-card" : "card peak-card unknown", testid, title },
+    el("div", { class: "label" }, el("span", { class: "swatch" }), label),
+    el("div", { class: "value", testid: `${testid}-value` }, known ? formatHuman(bytes) : formatBytesKnown(bytes)),
+    known ? el("div", { class: "exact" }, `${formatInt(bytes)} B`) : null,
+    el("div", { class: "sub" }, sub || "\u00a0"));
+  card.style.setProperty("--c", color || "#212121");
+  return card;
 }
 
 function chip(color, text) {

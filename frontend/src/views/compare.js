@@ -78,7 +78,11 @@ export function createCompare({ api, loader }) {
     result.hidden = rows.length === 0;
     table.setRows(rows);
     chartEl.style.height = `${70 + 36 * rows.length}px`;
-    chart.set(compareChartOption(rows));
+    chart.set(compareChartOption(rows), {
+      label: "Bytes by role per run",
+      summary: rows.map((r) => `${r.run}: ${formatHuman(r.total)}${r.ratio ? ` (${r.ratio.toFixed(2)}× the smallest)` : ""}`
+        + `${ROLES.filter((role) => r[role]).map((role) => `, ${ROLE_LABEL[role].toLowerCase()} ${formatHuman(r[role])}`).join("")}`).join("; "),
+    });
   }
 
   return {

@@ -10,16 +10,18 @@ import {
   UNKNOWN, formatBytesFull, formatHuman, formatHumanTick, formatInt, formatSeconds, isKnown,
 } from "../format.js";
 import {
-  axisRange, chartedSeries, explainTables, formatCount, formatPerStep, growthSummary, labelsByStep, seriesLabel,
-  seriesPoints, seriesUnit, unreadableNote,
+  axisRange, chartedSeries, explainTables, flaggedCount, formatPerStep, growthSummary, labelsByStep, mostFlagged, perStepText,
+  seriesLabel, seriesPoints, seriesUnit, UNKNOWN_GROWTH_WHY, unknownGrowthNote, unreadableNote,
 } from "../growth.js";
 import { GROWTH_COLOR } from "../roles.js";
 import { createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, panel, warnBox } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
+import { runsOfKind } from "../selection.js";
 
 const SYMBOLS_UP_TO = 60; // points drawn as dots up to this many samples
+const MAX_SCANNED = 40; // items asked whether they flag something, when Growth opens
 
 const TABLES = {
   models: { testid: "growth-models", title: "Live models", label: "Live models",
@@ -33,8 +35,12 @@ const TABLES = {
 };
 
 const nameColumn = (label) => ({ key: "name", label, width: "minmax(180px, 3fr)", minWidth: 180, render: (r) => name(r.name) });
-const newColumn = (title) => ({ key: "new", label: "New", width: "64px", minWidth: 60, title,
-  value: (r) => (r.new ? 1 : 0), text: (r) => (r.new ? "new" : ""), render: (r) => (r.new ? el("span", { class: "badge new" }, "new") : "") });
+// Whether a line was there before: unknown (null) when the census that would say was cut below it.
+const newColumn = (title) => ({ key: "new", label: "New", width: "72px", minWidth: 64, title,
+  value: (r) => (r.new === true ? 1 : r.new === false ? 0 : null), text: (r) => (r.new === true ? "new" : r.new === false ? "" : UNKNOWN),
+  render: (r) => (r.new === true ? el("span", { class: "badge new" }, "new") : r.new === false ? ""
+    : el("i", { class: "why", title: UNKNOWN_GROWTH_WHY }, UNKNOWN)) });
+const unknownWhy = () => el("i", { class: "why", title: UNKNOWN_GROWTH_WHY }, UNKNOWN);
 const bytesColumn = { key: "bytes", label: "Bytes", width: "110px", minWidth: 100, numeric: true,
   value: (r) => (isKnown(r.bytes) ? r.bytes : null), text: (r) => (isKnown(r.bytes) ? formatInt(r.bytes) : "") };
 
@@ -57,11 +63,14 @@ function moverColumns(word, bytes) {
       { key: "count", label: "Count", width: "80px", minWidth: 70, numeric: true, title: "at the last sample", text: (r) => formatInt(r.count) },
       ...(bytes ? [bytesColumn] : []),
       { key: "grown", label: "Grown", width: "80px", minWidth: 70, numeric: true, title: "from the first sample after warm-up to the last",
-        text: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : UNKNOWN),
-        render: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}`
-          : el("i", { title: "below the first sample's top lines: how much it grew is not known" }, UNKNOWN)) },
-      { key: "per_step", label: `Per ${word}`, width: "80px", minWidth: 70, numeric: true, title: `growth per ${word} over the same samples`,
-        text: (r) => formatCount(r.per_step) },
+        text: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : `${UNKNOWN}: ${UNKNOWN_GROWTH_WHY}`),
+        render: (r) => (isKnown(r.grown) ? `+${formatInt(r.grown)}` : unknownWhy()) },
+      { key: "per_step", label: `Per ${word}`, width: "88px", minWidth: 80, numeric: true,
+        title: `growth per ${word} over the same samples; "appeared": absent after warm-up, its growth is its count, not a rate`,
+        text: (r) => ({ appeared: `appeared: absent at the first sample after warm-up, its +${formatInt(r.grown)} is not a rate per ${word}`,
+          unknown: `${UNKNOWN}: ${UNKNOWN_GROWTH_WHY}` })[perStepText(r)] ?? perStepText(r),
+        render: (r) => (perStepText(r) === "appeared" ? el("i", { class: "why" }, "appeared")
+          : perStepText(r) === UNKNOWN ? unknownWhy() : perStepText(r)) },
       newColumn("absent at the first sample after warm-up"),
     ]);
   }
@@ -70,21 +79,25 @@ function moverColumns(word, bytes) {
 
 export function createGrowthView({ api, loader, shared }) {
   const summary = el("div", { class: "growth-summary", testid: "growth-summary", role: "status" });
+  const elsewhere = el("div", { class: "growth-elsewhere", testid: "growth-elsewhere" });
+  elsewhere.hidden = true;
   const unreadable = el("div");
   const chartsEl = el("div", { class: "growth-charts" });
   const charts = new Map(); // series -> {element, chart, title, hint}
   const tables = {};
   const panels = {};
+  const notes = {}; // under each table: what its "unknown" rows mean
   for (const [key, t] of Object.entries(TABLES)) {
     tables[key] = createTable({ testid: t.testid, label: t.label, sort: { key: key === "models" ? "bytes" : "grown", direction: "desc" },
       columns: key === "models" ? MODEL_COLUMNS : moverColumns("step", true), maxHeight: 290, placeholder: `Filter ${t.label.toLowerCase()}` });
-    panels[key] = panel(t.title, t.hint, tables[key].element);
+    notes[key] = el("p", { class: "hint table-note", testid: `${t.testid}-unknown` });
+    panels[key] = panel(t.title, t.hint, tables[key].element, notes[key]);
     panels[key].hidden = true;
   }
   const explainHead = el("h3", { class: "growth-explain-head" }, "What explains it");
   explainHead.hidden = true;
   const scalarsNote = el("p", { class: "hint" });
-  const body = el("div", {}, summary, unreadable, chartsEl, explainHead,
+  const body = el("div", {}, summary, elsewhere, unreadable, chartsEl, explainHead,
     el("div", { class: "grid2 growth-tables" }, Object.values(panels)), scalarsNote);
 
   function chartFor(series) {
@@ -103,6 +116,7 @@ export function createGrowthView({ api, loader, shared }) {
   function render(data, item) {
     const { word, flagged, none } = growthSummary(data);
     renderSummary(summary, flagged, none, word);
+    showElsewhere(lastScan, item);
     const note = unreadableNote(data.unreadable);
     unreadable.replaceChildren(note ? warnBox(message(note), "growth-unreadable") : "");
 
@@ -128,7 +142,8 @@ export function createGrowthView({ api, loader, shared }) {
       c.hint.replaceChildren(g ? `${formatPerStep(g.per_step, unit)} per ${word} · ` : "", message(g?.reason || "no trend computed"),
         isKnown(data.samples) && n < data.samples ? ` · ${formatInt(n)} of ${formatInt(data.samples)} samples` : "");
       c.hint.title = isolate(`${g && isKnown(g.per_step) && unit === "bytes" ? `${formatBytesFull(g.per_step)} per ${word}; ` : ""}${g?.reason || ""}`);
-      c.chart.set(chartOption(series, data.series[series], { flagged: isFlagged, unit, labels, word }));
+      c.chart.set(chartOption(series, data.series[series], { flagged: isFlagged, unit, labels, word }),
+        growthText(series, data.series[series], g, { flagged: isFlagged, unit, word }));
       return c.element;
     }));
     if (!shown.length) chartsEl.append(el("div", { class: "msg info" }, "This tag holds no samples yet."));
@@ -140,14 +155,81 @@ export function createGrowthView({ api, loader, shared }) {
     for (const t of present) {
       if (t.key !== "models") tables[t.key].setColumns(moverColumns(word, t.bytes), { key: "grown", direction: "desc" });
       tables[t.key].setRows(t.rows);
+      notes[t.key].textContent = t.key === "models" ? "" : unknownGrowthNote(t.rows);
+      notes[t.key].hidden = !notes[t.key].textContent;
     }
     scalarsNote.textContent = `RSS, device memory, live variables and graph ops are also in TensorBoard's Scalars dashboard, `
       + `as ${isolate(item.tag)}/… (samples written in TF2).`;
     return metaLine(data, word);
   }
 
-  return createItemView({ api, loader, kind: "memory", route: "growth", fetch: api.growth, body, render,
+  const view = createItemView({ api, loader, kind: "memory", route: "growth", fetch: api.growth, body, render,
     shared: shared.memory, steps: false });
+
+  // Which items flag something, asked once per item and step (one request at a time): Growth opens on
+  // the item with the most series flagged, and an item with none says where to look.
+  const scanned = new Map(); // "run\0tag\0max_step" -> {run, tag, flagged}
+  let opened = false;
+  let current = null; // the listing being scanned
+
+  async function scan(listing) {
+    current = listing;
+    const items = runsOfKind(listing, "memory").flatMap((r) => r.tags.map((t) => ({ run: r.run, tag: t.tag, max_step: t.max_step })))
+      .slice(0, MAX_SCANNED);
+    for (const item of items) {
+      const key = [item.run, item.tag, item.max_step].join("\u0000");
+      if (scanned.has(key)) continue;
+      try {
+        const answer = await loader.get(`growth-scan\u0000${key}`, () => api.growth(item), { keep: () => current === listing });
+        scanned.set(key, { run: item.run, tag: item.tag, flagged: flaggedCount(answer) });
+      } catch {
+        scanned.set(key, { run: item.run, tag: item.tag, flagged: 0 }); // its own error shows when it is opened
+      }
+      if (current !== listing) return null;
+    }
+    return { items: items.length, of: runsOfKind(listing, "memory").reduce((n, r) => n + r.tags.length, 0),
+      found: items.map((i) => scanned.get([i.run, i.tag, i.max_step].join("\u0000"))) };
+  }
+
+  function showElsewhere(result, item = view.item()) {
+    const others = (result?.found || []).filter((f) => f.flagged && !(f.run === item?.run && f.tag === item?.tag));
+    const here = result?.found.find((f) => f.run === item?.run && f.tag === item?.tag);
+    elsewhere.hidden = !result || Boolean(here?.flagged) || !item;
+    if (elsewhere.hidden) return;
+    const checked = result.items < result.of ? ` (the first ${formatInt(result.items)} of ${formatInt(result.of)} checked)` : "";
+    elsewhere.replaceChildren(...(others.length
+      ? [`Flagged in other runs${checked}: `, ...others.flatMap((f, i) => [i ? ", " : "", el("button", {
+        class: "link-button", type: "button", testid: "growth-elsewhere-item", onclick: () => view.pick({ run: f.run, tag: f.tag }),
+      }, name(f.run), f.tag === "memory" ? "" : [" / ", name(f.tag)], ` (${f.flagged} series)`)])]
+      : [`Nothing is flagged in any of the ${formatInt(result.items)} items with memory samples${checked}.`]));
+  }
+
+  let lastScan = null;
+  return {
+    element: view.element,
+    async update(listing) {
+      if (!opened) {
+        opened = true;
+        const before = shared.memory.selection;
+        const looking = el("div", { class: "loading", testid: "growth-scanning" },
+          `Looking for what keeps growing in ${formatInt(runsOfKind(listing, "memory").length)} runs…`);
+        view.element.insertBefore(looking, view.element.children[1]);
+        lastScan = await scan(listing);
+        looking.remove();
+        const best = mostFlagged(lastScan?.found);
+        if (best && shared.memory.selection === before) { // nobody picked meanwhile
+          shared.memory.selection = { ...before, run: best.run, tag: best.tag, step: "" };
+        }
+        view.update(listing);
+        showElsewhere(lastScan);
+        return;
+      }
+      view.update(listing);
+      const result = await scan(listing);
+      if (result) lastScan = result;
+      showElsewhere(lastScan);
+    },
+  };
 }
 
 function renderSummary(container, flagged, none, word) {
@@ -173,6 +255,16 @@ function metaLine(data, word) {
   const labelled = (data.labels || []).filter((l) => l?.label).length;
   if (labelled) parts.push(`${formatInt(labelled)} labelled`);
   return [parts.join(" · ")];
+}
+
+/** One series in words: its span, first and last values, its growth, whether it is flagged. */
+function growthText(series, data, g, { flagged, unit, word }) {
+  const points = seriesPoints(data).filter(([, v]) => v !== null);
+  const value = (v) => (unit === "bytes" ? formatHuman(v) : formatInt(v));
+  const span = points.length ? `${word}s ${formatInt(points[0][0])}–${formatInt(points[points.length - 1][0])}: `
+    + `${value(points[0][1])} at the first, ${value(points[points.length - 1][1])} at the last` : "no value recorded";
+  const trend = g ? `; ${formatPerStep(g.per_step, unit)} per ${word}${g.reason ? ` (${g.reason})` : ""}` : "";
+  return { label: `${seriesLabel(series)} over ${word}s${flagged ? ", keeps growing" : ""}`, summary: `${span}${trend}.` };
 }
 
 function chartOption(series, data, { flagged, unit, labels, word }) {

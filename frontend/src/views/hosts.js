@@ -30,7 +30,7 @@ export function createHostsPanel({ api, onPick }) {
       title: "peak minus resident: what the step itself allocated" },
     { key: "vs", label: "× smallest peak", width: "120px", numeric: true, text: (r) => (r.vs ? `${r.vs.toFixed(2)}×` : "") },
   ];
-  const table = createTable({ testid: "host-table", columns, label: "Hosts", sort: { key: "peak_bytes", direction: "desc" },
+  const table = createTable({ testid: "host-table", columns, label: "Hosts", sort: { key: "peak_bytes", direction: "desc" }, rowAction: "shows the host's ops",
     onRowClick: (row) => onPick(row.host) });
   const notes = el("div");
   const element = panel("Hosts", "every host of this profile session; click one to show its ops", notes, table.element);

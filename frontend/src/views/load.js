@@ -1,8 +1,9 @@
 // "Load": what each save format costs to load in a fresh process.
 
 import { el, message, name } from "../dom.js";
+import { isolate } from "../bidi.js";
 import { formatHuman, formatInt, formatSeconds } from "../format.js";
-import { loadGrid, splitBaseline } from "../aggregate.js";
+import { loadBars, splitBaseline } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, legendItem, panel } from "../components/widgets.js";
@@ -34,23 +35,28 @@ const COLUMNS = [
 
 export function createLoadView({ api, loader, shared }) {
   const charts = METRICS.map((m) => {
-    const box = chartBox(260);
+    const box = chartBox(200);
     return { ...m, box, chart: createChart(box) };
   });
   const table = createTable({ testid: "load-table", columns: COLUMNS, sort: { key: "load_seconds", direction: "asc" } });
   const legend = el("div", { class: "legend" });
+  // One bar per load (a format loaded one way), on its own label; one metric per row of the page.
   const body = el("div", {}, legend,
-    el("div", { class: "grid2", style: { gridTemplateColumns: "repeat(auto-fit, minmax(320px, 1fr))", marginBottom: "12px" } },
-      charts.map((c) => panel(c.title, "median over repeats", c.box))),
+    el("div", { class: "load-charts" }, charts.map((c) => panel(c.title, c.key === "peak_rss_bytes"
+      ? "median over repeats; the dashed line is a process that only imports TensorFlow" : "median over repeats", c.box))),
     panel("Formats", "each loaded in a fresh process", table.element));
 
   function render(data) {
     const { baseline, results } = splitBaseline(data.results || []);
+    const { modes } = loadBars(results, "file_bytes");
+    const color = (mode) => MODE_COLORS[modes.indexOf(mode) % MODE_COLORS.length];
     for (const c of charts) {
-      const floor = c.key === "peak_rss_bytes" ? baseline?.peak_rss_bytes : null;
-      c.chart.set(groupedOption(loadGrid(results, c.key), c.format, floor));
+      const floor = c.key === "peak_rss_bytes" ? baseline : null;
+      const { bars } = loadBars(results, c.key);
+      c.box.style.height = `${(floor ? 62 : 44) + 26 * Math.max(bars.length, 1)}px`;
+      c.chart.set(loadOption(bars, c, color, floor), loadText(bars, c, floor));
     }
-    legend.replaceChildren(...loadGrid(results, "file_bytes").series.map((s, i) => legendItem(s.mode, MODE_COLORS[i % MODE_COLORS.length])));
+    legend.replaceChildren(...modes.map((mode) => legendItem(mode, color(mode))));
     table.setRows(results);
     return [data.model_name ? el("b", {}, name(data.model_name)) : "", ` · step ${formatInt(data.step)} · ${results.length} loads`,
       baseline ? ` · baseline (${baseline.mode}): ${formatHuman(baseline.peak_rss_bytes)} peak RSS` : ""];
@@ -60,21 +66,36 @@ export function createLoadView({ api, loader, shared }) {
     shared: shared.loadbench });
 }
 
-/** Grouped bars; `floor` (the baseline RSS) is drawn as a dashed line. */
-function groupedOption(grid, format, floor) {
+/**
+ * Horizontal bars, one per load, each on its own label (grouped bars by format left gaps where a
+ * format has fewer modes, and bars off their labels). `floor` (the baseline load) is a dashed line
+ * labelled above the plot, where no bar is.
+ */
+function loadOption(bars, metric, color, floor) {
+  const max = Math.max(0, floor?.[metric.key] || 0, ...bars.map((b) => b.value).filter((v) => v !== null));
   return {
-    grid: { left: 8, right: 16, top: 16, bottom: 8, containLabel: true },
-    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(format) },
-    xAxis: { type: "category", data: grid.formats, axisTick: { show: false }, axisLabel: { interval: 0, hideOverlap: true } },
-    yAxis: format === formatHuman ? bytesAxis(Math.max(floor || 0, ...grid.series.flatMap((s) => s.values)))
-      : { type: "value", axisLabel: { formatter: format }, splitLine: { lineStyle: { color: "#eee" } } },
-    series: grid.series.map((s, i) => ({
-      name: s.mode, type: "bar", barMaxWidth: 22, itemStyle: { color: MODE_COLORS[i % MODE_COLORS.length] }, data: s.values,
-      markLine: i === 0 && floor ? {
+    grid: { left: 8, right: 72, top: floor ? 26 : 8, bottom: 8, containLabel: true },
+    tooltip: { trigger: "axis", axisPointer: { type: "shadow" }, formatter: axisTooltip(metric.format) },
+    yAxis: { type: "category", inverse: true, data: bars.map((b) => b.label), axisTick: { show: false },
+      axisLabel: { interval: 0, formatter: (n) => isolate(n) } },
+    xAxis: metric.format === formatHuman ? bytesAxis(max)
+      : { type: "value", axisLabel: { formatter: metric.format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
+    series: [{
+      name: metric.title, type: "bar", barMaxWidth: 16,
+      data: bars.map((b) => ({ value: b.value, itemStyle: { color: color(b.mode) } })),
+      label: { show: true, position: "right", fontSize: 10, color: "#616161", formatter: (p) => (p.value === null ? "" : metric.format(p.value)) },
+      markLine: floor ? {
         symbol: "none", silent: true, lineStyle: { color: "#757575", type: "dashed" },
-        label: { formatter: () => `baseline ${format(floor)}`, position: "insideEndTop", color: "#616161", fontSize: 10 },
-        data: [{ yAxis: floor }],
+        label: { formatter: () => `baseline ${metric.format(floor[metric.key])}`, position: "start", distance: 4, color: "#616161", fontSize: 10 },
+        data: [{ xAxis: floor[metric.key] }],
       } : undefined,
-    })),
+    }],
   };
+}
+
+/** The chart in words for a screen reader: every load's figure, the baseline, the failed loads. */
+function loadText(bars, metric, floor) {
+  const figures = bars.map((b) => `${b.label} ${b.value === null ? `failed${b.error ? ` (${b.error})` : ""}` : metric.format(b.value)}`);
+  const base = floor ? `; baseline (${floor.mode}) ${metric.format(floor[metric.key])}` : "";
+  return { label: `${metric.title} per load`, summary: `${figures.join("; ")}${base}.` };
 }

@@ -2,33 +2,41 @@
 // tree (weights, slots, activations and gradients at the peak, time), the top
 // ops, and every op in a table the server pages, sorts and filters.
 
-import { el, name } from "../dom.js";
+import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
 import {
-  ellipsize, formatHuman, formatInt, formatIntKnown, formatMicros, formatPercent, isKnown, shortDevice, UNKNOWN,
+  formatHuman, formatInt, formatIntKnown, formatMicros, formatPercent, isKnown, shortDevices, UNKNOWN,
 } from "../format.js";
+import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
+import { xlaSummary } from "../xla.js";
 import { OTHER_COLORS, PHASES } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, infoBox, panel, sourceBadge, warnBox } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
+import { runsOfKind, tagLabel } from "../selection.js";
 import { createHostsPanel } from "./hosts.js";
 import { createPeakPanel } from "./peak.js";
-import { treeButtons } from "./storage.js";
+import { classCell, classText, treeButtons } from "./storage.js";
 
 const TOP_N = 12;
 const UNKNOWN_WHY = "neither measured by the allocator nor derivable from the traced graph "
   + "(no graph, or a size known only at run time)";
 
-/** A measured/derived badge, then "[1,28,28,32] float32 = 100,352 B" (badge first: never cut off). */
+/**
+ * A measured/derived badge, then "[1,28,28,32] float32 = 100,352 B": the badge and the figure never
+ * cut; a shape too long for the cell is cut in the middle, its whole text in the tooltip.
+ */
 function outputCell(op) {
+  const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
   if (op.bytes_source === "unknown") {
-    return el("span", { title: `unknown: ${UNKNOWN_WHY}` }, sourceBadge("unknown"),
-      op.output_shape ? [name(op.output_shape), ` ${op.output_dtype || ""} = `] : null, el("i", {}, UNKNOWN));
+    return el("span", { class: "out-cell", title: `${shape ? `${shape} = ` : ""}unknown: ${UNKNOWN_WHY}` }, sourceBadge("unknown"),
+      shape ? el("span", { class: "out-shape" }, name(shape)) : null, shape ? el("span", { class: "out-bytes" }, " = ", el("i", {}, UNKNOWN))
+        : el("i", { class: "out-bytes" }, UNKNOWN));
   }
   if (!op.output_bytes && !op.output_shape) return "";
-  const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
-  return el("span", {}, sourceBadge(op.bytes_source), shape ? [name(shape), " = "] : null, `${formatInt(op.output_bytes)} B`);
+  return el("span", { class: "out-cell" }, sourceBadge(op.bytes_source), shape ? el("span", { class: "out-shape" }, name(shape)) : null,
+    el("span", { class: "out-bytes" }, `${shape ? " = " : ""}${formatInt(op.output_bytes)} B`));
 }
 
 function outputText(op) {
@@ -38,21 +46,41 @@ function outputText(op) {
 
 const knownOrWhy = (value, text) => (isKnown(value) ? text : el("i", { title: `unknown: ${UNKNOWN_WHY}` }, UNKNOWN));
 
+const UNATTRIBUTED_WHY = "kernel time of the XLA program that no rule tied to one of its instructions; "
+  + "the row is named after what the kernels carried (a command buffer)";
+
+/** The op's type; kernel time no rule tied to an instruction reads as such, not as an op type. */
+function typeCell(op) {
+  if (!isUnattributed(op)) return op.op_type;
+  return el("span", { class: "badge unattributed", title: UNATTRIBUTED_WHY }, "not attributed");
+}
+
+/** The ops a fused kernel or an XLA instruction implements, readably; one per line in the tooltip. */
+function fusedCell(op) {
+  const fused = op.fused || [];
+  if (!fused.length) return "";
+  return el("span", { title: isolate(fused.map(readableOp).join("\n")) }, fusedText(fused, op.layer));
+}
+
+// Widths fit a 1400 px window: no column is cut off and an Output cell shows its shape and bytes whole.
 const OP_COLUMNS = [
-  { key: "name", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240, render: (o) => name(o.name) },
-  { key: "op_type", label: "Type", width: "minmax(130px, 1fr)", minWidth: 130 },
-  { key: "fused", label: "Fused ops", width: "minmax(120px, 1fr)", minWidth: 120, value: (o) => (o.fused || []).join(", ") },
-  { key: "layer", label: "Layer", width: "minmax(110px, 1fr)", minWidth: 110, render: (o) => name(o.layer) },
-  { key: "phase", label: "Phase", width: "84px", minWidth: 84 },
-  { key: "device", label: "Device", width: "80px", minWidth: 80, render: (o) => shortDevice(o.device) },
+  { key: "name", label: "Op", width: "minmax(190px, 3fr)", minWidth: 190, cutStart: true, render: (o) => name(o.name) },
+  { key: "op_type", label: "Type", width: "minmax(110px, 1fr)", minWidth: 110, render: typeCell,
+    text: (o) => (isUnattributed(o) ? `${UNATTRIBUTED_TYPE}: ${UNATTRIBUTED_WHY}` : o.op_type) },
+  { key: "fused", label: "Fused ops", width: "minmax(100px, 1.2fr)", minWidth: 100, value: (o) => fusedText(o.fused, o.layer),
+    render: fusedCell, title: "the framework ops a fused kernel or an XLA instruction implements" },
+  { key: "layer", label: "Layer", width: "minmax(100px, 1fr)", minWidth: 100, cutStart: true, render: (o) => name(o.layer) },
+  { key: "phase", label: "Phase", width: "76px", minWidth: 76 },
+  { key: "device", label: "Device", width: "72px", minWidth: 72, text: (o) => o.device, render: (o) => shortDevices(o.device) },
   { key: "calls", label: "Calls", width: "60px", minWidth: 60, numeric: true, text: (o) => formatInt(o.calls) },
-  { key: "time_us", label: "Total time", width: "92px", numeric: true, text: (o) => formatMicros(o.time_us) },
-  { key: "mean_us", label: "Mean time", width: "92px", numeric: true, text: (o) => formatMicros(o.mean_us) },
-  { key: "output_bytes", label: "Output", filterKey: "output_shape", width: "minmax(260px, 2fr)", minWidth: 260, numeric: true, left: true,
+  { key: "time_us", label: "Total time", width: "90px", minWidth: 90, numeric: true, text: (o) => formatMicros(o.time_us) },
+  { key: "mean_us", label: "Mean time", width: "90px", minWidth: 90, numeric: true, text: (o) => formatMicros(o.mean_us) },
+  { key: "output_bytes", label: "Output", filterKey: "output_shape", width: "minmax(300px, 2fr)", minWidth: 300, numeric: true, left: true,
     text: outputText, value: (o) => (o.bytes_source === "unknown" ? null : o.output_bytes), render: outputCell },
-  { key: "new_bytes", label: "New bytes", width: "110px", numeric: true, title: "bytes the op newly allocated for its output (views of variables add none)",
+  { key: "new_bytes", label: "New bytes", width: "96px", minWidth: 96, numeric: true,
+    title: "bytes the op newly allocated for its output (views of variables add none)",
     text: (o) => formatIntKnown(o.new_bytes), render: (o) => knownOrWhy(o.new_bytes, formatInt(o.new_bytes)) },
-  { key: "alloc_bytes", label: "Alloc bytes", width: "104px", numeric: true, title: "bytes the allocator handed out for this op",
+  { key: "alloc_bytes", label: "Alloc bytes", width: "96px", minWidth: 96, numeric: true, title: "bytes the allocator handed out for this op",
     text: (o) => formatInt(o.alloc_bytes) },
 ];
 const TIME_KEYS = new Set(["time_us", "mean_us"]);
@@ -66,8 +94,8 @@ function timeTitle(l) {
 const LAYER_COLUMNS = [
   { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || l.label,
     render: (l) => (l.layer ? name(l.label) : el("i", { title: "ops that belong to no layer of the model" }, l.label)) },
-  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", minWidth: 100,
-    text: (l) => l.class_name || (l.layer && !l.leaf ? "composite" : "") },
+  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", minWidth: 100, text: (l) => classText(l, false),
+    render: (l) => classCell(l, false) },
   { key: "weight_bytes", label: "Weights", width: "110px", numeric: true, text: (l) => formatInt(l.weight_bytes),
     title: "weights and non-trainable state of the layer, from the breakdown" },
   { key: "slot_bytes", label: "Optimizer slots", width: "120px", numeric: true, text: (l) => formatInt(l.slot_bytes) },
@@ -92,30 +120,45 @@ export function createOpsView({ api, loader, shared }) {
   const memChart = createChart(memEl, showOp);
   const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
   const memEmpty = el("div", { class: "hint chart-empty" }, "No op allocated new bytes for its output in this trace (or none is known).");
-  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; click a bar to find the op", timeEmpty, timeEl);
+  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; bars name the layer, then the op under it; click a bar to find the op",
+    timeEmpty, timeEl);
   const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEmpty, memEl);
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
-    placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers),
+    placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers), rowAction: "lists the layer's ops",
     // a layer row lists its ops and its sublayers' (layer^=path); a group row the ops of no layer in that phase
     onRowClick: (row) => ops.setFilter(row.layer ? `layer^=${row.layer}` : `layer= phase=${row.group}`) });
   const ops = createTable({ testid: "op-table", mode: "remote", columns: OP_COLUMNS, label: "Ops", maxHeight: 520,
-    sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense" });
+    sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense",
+    rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
-  const body = el("div", {}, notes, peakPanel.element, hosts.element,
-    el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel),
-    layersPanel,
-    panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element));
+  const opsPanel = panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element);
+  const charts = el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel);
+  const figures = [peakPanel.element, charts, layersPanel, opsPanel];
+  const body = el("div", {}, notes, peakPanel.element, hosts.element, charts, layersPanel, opsPanel);
   let treeOf = "";
   let shownKey = ""; // the answer whose pages the table shows: pages of another stop being asked for
 
   function render(data, item) {
     notes.replaceChildren(...banners(data));
-    peakPanel.render(data);
     hosts.show(item, data);
+    // A trace that holds no op (the profiler could not start): its note says why, and where a profile of the
+    // run is, if another profiler wrote one; no empty figures under it.
+    const empty = data.op_count === 0 && !(data.peak_bytes > 0);
+    for (const part of figures) part.hidden = empty;
+    if (empty) {
+      const profiles = (runsOfKind(listing, "ops").find((r) => r.run === item.run)?.tags || []).filter((t) => t.origin === "profile");
+      if (profiles.length) {
+        notes.append(el("div", { class: "msg info", testid: "other-profiles" }, "Profiles of this run the tab reads: ",
+          profiles.flatMap((t, i) => [i ? ", " : "", el("button", { class: "link-button", type: "button", onclick: () => view.pick({ tag: t.tag }) },
+            name(tagLabel(t)))])));
+      }
+      return metaLine(data);
+    }
+    peakPanel.render(data);
     timePanel.hidden = !data.timed;
-    if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0]);
-    showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1]);
+    if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0], data.op_count);
+    showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1], data.op_count);
     join.replaceChildren(...joinText(data));
     const tree = `${item.run}\u0000${item.tag}\u0000${data.breakdown?.tag ?? ""}`;
     // No time without op times; no class column when the breakdown names no classes (a TF1 checkpoint).
@@ -129,21 +172,53 @@ export function createOpsView({ api, loader, shared }) {
     shownKey = key;
     ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page),
       { keep: () => shownKey === key }), data.ops);
-    ops.setColumns(data.timed ? OP_COLUMNS : OP_COLUMNS.filter((c) => !TIME_KEYS.has(c.key)), { key: "new_bytes" });
-    return [
-      `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
-      `${formatInt(data.op_count)} ops`, data.timed ? ` · ${formatMicros(data.total_time_us)}` : "",
-      ` · ${(data.devices || []).map(shortDevice).join(", ") || "no device recorded"}`,
-    ];
+    ops.setColumns(opColumns(data), { key: "new_bytes" });
+    return metaLine(data);
   }
 
   const view = createItemView({ api, loader, kind: "ops", route: "ops", fetch: api.ops, body, render, shared: shared.ops, joins: true });
-  return view;
+  let listing = null;
+  return { ...view, update(next) {
+    listing = next;
+    return view.update(next);
+  } };
 }
 
-/** What the data cannot tell, said before any figure. */
+// An XLA step's rows are instructions with short names ("gemm_fusion_dot.96") implementing long framework ops:
+// the width goes to what they implement and to their layers.
+const XLA_WIDTHS = { name: ["minmax(140px, 1fr)", 140], fused: ["minmax(150px, 2.6fr)", 150], layer: ["minmax(120px, 1.6fr)", 120] };
+const XLA_COLUMNS = OP_COLUMNS.map((c) => (XLA_WIDTHS[c.key] ? { ...c, width: XLA_WIDTHS[c.key][0], minWidth: XLA_WIDTHS[c.key][1] } : c));
+const COLUMN_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
+
+/** The op table's columns: no time without op times; no Device column when every op ran on one (the meta line names it). */
+function opColumns(data) {
+  const key = [Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1].join();
+  if (!COLUMN_SETS.has(key)) {
+    COLUMN_SETS.set(key, (data.xla ? XLA_COLUMNS : OP_COLUMNS).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
+      && ((data.devices || []).length > 1 || c.key !== "device")));
+  }
+  return COLUMN_SETS.get(key);
+}
+
+function metaLine(data) {
+  return [
+    `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
+    `${formatInt(data.op_count)} ops`, data.timed ? ` · ${formatMicros(data.total_time_us)}` : "",
+    ` · ${(data.devices || []).map(shortDevices).join(", ") || "no device recorded"}`,
+    data.xla ? " · XLA-compiled" : data.xla === null ? " · op by op (TensorFlow's executor)" : "",
+  ];
+}
+
+/** What kind of step this is and what the data cannot tell, said before any figure. */
 export function banners(data) {
   const out = [];
+  const xla = xlaSummary(data.xla);
+  if (xla) {
+    out.push(el("div", { class: "msg info xla", testid: "xla-summary" },
+      el("div", { class: "xla-headline", title: xla.methods.map((m) => `${m.text}: ${m.hint}`).join("\n") }, xla.headline),
+      xla.unattributed ? el("div", { testid: "xla-unattributed" }, `${xla.unattributed} (rows "${UNATTRIBUTED_TYPE}")`) : null,
+      xla.note ? el("div", { class: "xla-note", testid: "xla-note" }, message(xla.note)) : null));
+  }
   if (data.allocations && data.allocations !== "all") {
     out.push(warnBox(data.allocations_note || (data.allocations === "none"
       ? "This trace recorded no allocations: the peak and its split are unknown."
@@ -166,15 +241,26 @@ function joinText(data) {
   return [el("b", {}, formatPercent(j.fraction)), ` of op time on the model's layers (${of})${source}`];
 }
 
-/** A top-N bar chart, or a line saying there is nothing to chart. */
-function showTop(chart, box, empty, rows, key, format, color) {
+/** A top-N bar chart (with its bars in words for a screen reader), or a line saying there is nothing to chart. */
+function showTop(chart, box, empty, rows, key, format, color, opCount) {
   const data = (rows || []).filter((r) => isKnown(r[key]) && r[key] > 0);
   box.hidden = !data.length;
   empty.hidden = Boolean(data.length);
-  if (data.length) chart.set(topChartOption(data, key, format, color));
+  if (!data.length) return;
+  const what = key === "time_us" ? "time" : "new bytes";
+  const shown = shortLayerNames(data.map((o) => o.layer));
+  const words = (o) => `${opLabel(o.name, o.layer, 50, shown.get(o.layer))}: ${format(o[key])}${o.layer ? "" : ", on no layer"}`;
+  chart.set(topChartOption(data, key, format, color), {
+    label: `Top ${data.length} ops by ${key === "time_us" ? "time" : "memory"}${isKnown(opCount) ? ` of ${formatInt(opCount)}` : ""}`,
+    summary: `${what} per op, largest first: ${data.map(words).join("; ")}.`,
+    items: data.map((o, i) => ({ name: o.name, text: `${i + 1} of ${data.length}: ${words(o)} (op ${o.name})` })),
+    action: "find the op in the table",
+  });
 }
 
 function topChartOption(data, key, format, color) {
+  const shown = shortLayerNames(data.map((o) => o.layer));
+  const labels = new Map(data.map((o) => [o.name, opLabel(o.name, o.layer, 50, shown.get(o.layer))]));
   return {
     grid: { left: 8, right: 64, top: 4, bottom: 4, containLabel: true },
     tooltip: {
@@ -187,7 +273,8 @@ function topChartOption(data, key, format, color) {
     },
     xAxis: format === formatHuman ? bytesAxis(data[0]?.[key] || 0)
       : { type: "value", axisLabel: { formatter: format, hideOverlap: true }, splitLine: { lineStyle: { color: "#eee" } } },
-    yAxis: { type: "category", inverse: true, data: data.map((o) => o.name), axisLabel: { formatter: (n) => isolate(ellipsize(n, 28)) },
+    // the op's layer, then its path under the layer: cut from the left, a scope path loses its layer first
+    yAxis: { type: "category", inverse: true, data: data.map((o) => o.name), axisLabel: { formatter: (n) => isolate(labels.get(n) ?? n) },
       axisTick: { show: false } },
     series: [{ name: key === "time_us" ? "time" : "new bytes", type: "bar", barMaxWidth: 16, itemStyle: { color },
       label: { show: true, position: "right", formatter: (p) => format(p.value), fontSize: 10, color: "#616161" },

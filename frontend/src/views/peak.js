@@ -6,7 +6,7 @@ import { el, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatMicros } from "../format.js";
 import { peakParts } from "../aggregate.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL, RESIDENT } from "../roles.js";
-import { bytesCard, categoryCard, shareBar } from "../components/widgets.js";
+import { categoryCard, peakCard, shareBar } from "../components/widgets.js";
 
 /** {element, render(data, t0)}: data has peak_by_category, peak_time_us, breakdown. */
 export function createPeakPanel() {
@@ -33,10 +33,9 @@ export function createPeakPanel() {
       cards.replaceChildren(
         ...parts.map((p) => categoryCard(p.category, p.bytes, {
           share: p.share, reason: p.reason,
-          sub: fromBreakdown && p.bytes !== null && RESIDENT.includes(p.category) && joined
-            ? [`${p.share !== null ? `${(100 * p.share).toFixed(1)}% · ` : ""}from breakdown `, name(joined)] : undefined,
+          from: fromBreakdown && RESIDENT.includes(p.category) && joined ? ["from breakdown ", name(joined)] : undefined,
         })),
-        bytesCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
+        peakCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
       );
     },
   };

@@ -2,7 +2,8 @@
 
 import { el, name } from "../dom.js";
 import {
-  ellipsize, formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, shortClassName, shortDevice,
+  ellipsize, formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, shortClassName, shortDevices,
+  UNKNOWN,
 } from "../format.js";
 import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
@@ -11,29 +12,54 @@ import { createTable } from "../components/table.js";
 import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 import { createCompare } from "./compare.js";
-import { largestLayers } from "../aggregate.js";
+import { largestLayers, replicaBytes, replicaSpan } from "../aggregate.js";
 
 const CHART_LAYERS = 30;
 const NO_LAYER = "(no layer)"; // variables outside any layer (counters, beta powers, ...)
 
 const VARIABLE_COLUMNS = [
-  { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220, render: (v) => name(v.name) },
-  { key: "layer", label: "Layer", width: "minmax(120px, 1.5fr)", minWidth: 120, render: (v) => name(v.layer) },
+  { key: "name", label: "Name", width: "minmax(220px, 3fr)", minWidth: 220, cutStart: true, render: (v) => name(v.name) },
+  { key: "layer", label: "Layer", width: "minmax(120px, 1.5fr)", minWidth: 120, cutStart: true, render: (v) => name(v.layer) },
   { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", sortKey: "params", value: (v) => v.params, text: (v) => formatShape(v.shape) },
   { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
   { key: "params", label: "Params", width: "100px", numeric: true, text: (v) => formatInt(v.params) },
-  { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (v) => formatInt(v.bytes) },
+  { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (v) => replicaBytes(v.bytes, v.replicas, formatInt),
+    title: "bytes of all its copies: a variable mirrored on N devices (MirroredStrategy) counts N times" },
   { key: "role", label: "Role", width: "130px", minWidth: 130, render: (v) => roleChip(v.role) },
   { key: "slot", label: "Slot", width: "90px", minWidth: 70 },
   { key: "slot_of", label: "Slot of", width: "minmax(120px, 1.5fr)", minWidth: 120, render: (v) => name(v.slot_of ?? "") },
-  { key: "device", label: "Device", width: "minmax(90px, 1fr)", text: (v) => (v.replicas > 1 ? `${v.device} ×${v.replicas}` : v.device),
-    render: (v) => (v.replicas > 1 ? `${shortDevice(v.device)} ×${v.replicas}` : shortDevice(v.device)) },
+  { key: "device", label: "Device", width: "minmax(90px, 1fr)", text: (v) => (v.replicas > 1 ? `${v.replicas} replicas: ${v.device}` : v.device),
+    render: (v) => (v.replicas > 1 ? el("span", {}, el("b", {}, `×${v.replicas} `), shortDevices(v.device)) : shortDevices(v.device)) },
 ];
+// Mirrored variables: the Bytes cell says how its figure is made ("2 × 1,384,448 = 2,768,896"), and needs the room.
+const MIRRORED_COLUMNS = VARIABLE_COLUMNS.map((c) => (c.key === "bytes" ? { ...c, width: "200px", minWidth: 200 }
+  : c.key === "device" ? { ...c, width: "minmax(150px, 1fr)", minWidth: 150 } : c));
+
+const NO_CLASS = "the breakdown does not name this layer's class (a checkpoint stores variables, not the layers that made them)";
+
+/**
+ * A layer row's class: its own, "composite" for a layer over sublayers, and for a layer the breakdown
+ * names no class of, "unknown" (and why) when it names none at all (a checkpoint), else nothing (a row
+ * that is no layer of the model: an optimizer's own counters).
+ */
+export function classText(l, noneKnown) {
+  if (l.class_name) return l.class_name;
+  if (!l.layer) return "";
+  if (!l.leaf) return "composite";
+  return noneKnown ? `${UNKNOWN}: ${NO_CLASS}` : "";
+}
+
+export function classCell(l, noneKnown) {
+  return !l.class_name && l.layer && l.leaf && noneKnown ? el("i", { class: "why", title: NO_CLASS }, UNKNOWN) : classText(l, noneKnown);
+}
+
+/** Whether a breakdown's layer rows name no class at all (a checkpoint: its variables only). */
+export const noClassKnown = (rows) => !(rows || []).some((l) => l.class_name);
 
 const LAYER_COLUMNS = [
   { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || NO_LAYER,
     render: (l) => name(l.layer ? l.label : NO_LAYER) },
-  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", text: (l) => l.class_name || (l.leaf ? "" : "composite") },
+  { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", text: (l) => classText(l, false), render: (l) => classCell(l, false) },
   { key: "params", label: "Params", width: "110px", numeric: true, text: (l) => formatInt(l.params) },
   { key: "derivation", label: "Derivation", width: "minmax(200px, 2.5fr)", minWidth: 200 },
   ...ROLES.map((role) => ({
@@ -42,9 +68,31 @@ const LAYER_COLUMNS = [
   })),
   { key: "total_bytes", label: "Total bytes", width: "120px", numeric: true, text: (l) => formatInt(l.total_bytes) },
 ];
+const LAYER_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
+
+/**
+ * The layer columns: "unknown" classes when the breakdown names none (`noneKnown`); with variables
+ * mirrored `replicas` times (all alike), each byte figure says it sums that many copies.
+ */
+function layerColumns(noneKnown, replicas) {
+  const key = `${noneKnown}|${replicas}`;
+  if (LAYER_SETS.has(key)) return LAYER_SETS.get(key);
+  const summed = (c) => ({ ...c, width: c.key === "total_bytes" ? "130px" : c.width, title: `summed over ${replicas} replicas (one copy per device)`,
+    text: (l) => {
+      const b = c.key === "total_bytes" ? l.total_bytes : l.bytes?.[c.key] ?? 0;
+      return b ? `${formatInt(b)} (×${replicas})` : "0";
+    } });
+  const columns = LAYER_COLUMNS.map((c) => (c.key === "class_name" && noneKnown
+    ? { ...c, text: (l) => classText(l, true), render: (l) => classCell(l, true) }
+    : replicas > 1 && (ROLES.includes(c.key) || c.key === "total_bytes") ? summed(c) : c));
+  LAYER_SETS.set(key, noneKnown || replicas > 1 ? columns : LAYER_COLUMNS);
+  return LAYER_SETS.get(key);
+}
 
 export function createStorageView({ api, loader, shared }) {
   const cards = el("div", { class: "cards" });
+  const replicasNote = el("div", { class: "msg info", testid: "replicas-note" });
+  replicasNote.hidden = true;
   const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
   const chartEl = chartBox();
   const chart = createChart(chartEl, (layer) => showLayer(layer === NO_LAYER ? "" : layer));
@@ -53,10 +101,11 @@ export function createStorageView({ api, loader, shared }) {
   // A click on a layer (row or bar) lists its variables; slots carry their weight's layer.
   const showLayer = (layer) => layer && variables.setFilter(`layer^=${layer}`);
   const layers = createTable({ testid: "layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
-    placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), toolbar: treeButtons(() => layers) });
+    placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), rowAction: "lists the layer's variables",
+    toolbar: treeButtons(() => layers) });
   const variables = createTable({ testid: "variable-table", mode: "remote", columns: VARIABLE_COLUMNS, label: "Variables",
     sort: { key: "bytes", direction: "desc" }, placeholder: "Filter variables, e.g. conv2d role:slot" });
-  const body = el("div", {}, cards, extras,
+  const body = el("div", {}, replicasNote, cards, extras,
     chartPanel,
     panel("Layers", "composite layers sum their sublayers; click a layer to list its variables", layers.element),
     panel("Variables", "sorted and filtered by the server; click a header to sort", variables.element));
@@ -65,7 +114,12 @@ export function createStorageView({ api, loader, shared }) {
   let shownKey = ""; // the answer whose pages the table shows: pages of another stop being asked for
 
   function render(data, item) {
-    renderCards(cards, data);
+    const replicas = replicaSpan(data.variables?.rows);
+    replicasNote.replaceChildren(...replicasText(replicas, data));
+    replicasNote.hidden = replicas.max <= 1;
+    variables.setColumns(replicas.max > 1 ? MIRRORED_COLUMNS : VARIABLE_COLUMNS, { key: "bytes" });
+    layers.setColumns(layerColumns(noClassKnown(data.layers), replicas.min === replicas.max ? replicas.max : 1), { key: "" });
+    renderCards(cards, data, replicas);
     extras.replaceChildren(optimizerPanel(data.optimizer), reconciliationPanel(data));
     const rows = data.layers || [];
     const leaves = rows.filter((l) => l.leaf);
@@ -73,7 +127,7 @@ export function createStorageView({ api, loader, shared }) {
     chartTitle.textContent = charted.length < leaves.length
       ? `the ${CHART_LAYERS} largest of ${formatInt(leaves.length)} layers; optimizer slots are charged to the layer of their weight`
       : "optimizer slots are charged to the layer of their weight";
-    chart.set(layerChartOption(charted));
+    chart.set(layerChartOption(charted), layerChartText(charted, leaves.length));
     chartEl.style.height = `${Math.max(180, 60 + charted.length * 22)}px`;
     const tree = `${item.run}\u0000${item.tag}`;
     layers.setRows(rows, tree !== treeOf);
@@ -111,16 +165,27 @@ function metaLine(data) {
   return parts.flatMap((p, i) => (i ? [" · ", p] : [p]));
 }
 
-function renderCards(container, data) {
+/** MirroredStrategy: the bytes on this page sum every replica; said once, where the figures start. */
+function replicasText(replicas, data) {
+  if (replicas.max <= 1) return [];
+  const devices = shortDevices(data.variables?.rows?.find((r) => r.replicas === replicas.max)?.device);
+  const n = replicas.min === replicas.max ? `${replicas.max}` : `${replicas.min} to ${replicas.max}`;
+  return [`Mirrored variables (MirroredStrategy): every variable has ${n} replicas, one per device${devices ? ` (${devices})` : ""}. `,
+    `Every byte figure on this page sums all of them${replicas.min === replicas.max ? `: one device holds 1/${replicas.max} of it` : ""}.`];
+}
+
+function renderCards(container, data, replicas) {
   const totals = data.totals || {};
   const total = data.total_bytes ?? ROLES.reduce((s, r) => s + (totals[r] || 0), 0);
-  const share = (b) => (total ? `${((100 * b) / total).toFixed(1)}% of total` : "");
+  const mirrored = replicas.max > 1 ? `summed over ${replicas.min === replicas.max ? replicas.max : `${replicas.min}–${replicas.max}`} replicas` : "";
+  const share = (b) => [total ? `${((100 * b) / total).toFixed(1)}% of total` : "", mirrored].filter(Boolean).join(" · ");
   container.replaceChildren(
     roleCard("total-weight", "weight", totals.weight || 0, `${formatInt(data.total_params)} params · ${share(totals.weight || 0)}`),
     roleCard("total-non_trainable", "non_trainable", totals.non_trainable || 0, share(totals.non_trainable || 0)),
-    roleCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0, optimizerHint(data, totals)),
+    roleCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0,
+      [optimizerHint(data, totals), mirrored].filter(Boolean).join(" · ")),
     roleCard("total-other", "other", totals.other || 0, share(totals.other || 0)),
-    roleCard("total-all", "total", total, `${formatInt(data.variable_count)} variables`),
+    roleCard("total-all", "total", total, [`${formatInt(data.variable_count)} variables`, mirrored].filter(Boolean).join(" · ")),
   );
 }
 
@@ -168,6 +233,19 @@ function reconciliationPanel(data) {
     table.append(row("Sum", sum, "sum"));
   }
   return panel("Reconciliation", "bytes on disk, line by line", table);
+}
+
+/** The chart in words: each layer's bytes by role, largest first in the summary, in model order as bars. */
+function layerChartText(layers, of) {
+  const words = (l) => `${l.layer || NO_LAYER}: ${formatHuman(l.total_bytes)}`
+    + `${ROLES.filter((r) => l.bytes?.[r]).map((r) => `, ${ROLE_LABEL[r].toLowerCase()} ${formatHuman(l.bytes[r])}`).join("")}`;
+  const largest = [...layers].sort((a, b) => (b.total_bytes || 0) - (a.total_bytes || 0));
+  return {
+    label: `Bytes per layer${layers.length < of ? `, the ${layers.length} largest of ${formatInt(of)} layers` : ""}`,
+    summary: `largest first: ${largest.map(words).join("; ")}.`,
+    items: layers.map((l, i) => ({ name: l.layer || NO_LAYER, text: `${i + 1} of ${layers.length}: ${words(l)}` })),
+    action: "list the layer's variables",
+  };
 }
 
 function layerChartOption(layers) {

@@ -11,6 +11,7 @@ import { createTable } from "../components/table.js";
 import { categoryChip, chartBox, infoBox, panel, sourceBadge } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 import { banners } from "./ops.js";
+import { xlaSummary } from "../xla.js";
 import { createPeakPanel } from "./peak.js";
 
 const MAX_POINTS = 2000; // points drawn; the peak is always one of them
@@ -38,17 +39,46 @@ export function createTimelineView({ api, loader, shared }) {
   const count = el("small", { testid: "buffer-count" });
   const buffers = createTable({ testid: "buffer-table", columns: BUFFER_COLUMNS, label: "Buffers live at the peak",
     sort: { key: "bytes", direction: "desc" }, placeholder: "Filter buffers, e.g. fc1 category:gradients" });
+  const xlaBox = el("div", { class: "msg info xla", testid: "xla-temp" });
+  xlaBox.hidden = true;
+  let xlaFor = "";
   const body = el("div", {}, notes,
-    panel("Bytes in use", "over the traced step(s), stacked by category; drag or scroll to zoom", chartNote, legend, chartEl),
+    panel("Bytes in use", "over the traced step(s), stacked by category; drag or scroll to zoom", chartNote, xlaBox, legend, chartEl),
     peakPanel.element,
     el("section", { class: "panel" }, el("h2", {}, "Live at the peak", count), buffers.element));
 
-  function render(data) {
+  /**
+   * An XLA program holds its temporaries in one allocation made before it runs: say how big it is and
+   * how much of it is live at once. The /timeline answer does not carry the step's kind: the /ops one does.
+   */
+  function showXla(data, item) {
+    const pinned = { ...item, step: data.step ?? "", host: data.host ?? item.host ?? "" };
+    const key = JSON.stringify([pinned.run, pinned.tag, pinned.step, pinned.host, data.wall_time]);
+    if (key === xlaFor) return;
+    xlaFor = key;
+    xlaBox.hidden = true;
+    const answer = "xla" in data ? Promise.resolve(data)
+      : loader.get(`ops-kind\u0000${key}`, () => api.ops(pinned), { keep: () => xlaFor === key });
+    answer.then((ops) => {
+      const xla = xlaFor === key ? xlaSummary(ops?.xla) : null;
+      if (!xla) return;
+      xlaBox.replaceChildren(el("div", { class: "xla-headline" }, xla.headline),
+        ...xla.temps.map((t) => el("div", { title: t.title }, "temporaries of ", name(t.program), `: ${t.text}`)));
+      xlaBox.hidden = false;
+    }, () => {}); // the Ops view says what is wrong with the item
+  }
+
+  function render(data, item) {
     notes.replaceChildren(...banners(data));
+    // A trace that holds no op and no memory (the profiler could not start): the note says why.
+    const empty = !(data.t_us?.length) && !(data.buffers?.length) && !(data.peak_bytes > 0);
+    for (const part of body.children) if (part !== notes) part.hidden = empty;
+    if (empty) return [`step ${formatIntKnown(data.step)} · no memory recorded`];
+    showXla(data, item);
     const stacked = stackTimeline(data, MAX_POINTS);
     chartNote.replaceChildren(stacked.t.length ? "" : infoBox("This trace recorded no memory timeline (no allocation events)."));
     legend.replaceChildren(...stacked.series.map((s) => categoryChip(s.category)));
-    chart.set(timelineOption(stacked));
+    chart.set(timelineOption(stacked), timelineText(stacked));
     peakPanel.render(data);
     const rows = data.buffers || [];
     count.textContent = rows.length < (data.buffer_count || 0)
@@ -65,6 +95,20 @@ export function createTimelineView({ api, loader, shared }) {
 
   return createItemView({ api, loader, kind: "ops", route: "timeline", fetch: api.timeline, body, render,
     shared: shared.ops, joins: true });
+}
+
+/** The chart in words: how long, the peak and its parts, where it starts and ends. */
+function timelineText(stacked) {
+  const { t, total, peak } = stacked;
+  if (!t.length) return { label: "Bytes in use over the trace", summary: "no memory timeline in this trace" };
+  const at = peak >= 0 ? breakdownAt(stacked, peak) : null;
+  const parts = at ? at.parts.filter((p) => p.bytes > 0).sort((a, b) => b.bytes - a.bytes)
+    .map((p) => `${(CATEGORY_LABEL[p.category] || p.category).toLowerCase()} ${formatHuman(p.bytes)}`).join(", ") : "";
+  return {
+    label: "Bytes in use over the trace, stacked by category",
+    summary: `${formatInt(t.length)} points over ${formatMicros(t[t.length - 1] - t[0])}: ${formatHuman(total[0])} at the start`
+      + `${at ? `, peak ${formatBytesFull(total[peak])} at ${formatMicros(t[peak])} (${parts})` : ""}, ${formatHuman(total[total.length - 1])} at the end.`,
+  };
 }
 
 function timelineOption(stacked) {
