@@ -17,9 +17,9 @@ import { createPeakPanel } from "./peak.js";
 const MAX_POINTS = 2000; // points drawn; the peak is always one of them
 
 const BUFFER_COLUMNS = [
-  { key: "op", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240,
+  { key: "op", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240, cutStart: true,
     text: (b) => b.op || "(allocated before the trace)", render: (b) => (b.op ? name(b.op) : el("i", {}, "(allocated before the trace)")) },
-  { key: "layer", label: "Layer", width: "minmax(120px, 1.2fr)", minWidth: 120, render: (b) => name(b.layer) },
+  { key: "layer", label: "Layer", width: "minmax(120px, 1.2fr)", minWidth: 120, cutStart: true, render: (b) => name(b.layer) },
   { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", minWidth: 100, render: (b) => name(b.shape) },
   { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
   { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (b) => formatInt(b.bytes) },
