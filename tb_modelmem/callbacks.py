@@ -26,8 +26,9 @@ import tensorflow as tf
 
 from tb_modelmem import summary
 from tb_modelmem.messages import first_line
+from tb_modelmem.readers import oom
 from tb_modelmem.schema.records import OpTable, OpTrace
-from tb_modelmem.tracing import Trace
+from tb_modelmem.tracing import OOM_TAG, Trace
 
 CENSUS_BUDGET = 0.02  # share of training time the census may take, by default
 
@@ -94,6 +95,7 @@ class MemoryCallback(keras.callbacks.Callback):
         if self._trace is not None:  # the previous fit left the profiled window open in a way no guard saw
             self._cut_short(None, "when the previous fit ended")
         self._train_started = time.monotonic()
+        self._watch_for_oom()
         self._sample_memory(census=True, label="train begin")
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
@@ -129,8 +131,47 @@ class MemoryCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # fit ended inside the profiled range
             self._stop_trace()
+        self._unwatch_oom()  # after the window's guard (which wraps the watcher) is off
         self._sample_memory(census=True, label="train end")
         self._flush()
+
+    def _watch_for_oom(self) -> None:
+        """Wrap the train function ``fit`` calls: a step that runs out of memory is recorded under tag
+        ``oom`` (what the error names, the memory then: ``summary.oom``) before the error goes on up, as
+        Keras calls no hook then. A watcher a fit cut short left behind is taken off first."""
+        model = self.model
+        original = getattr(model, "train_function", None)
+        while getattr(original, "_tb_modelmem_oom", False):
+            original = getattr(original, "__wrapped__")
+        if original is None or not callable(original):
+            return
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except BaseException as e:
+                if oom.is_oom(e):
+                    self._record_oom(e)
+                raise
+
+        setattr(watched, "__wrapped__", original)
+        setattr(watched, "_tb_modelmem_oom", True)
+        model.train_function = watched
+
+    def _unwatch_oom(self) -> None:
+        found = getattr(self.model, "train_function", None)
+        if getattr(found, "_tb_modelmem_oom", False):
+            self.model.train_function = getattr(found, "__wrapped__")
+
+    def _record_oom(self, error: BaseException) -> None:
+        """Never instead of the error: a failure here warns, and the error still goes up."""
+        step = self._step + 1
+        writer = self._writer_or_warn(OOM_TAG)
+        if writer is not None:
+            with writer.as_default():
+                self._written(lambda: summary.oom(OOM_TAG, error, step, where=f"model.fit, step {step}"))
+        warnings.warn(f"tb_modelmem: step {step} ran out of memory; recorded under tag {OOM_TAG!r} in "
+                      f"{self._run_dir()!r} (the tab's What if view says what would fit)", RuntimeWarning, stacklevel=3)
 
     def _batches_per_call(self) -> int:
         """Batches one train_function call runs (``steps_per_execution``): the profiled window

@@ -137,6 +137,19 @@ def _session_graph(graph: Any) -> Tuple[List[Any], Any]:
     return graph_info(graph).graphs, vocabulary
 
 
+def oom(name: str, error: BaseException, step: Optional[int] = None, where: str = "",
+        batch_size: Optional[int] = None, description: Optional[str] = None, writer: Any = None) -> bool:
+    """Record a step that ran out of memory (``records.OomReport``): the allocation the error names
+    (bytes, shape, dtype, op, device, allocator), the process's and devices' memory then. Call it
+    before re-raising; ``MemoryCallback`` and ``trace()`` do. The tab shows it with the run's What if."""
+    def capture() -> Any:
+        from tb_modelmem.capture.process import oom_report
+
+        return oom_report(error, where, batch_size)
+
+    return write(name, capture, step, description, writer)
+
+
 def memory(name: str = "memory", step: Optional[int] = None, census: bool = True, label: str = "",
            description: Optional[str] = None, writer: Any = None) -> bool:
     """Record one sample of process-wide memory (``records.MemorySample``): RSS and peak RSS,

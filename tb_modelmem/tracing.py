@@ -25,7 +25,10 @@ from typing import Any, List, Optional, Set, Tuple, Type
 from tb_modelmem import summary
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.messages import first_line
+from tb_modelmem.readers import oom
 from tb_modelmem.schema.records import OpTrace
+
+OOM_TAG = "oom"  # where a step that ran out of memory is recorded (summary.oom), in the run being written
 
 
 class Trace:
@@ -128,6 +131,8 @@ class Trace:
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
+        if exc is not None and oom.is_oom(exc):  # said before the error goes on up, never instead of it
+            summary.oom(OOM_TAG, exc, self.step, where=f"trace({self.name!r})", batch_size=self.batch_size)
         self.stop()  # also after a failed step: an OOM step is the one worth seeing
 
     def _reduce(self, reading: Optional["_ModelReading"]) -> Optional[OpTrace]:

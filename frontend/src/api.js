@@ -87,4 +87,5 @@ export const api = {
   loadbench: (item) => getJson("loadbench", itemParams(item)),
   growth: (item) => getJson("growth", { run: item.run, tag: item.tag }),
   whatif: (item, question) => getJson("whatif", { ...itemParams(item), ...question }),
+  oom: (item) => getJson("oom", itemParams(item)),
 };

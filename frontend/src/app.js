@@ -12,6 +12,7 @@ import { createStorageView } from "./views/storage.js";
 import { createTimelineView } from "./views/timeline.js";
 import { createGrowthView } from "./views/growth.js";
 import { createWhatIfView } from "./views/whatif.js";
+import { createOomAlerts } from "./views/oom.js";
 import { errorBox } from "./components/widgets.js";
 
 const POLL_MS = 20000;
@@ -28,7 +29,7 @@ export function createApp(root, api) {
   // One loader for the page: an item asked for by two views (or twice) is one request.
   const loader = createLoader();
   // Selections per kind, shared by the views of that kind (Ops and Timeline show the same trace).
-  const shared = { breakdown: {}, ops: {}, loadbench: {}, memory: {} };
+  const shared = { breakdown: {}, ops: {}, loadbench: {}, memory: {}, whatif: {} };
   let active = "";
   let listing = null;
   let busy = false;
@@ -37,8 +38,14 @@ export function createApp(root, api) {
   const updated = el("span", { testid: "updated" });
   const reload = el("button", { class: "mm-reload", title: "Reload now", "aria-label": "Reload now", testid: "reload" }, "⟳");
   const problems = el("div", { testid: "problems", class: "problems" });
+  // A step out of memory: "What would fit?" opens What if on its run, the device's memory as the budget.
+  const oom = createOomAlerts({ api, loader, onProject: (run, budget) => {
+    shared.ops.selection = { run, tag: "", step: "", host: "", breakdown: "" };
+    shared.whatif.budget = budget;
+    show("whatif");
+  } });
   const slot = el("div", { role: "tabpanel" });
-  const main = el("main", { class: "mm-main" }, problems, slot);
+  const main = el("main", { class: "mm-main" }, problems, oom.element, slot);
   root.append(el("header", { class: "mm-header" }, el("div", { class: "mm-title" }, "Model Memory"), nav,
     el("div", { class: "mm-status" }, updated, reload)), main);
 
@@ -74,6 +81,7 @@ export function createApp(root, api) {
       busy = false;
     }
     problems.replaceChildren(...problemBoxes(tagErrors(listing)));
+    oom.update(listing);
     const list = availableViews(listing);
     const ids = list.map((v) => v.id).join();
     if (nav.dataset.ids !== ids) {

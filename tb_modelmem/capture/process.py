@@ -19,8 +19,9 @@ import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
+from tb_modelmem.readers import oom
 from tb_modelmem.schema.names import OTHER_LINE
-from tb_modelmem.schema.records import Count, DeviceMemory, MemorySample
+from tb_modelmem.schema.records import Count, DeviceMemory, MemorySample, OomReport
 
 TOP = 40  # lines kept per census list (the rest is summed into one OTHER_LINE)
 
@@ -33,6 +34,27 @@ def sample(census: bool = True, label: str = "") -> MemorySample:
         _take_census(found)
     found.census_seconds = time.perf_counter() - started
     return found
+
+
+def oom_report(error: BaseException, where: str = "", batch_size: Optional[int] = None) -> OomReport:
+    """What an out-of-memory ``error`` says and what the process and devices held when it was raised."""
+    text = str(error)
+    return OomReport(error_type=type(error).__name__, message=oom.key_lines(text), **oom.parse(text),
+                     batch_size=batch_size, rss_bytes=_rss(), devices=_devices(), bytes_limit=_jax_limit(),
+                     where=where)
+
+
+def _jax_limit() -> Optional[int]:
+    """The first accelerator's capacity, where JAX is in use and says it (TF has no such figure)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        device = jax.devices()[0]
+        stats = device.memory_stats() if device.platform != "cpu" else None
+        return int(stats["bytes_limit"]) if stats and "bytes_limit" in stats else None
+    except Exception:
+        return None
 
 
 def _rss() -> Optional[int]:

@@ -80,6 +80,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             "/growth": self._serve_growth,
             "/loadbench": self._serve_loadbench,
             "/whatif": self._serve_whatif,
+            "/oom": self._serve_oom,
         }
 
     def is_active(self) -> bool:
@@ -158,6 +159,11 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         largest batch under a budget (``rules.projection``, as ``tb-modelmem estimate`` prints it)."""
         what, budget = _whatif_args(request)
         return self._respond(request, metadata.OPS, lambda view, q: whatif_view(view, what, budget), joined=True)
+
+    @_route
+    def _serve_oom(self, request: wrappers.Request) -> wrappers.Response:
+        """A step that ran out of memory: what the error named and what was in use then."""
+        return self._respond(request, metadata.OOM, lambda record, q: {"oom": record.to_dict()})
 
     @_route
     def _serve_loadbench(self, request: wrappers.Request) -> wrappers.Response:

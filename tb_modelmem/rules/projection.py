@@ -210,7 +210,7 @@ class _State:
         if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                                   f"{source}: the {self.optimizer_label() or 'optimizer'}'s"))
+                                   f"{source}: the {self.optimizer_label() or 'optimizer'}'s own"))
             return out
         try:
             cls, flags = _optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
@@ -262,8 +262,8 @@ def _step_series(trace: OpTrace, scale: float, dtype_factor: float, state: _Stat
         values, scaled = in_window[category], batch[category]
         series[category] = [(v - b) * fixed_factor + b * factor for v, b in zip(values, scaled)]
         at, carries = values[traced_index], scaled[traced_index]
-        formula = f"{_mib(carries)} carry the batch x {factor:.3g}" if carries else "none carries the batch"
-        formula += f"; {_mib(at - carries)} do not" + (f", x {fixed_factor:.3g} (slots)" if fixed_factor != 1.0
+        formula = f"{_mib(carries)} carry the batch x {_times(factor)}" if carries else "none carries the batch"
+        formula += f"; {_mib(at - carries)} do not" + (f", x {_times(fixed_factor)} (slots)" if fixed_factor != 1.0
                                                           else ", kept")
         basis.append(_line(category, at, series[category][traced_index],
                            "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
@@ -329,6 +329,10 @@ def _bytes(shape: Sequence[int], dtype: Optional[str]) -> int:
 def _line(category: str, traced: float, projected: Optional[float], how: str, formula: str) -> Dict[str, Any]:
     return {"category": category, "traced_bytes": int(round(traced)),
             "projected_bytes": None if projected is None else int(round(projected)), "how": how, "formula": formula}
+
+
+def _times(factor: float) -> str:
+    return f"{factor:,.0f}" if factor >= 100 else f"{factor:.3g}"
 
 
 def _mib(size: float) -> str:

@@ -20,7 +20,8 @@ BREAKDOWN = "breakdown"  # records.Breakdown: variables by role and layer
 OPS = "ops"  # records.OpTrace: per-op time and memory of traced steps
 LOADBENCH = "loadbench"  # records.LoadBench: load cost per save format
 MEMORY = "memory"  # records.MemorySample: process-wide memory at one step (growth over steps or builds)
-KINDS = (BREAKDOWN, OPS, LOADBENCH, MEMORY)
+OOM = "oom"  # records.OomReport: a step that ran out of memory, what the error said and what was in use
+KINDS = (BREAKDOWN, OPS, LOADBENCH, MEMORY, OOM)
 
 
 class MetadataError(ValueError):

@@ -19,13 +19,14 @@ import zstandard
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.codec import Record
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES, preview
-from tb_modelmem.schema.records import Breakdown, LoadBench, MemorySample, OpTrace
+from tb_modelmem.schema.records import Breakdown, LoadBench, MemorySample, OomReport, OpTrace
 
 RECORD_TYPES: Dict[str, Type[Record]] = {
     metadata.BREAKDOWN: Breakdown,
     metadata.OPS: OpTrace,
     metadata.LOADBENCH: LoadBench,
     metadata.MEMORY: MemorySample,
+    metadata.OOM: OomReport,
 }
 MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload; what it may inflate to is MAX_DECODED_BYTES
 # zstd's level 12: a ResNet50 step's trace 2.06% of its .xplane.pb in ~3 ms, where zlib took 2.69%
@@ -33,7 +34,7 @@ MAX_PAYLOAD_BYTES = 16 * 2**20  # stored (compressed) payload; what it may infla
 ZSTD_LEVEL = 12
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample]
+Payload = Union[Breakdown, OpTrace, LoadBench, MemorySample, OomReport]
 
 
 class PayloadError(ValueError):

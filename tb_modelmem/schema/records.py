@@ -435,3 +435,26 @@ def _timeline(field: str, value: Any) -> "Timeline":
                 or (len(point) == 3 and not isinstance(point[2], str))):
             raise TypeError(f"{field}[{i}]: expected a [t_us, bytes, op] point, got {preview(point)}")
     return Timeline.from_points([list(p) for p in points])
+
+
+@dataclasses.dataclass
+class OomReport(_Assigned):
+    """A step that ran out of memory: what the error said (``readers.oom.parse``) and what was in use
+    then. Written before the error goes on up; the tab shows it with the run's What if."""
+
+    error_type: str
+    message: str  # the error's text, bounded
+    requested_bytes: Optional[int] = None  # the allocation that failed (None: the message does not say)
+    shape: str = ""
+    dtype: str = ""
+    device: str = ""
+    allocator: str = ""
+    op: str = ""  # the op (TF node, XLA op) whose allocation failed
+    batch_size: Optional[int] = None  # of the failing step, when the caller knows it
+    rss_bytes: Optional[int] = None
+    devices: List[DeviceMemory] = dataclasses.field(default_factory=list)  # each allocator's bytes then
+    bytes_limit: Optional[int] = None  # what the device may hold (JAX's memory_stats), None if not known
+    where: str = ""  # what was running: "model.fit step 3", "trace('ops')"
+
+    _nested: ClassVar[Dict[str, Type[Record]]] = {"devices": DeviceMemory}
+    _non_negative: ClassVar[Tuple[str, ...]] = ("requested_bytes", "batch_size", "rss_bytes", "bytes_limit")

@@ -18,7 +18,10 @@ const COLUMNS = [
 ];
 
 export function createWhatIfView({ api, loader, shared }) {
-  const form = { batch: "", optimizer: "", policy: "", replicas: "1", budget: "" };
+  // The question, kept across item changes and set from outside (an OOM's "What would fit?" sets the budget).
+  const form = Object.assign(shared.whatif, { batch: "", optimizer: "", policy: "", replicas: "1", budget: "",
+    ...shared.whatif });
+  let askedForm = "";
   const batch = el("input", { type: "number", min: "1", step: "1", testid: "whatif-batch", "aria-label": "Batch size",
     placeholder: "as traced" });
   const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
@@ -83,6 +86,7 @@ export function createWhatIfView({ api, loader, shared }) {
   async function ask(item) {
     const mine = ++asked;
     const params = whatifParams(form);
+    askedForm = JSON.stringify(params);
     const key = `whatif\u0000${JSON.stringify([item.run, item.tag, item.step, item.host, item.breakdown, params])}`;
     status.replaceChildren(el("div", { class: "loading" }, "Projecting…"));
     try {
@@ -106,6 +110,16 @@ export function createWhatIfView({ api, loader, shared }) {
       el("b", {}, `${formatInt(whatif.traced?.peak_bytes)} B`)];
   }
 
-  return createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body, render,
-    shared: shared.ops, joins: true });
+  const view = createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body,
+    render, shared: shared.ops, joins: true });
+  return { ...view, update(listing) {
+    batch.value = form.batch;
+    replicas.value = form.replicas;
+    budget.value = form.budget;
+    for (const [select, value] of [[optimizer, form.optimizer], [policy, form.policy]]) {
+      if (select.options.length) select.value = value;
+    }
+    if (current && JSON.stringify(whatifParams(form)) !== askedForm) ask(current); // set from outside meanwhile
+    view.update(listing);
+  } };
 }
