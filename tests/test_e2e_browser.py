@@ -937,3 +937,50 @@ def test_an_xla_step_says_what_kind_of_step_it_is(seen_tb, browser, shots):
     tab.page.screenshot(path=os.path.join(shots, "xla-timeline.png"))
     assert not tab.errors, tab.errors
     tab.close()
+
+
+@pytest.fixture(scope="module")
+def oom_logdir(tmp_path_factory) -> str:
+    """tests/oom_run.py: a widening model traced at batch 32, then a fit at batch 2**18 that runs out of memory."""
+    logdir = str(tmp_path_factory.mktemp("oom_logs"))
+    subprocess.run([sys.executable, "-m", "tests.oom_run", logdir, logdir + ".json"], cwd=ROOT, check=True,
+                   timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CPU_ALLOCATOR_USE_BFC="true",
+                                         KERAS_BACKEND="tensorflow"))
+    return logdir
+
+
+def test_an_oom_says_what_it_asked_for_and_what_if_says_what_would_fit(oom_logdir, browser, shots):
+    """Issue 28: the step out of memory is above every view with what it asked for; "What would fit?" opens
+    What if on its run, and the figures the view shows are the API's (tb_modelmem.estimate) for the same question."""
+    import tb_modelmem
+
+    with open(oom_logdir + ".json") as f:
+        truth = json.load(f)
+    asked = dict(batch=2**18, budget="16GiB")
+    api = tb_modelmem.estimate(oom_logdir, run="train", **asked)
+    with TensorBoardProcess(oom_logdir, load_fast=False) as tb:
+        tb.wait_for_tab(expect={("train", "oom"), ("train", "ops")})
+        tab = Tab(browser, tb, shots, height=1200)
+        step = truth["failed_step"]
+        tab.text("oom", f"Step {step} ran out of memory allocating 256.00 GiB ([262144,262144] float32)")
+        tab.text("oom", "expand")
+        assert truth["requested_bytes"] == 256 * 2**30 and truth["raised"] == "ResourceExhaustedError"
+        tab.testid("oom-project").click()
+        tab.text("whatif-traced", "Adam · float32 · batch 32")
+        tab.testid("whatif-batch").fill(str(asked["batch"]))
+        tab.testid("whatif-budget").fill(asked["budget"])
+        tab.testid("whatif-project").click()
+        tab.text("whatif-headline", "at batch 262,144 (traced: ")
+        tab.text("whatif-budget-line", f"Largest batch within 16.00 GiB: {api['largest_batch']:,}")
+        tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+        activations = tab.row("whatif-table", "Activations")
+        assert f"{api['by_category']['activations']:,} B" in activations.inner_text()
+        assert "scaled" in activations.inner_text() and api["by_category"]["activations"] >= truth["requested_bytes"]
+        tab.page.screenshot(path=os.path.join(shots, "whatif.png"))
+        # A question that is no question: its error, and the figures of the last answer hidden, not left standing
+        tab.testid("whatif-budget").fill("lots")
+        tab.testid("whatif-project").click()
+        tab.text("error", "not a size: 'lots'")
+        assert not tab.testid("whatif-headline").is_visible()
+        assert [e for e in tab.errors if "400" not in e] == []
+        tab.close()
