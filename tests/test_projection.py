@@ -209,3 +209,30 @@ def test_the_tab_asks_the_same_question_and_gets_the_same_answer(traced):
                       ({"optimizer": "<script>"}, "no built-in Keras optimizer"), ({"budget": "lots"}, "not a size")):
         response = served.get("/whatif", run=logged.run, tag=tag, **bad)
         assert response.status_code == 400 and says in response.get_data(as_text=True), bad
+
+
+@pytest.mark.parametrize("model", ["lenet", "transformer"])
+def test_an_xla_step_on_a_gpu_projects_to_8x_its_batch(model):
+    """Keras 3 on JAX on an H100 (tests/fixtures/keras_jax_batches.py): the batch-32 step's profile, with no
+    breakdown (the program's parameters say what state they hold), projected to batch 256 against the run at
+    256: its GPU allocator's peak, read from its profile with TensorFlow's own xplane_pb2."""
+    import gzip
+
+    from tb_modelmem.readers import xspace
+    from tests import xplane_truth
+
+    fixtures = os.path.join(REPO, "tests", "fixtures")
+
+    def profile(batch: int) -> bytes:
+        with gzip.open(os.path.join(fixtures, f"keras_jax_{model}_b{batch}.xplane.pb.gz")) as f:
+            return f.read()
+
+    with open(os.path.join(fixtures, "keras_jax_batches.truth.json")) as f:
+        runs = json.load(f)["runs"][model]
+    base = xspace.reduce_xspace(xspace.load_xspace(profile(32)))
+    assert base.batch_size == 32 and base.resident["weight"] == runs["32"]["weight_bytes"]
+    measured = max(after for after, _ in xplane_truth.read(profile(256)).in_use["GPU_0_bfc"])
+    assert measured <= runs["256"]["peak_bytes_in_use"]  # the step's peak; JAX's own count is the process's
+    projected = project(base, None, WhatIf(batch=256))
+    assert projected["unknown"] == {} and abs(projected["peak_bytes"] - measured) <= 0.05 * measured, (
+        projected["peak_bytes"], measured)

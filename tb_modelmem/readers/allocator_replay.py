@@ -100,6 +100,8 @@ def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[i
     if len(texts) < 2 or not all(t.isdigit() for t in texts):
         return False
     dims = tuple(map(int, texts))
+    while len(dims) > 2 and dims[0] == 1:  # XLA's [1,32,200,4,256]: a unit dimension in front of the batch
+        dims = dims[1:]
     if dims in weights or dims[::-1] in weights:
         return False  # a weight's gradient or update, whatever its first dimension
     return dims[0] == batch or (bool(weights) and dims[0] % batch == 0)

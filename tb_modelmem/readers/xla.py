@@ -166,9 +166,14 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
             if slack < 0:  # more live than the allocation holds: this is not the live set, keep it whole
                 out.append(event)
                 continue
-            if slack > 0:
-                parts.append(dataclasses.replace(event, delta=slack, key=(event.key, "slack"), op="",
-                                                 region="padding", category=describe(program, None)[1]))
+            # The bytes no buffer holds at the peak grow with the allocation: as its live buffers do.
+            carried = sum(p.delta for p in parts if p.batch)
+            share = carried / peak.live_bytes if peak.live_bytes else 0.0
+            for part, size, batch_part in (("slack", slack - int(slack * share), False),
+                                           ("slack_batch", int(slack * share), True)):
+                if size > 0:
+                    parts.append(dataclasses.replace(event, delta=size, key=(event.key, part), op="", region="padding",
+                                                     category=describe(program, None)[1], batch=batch_part))
             split[event.key] = parts
             out += _counted(parts, event)
             continue
@@ -436,6 +441,12 @@ class Step:
             if role is not None:
                 out[role] += parameter.bytes
         return dict(out)
+
+    def state_shapes(self) -> Set[Tuple[int, ...]]:
+        """Shapes of the state the main program's parameters hold, where their names say it (what
+        ``carries_batch`` keeps from the batch without a breakdown: a weight's gradient is weight-shaped)."""
+        return {tuple(p.dims) for p in (self.programs[0].parameters() if self.programs else ())
+                if p.dims and keras_state_role(p.op_name, p.dims) is not None}
 
     def summary(self) -> Dict[str, Any]:
         """What kind of step this was and how much of its time is tied to instructions, for the tab."""

@@ -139,6 +139,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     if op:
                         _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
     step = xla.Step(programs, xla_events) if xla_events else None
+    weight_shapes = weight_shapes or (step.state_shapes() if step else frozenset())
     if not calls and step is None:
         warnings.warn("tb_modelmem: the profile has no TensorFlow op events (unknown device, or nothing ran "
                       "while profiling)", RuntimeWarning, stacklevel=2)
