@@ -93,6 +93,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "no buffer of this trace is known to carry the batch "
                                      "(the profile recorded no shapes, or an older trace)"))
     projected_state = state.projected(what, basis, unknown, unsplit)
+    if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
+        unknown.setdefault(OPTIMIZER_TEMPORARIES, "an update's scratch grows with the optimizer's slots, unknown here")
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
