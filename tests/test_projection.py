@@ -236,3 +236,21 @@ def test_an_xla_step_on_a_gpu_projects_to_8x_its_batch(model):
     projected = project(base, None, WhatIf(batch=256))
     assert projected["unknown"] == {} and abs(projected["peak_bytes"] - measured) <= 0.05 * measured, (
         projected["peak_bytes"], measured)
+
+
+def test_each_buffer_at_the_peak_says_what_it_asked_for(traced):
+    """Issue 30 item 1: a buffer's bytes are the BFC allocator's chunk (they sum to the peak); beside them
+    what the op asked for, which is its tensor's bytes: shape x 4 for float32."""
+    import math
+
+    logdir, _ = traced
+    buffers = read_run(logdir).trace.peak_buffers
+    rows = list(zip(buffers.column("shape"), buffers.column("dtype"), buffers.column("bytes"),
+                    buffers.column("requested_bytes")))
+    asked = [(shape, size, requested) for shape, dtype, size, requested in rows
+             if requested is not None and dtype == "float32" and shape.startswith("[") and shape != "[]"]
+    assert len(asked) >= 5
+    for shape, size, requested in asked:
+        assert requested == math.prod(int(d) for d in shape.strip("[]").split(",")) * 4, shape
+        assert size >= requested
+    assert any(size > requested for _, size, requested in asked)  # the allocator rounds, or hands out a whole chunk

@@ -2,6 +2,7 @@
 // The backend's stacks add up to the total at every point; this orders them
 // (weights and slots at the bottom), finds the peak and thins long traces for drawing without losing it. Pure.
 
+import { formatHuman, formatInt, formatPercent } from "./format.js";
 import { CATEGORIES } from "./roles.js";
 
 /**
@@ -63,4 +64,21 @@ export function breakdownAt(stacked, i) {
     t: stacked.t[i], total: stacked.total[i], op: stacked.op[i],
     parts: stacked.series.map((s) => ({ category: s.category, bytes: s.values[i] })).filter((p) => p.bytes > 0),
   };
+}
+
+/**
+ * What the allocator handed out beyond what the buffers at the peak asked for (the "Bytes" column
+ * sums to the peak; "Requested" is shape x dtype), and its own fragmentation figure there; "" when
+ * the profile recorded no request.
+ */
+export function handedOutNote(handedOut, allocators = []) {
+  if (!handedOut || !(handedOut.buffers > 0)) return "";
+  const extra = handedOut.bytes - handedOut.requested_bytes;
+  const frag = (allocators || []).find((a) => a.counted !== false && Number.isFinite(a.fragmentation_at_peak));
+  return `Bytes is the chunk the allocator handed out (these sum to the peak); Requested is what the op asked for. `
+    + `For the ${formatInt(handedOut.buffers)} buffers whose request the profile recorded: ${formatHuman(handedOut.bytes)} `
+    + `handed out for ${formatHuman(handedOut.requested_bytes)} asked, ${formatHuman(extra)} more `
+    + `(${formatPercent(handedOut.requested_bytes ? extra / handedOut.requested_bytes : 0)}: the allocator's size classes, `
+    + "and free chunks it handed out whole rather than split)"
+    + (frag ? `; ${frag.name} reports ${formatPercent(frag.fragmentation_at_peak)} fragmentation at its peak.` : ".");
 }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { breakdownAt, peakIndex, stackTimeline, thin } from "../src/stacks.js";
+import { breakdownAt, handedOutNote, peakIndex, stackTimeline, thin } from "../src/stacks.js";
 
 test("categories stack resident first, unattributed last; the total is their sum", () => {
   const timeline = {
@@ -48,4 +48,17 @@ test("the LeNet fixture (real profile): stacks add up to the peak the backend re
   assert.equal(s.total[s.peak], timeline.peak_bytes);
   assert.equal(s.series[0].category, "weights");
   assert.equal(s.series[s.series.length - 1].category, "unattributed");
+});
+
+test("a buffer's bytes are the allocator's chunk: what it asked for beside it, the difference named", async () => {
+  // /timeline of seed 002's LeNet, batch 32, Adam, TF's BFC CPU allocator (tests/projection_run.py)
+  const data = JSON.parse(await readFile(new URL("./fixtures/timeline-lenet-bfc-handed-out.json", import.meta.url), "utf8"));
+  const sqrt = data.buffers.find((b) => b.shape === "[3136,1024]" && b.bytes !== b.requested_bytes);
+  assert.equal(sqrt.requested_bytes, 3136 * 1024 * 4);
+  assert.ok(sqrt.bytes > sqrt.requested_bytes);
+  const note = handedOutNote(data.handed_out, data.allocators);
+  assert.match(note, /^Bytes is the chunk the allocator handed out \(these sum to the peak\)/);
+  assert.match(note, new RegExp(`For the ${data.handed_out.buffers} buffers whose request the profile recorded: `));
+  assert.match(note, /bfc_cpu_allocator_for_gpu reports 17% fragmentation at its peak\.$/);
+  assert.equal(handedOutNote(null, data.allocators), "");
 });

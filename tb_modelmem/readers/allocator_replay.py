@@ -67,6 +67,7 @@ class Event:
     batch: bool = False  # the buffer carries the step's batch dimension (``carries_batch``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
+    fragmentation: Optional[float] = None  # the allocator's own figure after the event (BFC: 0..1), if it reports one
 
 
 @dataclasses.dataclass
@@ -87,6 +88,7 @@ class _Live:
     dtype: str
     region: str
     batch: bool = False
+    requested: int = 0  # what the buffer's allocation asked for (0: not recorded)
 
 
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
@@ -212,6 +214,7 @@ def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) ->
     its first event), and whether the step's figures count it."""
     in_use: Dict[str, float] = {}
     extremes: Dict[str, List[float]] = {}
+    fragmentation: Dict[str, float] = {}  # allocator -> its own fragmentation figure at its highest point
     for event in ordered:
         if event.allocator not in in_use:  # what it held before the window's first event
             in_use[event.allocator] = (event.in_use - event.delta) if event.in_use is not None else 0.0
@@ -219,8 +222,11 @@ def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) ->
         in_use[event.allocator] = _in_use_after(event, in_use)
         low_high = extremes[event.allocator]
         low_high[0] = min(low_high[0], in_use[event.allocator])
+        if in_use[event.allocator] >= low_high[1] and event.fragmentation is not None:
+            fragmentation[event.allocator] = event.fragmentation
         low_high[1] = max(low_high[1], in_use[event.allocator])
     return [{"name": name, "peak_bytes": int(high), "min_bytes": int(low),
+             **({} if name not in fragmentation else {"fragmentation_at_peak": round(fragmentation[name], 4)}),
              **({} if headline is None else {"counted": name in headline})}
             for name, (low, high) in sorted(extremes.items())]
 
@@ -247,6 +253,7 @@ def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
             if entry is None:
                 entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
             entry.bytes += event.delta
+            entry.requested += max(event.requested, 0)
         elif entry is not None:
             entry.bytes += event.delta
             if entry.bytes <= 0:
@@ -259,7 +266,8 @@ def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
         elif event.key not in allocated and event.key not in later:
             later[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
-                        bytes_source=MEASURED) for b in list(live.values()) + list(later.values()) if b.bytes > 0]
+                        bytes_source=MEASURED, requested_bytes=b.requested or None)
+           for b in list(live.values()) + list(later.values()) if b.bytes > 0]
     return sorted(out, key=lambda b: -b.bytes)
 
 

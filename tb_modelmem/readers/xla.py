@@ -161,7 +161,8 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                 parts.append(dataclasses.replace(
                     event, delta=buffer.bytes, key=(event.key, i), op=op, category=category, shape=shape,
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
-                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch, weights)))
+                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch, weights),
+                    requested=buffer.bytes))
             slack = event.delta - peak.live_bytes
             if slack < 0:  # more live than the allocation holds: this is not the live set, keep it whole
                 out.append(event)
@@ -173,7 +174,8 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                                            ("slack_batch", int(slack * share), True)):
                 if size > 0:
                     parts.append(dataclasses.replace(event, delta=size, key=(event.key, part), op="", region="padding",
-                                                     category=describe(program, None)[1], batch=batch_part))
+                                                     category=describe(program, None)[1], batch=batch_part,
+                                                     requested=0))
             split[event.key] = parts
             out += _counted(parts, event)
             continue

@@ -479,7 +479,8 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
         last[allocator] = in_use
         event = Event(t_us=m.time_ps / 1e6, delta=size if m.is_alloc else -size, key=(allocator, stats.get("addr")),
                       allocator=allocator, region=str(stats.get("region_type") or ""), in_use=in_use,
-                      lifetime_peak=float(stats.get("peak_bytes_in_use") or 0))
+                      lifetime_peak=float(stats.get("peak_bytes_in_use") or 0),
+                      fragmentation=_fraction(stats.get("fragmentation")))
         requested = int(stats.get("requested_bytes") or 0)
         event.requested = requested
         if m.is_alloc:
@@ -495,6 +496,11 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.batch = True
         out.append(event)
     return out
+
+
+def _fraction(value: Any) -> Optional[float]:
+    """A 0..1 figure the allocator reports (BFC's fragmentation), or None."""
+    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else None
 
 
 def _pipeline_sizes(memory: List[_MemoryEvent]) -> Set[int]:

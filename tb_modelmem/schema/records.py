@@ -181,8 +181,11 @@ class BufferRecord(Record):
     region: str = ""  # allocator region type: output, temp, persist, ... ("" if not recorded)
     category: str = ""  # one of STEP_CATEGORIES, or BEFORE_WINDOW
     bytes_source: str = MEASURED
+    # what the op asked for (shape x dtype, rounded up to the allocator's alignment); ``bytes`` is the chunk
+    # the allocator handed out (these sum to the peak). None: the profile did not record it.
+    requested_bytes: Optional[int] = None
 
-    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "requested_bytes")
     _repeated: ClassVar[Tuple[str, ...]] = ("shape", "dtype", "region", "category", "bytes_source")
 
 

@@ -5,7 +5,7 @@
 import { el, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatInt, formatIntKnown, formatMicros } from "../format.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL } from "../roles.js";
-import { breakdownAt, stackTimeline } from "../stacks.js";
+import { breakdownAt, handedOutNote, stackTimeline } from "../stacks.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, chartBox, infoBox, panel, sourceBadge } from "../components/widgets.js";
@@ -23,6 +23,7 @@ const BUFFER_COLUMNS = [
   { key: "shape", label: "Shape", width: "minmax(100px, 1fr)", minWidth: 100, render: (b) => name(b.shape) },
   { key: "dtype", label: "Dtype", width: "80px", minWidth: 80 },
   { key: "bytes", label: "Bytes", width: "120px", numeric: true, text: (b) => formatInt(b.bytes) },
+  { key: "requested_bytes", label: "Requested", width: "120px", numeric: true, text: (b) => formatIntKnown(b.requested_bytes) },
   { key: "category", label: "Category", width: "minmax(180px, 1fr)", minWidth: 180,
     text: (b) => CATEGORY_LABEL[b.category] || b.category, render: (b) => categoryChip(b.category) },
   { key: "bytes_source", label: "Source", width: "100px", minWidth: 100, render: (b) => sourceBadge(b.bytes_source) },
@@ -37,6 +38,7 @@ export function createTimelineView({ api, loader, shared }) {
   const chartNote = el("div");
   const legend = el("div", { class: "legend", testid: "timeline-legend" });
   const count = el("small", { testid: "buffer-count" });
+  const handedOut = el("div", { class: "msg info", testid: "handed-out" });
   const buffers = createTable({ testid: "buffer-table", columns: BUFFER_COLUMNS, label: "Buffers live at the peak",
     sort: { key: "bytes", direction: "desc" }, placeholder: "Filter buffers, e.g. fc1 category:gradients" });
   const xlaBox = el("div", { class: "msg info xla", testid: "xla-temp" });
@@ -45,7 +47,7 @@ export function createTimelineView({ api, loader, shared }) {
   const body = el("div", {}, notes,
     panel("Bytes in use", "over the traced step(s), stacked by category; drag or scroll to zoom", chartNote, xlaBox, legend, chartEl),
     peakPanel.element,
-    el("section", { class: "panel" }, el("h2", {}, "Live at the peak", count), buffers.element));
+    el("section", { class: "panel" }, el("h2", {}, "Live at the peak", count), handedOut, buffers.element));
 
   /**
    * An XLA program holds its temporaries in one allocation made before it runs: say how big it is and
@@ -84,8 +86,12 @@ export function createTimelineView({ api, loader, shared }) {
     count.textContent = rows.length < (data.buffer_count || 0)
       ? `the ${formatInt(rows.length)} largest of ${formatInt(data.buffer_count)} buffers in use at the peak`
       : `${formatInt(rows.length)} buffers in use at the peak; what no buffer accounts for was allocated before the trace`;
-    // RunMetadata names no allocator region: no empty column for it.
-    buffers.setColumns(rows.some((r) => r.region) ? BUFFER_COLUMNS : BUFFER_COLUMNS.filter((c) => c.key !== "region"));
+    const note = handedOutNote(data.handed_out, data.allocators);
+    handedOut.textContent = note;
+    handedOut.hidden = !note;
+    // RunMetadata names no allocator region, an old trace no request: no empty column for them.
+    buffers.setColumns(BUFFER_COLUMNS.filter((c) => (c.key !== "region" || rows.some((r) => r.region))
+      && (c.key !== "requested_bytes" || data.handed_out)));
     buffers.setRows(rows);
     const peak = stacked.peak >= 0 ? stacked.total[stacked.peak] : data.peak_bytes;
     return [`step ${formatIntKnown(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),

@@ -206,14 +206,26 @@ class TraceView:
                  "bytes": buffers.column("bytes")[i], "shape": buffers.column("shape")[i],
                  "dtype": buffers.column("dtype")[i], "region": buffers.column("region")[i],
                  "category": _buffer_category(buffers.column("category")[i]),
-                 "bytes_source": buffers.column("bytes_source")[i]} for i in listed]
+                 "bytes_source": buffers.column("bytes_source")[i],
+                 "requested_bytes": buffers.column("requested_bytes")[i]} for i in listed]
         return {"t_us": t.t_us, "bytes": t.bytes, "op": t.op, "stacks": by_category, "peak_bytes": self.peak["total"],
                 "peak_time_us": self.trace.peak_time_us, "counts_resident": self.trace.counts_resident,
                 "buffers": rows, "buffer_count": len(buffers), "peak_by_category": self.peak,
-                "allocations": self.trace.allocations, "allocations_note": self.trace.allocations_note}
+                "allocations": self.trace.allocations, "allocations_note": self.trace.allocations_note,
+                "handed_out": _handed_out(buffers), "allocators": self.trace.allocators}
 
 
 _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
+
+
+def _handed_out(buffers: Any) -> Optional[Dict[str, int]]:
+    """Of the buffers at the peak whose request the profile recorded: what they asked for, what the
+    allocator handed out for them (its bins' rounding, chunks it did not split), and how many; None
+    when it recorded no request."""
+    pairs = [(b, r) for b, r in zip(buffers.column("bytes"), buffers.column("requested_bytes")) if r is not None]
+    if not pairs:
+        return None
+    return {"buffers": len(pairs), "requested_bytes": sum(r for _, r in pairs), "bytes": sum(b for b, _ in pairs)}
 
 
 def _zero_layer() -> Dict[str, Any]:
