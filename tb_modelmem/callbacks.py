@@ -81,11 +81,12 @@ class MemoryCallback(keras.callbacks.Callback):
         self._train_started = 0.0
         self._lost_warned = False
         self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
-        # While a profile window is open, what fit calls is wrapped (the train function, evaluate, the hooks of
+        # For the whole fit, what it calls is wrapped (the train function, evaluate, the hooks of
         # the callback list fit made): whatever raises out of fit closes the window on its way (see _guard).
         # (id(owner), name) -> (owner, wrapper, whether the owner had the attribute itself)
         self._guarded: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any], bool]] = {}
         self._callbacks: Any = None  # the CallbackList fit made, found when it set the model
+        self._oom_seen = 0  # id() of the out-of-memory error last recorded
 
     def set_model(self, model: Any) -> None:
         super().set_model(model)
@@ -94,8 +95,9 @@ class MemoryCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # the previous fit left the profiled window open in a way no guard saw
             self._cut_short(None, "when the previous fit ended")
+        self._unguard()  # what a fit that ended in a way no guard saw left wrapped
         self._train_started = time.monotonic()
-        self._watch_for_oom()
+        self._guard()
         self._sample_memory(census=True, label="train begin")
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
@@ -107,9 +109,8 @@ class MemoryCallback(keras.callbacks.Callback):
             self._trace = Trace(self.ops_name, step=self.profile_steps[1],
                                 function=getattr(self.model, "train_function", None), model=self.model,
                                 optimizer=self._optimizers() or None)
-            if self._trace.start():
-                self._guard()
-            else:  # another profiler holds the process's one (keras' TensorBoard(profile_batch=...), ...)
+            # another profiler may hold the process's one (keras' TensorBoard(profile_batch=...), ...)
+            if not self._trace.start():
                 self._record_missing_trace(self._trace.failure)
                 self._trace = None
 
@@ -131,45 +132,18 @@ class MemoryCallback(keras.callbacks.Callback):
     def on_train_end(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # fit ended inside the profiled range
             self._stop_trace()
-        self._unwatch_oom()  # after the window's guard (which wraps the watcher) is off
+        self._unguard()
         self._sample_memory(census=True, label="train end")
         self._flush()
 
-    def _watch_for_oom(self) -> None:
-        """Wrap the train function ``fit`` calls: a step that runs out of memory is recorded under tag
-        ``oom`` (what the error names, the memory then: ``summary.oom``) before the error goes on up, as
-        Keras calls no hook then. A watcher a fit cut short left behind is taken off first."""
-        model = self.model
-        original = getattr(model, "train_function", None)
-        while getattr(original, "_tb_modelmem_oom", False):
-            original = getattr(original, "__wrapped__")
-        if original is None or not callable(original):
-            return
-
-        def watched(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except BaseException as e:
-                if oom.is_oom(e):
-                    self._record_oom(e)
-                raise
-
-        setattr(watched, "__wrapped__", original)
-        setattr(watched, "_tb_modelmem_oom", True)
-        model.train_function = watched
-
-    def _unwatch_oom(self) -> None:
-        found = getattr(self.model, "train_function", None)
-        if getattr(found, "_tb_modelmem_oom", False):
-            self.model.train_function = getattr(found, "__wrapped__")
-
-    def _record_oom(self, error: BaseException) -> None:
-        """Never instead of the error: a failure here warns, and the error still goes up."""
+    def _record_oom(self, error: BaseException, where: str) -> None:
+        """A step out of memory under tag ``oom`` (``summary.oom``: what the error names, the memory then),
+        never instead of the error: a failure here warns, and the error still goes up."""
         step = self._step + 1
         writer = self._writer_or_warn(OOM_TAG)
         if writer is not None:
             with writer.as_default():
-                self._written(lambda: summary.oom(OOM_TAG, error, step, where=f"model.fit, step {step}"))
+                self._written(lambda: summary.oom(OOM_TAG, error, step, where=f"model.fit, step {step}, {where}"))
         warnings.warn(f"tb_modelmem: step {step} ran out of memory; recorded under tag {OOM_TAG!r} in "
                       f"{self._run_dir()!r} (the tab's What if view says what would fit)", RuntimeWarning, stacklevel=3)
 
@@ -182,11 +156,12 @@ class MemoryCallback(keras.callbacks.Callback):
             return 1
 
     def _guard(self) -> None:
-        """While the profiler runs, whatever raises out of ``fit`` (a step out of memory, a data error, an
-        interrupt, another callback's exception, a failing validation) closes the window on its way:
-        Keras calls no ``on_train_end`` then, and a profiler left running makes every later profile in the
-        process fail ("Another profiler is running"). Guarded: the train function, ``evaluate`` (fit
-        validates through it) and every hook of the callback list fit made."""
+        """For the whole ``fit``, whatever raises out of it (a step out of memory, a data error, an
+        interrupt, another callback's exception, a failing validation) is seen on its way, as Keras calls
+        no ``on_train_end`` then: a step out of memory is recorded (``_record_oom``), an open profile
+        window is closed (a profiler left running makes every later profile in the process fail, "Another
+        profiler is running"), and everything is unwrapped. Guarded: the train function, ``evaluate``
+        (fit validates through it) and every hook of the callback list fit made."""
         model = self.model
         for name in ("train_function", "evaluate"):
             self._guard_call(model, name, f"in model.{name}")
@@ -203,6 +178,9 @@ class MemoryCallback(keras.callbacks.Callback):
             try:
                 return original(*args, **kwargs)
             except BaseException as e:
+                if oom.is_oom(e) and id(e) != self._oom_seen:  # once, however many guards it passes
+                    self._oom_seen = id(e)
+                    self._record_oom(e, where)
                 self._cut_short(e, where)
                 raise
 
@@ -262,7 +240,6 @@ class MemoryCallback(keras.callbacks.Callback):
     def _stop_trace(self) -> None:
         """Stop the profiler and write the op table. When no writer can be made, the profiler
         is still stopped (one left running would keep every later profile from starting)."""
-        self._unguard()
         trace, self._trace = self._trace, None
         if trace is None:
             return
