@@ -612,7 +612,9 @@ def seen_tb(seen_logdir):
 
 
 # In the frame: where a table is cut. Its scroller scrolls sideways when its columns overflow; an Output cell
-# must show its byte figure whole (cut), and its shape too where there is room for it (shapes_cut).
+# must show its byte figure whole (cut), and a one-output shape whole too (shapes_cut); the shapes of an op with
+# several outputs (oneDNN's MaxPool: "[1,14,14,32];[6272] float32;uint8") may be cut, never without their whole
+# text in the tooltip (untitled).
 TABLE_FIT = """t => {
   const scroll = t.querySelector('.table-scroll').getBoundingClientRect();
   const right = (e) => e.getBoundingClientRect().right;
@@ -624,7 +626,11 @@ TABLE_FIT = """t => {
       .map(b => b.textContent),
     cut: outputs.filter(c => c.scrollWidth > c.clientWidth || !c.querySelector('.out-bytes')
       || right(c.querySelector('.out-bytes')) > right(c) + 0.5).map(c => c.textContent),
-    shapes_cut: outputs.filter(c => [...c.querySelectorAll('.out-shape')].some(e => e.scrollWidth > e.clientWidth))
+    shapes_cut: outputs.filter(c => [...c.querySelectorAll('.out-shape')]
+      .some(e => e.scrollWidth > e.clientWidth && !e.textContent.includes(';')))
+      .map(c => c.textContent),
+    untitled: outputs.filter(c => [...c.querySelectorAll('.out-shape')]
+      .some(e => e.scrollWidth > e.clientWidth && !(e.querySelector('[title]') || e).title.includes(e.textContent.trim())))
       .map(c => c.textContent),
   };
 }"""
@@ -643,7 +649,7 @@ def test_the_op_table_fits_1400_px_and_bars_name_their_layer(demo_tb, browser, s
         table = tab.testid("op-table")
         tab.row("op-table", "float32")
         fit = table.evaluate(TABLE_FIT)
-        assert fit == {"sideways": 0, "heads": [], "cut": [], "shapes_cut": []}, (run, fit)
+        assert fit == {"sideways": 0, "heads": [], "cut": [], "shapes_cut": [], "untitled": []}, (run, fit)
         if run == "tf1_convnet_adam":  # every part of its peak known: eleven cards (other_state among them), two rows
             tab.text("peak-other_state", "of peak")
             cards = tab.testid("peak-by-category").locator(".card")
