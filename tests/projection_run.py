@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 
 def build(name: str, samples: int) -> Tuple[Any, Any, Any]:
@@ -78,6 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     import keras
     import numpy as np
+    import tensorflow as tf
 
     import tb_modelmem
 
@@ -89,8 +90,20 @@ def main() -> None:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model == "lenet")
     model.compile(optimizer=optimizer, loss=loss)
-    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0,
-              callbacks=[tb_modelmem.MemoryCallback(args.logdir, profile_steps=(3, 3), memory_every=0)])
+    before: Dict[str, int] = {}
+
+    class AllocatorBefore(keras.callbacks.Callback):
+        """What TensorFlow's CPU allocator holds as the traced step 3 begins (BFC only: else unknown)."""
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if batch == 2:
+                try:
+                    before.update(tf.config.experimental.get_memory_info("CPU:0"))
+                except (ValueError, RuntimeError):
+                    pass
+
+    traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(3, 3), memory_every=0)
+    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[AllocatorBefore(), traced])
 
     def nbytes(variables: Any) -> int:
         return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
@@ -98,7 +111,8 @@ def main() -> None:
     truth = {"weights": nbytes(model.trainable_weights), "non_trainable": nbytes(model.non_trainable_weights),
              "optimizer_slots": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
              "optimizer_scalars": nbytes([v for v in model.optimizer.variables if not len(v.shape)]),
-             "optimizer_class": type(model.optimizer).__name__, "params": model.count_params()}
+             "optimizer_class": type(model.optimizer).__name__, "params": model.count_params(),
+             "allocator_before_trace": before.get("current")}
     if args.truth:
         with open(args.truth, "w") as f:
             json.dump(truth, f)

@@ -630,7 +630,8 @@ TABLE_FIT = """t => {
       .some(e => e.scrollWidth > e.clientWidth && !e.textContent.includes(';')))
       .map(c => c.textContent),
     untitled: outputs.filter(c => [...c.querySelectorAll('.out-shape')]
-      .some(e => e.scrollWidth > e.clientWidth && !(e.querySelector('[title]') || e).title.includes(e.textContent.trim())))
+      .some(e => e.scrollWidth > e.clientWidth
+        && !(e.querySelector('[title]') || e).title.includes(e.textContent.trim())))
       .map(c => c.textContent),
   };
 }"""

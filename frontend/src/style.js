@@ -46,6 +46,7 @@ button, input, select { font: inherit; color: inherit; }
 .card[title] { cursor: help; }
 .peak-cards { grid-template-columns: repeat(6, minmax(0, 1fr)); margin: 10px 0 0; }
 @media (max-width: 1000px) { .peak-cards { grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); } }
+.peak-why { display: block; margin-top: 8px; color: var(--fg2); line-height: 1.4; }
 .peak-card .exact { font-size: 12px; font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .peak-card .sub { -webkit-line-clamp: 3; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; background: var(--c); flex: none; }

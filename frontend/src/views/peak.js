@@ -2,7 +2,7 @@
 // card per category. Shared by the Ops and Timeline views. An unknown part
 // reads "unknown" with the reason, never 0.
 
-import { el, name } from "../dom.js";
+import { el, message, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatMicros } from "../format.js";
 import { peakParts } from "../aggregate.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL, RESIDENT } from "../roles.js";
@@ -14,7 +14,8 @@ export function createPeakPanel() {
   const hint = el("small", {});
   const bar = el("div");
   const cards = el("div", { class: "cards peak-cards", testid: "peak-by-category" });
-  const element = el("section", { class: "panel" }, el("h2", {}, title, hint), bar, cards);
+  const why = el("small", { class: "peak-why", testid: "peak-unattributed-why" });
+  const element = el("section", { class: "panel" }, el("h2", {}, title, hint), bar, cards, why);
 
   return {
     element,
@@ -37,6 +38,10 @@ export function createPeakPanel() {
         })),
         peakCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
       );
+      // what the unattributed bytes are, where the backend can say (held since before the trace)
+      const unattributed = peak.why?.unattributed;
+      why.replaceChildren(unattributed ? message(`Unattributed: ${unattributed}.`) : "");
+      why.hidden = !unattributed;
     },
   };
 }
