@@ -94,15 +94,16 @@ def test_the_unattributed_part_of_a_bfc_peak_is_what_was_held_before_the_trace(t
     allocator held before the trace beyond the variables (TensorFlow's own count as step 3 began, less
     model.weights + optimizer.variables), and the peak says so with those figures."""
     from tb_modelmem.plugin.views.breakdown import BreakdownView
-    from tb_modelmem.plugin.views.peak import peak_by_category
+    from tb_modelmem.plugin.views.peak import peak_by_category, peak_notes
 
     logdir, truth = traced
     logged = read_run(logdir)
-    peak = peak_by_category(logged.trace, BreakdownView(logged.breakdown))
+    breakdown = BreakdownView(logged.breakdown)
+    peak = peak_by_category(logged.trace, breakdown)
     state = truth["weights"] + truth["non_trainable"] + truth["optimizer_slots"] + truth["optimizer_scalars"]
     held_before = truth["allocator_before_trace"] - state  # TensorFlow's figures, not tb_modelmem's
     assert 0 < peak["unattributed"] <= held_before, (peak["unattributed"], held_before)
-    why = peak["why"]["unattributed"]
+    why = peak_notes(logged.trace, breakdown, peak)["unattributed"]
     assert f"{peak['unattributed']:,} B" in why and f"the run's variables are {state:,} B" in why, why
     assert "held since before the trace" in why and "% more than they asked" in why
 

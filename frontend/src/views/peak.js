@@ -39,7 +39,7 @@ export function createPeakPanel() {
         peakCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
       );
       // what the unattributed bytes are, where the backend can say (held since before the trace)
-      const unattributed = peak.why?.unattributed;
+      const unattributed = data.peak_notes?.unattributed;
       why.replaceChildren(unattributed ? message(`Unattributed: ${unattributed}.`) : "");
       why.hidden = !unattributed;
     },

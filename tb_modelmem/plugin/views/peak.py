@@ -87,10 +87,17 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
             total = step_total + sum(resident_parts.values())
     parts["total"] = total
     parts["unknown"] = unknown
-    if parts[UNATTRIBUTED] and trace.counts_resident and resident_parts is not None:
-        parts["why"] = {UNATTRIBUTED: _held_before(trace, parts[UNATTRIBUTED], sum(resident_parts.values()))}
     parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
     return parts
+
+
+def peak_notes(trace: OpTrace, breakdown: Optional[BreakdownView], peak: Dict[str, Any]) -> Dict[str, str]:
+    """What a part of the peak is, in words, where its category alone does not say: ``{category: text}``
+    (the answers' ``peak_notes``, beside ``peak_by_category``)."""
+    resident = _resident(trace, breakdown)
+    if not peak.get(UNATTRIBUTED) or not trace.counts_resident or resident is None:
+        return {}
+    return {UNATTRIBUTED: _held_before(trace, peak[UNATTRIBUTED], sum(resident.values()))}
 
 
 def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
@@ -109,8 +116,9 @@ def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
     if counted:
         text += (f". The allocator never held less than {low:,} B during the trace; the run's variables are "
                  f"{state:,} B")
-    more = f" (it handed this trace's buffers {100 * (handed - asked) / asked:.0f}% more than they asked)" if asked \
-        else ""
+    extra = 100 * (handed - asked) / asked if asked else 0.0
+    share = "under 1%" if 0 < extra < 1 else f"{extra:.0f}%"
+    more = f" (it handed this trace's buffers {share} more than they asked)" if asked else ""
     return (text + ". What earlier steps leave allocated: the chunks the allocator handed the variables beyond "
             f"their own size{more}, and the input pipeline's prefetched batches")
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
-from tb_modelmem.plugin.views.peak import peak_by_category, stacks
+from tb_modelmem.plugin.views.peak import peak_by_category, peak_notes, stacks
 from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unknown_where
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.schema.names import (
@@ -81,6 +81,7 @@ class TraceView:
         wanted = set(trace.peak_buffers.column("op"))
         self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
         self.peak = peak_by_category(trace, breakdown)
+        self.peak_notes = peak_notes(trace, breakdown, self.peak)
         # as answers carry it: built once
         self.layer_table = self._layer_table(layers, phases, time_us, calls, new_bytes, alloc_bytes)
 
@@ -189,7 +190,7 @@ class TraceView:
                      "unplaced_time_us": self.unplaced_time_us,
                      "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none")},
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
-            "peak_by_category": self.peak, "allocations": trace.allocations,
+            "peak_by_category": self.peak, "peak_notes": self.peak_notes, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
             "layers": self.layer_table,
             "top_time": self.ops.rows(self.ops.top("time_us", top), ("name", "time_us", "layer")),
@@ -211,6 +212,7 @@ class TraceView:
         return {"t_us": t.t_us, "bytes": t.bytes, "op": t.op, "stacks": by_category, "peak_bytes": self.peak["total"],
                 "peak_time_us": self.trace.peak_time_us, "counts_resident": self.trace.counts_resident,
                 "buffers": rows, "buffer_count": len(buffers), "peak_by_category": self.peak,
+                "peak_notes": self.peak_notes,
                 "allocations": self.trace.allocations, "allocations_note": self.trace.allocations_note,
                 "handed_out": _handed_out(buffers), "allocators": self.trace.allocators}
 
