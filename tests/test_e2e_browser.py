@@ -559,21 +559,12 @@ def _run_script(script: str, logdir: str) -> None:
 
 
 def _without_graph_node_ids(src: str, out: str) -> None:
-    """A real H100 profile whose kernels carry no command-buffer node ids (a profiler that does not record
-    them): the reader then ties kernels by name and place in the schedule, and leaves some time unattributed."""
-    from tb_modelmem.readers import xspace
+    """A real H100 profile whose kernels carry no command-buffer node ids (``xplane_truth``)."""
+    from tests import xplane_truth
 
-    space = xspace.load_xspace(src)
-    for plane in space.planes:
-        ids = {k for k, m in plane.stat_metadata.items() if m.name == "cuda_graph_node_id"}
-        for line in plane.lines:
-            for event in line.events:
-                keep = [stat for stat in event.stats if stat.metadata_id not in ids]
-                del event.stats[:]
-                event.stats.extend(keep)
     os.makedirs(os.path.dirname(out))
-    with open(out, "wb") as f:
-        f.write(space.SerializeToString())
+    with open(src, "rb") as f, open(out, "wb") as written:
+        written.write(xplane_truth.without_graph_node_ids(f.read()))
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,11 @@ def served(tmp_path_factory):
     os.makedirs(session)
     with gzip.open(RESNET50 + ".xplane.pb.gz") as f, open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
         out.write(f.read())
+    (src,) = glob.glob(os.path.join(FIXTURES, "keras_jax_transformer", "train", "plugins", "profile", "*", "*.pb"))
+    session = os.path.join(logdir, "no_node_ids", "train", "plugins", "profile", "2026_11_26_15_42_59")
+    os.makedirs(session)
+    with open(src, "rb") as f, open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
+        out.write(xplane_truth.without_graph_node_ids(f.read()))
     return Served(logdir)
 
 
@@ -118,6 +123,23 @@ def test_command_buffers_place_every_kernel_on_its_instruction(served):
     assert "--xla_gpu_enable_command_buffer=" in xla["note"]
     truth = _profile("keras_jax_lenet")
     assert abs(sum(r["time_us"] for r in with_buffers) - sum(truth["time"].values())) < 0.01 * 104
+
+
+def test_kernel_time_no_rule_placed_is_in_no_phase(served):
+    """The transformer's profile without command-buffer node ids (a profiler that does not record them): the
+    kernels a command buffer ran that no rule tied to an instruction are "(not attributed)" rows, in no phase
+    and on no layer (they read "forward" once), and the layer table's "(unattributed)" row holds their time."""
+    run = "no_node_ids"
+    tag = _tag(served, run)
+    rows = served.all_ops(f"{run}/train", tag)
+    left = [r for r in rows if r["op_type"] == "(not attributed)"]
+    assert left and all(r["phase"] == "" and r["layer"] == "" for r in left), left[:3]
+    body = served.json("/ops", run=f"{run}/train", tag=tag)
+    (group,) = [r for r in layer_rows(body) if r.get("group") == ""]
+    assert group["label"] == "(unattributed)"
+    assert abs(group["time_us"] - sum(r["time_us"] for r in left)) < 0.01 * len(left) + 0.01
+    assert abs(group["time_us"] - body["xla"]["time_us_by_method"]["unattributed"]) < 0.01 * len(left) + 0.01
+    assert all(r["phase"] != "" for r in rows if r["op_type"] != "(not attributed)")
 
 
 @pytest.mark.parametrize("run", ["keras_jax_lenet_nocmdbuf", "keras_jax_lenet", "keras_jax_transformer"])

@@ -10,7 +10,7 @@
 const CALL_SCOPES = /^(?:(?:Stateful)?PartitionedCall(?:_\d+)?\/|__inference_[^/]*\/)+/;
 const BACKWARD_SCOPE = /(?:^|\/)(?:gradient_tape|gradients)(?:\/|$)/;
 
-/** The kernel time of an XLA step no rule tied to an instruction (the backend's readers.xla.UNATTRIBUTED_TYPE). */
+/** The kernel time of an XLA step no rule tied to an instruction (the backend's schema.names.UNATTRIBUTED_TYPE). */
 export const UNATTRIBUTED_TYPE = "(not attributed)";
 
 export const isUnattributed = (row) => row?.op_type === UNATTRIBUTED_TYPE;

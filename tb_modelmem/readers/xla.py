@@ -28,7 +28,6 @@ from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEM
 STATS = frozenset({"hlo_op", "hlo_module", "program_id", "scope_range_id", "correlation_id", "cuda_graph_id",
                    "cuda_graph_node_id", "run_id"})
 _NODE_INDEX = 0xFFFFFFFF  # the low 32 bits of cuda_graph_node_id: the node's index in its graph
-UNATTRIBUTED_TYPE = "(not attributed)"
 COMMAND_BUFFER_FLAG = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
 # How an event was tied to its instruction, best first.
 BY_NAME, BY_GRAPH_NODE, BY_KERNEL_NAME, BY_SCHEDULE = "hlo_op", "graph_node", "kernel_name", "schedule_gap"

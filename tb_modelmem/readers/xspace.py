@@ -28,7 +28,7 @@ from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
-from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS, MEASURED, UNKNOWN_BYTES
+from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
 from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -306,7 +306,7 @@ def _instruction_rows(step: xla.Step, joiner: Joiner) -> List[Tuple[Any, ...]]:
                      row.duration_ps / 1e6, list(row.program.framework_ops(instruction.id)[:_MAX_FUSED]), DERIVED,
                      instruction.bytes, 0, instruction.shape, instruction.dtype))
     for left in step.unattributed:
-        rows.append((left.name, xla.UNATTRIBUTED_TYPE, "", "", left.device, left.calls, left.duration_ps / 1e6, [],
+        rows.append((left.name, UNATTRIBUTED_TYPE, "", "", left.device, left.calls, left.duration_ps / 1e6, [],
                      UNKNOWN_BYTES, 0, 0, "", ""))
     return rows
 

@@ -33,6 +33,7 @@ from tb_modelmem.schema.names import (
     METRICS,
     OPTIMIZER,
     OPTIMIZER_SLOT,
+    UNATTRIBUTED_TYPE,
     WEIGHT,
 )
 from tb_modelmem.schema.records import Breakdown
@@ -198,7 +199,10 @@ def strip_calls(name: str) -> str:
 
 @functools.lru_cache(maxsize=1 << 16)  # a step's graphs repeat names (Adam's one update function per weight)
 def phase_by_name(name: str, op_type: str = "") -> str:
-    """The phase an op's name and type show, when no graph says more."""
+    """The phase an op's name and type show, when no graph says more ("" for kernel time no rule tied
+    to an instruction: it may be any phase's)."""
+    if op_type == UNATTRIBUTED_TYPE:
+        return ""
     path = strip_calls(name)
     framed = f"/{path}/"  # scope tests as substring searches: a graph has ~15,000 names, each asked once
     if "/gradient_tape/" in framed or "/gradients/" in framed or "_grad/" in framed:

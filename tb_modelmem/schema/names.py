@@ -24,6 +24,9 @@ METRICS = "metrics"  # metric state updates (accuracy, mean loss trackers)
 INPUT = "input"  # the batch entering the step (iterator, feeds)
 EXECUTOR = "executor"  # function call plumbing: _Arg, _Retval, NoOp, call ops
 PHASES = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS, INPUT, EXECUTOR)
+# The op type of an XLA step's kernel time no rule tied to an instruction (a command buffer's kernels in a
+# profile without node ids): in no phase and on no layer, its own row.
+UNATTRIBUTED_TYPE = "(not attributed)"
 
 # What a byte in use at a step's peak is (the ops view's peak_by_category keys).
 WEIGHTS_CATEGORY = "weights"
