@@ -140,6 +140,7 @@ def test_kernel_time_no_rule_placed_is_in_no_phase(served):
     assert abs(group["time_us"] - sum(r["time_us"] for r in left)) < 0.01 * len(left) + 0.01
     assert abs(group["time_us"] - body["xla"]["time_us_by_method"]["unattributed"]) < 0.01 * len(left) + 0.01
     assert all(r["phase"] != "" for r in rows if r["op_type"] != "(not attributed)")
+    assert "no graph node ids" in body["xla"]["note"] and "node's place" not in body["xla"]["note"]
 
 
 @pytest.mark.parametrize("run", ["keras_jax_lenet_nocmdbuf", "keras_jax_lenet", "keras_jax_transformer"])

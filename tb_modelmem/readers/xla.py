@@ -460,8 +460,11 @@ class Step:
                               "live_bytes": peak.live_bytes, "buffers": len(peak.live), "source": peak.source})
         note = ""
         if self.command_buffers:
-            note = ("Kernels ran inside XLA command buffers (CUDA graphs): each is tied to its instruction by its "
-                    f"node's place in the buffer. For exact per-kernel timing run with {COMMAND_BUFFER_FLAG}")
+            how = ("by its node's place in the buffer" if self._time_by_method.get("graph_node") else
+                   "by its kernel's name and its place in the program's schedule, as this profile records no "
+                   "graph node ids")
+            note = (f"Kernels ran inside XLA command buffers (CUDA graphs): each is tied to its instruction {how}. "
+                    f"For exact per-kernel timing run with {COMMAND_BUFFER_FLAG}")
         return {"programs": [{"id": p.id, "name": p.name} for p in self.programs],
                 "executions": self.executions(), "command_buffers": self.command_buffers,
                 "time_us_by_method": {k: v / 1e6 for k, v in sorted(self._time_by_method.items())},
