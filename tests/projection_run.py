@@ -5,7 +5,8 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus) or "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))``, and writes what
+10 classes). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``:
+another window), and writes what
 Keras says of the run (model.weights, optimizer.variables) to OUT.json: the ground truth.
 """
 
@@ -75,6 +76,7 @@ def main() -> None:
     parser.add_argument("--optimizer", default="adam")
     parser.add_argument("--policy", default="float32")
     parser.add_argument("--truth")
+    parser.add_argument("--profile-steps", default="3,3", help="first,last step profiled")
     args = parser.parse_args()
     import keras
     import numpy as np
@@ -102,7 +104,8 @@ def main() -> None:
                 except (ValueError, RuntimeError):
                     pass
 
-    traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(3, 3), memory_every=0)
+    first, last = (int(step) for step in args.profile_steps.split(","))
+    traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(first, last), memory_every=0)
     model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[AllocatorBefore(), traced])
 
     def nbytes(variables: Any) -> int:
@@ -112,7 +115,8 @@ def main() -> None:
              "optimizer_slots": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
              "optimizer_scalars": nbytes([v for v in model.optimizer.variables if not len(v.shape)]),
              "optimizer_class": type(model.optimizer).__name__, "params": model.count_params(),
-             "allocator_before_trace": before.get("current")}
+             "allocator_before_trace": before.get("current"),
+             "optimizer_slot_paths": [v.path for v in model.optimizer.variables if len(v.shape)]}
     if args.truth:
         with open(args.truth, "w") as f:
             json.dump(truth, f)

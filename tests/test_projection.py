@@ -108,6 +108,25 @@ def test_the_unattributed_part_of_a_bfc_peak_is_what_was_held_before_the_trace(t
     assert "held since before the trace" in why and "% more than they asked" in why
 
 
+def test_a_profile_of_the_first_step_says_it_made_the_optimizers_state(traced, tmp_path):
+    """Seen on a profile of step 1: Adam makes its slots in its first step (their initializers run inside the
+    window), so that trace's peak counts them with the step's own buffers. The answers say so, naming the
+    initializers, one per slot Keras made; the step-3 profile ran none and says nothing of it."""
+    from tb_modelmem.plugin.views.breakdown import BreakdownView
+    from tb_modelmem.plugin.views.trace import TraceView
+
+    first = _run(str(tmp_path / "lenet_first"), 32, "--profile-steps", "1,1")
+    logged = read_run(str(tmp_path / "lenet_first"))
+    notes = TraceView(logged.trace, BreakdownView(logged.breakdown)).peak_notes
+    ran = sorted(name for name in logged.trace.ops.column("name") if "/Initializer/" in name)
+    # Keras' slot paths ("adam/lenet_fc1_kernel_momentum"): the initializers are of those slots
+    assert ran and {name.partition("/Initializer/")[0] for name in ran} <= set(first["optimizer_slot_paths"]), ran
+    window = notes["window"]
+    assert f"ran {len(ran):,} variable initializer" in window and "MemoryCallback(profile_steps=" in window
+    third = read_run(traced[0])
+    assert "window" not in TraceView(third.trace, BreakdownView(third.breakdown)).peak_notes
+
+
 def test_the_traced_step_projects_to_itself(traced):
     logdir, _ = traced
     logged = read_run(logdir)

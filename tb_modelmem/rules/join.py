@@ -198,6 +198,12 @@ def strip_calls(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a step's graphs repeat names (Adam's one update function per weight)
+def makes_a_variable(name: str) -> bool:
+    """Whether an op is a variable's initializer ("adam/fc1_kernel_momentum/Initializer/zeros"): a trace
+    that ran one made state in its window (an optimizer's first step makes its slots)."""
+    return "/Initializer/" in name
+
+
 def phase_by_name(name: str, op_type: str = "") -> str:
     """The phase an op's name and type show, when no graph says more ("" for kernel time no rule tied
     to an instruction: it may be any phase's)."""

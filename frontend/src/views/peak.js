@@ -38,10 +38,11 @@ export function createPeakPanel() {
         })),
         peakCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
       );
-      // what the unattributed bytes are, where the backend can say (held since before the trace)
-      const unattributed = data.peak_notes?.unattributed;
-      why.replaceChildren(unattributed ? message(`Unattributed: ${unattributed}.`) : "");
-      why.hidden = !unattributed;
+      // what the peak's window holds (a step that made state) and what the unattributed bytes are
+      const notes = data.peak_notes || {};
+      const lines = [notes.window, notes.unattributed ? `Unattributed: ${notes.unattributed}` : ""].filter(Boolean);
+      why.replaceChildren(...lines.map((line) => el("div", {}, message(`${line}.`))));
+      why.hidden = !lines.length;
     },
   };
 }

@@ -6,6 +6,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.rules import roles
+from tb_modelmem.rules.join import makes_a_variable
 from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
     PEAK_CATEGORIES,
@@ -90,14 +91,25 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
     parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
     return parts
 
+WINDOW_NOTE = "window"  # peak_notes' key for what the trace's window holds
+
 
 def peak_notes(trace: OpTrace, breakdown: Optional[BreakdownView], peak: Dict[str, Any]) -> Dict[str, str]:
     """What a part of the peak is, in words, where its category alone does not say: ``{category: text}``
     (the answers' ``peak_notes``, beside ``peak_by_category``)."""
+    notes = {}
+    made = [name for name in trace.ops.column("name") if makes_a_variable(name)]
+    if made:
+        notes[WINDOW_NOTE] = (
+            f"This trace ran {len(made):,} variable initializer{'s' if len(made) > 1 else ''} ({made[0]}"
+            f"{', ...' if len(made) > 1 else ''}): it holds a step that made state, an optimizer's first step "
+            "(its slots are made then, and a variable first written is copied). State made inside the trace is "
+            "counted with the step's own buffers, not as weights and slots, and the peak may be that step's, "
+            "not the steady one's. Profile a later step for that (MemoryCallback(profile_steps=(3, 3)))")
     resident = _resident(trace, breakdown)
-    if not peak.get(UNATTRIBUTED) or not trace.counts_resident or resident is None:
-        return {}
-    return {UNATTRIBUTED: _held_before(trace, peak[UNATTRIBUTED], sum(resident.values()))}
+    if peak.get(UNATTRIBUTED) and trace.counts_resident and resident is not None:
+        notes[UNATTRIBUTED] = _held_before(trace, peak[UNATTRIBUTED], sum(resident.values()))
+    return notes
 
 
 def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
