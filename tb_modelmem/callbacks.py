@@ -42,7 +42,9 @@ class MemoryCallback(keras.callbacks.Callback):
 
     ``profile_steps=(10, 12)`` (or ``10``) profiles those train batches (1-based, as
     counted by the step) with the TF profiler and writes their per-op table under tag
-    ``ops_name`` at the last of them; off by default, like ``profile_batch``.
+    ``ops_name`` at the last of them; off by default, like ``profile_batch``. Step 1 also
+    makes the optimizer's slots: profile a later step for the steady state (the tab says
+    so of a window that made state).
 
     ``memory_every=100`` samples process memory every 100 batches under tag
     ``memory_name`` (the Growth view); 0 or None turns it off. A census of what is alive
