@@ -1,0 +1,127 @@
+// The Ops view's layer rows and join in words, where part of a figure is unknown: a byte sum over
+// ops some of which have no figure is a floor ("≥ 1,234 (3 unknown)"), a phase none of whose ops
+// reached a layer is unknown per layer (its time is in the join's unplaced_time_us), a composite's
+// own time is the time of ops on it and in none of its sublayers. Pure, no DOM.
+
+import { isolate } from "./bidi.js";
+import { formatBytesFull, formatInt, formatMicros, isKnown, UNKNOWN } from "./format.js";
+import { PHASES } from "./roles.js";
+
+const plural = (n, one, many = `${one}s`) => `${formatInt(n)} ${n === 1 ? one : many}`;
+
+/**
+ * A layer row's bytes summed over its ops when `unknownOps` of them have none (`what`: "output bytes"):
+ * {text, title, value (for sorting: null when unknown), floor (the figure is a lower bound)}.
+ *   1,234                       every op's figure known
+ *   ≥ 1,234 (3 unknown)         three ops' figures unknown: the sum is a floor
+ *   unknown (3 ops)             no op's figure known
+ * `why` says why an op's figure can be unknown.
+ */
+export function floorBytes(bytes, unknownOps, what, why = "") {
+  const n = Number(unknownOps) || 0;
+  const reason = why ? `: ${why}` : "";
+  if (!isKnown(bytes)) {
+    return { text: n ? `${UNKNOWN} (${plural(n, "op")})` : UNKNOWN, value: null, floor: false,
+      title: `unknown: no op under this row has known ${what}${n ? ` (${plural(n, "op")} without a figure)` : ""}${reason}` };
+  }
+  if (!n) return { text: formatInt(bytes), value: bytes, floor: false, title: formatBytesFull(bytes) };
+  return { text: `≥ ${formatInt(bytes)} (${formatInt(n)} unknown)`, value: bytes, floor: true,
+    title: `at least ${formatBytesFull(bytes)}: the ${what} of ${plural(n, "op")} under this row ${n === 1 ? "is" : "are"} unknown${reason}` };
+}
+
+/** Why an op's allocated bytes can be unknown, from the answer's `allocations`. */
+export function allocationWhy(data) {
+  if (data?.allocations === "none") return "the trace recorded no allocation event";
+  if (data?.allocations === "large") return "the allocator recorded only its large allocations, none of this op's";
+  return "the trace recorded no allocation for it";
+}
+
+/** Why an op's output bytes can be unknown: the profile's note when it has no graph, else the general reason. */
+export function outputWhy(data) {
+  const note = graphNote(data);
+  return note || "neither measured by the allocator nor derivable from the traced graph (no graph, or a size known only at run time)";
+}
+
+/** The note of a profile with no graph (`graph.graphs == 0`): why its output bytes are unknown; "" otherwise. */
+export function graphNote(data) {
+  const graph = data?.graph;
+  if (!graph || typeof graph !== "object" || graph.graphs !== 0) return "";
+  return String(graph.note || "the profile has no graph: output bytes are known only where the allocator recorded them");
+}
+
+/**
+ * A row's time per phase: [{phase, us (null = unknown), text}], the phases the row has time in (a group
+ * row of no layer: its own, input and executor too) and, on a layer, those none of whose ops reached a
+ * layer (null there: their time is in the join's unplaced_time_us).
+ */
+export function phaseTimes(row, unplaced = {}) {
+  return PHASES.flatMap((phase) => {
+    const us = row?.[`${phase}_time_us`];
+    if (isKnown(us)) return us > 0 ? [{ phase, us, text: `${phase} ${formatMicros(us)}` }] : [];
+    return row?.layer && Number(unplaced?.[phase]) > 0 ? [{ phase, us: null, text: `${phase} ${UNKNOWN}` }] : [];
+  });
+}
+
+/** A composite's own time (ops on it, in none of its sublayers), or null for a leaf and a row of no layer. */
+export function ownTime(row) {
+  if (!row?.layer || row.leaf || !isKnown(row.own_time_us)) return null;
+  return Number(row.own_time_us);
+}
+
+/**
+ * The Time cell's tooltip: the total, per phase (unknown phases named, with the time of their ops on no
+ * layer), and for a composite how much of it is its own.
+ *   "1.20 s: forward 389.18 ms · backward 719.37 ms · optimizer 90.78 ms · loss unknown · metrics unknown"
+ */
+export function timeTitle(row, join = {}) {
+  const unplaced = join?.unplaced_time_us || {};
+  const phases = phaseTimes(row, unplaced);
+  const lines = [phases.length ? `${formatMicros(row?.time_us)}: ${phases.map((p) => p.text).join(" · ")}` : formatMicros(row?.time_us)];
+  const own = ownTime(row);
+  if (own !== null) {
+    lines.push(own > 0 ? `${formatMicros(own)} of it on ${isolate(row.label || row.layer)} itself, in none of its sublayers`
+      : "all of it in its sublayers");
+  }
+  const unknown = phases.filter((p) => p.us === null);
+  if (unknown.length) {
+    lines.push(`per layer, ${unknown.map((p) => p.phase).join(", ")} time is unknown: none of those ops was placed on a layer `
+      + `(on no layer: ${unknown.map((p) => `${p.phase} ${formatMicros(unplaced[p.phase])}`).join(", ")})`);
+  }
+  return lines.join("\n");
+}
+
+/** A share of op time with one decimal; one that is not all never reads 100%, one that is not none never 0%. */
+export function formatShare(fraction) {
+  if (!isKnown(fraction)) return "";
+  const pct = 100 * fraction;
+  if (pct > 0 && pct < 0.05) return "<0.1%";
+  if (pct >= 100) return "100%";
+  const text = pct.toFixed(1);
+  return `${text === "100.0" ? "99.9" : text}%`;
+}
+
+/**
+ * The join in words: {fraction, leaf, of, unplaced: [{phase, us, text}], text}. `fraction` is the op time
+ * on the model's layers, `leaf` on its leaf layers (an op on a composite, the model's root, is placed less
+ * precisely), `unplaced` the time of ops on no layer by phase. `note` follows the first figure (where the
+ * layers come from).
+ */
+export function joinSummary(data, note = "") {
+  const join = data?.join || {};
+  const unplaced = Object.entries(join.unplaced_time_us || {}).filter(([, us]) => Number(us) > 0)
+    .sort((a, b) => PHASES.indexOf(a[0]) - PHASES.indexOf(b[0]))
+    .map(([phase, us]) => ({ phase, us, text: `${phase} ${formatMicros(us)}` }));
+  const fraction = formatShare(join.fraction);
+  const leaf = formatShare(join.leaf_fraction);
+  let of = "";
+  if (isKnown(join.joined_time_us) && isKnown(data?.total_time_us)) {
+    const [joined, total] = [formatMicros(join.joined_time_us), formatMicros(data.total_time_us)];
+    const left = data.total_time_us - join.joined_time_us;
+    of = joined === total && left > 0 ? `all but ${formatMicros(left)} of ${total}` : `${joined} of ${total}`; // not "1.20 s of 1.20 s"
+  }
+  const parts = [];
+  if (fraction) parts.push(`${fraction} of op time on the model's layers${of ? ` (${of})` : ""}${note}`);
+  if (leaf) parts.push(`${leaf} on leaf layers`);
+  const none = unplaced.length ? `on no layer: ${unplaced.map((p) => p.text).join(", ")}` : "";
+  return { fraction, leaf, of, unplaced, none, text: [parts.join(", "), none].filter(Boolean).join("; ") };
+}
