@@ -4,12 +4,11 @@
 
 import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
-import {
-  formatHuman, formatInt, formatIntKnown, formatMicros, formatPercent, isKnown, shortDevices, UNKNOWN,
-} from "../format.js";
+import { formatHuman, formatInt, formatIntKnown, formatMicros, isKnown, shortDevices, UNKNOWN } from "../format.js";
+import { allocationWhy, floorBytes, graphNote, joinSummary, outputWhy, timeTitle } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
 import { xlaSummary } from "../xla.js";
-import { OTHER_COLORS, PHASES } from "../roles.js";
+import { OTHER_COLORS } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, infoBox, panel, sourceBadge, warnBox } from "../components/widgets.js";
@@ -20,17 +19,16 @@ import { createPeakPanel } from "./peak.js";
 import { classCell, classText, treeButtons } from "./storage.js";
 
 const TOP_N = 12;
-const UNKNOWN_WHY = "neither measured by the allocator nor derivable from the traced graph "
-  + "(no graph, or a size known only at run time)";
 
 /**
  * A measured/derived badge, then "[1,28,28,32] float32 = 100,352 B": the badge and the figure never
- * cut; a shape too long for the cell is cut in the middle, its whole text in the tooltip.
+ * cut; a shape too long for the cell is cut in the middle, its whole text in the tooltip. `why`: why
+ * an output's bytes can be unknown in this answer.
  */
-function outputCell(op) {
+function outputCell(op, why) {
   const shape = [op.output_shape, op.output_dtype].filter(Boolean).join(" ");
   if (op.bytes_source === "unknown") {
-    return el("span", { class: "out-cell", title: `${shape ? `${shape} = ` : ""}unknown: ${UNKNOWN_WHY}` }, sourceBadge("unknown"),
+    return el("span", { class: "out-cell", title: `${shape ? `${shape} = ` : ""}unknown: ${why}` }, sourceBadge("unknown"),
       shape ? el("span", { class: "out-shape" }, name(shape)) : null, shape ? el("span", { class: "out-bytes" }, " = ", el("i", {}, UNKNOWN))
         : el("i", { class: "out-bytes" }, UNKNOWN));
   }
@@ -44,7 +42,8 @@ function outputText(op) {
   return `${op.output_shape || ""} ${op.output_dtype || ""} = ${figure} ${op.bytes_source}`.trim();
 }
 
-const knownOrWhy = (value, text) => (isKnown(value) ? text : el("i", { title: `unknown: ${UNKNOWN_WHY}` }, UNKNOWN));
+/** A figure, or "unknown" with why in its tooltip: never 0. */
+const knownOrWhy = (value, text, why) => (isKnown(value) ? text : el("i", { class: "why", title: `unknown: ${why}` }, UNKNOWN));
 
 const UNATTRIBUTED_WHY = "kernel time of the XLA program that no rule tied to one of its instructions; "
   + "the row is named after what the kernels carried (a command buffer)";
@@ -62,8 +61,11 @@ function fusedCell(op) {
   return el("span", { title: isolate(fused.map(readableOp).join("\n")) }, fusedText(fused, op.layer));
 }
 
-// Widths fit a 1400 px window: no column is cut off and an Output cell shows its shape and bytes whole.
-const OP_COLUMNS = [
+/**
+ * The op table's columns; `why`: {output, alloc}, why an op's output and allocated bytes can be unknown in
+ * this answer. Widths fit a 1400 px window: no column is cut off and an Output cell shows its shape and bytes whole.
+ */
+const opColumnList = (why) => [
   { key: "name", label: "Op", width: "minmax(190px, 3fr)", minWidth: 190, cutStart: true, render: (o) => name(o.name) },
   { key: "op_type", label: "Type", width: "minmax(110px, 1fr)", minWidth: 110, render: typeCell,
     text: (o) => (isUnattributed(o) ? `${UNATTRIBUTED_TYPE}: ${UNATTRIBUTED_WHY}` : o.op_type) },
@@ -76,38 +78,62 @@ const OP_COLUMNS = [
   { key: "time_us", label: "Total time", width: "90px", minWidth: 90, numeric: true, text: (o) => formatMicros(o.time_us) },
   { key: "mean_us", label: "Mean time", width: "90px", minWidth: 90, numeric: true, text: (o) => formatMicros(o.mean_us) },
   { key: "output_bytes", label: "Output", filterKey: "output_shape", width: "minmax(300px, 2fr)", minWidth: 300, numeric: true, left: true,
-    text: outputText, value: (o) => (o.bytes_source === "unknown" ? null : o.output_bytes), render: outputCell },
+    text: outputText, value: (o) => (o.bytes_source === "unknown" ? null : o.output_bytes), render: (o) => outputCell(o, why.output) },
   { key: "new_bytes", label: "New bytes", width: "96px", minWidth: 96, numeric: true,
     title: "bytes the op newly allocated for its output (views of variables add none)",
-    text: (o) => formatIntKnown(o.new_bytes), render: (o) => knownOrWhy(o.new_bytes, formatInt(o.new_bytes)) },
+    text: (o) => formatIntKnown(o.new_bytes), render: (o) => knownOrWhy(o.new_bytes, formatInt(o.new_bytes), why.output) },
   { key: "alloc_bytes", label: "Alloc bytes", width: "96px", minWidth: 96, numeric: true, title: "bytes the allocator handed out for this op",
-    text: (o) => formatInt(o.alloc_bytes) },
+    text: (o) => formatIntKnown(o.alloc_bytes), render: (o) => knownOrWhy(o.alloc_bytes, formatInt(o.alloc_bytes), why.alloc) },
 ];
 const TIME_KEYS = new Set(["time_us", "mean_us"]);
 
-function timeTitle(l) {
-  const parts = PHASES
-    .filter((p) => l[`${p}_time_us`] > 0).map((p) => `${p} ${formatMicros(l[`${p}_time_us`])}`);
-  return parts.length ? `${formatMicros(l.time_us)}: ${parts.join(" · ")}` : formatMicros(l.time_us);
+/** A byte sum over a row's ops: a floor where some are unknown ("≥ 1,234 (3 unknown)"), "unknown" where all are. */
+function floorColumn(key, count, what, why, column) {
+  const figure = (l) => floorBytes(l[key], l[count], what, why);
+  return { ...column, key, numeric: true, value: (l) => figure(l).value, text: (l) => figure(l).title,
+    render: (l) => {
+      const f = figure(l);
+      return isKnown(f.value) ? f.text : el("i", { class: "why", title: f.title }, f.text);
+    } };
 }
 
-const LAYER_COLUMNS = [
+/** A figure at the peak: "unknown" (and why) when the trace recorded no allocation. */
+const peakColumn = (key, label, width, title, why) => ({ key, label, width, numeric: true, title, text: (l) => formatIntKnown(l[key]),
+  render: (l) => knownOrWhy(l[key], formatInt(l[key]), why) });
+
+/**
+ * The layer table's columns for one answer: why its unknown figures are unknown and where the time of
+ * phases on no layer went (`data`) go into their tooltips.
+ */
+const layerColumnList = (data) => [
   { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || l.label,
     render: (l) => (l.layer ? name(l.label) : el("i", { title: "ops that belong to no layer of the model" }, l.label)) },
   { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", minWidth: 100, text: (l) => classText(l, false),
     render: (l) => classCell(l, false) },
-  { key: "weight_bytes", label: "Weights", width: "110px", numeric: true, text: (l) => formatInt(l.weight_bytes),
-    title: "weights and non-trainable state of the layer, from the breakdown" },
+  { key: "weight_bytes", label: "Param bytes", width: "110px", numeric: true, text: (l) => formatInt(l.weight_bytes),
+    title: "bytes of the layer's parameters (trainable and non-trainable weights, from the breakdown): "
+      + "no RNG seed state, no activations" },
   { key: "slot_bytes", label: "Optimizer slots", width: "120px", numeric: true, text: (l) => formatInt(l.slot_bytes) },
-  { key: "peak_activations_bytes", label: "Activations at peak", width: "140px", numeric: true,
-    text: (l) => formatInt(l.peak_activations_bytes), title: "the layer's forward outputs in use at the peak" },
-  { key: "peak_gradients_bytes", label: "Gradients at peak", width: "130px", numeric: true,
-    text: (l) => formatInt(l.peak_gradients_bytes), title: "the layer's gradients in use at the peak" },
-  { key: "output_bytes", label: "Outputs", width: "110px", numeric: true, text: (l) => formatInt(l.output_bytes),
-    title: "bytes newly allocated by the layer's ops over the trace" },
-  { key: "time_us", label: "Time", width: "96px", numeric: true, text: timeTitle, render: (l) => formatMicros(l.time_us) },
+  peakColumn("peak_activations_bytes", "Activations at peak", "140px", "the layer's forward outputs in use at the peak",
+    allocationWhy(data)),
+  peakColumn("peak_gradients_bytes", "Gradients at peak", "130px", "the layer's gradients in use at the peak", allocationWhy(data)),
+  floorColumn("output_bytes", "unknown_output_ops", "output bytes", outputWhy(data), { label: "Outputs", width: "200px",
+    title: "bytes newly allocated by the layer's ops over the trace; \"≥\" where some ops' figures are unknown" }),
+  { key: "time_us", label: "Time", width: "96px", numeric: true, text: (l) => timeTitle(l, data.join),
+    render: (l) => formatMicros(l.time_us) },
   { key: "ops", label: "Op calls", width: "80px", numeric: true, text: (l) => formatInt(l.ops) },
 ];
+const LAYER_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
+
+/** The layer table's columns: no time without op times; no class column when the breakdown names no classes (a TF1 checkpoint). */
+function layerColumns(data) {
+  const classes = (data.layers || []).some((l) => l.class_name || (l.layer && !l.leaf));
+  const key = JSON.stringify([Boolean(data.timed), classes, outputWhy(data), allocationWhy(data), data.join?.unplaced_time_us ?? null]);
+  if (!LAYER_SETS.has(key)) {
+    LAYER_SETS.set(key, layerColumnList(data).filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")));
+  }
+  return LAYER_SETS.get(key);
+}
 
 export function createOpsView({ api, loader, shared }) {
   const notes = el("div", { class: "notes" });
@@ -124,11 +150,11 @@ export function createOpsView({ api, loader, shared }) {
     timeEmpty, timeEl);
   const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEmpty, memEl);
   const join = el("span", { class: "pill", testid: "join-fraction" });
-  const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
+  const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: layerColumnList({}), label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers), rowAction: "lists the layer's ops",
     // a layer row lists its ops and its sublayers' (layer^=path); a group row the ops of no layer in that phase
     onRowClick: (row) => ops.setFilter(row.layer ? `layer^=${row.layer}` : `layer= phase=${row.group}`) });
-  const ops = createTable({ testid: "op-table", mode: "remote", columns: OP_COLUMNS, label: "Ops", maxHeight: 520,
+  const ops = createTable({ testid: "op-table", mode: "remote", columns: opColumns({}), label: "Ops", maxHeight: 520,
     sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense",
     rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
@@ -140,7 +166,10 @@ export function createOpsView({ api, loader, shared }) {
   let shownKey = ""; // the answer whose pages the table shows: pages of another stop being asked for
 
   function render(data, item) {
-    notes.replaceChildren(...banners(data));
+    // a profile with no graph: why most output bytes read "unknown" and ops reach layers by name only
+    const noGraph = graphNote(data);
+    notes.replaceChildren(...banners(data),
+      noGraph ? el("div", { class: "msg info", testid: "graph-note" }, "No graph for this profile: ", message(noGraph), ".") : "");
     hosts.show(item, data);
     // A trace that holds no op (the profiler could not start): its note says why, and where a profile of the
     // run is, if another profiler wrote one; no empty figures under it.
@@ -159,11 +188,11 @@ export function createOpsView({ api, loader, shared }) {
     timePanel.hidden = !data.timed;
     if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0], data.op_count);
     showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1], data.op_count);
-    join.replaceChildren(...joinText(data));
+    const joined = joinText(data);
+    join.replaceChildren(...joined.parts);
+    join.title = joined.title;
     const tree = `${item.run}\u0000${item.tag}\u0000${data.breakdown?.tag ?? ""}`;
-    // No time without op times; no class column when the breakdown names no classes (a TF1 checkpoint).
-    const classes = (data.layers || []).some((l) => l.class_name || (l.layer && !l.leaf));
-    layers.setColumns(LAYER_COLUMNS.filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")), { key: "" });
+    layers.setColumns(layerColumns(data), { key: "" });
     layers.setRows(data.layers || [], tree !== treeOf);
     treeOf = tree;
     // Pages of this very answer: its step, host and joined breakdown, even when "latest" moves on.
@@ -187,14 +216,19 @@ export function createOpsView({ api, loader, shared }) {
 // An XLA step's rows are instructions with short names ("gemm_fusion_dot.96") implementing long framework ops:
 // the width goes to what they implement and to their layers.
 const XLA_WIDTHS = { name: ["minmax(140px, 1fr)", 140], fused: ["minmax(150px, 2.6fr)", 150], layer: ["minmax(120px, 1.6fr)", 120] };
-const XLA_COLUMNS = OP_COLUMNS.map((c) => (XLA_WIDTHS[c.key] ? { ...c, width: XLA_WIDTHS[c.key][0], minWidth: XLA_WIDTHS[c.key][1] } : c));
+const xlaWidth = (c) => (XLA_WIDTHS[c.key] ? { ...c, width: XLA_WIDTHS[c.key][0], minWidth: XLA_WIDTHS[c.key][1] } : c);
 const COLUMN_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
 
-/** The op table's columns: no time without op times; no Device column when every op ran on one (the meta line names it). */
+/**
+ * The op table's columns: no time without op times; no Device column when every op ran on one (the meta line names it);
+ * why an unknown output or allocation is unknown, in this answer.
+ */
 function opColumns(data) {
-  const key = [Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1].join();
+  const why = { output: outputWhy(data), alloc: allocationWhy(data) };
+  const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, why.output, why.alloc]);
   if (!COLUMN_SETS.has(key)) {
-    COLUMN_SETS.set(key, (data.xla ? XLA_COLUMNS : OP_COLUMNS).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
+    const columns = opColumnList(why);
+    COLUMN_SETS.set(key, (data.xla ? columns.map(xlaWidth) : columns).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
       && ((data.devices || []).length > 1 || c.key !== "device")));
   }
   return COLUMN_SETS.get(key);
@@ -231,14 +265,18 @@ export function banners(data) {
   return out;
 }
 
-/** "99% of op time on the model's layers", or why there is no such figure. */
+/**
+ * {parts, title}: "99.9% of op time on the model's layers (…), 99.7% on leaf layers; on no layer: loss 37 µs",
+ * or why there is no such figure; the whole line in the tooltip (the pill cuts it).
+ */
 function joinText(data) {
   const j = data.join || {};
-  if (j.vocabulary === "none") return ["no layers known: record a breakdown (tb_modelmem.summary.variables) to join ops to layers"];
-  if (!data.timed || j.fraction === null || j.fraction === undefined) return ["ops joined to layers by what they read and write"];
-  const of = `${formatMicros(j.joined_time_us)} of ${formatMicros(data.total_time_us)}`;
+  const plain = (text) => ({ parts: [text], title: text });
+  if (j.vocabulary === "none") return plain("no layers known: record a breakdown (tb_modelmem.summary.variables) to join ops to layers");
   const source = j.vocabulary === "trace" ? " (layers from the trace's own scopes: no breakdown in this run)" : "";
-  return [el("b", {}, formatPercent(j.fraction)), ` of op time on the model's layers (${of})${source}`];
+  const summary = joinSummary(data, source);
+  if (!data.timed || !summary.fraction) return plain("ops joined to layers by what they read and write");
+  return { parts: [el("b", {}, summary.fraction), summary.text.slice(summary.fraction.length)], title: summary.text };
 }
 
 /** A top-N bar chart (with its bars in words for a screen reader), or a line saying there is nothing to chart. */
