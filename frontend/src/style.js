@@ -142,6 +142,10 @@ button, input, select { font: inherit; color: inherit; }
 bdi.name { unicode-bidi: isolate; }
 .panel, .card, .msg, .meta, .toolbar label { overflow-wrap: anywhere; }
 .optimizer-class { font-weight: 500; margin-bottom: 6px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.optimizer-summary { font-family: "Roboto Mono", Menlo, Consolas, monospace; font-size: 11px; color: var(--fg2); margin-bottom: 8px; max-height: 6em; overflow: auto; overflow-wrap: anywhere; }
+.optimizer-section + .optimizer-section { margin-top: 6px; }
+.optimizer-heading { font-size: 12px; font-weight: 500; margin-bottom: 2px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.shared-mark { color: var(--fg2); font-size: 11px; }
 .recon td:first-child { overflow-wrap: anywhere; }
 .pill { display: inline-block; font-size: 12px; color: var(--fg2); background: var(--bg2); border-radius: 10px; padding: 2px 10px; margin: 0 0 8px; max-width: 100%; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .pill b { color: #2e7d32; font-weight: 500; }

@@ -1,6 +1,6 @@
 // "Storage": what the variables of one breakdown cost, by role, layer and variable.
 
-import { el, name } from "../dom.js";
+import { el, message, name } from "../dom.js";
 import {
   ellipsize, formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, shortClassName, shortDevices,
   UNKNOWN,
@@ -13,6 +13,8 @@ import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
 import { createCompare } from "./compare.js";
 import { largestLayers, replicaBytes, replicaSpan } from "../aggregate.js";
+import { optimizerSections, sectionHeading } from "../optimizer.js";
+import { sharedMarks } from "../shared.js";
 
 const CHART_LAYERS = 30;
 const NO_LAYER = "(no layer)"; // variables outside any layer (counters, beta powers, ...)
@@ -56,11 +58,27 @@ export function classCell(l, noneKnown) {
 /** Whether a breakdown's layer rows name no class at all (a checkpoint: its variables only). */
 export const noClassKnown = (rows) => !(rows || []).some((l) => l.class_name);
 
+// A layer shared by two parents (shared.js): its second path's row reads "shared", a parent reaching it "+N shared".
+// Marks are per answer's rows: set in render, read by the Params column.
+const SHARED = new WeakMap();
+
+function paramsText(l) {
+  const mark = SHARED.get(l);
+  return mark ? `${formatInt(l.params)} ${mark.text}: ${mark.title}` : formatInt(l.params);
+}
+
+function paramsCell(l) {
+  const mark = SHARED.get(l);
+  if (!mark) return formatInt(l.params);
+  return el("span", {}, formatInt(l.params), " ", el("i", { class: "why shared-mark", testid: "shared-mark", title: mark.title }, mark.text));
+}
+
 const LAYER_COLUMNS = [
   { key: "layer", label: "Layer", width: "minmax(200px, 2fr)", minWidth: 200, text: (l) => l.layer || NO_LAYER,
     render: (l) => name(l.layer ? l.label : NO_LAYER) },
   { key: "class_name", label: "Class", width: "minmax(100px, 1fr)", text: (l) => classText(l, false), render: (l) => classCell(l, false) },
-  { key: "params", label: "Params", width: "110px", numeric: true, text: (l) => formatInt(l.params) },
+  { key: "params", label: "Params", width: "110px", numeric: true, text: paramsText, render: paramsCell,
+    title: "parameters; a layer shared by two parents is counted once, at the path holding its variables" },
   { key: "derivation", label: "Derivation", width: "minmax(200px, 2.5fr)", minWidth: 200 },
   ...ROLES.map((role) => ({
     key: role, label: ROLE_LABEL[role], width: "120px", numeric: true,
@@ -72,10 +90,11 @@ const LAYER_SETS = new Map(); // the same array for the same data shape, so a re
 
 /**
  * The layer columns: "unknown" classes when the breakdown names none (`noneKnown`); with variables
- * mirrored `replicas` times (all alike), each byte figure says it sums that many copies.
+ * mirrored `replicas` times (all alike), each byte figure says it sums that many copies; a wider Params
+ * column where a layer is shared (`shared`: "+1,234 shared" beside the count).
  */
-function layerColumns(noneKnown, replicas) {
-  const key = `${noneKnown}|${replicas}`;
+function layerColumns(noneKnown, replicas, shared) {
+  const key = `${noneKnown}|${replicas}|${shared}`;
   if (LAYER_SETS.has(key)) return LAYER_SETS.get(key);
   const summed = (c) => ({ ...c, width: c.key === "total_bytes" ? "130px" : c.width, title: `summed over ${replicas} replicas (one copy per device)`,
     text: (l) => {
@@ -84,8 +103,9 @@ function layerColumns(noneKnown, replicas) {
     } });
   const columns = LAYER_COLUMNS.map((c) => (c.key === "class_name" && noneKnown
     ? { ...c, text: (l) => classText(l, true), render: (l) => classCell(l, true) }
-    : replicas > 1 && (ROLES.includes(c.key) || c.key === "total_bytes") ? summed(c) : c));
-  LAYER_SETS.set(key, noneKnown || replicas > 1 ? columns : LAYER_COLUMNS);
+    : replicas > 1 && (ROLES.includes(c.key) || c.key === "total_bytes") ? summed(c)
+      : shared && c.key === "params" ? { ...c, width: "180px" } : c));
+  LAYER_SETS.set(key, noneKnown || replicas > 1 || shared ? columns : LAYER_COLUMNS);
   return LAYER_SETS.get(key);
 }
 
@@ -118,10 +138,12 @@ export function createStorageView({ api, loader, shared }) {
     replicasNote.replaceChildren(...replicasText(replicas, data));
     replicasNote.hidden = replicas.max <= 1;
     variables.setColumns(replicas.max > 1 ? MIRRORED_COLUMNS : VARIABLE_COLUMNS, { key: "bytes" });
-    layers.setColumns(layerColumns(noClassKnown(data.layers), replicas.min === replicas.max ? replicas.max : 1), { key: "" });
-    renderCards(cards, data, replicas);
-    extras.replaceChildren(optimizerPanel(data.optimizer), reconciliationPanel(data));
     const rows = data.layers || [];
+    const marks = sharedMarks(rows);
+    for (const row of rows) if (marks.has(row.layer)) SHARED.set(row, marks.get(row.layer));
+    layers.setColumns(layerColumns(noClassKnown(data.layers), replicas.min === replicas.max ? replicas.max : 1, marks.size > 0), { key: "" });
+    renderCards(cards, data, replicas);
+    extras.replaceChildren(optimizerPanel(data.optimizer, data.optimizer_summary), reconciliationPanel(data));
     const leaves = rows.filter((l) => l.leaf);
     const charted = largestLayers(leaves, CHART_LAYERS);
     chartTitle.textContent = charted.length < leaves.length
@@ -199,17 +221,42 @@ function optimizerHint(data, totals) {
   return cls ? `${ratio} (${cls})` : ratio;
 }
 
-function optimizerPanel(optimizer) {
-  if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
-  const config = optimizer.config || {};
-  const list = el("dl", { class: "kv", testid: "optimizer-config" });
-  for (const [key, value] of Object.entries(config)) {
-    const text = formatConfigValue(value);
+/** Settings as a key/value list: [[key, text]]. */
+function settingsList(settings, testid) {
+  const list = el("dl", { class: "kv", testid });
+  for (const [key, text] of settings) {
     list.append(el("div", {}, el("dt", { title: isolate(key) }, name(key)), el("dd", { title: isolate(text) }, name(text))));
   }
-  return panel("Optimizer", optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled",
-    el("div", { class: "optimizer-class", testid: "optimizer-class" }, name(optimizer.class_name || "(unnamed)")),
-    Object.keys(config).length ? list : el("div", { class: "hint" }, "No config recorded."));
+  return list;
+}
+
+/**
+ * The optimizer: its class, its config in one line (optimizer_summary.text), then each optimizer's settings with
+ * what it wraps under it (a LossScaleOptimizer's inner optimizer, a schedule); no raw JSON. A breakdown served
+ * without a summary shows its config as it is.
+ */
+function optimizerPanel(optimizer, summary) {
+  if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
+  const hint = optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled";
+  const heading = el("div", { class: "optimizer-class", testid: "optimizer-class" }, name(optimizer.class_name || "(unnamed)"));
+  const described = optimizerSections(summary);
+  if (!described) {
+    const settings = Object.entries(optimizer.config || {}).map(([key, value]) => [key, formatConfigValue(value)]);
+    return panel("Optimizer", hint, heading, settings.length ? settingsList(settings, "optimizer-config") : el("div", { class: "hint" }, "No config recorded."));
+  }
+  // one optimizer: the class line is its heading; several (a GAN's): each under its name
+  const single = described.sections.filter((s) => s.depth === 0).length === 1;
+  const sections = described.sections.map((section, i) => {
+    const head = single && i === 0 ? null : el("div", { class: "optimizer-heading" }, name(sectionHeading(section)));
+    const settings = section.settings.length ? settingsList(section.settings, i === 0 ? "optimizer-config" : undefined)
+      : el("div", { class: "hint" }, "no plain settings");
+    return el("div", { class: "optimizer-section", testid: "optimizer-section", style: { marginLeft: `${16 * section.depth}px` } },
+      head, settings);
+  });
+  return panel("Optimizer", hint, heading,
+    described.text ? el("div", { class: "optimizer-summary", testid: "optimizer-summary", title: isolate(described.text) },
+      message(described.text)) : null,
+    sections);
 }
 
 /** Variables + overhead lines = bytes on disk; any difference shows as its own line. */
