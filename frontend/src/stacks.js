@@ -2,7 +2,7 @@
 // The backend's stacks add up to the total at every point; this orders them
 // (weights and slots at the bottom), finds the peak and thins long traces for drawing without losing it. Pure.
 
-import { formatHuman, formatInt, formatPercent } from "./format.js";
+import { formatBytesFull, formatHuman, formatInt, formatPercent } from "./format.js";
 import { CATEGORIES } from "./roles.js";
 
 /**
@@ -20,12 +20,19 @@ export function stackTimeline(timeline, maxPoints = 2000) {
   const total = order.length ? t.map((_, i) => order.reduce((sum, c) => sum + stacks[c][i], 0)) : (timeline?.bytes || []);
   const peak = peakIndex(t, total, timeline?.peak_time_us);
   const keep = thin(total, maxPoints, peak);
+  // An allocator that records only its large allocations (timeline.allocations "large") counts no small
+  // variable, while the bands hold the breakdown's variables whole: where they pass its count, that count is
+  // drawn too (`counted`, null otherwise).
+  const bytes = timeline?.bytes || [];
+  const above = timeline?.allocations === "large" && order.length > 0 && bytes.length === t.length
+    && total.some((v, i) => v > bytes[i] + 0.5);
   return {
     t: keep.map((i) => t[i]),
     total: keep.map((i) => total[i]),
     op: keep.map((i) => timeline?.op?.[i] || ""),
     series: order.map((category) => ({ category, values: keep.map((i) => stacks[category][i]) })),
     peak: keep.indexOf(peak),
+    counted: above ? keep.map((i) => bytes[i]) : null,
   };
 }
 
@@ -81,4 +88,13 @@ export function handedOutNote(handedOut, allocators = []) {
     + `(${formatPercent(handedOut.requested_bytes ? extra / handedOut.requested_bytes : 0)}: the allocator's size classes, `
     + "and free chunks it handed out whole rather than split)"
     + (frag ? `; ${frag.name} reports ${formatPercent(frag.fragmentation_at_peak)} fragmentation at its peak.` : ".");
+}
+
+/** Where the bands pass the allocator's own count (`stacked.counted`): by how much, and why, in words; "" elsewhere. */
+export function countedNote(stacked) {
+  if (!stacked?.counted) return "";
+  const gap = stacked.total.reduce((most, v, i) => Math.max(most, v - stacked.counted[i]), 0);
+  return `The dashed line is the allocator's own count of bytes in use. The bands pass it by up to ${formatBytesFull(gap)}: `
+    + "it records only its large allocations, so it counts none of the model's small variables; the bands hold the "
+    + "variables the breakdown lists whole, as they are all step.";
 }

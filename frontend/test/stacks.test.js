@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { breakdownAt, handedOutNote, peakIndex, stackTimeline, thin } from "../src/stacks.js";
+import { breakdownAt, countedNote, handedOutNote, peakIndex, stackTimeline, thin } from "../src/stacks.js";
 
 test("categories stack resident first, unattributed last; the total is their sum", () => {
   const timeline = {
@@ -23,7 +23,7 @@ test("RunMetadata: stacks hold the breakdown's weights on top of the step's byte
 
 test("no stacks: the plain bytes in use; no points: nothing", () => {
   assert.deepEqual(stackTimeline({ t_us: [0, 1], bytes: [7, 3] }).total, [7, 3]);
-  assert.deepEqual(stackTimeline({}), { t: [], total: [], op: [], series: [], peak: -1 });
+  assert.deepEqual(stackTimeline({}), { t: [], total: [], op: [], series: [], peak: -1, counted: null });
 });
 
 test("thinning keeps the peak, the ends and each bucket's highest point", () => {
@@ -61,4 +61,23 @@ test("a buffer's bytes are the allocator's chunk: what it asked for beside it, t
   assert.match(note, new RegExp(`For the ${data.handed_out.buffers} buffers whose request the profile recorded: `));
   assert.match(note, /bfc_cpu_allocator_for_gpu reports 17% fragmentation at its peak\.$/);
   assert.equal(handedOutNote(null, data.allocators), "");
+});
+
+test("only large allocations recorded: the bands pass the allocator's count by the variables, and say so", async () => {
+  // /timeline of keras-io's MNIST convnet under TF's default CPU allocator (oneDNN), joined with its breakdown
+  const data = JSON.parse(await readFile(new URL("./fixtures/timeline-mnist-large.json", import.meta.url), "utf8"));
+  assert.equal(data.allocations, "large");
+  const s = stackTimeline(data);
+  assert.deepEqual(s.counted, data.bytes);
+  assert.equal(s.total[s.peak], data.peak_bytes); // 41,140,372: the bands, variables whole
+  assert.equal(Math.max(...s.counted), 40722432); // the allocator's own peak
+  const resident = ["weights", "non_trainable", "optimizer_slots", "other_state"].reduce((sum, c) => sum + data.peak_by_category[c], 0);
+  assert.equal(resident, 417940);
+  assert.match(countedNote(s), /^The dashed line is the allocator's own count of bytes in use\. The bands pass it by up to 417,940 B \(408\.14 KiB\): /);
+  assert.match(countedNote(s), /counts none of the model's small variables/);
+  // an allocator that records every allocation: its count is the bands' sum, nothing drawn beside it
+  const lenet = JSON.parse(await readFile(new URL("./fixtures/timeline-lenet-bfc-handed-out.json", import.meta.url), "utf8"));
+  assert.equal(stackTimeline(lenet).counted, null);
+  assert.equal(countedNote(stackTimeline(lenet)), "");
+  assert.equal(stackTimeline({ ...data, allocations: "all" }).counted, null);
 });

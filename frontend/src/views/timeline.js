@@ -5,7 +5,7 @@
 import { el, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatInt, formatIntKnown, formatMicros } from "../format.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL } from "../roles.js";
-import { breakdownAt, handedOutNote, stackTimeline } from "../stacks.js";
+import { breakdownAt, countedNote, handedOutNote, stackTimeline } from "../stacks.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, chartBox, infoBox, panel, sourceBadge } from "../components/widgets.js";
@@ -15,6 +15,7 @@ import { xlaSummary } from "../xla.js";
 import { createPeakPanel } from "./peak.js";
 
 const MAX_POINTS = 2000; // points drawn; the peak is always one of them
+const COUNTED = "allocator's count";
 
 const BUFFER_COLUMNS = [
   { key: "op", label: "Op", width: "minmax(240px, 3fr)", minWidth: 240, cutStart: true,
@@ -78,7 +79,9 @@ export function createTimelineView({ api, loader, shared }) {
     if (empty) return [`step ${formatIntKnown(data.step)} · no memory recorded`];
     showXla(data, item);
     const stacked = stackTimeline(data, MAX_POINTS);
-    chartNote.replaceChildren(stacked.t.length ? "" : infoBox("This trace recorded no memory timeline (no allocation events)."));
+    const counted = countedNote(stacked);
+    chartNote.replaceChildren(stacked.t.length ? "" : infoBox("This trace recorded no memory timeline (no allocation events)."),
+      counted ? infoBox(counted, "counted-note") : "");
     legend.replaceChildren(...stacked.series.map((s) => categoryChip(s.category)));
     chart.set(timelineOption(stacked), timelineText(stacked));
     peakPanel.render(data);
@@ -113,7 +116,8 @@ function timelineText(stacked) {
   return {
     label: "Bytes in use over the trace, stacked by category",
     summary: `${formatInt(t.length)} points over ${formatMicros(t[t.length - 1] - t[0])}: ${formatHuman(total[0])} at the start`
-      + `${at ? `, peak ${formatBytesFull(total[peak])} at ${formatMicros(t[peak])} (${parts})` : ""}, ${formatHuman(total[total.length - 1])} at the end.`,
+      + `${at ? `, peak ${formatBytesFull(total[peak])} at ${formatMicros(t[peak])} (${parts})` : ""}, ${formatHuman(total[total.length - 1])} at the end`
+      + `${stacked.counted ? `; the allocator's own count, which leaves out the small variables, peaks at ${formatBytesFull(Math.max(...stacked.counted))}` : ""}.`,
   };
 }
 
@@ -125,11 +129,13 @@ function timelineOption(stacked) {
     tooltip: {
       trigger: "axis",
       formatter: (params) => {
-        const point = breakdownAt(stacked, params[0]?.dataIndex ?? 0);
+        const i = params[0]?.dataIndex ?? 0;
+        const point = breakdownAt(stacked, i);
         return tooltipBox(point.op || "(no op recorded)",
           point.parts.slice().reverse().map((p) => tooltipLine(CATEGORY_COLOR[p.category], CATEGORY_LABEL[p.category] || p.category,
             formatHuman(p.bytes))),
-          `${formatMicros(point.t)} · total ${formatBytesFull(point.total)}`);
+          `${formatMicros(point.t)} · total ${formatBytesFull(point.total)}`
+          + `${stacked.counted ? ` · the allocator's count ${formatBytesFull(stacked.counted[i])}` : ""}`);
       },
     },
     dataZoom: [{ type: "inside", throttle: 50 }, {
@@ -154,6 +160,11 @@ function timelineOption(stacked) {
         symbol: "circle", symbolSize: 9, itemStyle: { color: "#e65100" }, label: { show: false },
         data: [{ coord: at }],
       } : undefined,
-    })),
+    })).concat(stacked.counted ? [{
+      // the allocator's own count, where the bands pass it (it records only large allocations): not stacked
+      name: COUNTED, type: "line", step: "end", symbol: "none", silent: true, z: 5,
+      lineStyle: { color: "#424242", type: "dashed", width: 1.2 }, itemStyle: { color: "#424242" },
+      data: stacked.counted.map((v, j) => [t[j], v]),
+    }] : []),
   };
 }
