@@ -854,6 +854,40 @@ def test_a_checkpoints_layers_read_class_unknown(demo_tb, browser, shots):
     tab.close()
 
 
+def test_unknown_figures_read_unknown_and_the_optimizer_reads_as_words(demo_tb, browser, shots):
+    """Issue 31 items 7 and 13: a layer's Outputs read 0 when its ops' outputs were unknown, composite sums
+    added known ops with no marker, Alloc bytes read 0 where unknown; the optimizer config was raw JSON."""
+    from tests.plugin_harness import layer_rows
+
+    tag = _ops_tag(demo_tb, "lenet_trace")
+    body = demo_tb.get(f"{API}/ops?run=lenet_trace&tag={urllib.parse.quote(tag)}")
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.open("ops", "lenet_trace", tag)
+    # a layer whose sum leaves some ops out reads as a floor, with how many; one with none known reads unknown
+    floor = next(r for r in layer_rows(body) if r["layer"] and r["output_bytes"] and r["unknown_output_ops"])
+    tab.row("op-layer-table", floor["label"]).filter(
+        has_text=f"≥ {floor['output_bytes']:,} ({floor['unknown_output_ops']} unknown)").wait_for()
+    # an op whose allocation the trace did not record: "unknown" with why, never 0
+    op = next(o for o in body["ops"]["rows"] if o["alloc_bytes"] is None)
+    tab.filter("op-table", f"name={op['name']}")
+    cells = tab.row("op-table", op["name"]).locator("i.why")
+    cells.first.wait_for()
+    titles = cells.evaluate_all("els => els.map(e => [e.textContent, e.title])")
+    assert all(text == "unknown" for text, _ in titles), titles
+    assert any("allocation" in title for _, title in titles), titles
+    tab.page.screenshot(path=os.path.join(shots, "ops-unknown.png"), full_page=True)
+    # Storage: the optimizer as its config in words, each setting listed; no JSON
+    summary = demo_tb.get(f"{API}/breakdown?run=convnet_adam/train&tag=storage")["optimizer_summary"]
+    tab.open("storage", "convnet_adam/train", "storage")
+    tab.text("optimizer-summary", summary["text"])
+    assert summary["text"].startswith("Adam(learning_rate=")
+    tab.testid("optimizer-config").get_by_text("learning_rate").wait_for()
+    assert "{" not in tab.testid("optimizer-config").inner_text()
+    tab.page.screenshot(path=os.path.join(shots, "storage-optimizer.png"), full_page=True)
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
 def test_mirrored_bytes_say_they_sum_the_replicas(seen_tb, browser, shots):
     """Issue 31 item 11: nothing said a MirroredStrategy's bytes are summed over 2 replicas; the "x2" hid at the
     end of a cut Device cell; a [5408,64] float32 kernel read 2,768,896 B (2 x 1,384,448)."""
