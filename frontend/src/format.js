@@ -77,6 +77,16 @@ export function formatPercent(fraction) {
   return `${Math.round(pct)}%`;
 }
 
+/** A share of op time with one decimal; one that is not all never reads 100%, one that is not none never 0%. */
+export function formatShare(fraction) {
+  if (!isKnown(fraction)) return "";
+  const pct = 100 * fraction;
+  if (pct > 0 && pct < 0.05) return "<0.1%";
+  if (pct >= 100) return "100%";
+  const text = pct.toFixed(1);
+  return `${text === "100.0" ? "99.9" : text}%`;
+}
+
 /** A 202 answer's state -> "Reducing… 40% (parsing)". */
 export function formatProgress(state) {
   const pct = Math.round(100 * Math.max(0, Math.min(1, Number(state?.progress) || 0)));

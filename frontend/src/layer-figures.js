@@ -4,7 +4,7 @@
 // own time is the time of ops on it and in none of its sublayers. Pure, no DOM.
 
 import { isolate } from "./bidi.js";
-import { formatBytesFull, formatInt, formatMicros, isKnown, UNKNOWN } from "./format.js";
+import { UNKNOWN, formatBytesFull, formatInt, formatMicros, formatShare, isKnown } from "./format.js";
 import { PHASES } from "./roles.js";
 
 const plural = (n, one, many = `${one}s`) => `${formatInt(n)} ${n === 1 ? one : many}`;
@@ -88,16 +88,6 @@ export function timeTitle(row, join = {}) {
       + `(on no layer: ${unknown.map((p) => `${p.phase} ${formatMicros(unplaced[p.phase])}`).join(", ")})`);
   }
   return lines.join("\n");
-}
-
-/** A share of op time with one decimal; one that is not all never reads 100%, one that is not none never 0%. */
-export function formatShare(fraction) {
-  if (!isKnown(fraction)) return "";
-  const pct = 100 * fraction;
-  if (pct > 0 && pct < 0.05) return "<0.1%";
-  if (pct >= 100) return "100%";
-  const text = pct.toFixed(1);
-  return `${text === "100.0" ? "99.9" : text}%`;
 }
 
 /**

@@ -3,8 +3,9 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { rowsOf } from "../src/api.js";
 import {
-  allocationWhy, floorBytes, formatShare, graphNote, joinSummary, outputWhy, ownTime, phaseTimes, timeTitle,
+  allocationWhy, floorBytes, graphNote, joinSummary, outputWhy, ownTime, phaseTimes, timeTitle,
 } from "../src/layer-figures.js";
+import { formatShare } from "../src/format.js";
 
 // Real /ops answers (test/fixtures, saved from the plugin over corpus runs): keras-io's BiLSTM under mixed
 // precision with MemoryCallback, and keras-io's MNIST convnet profiled by a plain keras.callbacks.TensorBoard

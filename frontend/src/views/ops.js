@@ -123,16 +123,25 @@ const layerColumnList = (data) => [
     render: (l) => formatMicros(l.time_us) },
   { key: "ops", label: "Op calls", width: "80px", numeric: true, text: (l) => formatInt(l.ops) },
 ];
-const LAYER_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
+// Column sets by the data shape they are for: the same array for the same shape, so a refresh keeps the
+// sort. Their keys hold an answer's reasons and times, so each cache is bounded.
+const LAYER_SETS = new Map();
+const MAX_SETS = 16;
+
+function columnSet(cache, key, make) {
+  if (!cache.has(key)) {
+    if (cache.size >= MAX_SETS) cache.clear();
+    cache.set(key, make());
+  }
+  return cache.get(key);
+}
 
 /** The layer table's columns: no time without op times; no class column when the breakdown names no classes (a TF1 checkpoint). */
 function layerColumns(data) {
   const classes = (data.layers || []).some((l) => l.class_name || (l.layer && !l.leaf));
   const key = JSON.stringify([Boolean(data.timed), classes, outputWhy(data), allocationWhy(data), data.join?.unplaced_time_us ?? null]);
-  if (!LAYER_SETS.has(key)) {
-    LAYER_SETS.set(key, layerColumnList(data).filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")));
-  }
-  return LAYER_SETS.get(key);
+  return columnSet(LAYER_SETS, key,
+    () => layerColumnList(data).filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")));
 }
 
 export function createOpsView({ api, loader, shared }) {
@@ -217,7 +226,7 @@ export function createOpsView({ api, loader, shared }) {
 // the width goes to what they implement and to their layers.
 const XLA_WIDTHS = { name: ["minmax(140px, 1fr)", 140], fused: ["minmax(150px, 2.6fr)", 150], layer: ["minmax(120px, 1.6fr)", 120] };
 const xlaWidth = (c) => (XLA_WIDTHS[c.key] ? { ...c, width: XLA_WIDTHS[c.key][0], minWidth: XLA_WIDTHS[c.key][1] } : c);
-const COLUMN_SETS = new Map(); // the same array for the same data shape, so a refresh keeps the sort
+const COLUMN_SETS = new Map();
 
 /**
  * The op table's columns: no time without op times; no Device column when every op ran on one (the meta line names it);
@@ -226,12 +235,11 @@ const COLUMN_SETS = new Map(); // the same array for the same data shape, so a r
 function opColumns(data) {
   const why = { output: outputWhy(data), alloc: allocationWhy(data) };
   const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, why.output, why.alloc]);
-  if (!COLUMN_SETS.has(key)) {
+  return columnSet(COLUMN_SETS, key, () => {
     const columns = opColumnList(why);
-    COLUMN_SETS.set(key, (data.xla ? columns.map(xlaWidth) : columns).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
-      && ((data.devices || []).length > 1 || c.key !== "device")));
-  }
-  return COLUMN_SETS.get(key);
+    return (data.xla ? columns.map(xlaWidth) : columns).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
+      && ((data.devices || []).length > 1 || c.key !== "device"));
+  });
 }
 
 function metaLine(data) {

@@ -112,6 +112,16 @@ def peak_notes(trace: OpTrace, breakdown: Optional[BreakdownView], peak: Dict[st
     return notes
 
 
+def handed_out(buffers: Any) -> Optional[Dict[str, int]]:
+    """Of the buffers at the peak whose request the profile recorded: what they asked for, what the
+    allocator handed out for them (its bins' rounding, chunks it did not split), and how many; None
+    when it recorded no request."""
+    pairs = [(b, r) for b, r in zip(buffers.column("bytes"), buffers.column("requested_bytes")) if r is not None]
+    if not pairs:
+        return None
+    return {"buffers": len(pairs), "requested_bytes": sum(r for _, r in pairs), "bytes": sum(b for b, _ in pairs)}
+
+
 def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
     """Why a profile's count holds bytes no allocation in it names, with the figures it has: they were
     allocated before the window, and past the variables' own sizes. Measured on seed 002's LeNet
@@ -119,10 +129,8 @@ def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
     momentum, 12,845,056 B asked, handed 16,777,216 B), of the 4.2 MB a step-3 peak leaves unnamed."""
     counted = [a for a in trace.allocators or () if a.get("counted", True) and a.get("min_bytes") is not None]
     low = sum(int(a["min_bytes"]) for a in counted)
-    asked = handed = 0
-    for size, request in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("requested_bytes")):
-        if request:
-            asked, handed = asked + request, handed + size
+    given = handed_out(trace.peak_buffers)
+    asked, handed = (given["requested_bytes"], given["bytes"]) if given else (0, 0)
     text = (f"{unattributed:,} B in use at the peak that no allocation in the trace names: held since before "
             "the trace, which records only the allocations made inside it")
     if counted:

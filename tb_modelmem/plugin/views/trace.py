@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
-from tb_modelmem.plugin.views.peak import peak_by_category, peak_notes, stacks
+from tb_modelmem.plugin.views.peak import handed_out, peak_by_category, peak_notes, stacks
 from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unknown_where
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.schema.names import (
@@ -214,20 +214,10 @@ class TraceView:
                 "buffers": rows, "buffer_count": len(buffers), "peak_by_category": self.peak,
                 "peak_notes": self.peak_notes,
                 "allocations": self.trace.allocations, "allocations_note": self.trace.allocations_note,
-                "handed_out": _handed_out(buffers), "allocators": self.trace.allocators}
+                "handed_out": handed_out(buffers), "allocators": self.trace.allocators}
 
 
 _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
-
-
-def _handed_out(buffers: Any) -> Optional[Dict[str, int]]:
-    """Of the buffers at the peak whose request the profile recorded: what they asked for, what the
-    allocator handed out for them (its bins' rounding, chunks it did not split), and how many; None
-    when it recorded no request."""
-    pairs = [(b, r) for b, r in zip(buffers.column("bytes"), buffers.column("requested_bytes")) if r is not None]
-    if not pairs:
-        return None
-    return {"buffers": len(pairs), "requested_bytes": sum(r for _, r in pairs), "bytes": sum(b for b, _ in pairs)}
 
 
 def _zero_layer() -> Dict[str, Any]:
