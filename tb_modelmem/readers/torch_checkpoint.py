@@ -1,0 +1,399 @@
+"""A PyTorch checkpoint (``torch.save`` of a ``state_dict``, or of ``{"model": ..., "optimizer": ...}``)
+as a ``Breakdown``, reconciled to the bytes on disk. No torch, and nothing pickled is run.
+
+``torch.save`` writes a zip (``<name>/data.pkl`` and one ``<name>/data/<key>`` entry per storage),
+or before PyTorch 1.6 (and with ``_use_new_zipfile_serialization=False``) a stream of pickles
+followed by the storages, each after an 8-byte element count. ``data.pkl`` is read by
+``safe_pickle.load_restricted``: the names it may use are torch's tensor and parameter rebuild
+functions, its storage types, its dtypes and ``collections.OrderedDict``, each replaced by a
+stand-in of this module that only records its arguments (nothing is imported); a pickled
+``nn.Module``, a tensor subclass or any other class refuses the file. A tensor's bytes are its
+elements x its dtype's size; a storage on disk is counted once (by the first tensor on it), and
+what else the file holds (the pickle, zip headers and padding, storage the tensors do not view)
+is an overhead line, so variables + overhead == file bytes.
+
+Roles: in the model's state_dict, BatchNorm's ``running_mean``/``running_var``/``num_batches_tracked``
+are buffers (non-trainable), the rest parameters. An optimizer's ``state`` tensors are slots
+(``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ...; ``step`` is a counter: other). A slot is tied
+to its parameter when the ``param_groups``' indices can be matched to the state_dict: as many
+indices as parameters (the state_dict in ``model.parameters()`` order, buffers left out) and every
+slot shaped as its parameter; otherwise its parameter is unknown (``slot_of`` None).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import struct
+import zipfile
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+from tb_modelmem.readers.bounded import InspectError, file_size, read_range
+from tb_modelmem.readers.safe_pickle import UnsafePickle, load_restricted
+from tb_modelmem.rules.layers import scope_layer_records
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
+
+SOURCE = "pytorch checkpoint"
+SUFFIXES = (".pt", ".pth")
+MiB = 1 << 20
+PICKLE_LIMIT = 256 * MiB  # data.pkl: names, shapes and settings (~100 bytes a tensor)
+MAX_STORAGES = 10_000_000
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
+_COUNTERS = ("step",)
+_MODEL_KEYS = ("model", "state_dict", "model_state_dict", "model_state", "net", "network", "module")
+_OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict", "optimizer_state", "optim", "opt")
+# torch.<Name>Storage -> (dtype, bytes per element)
+_STORAGES = {
+    "FloatStorage": ("float32", 4), "DoubleStorage": ("float64", 8), "HalfStorage": ("float16", 2),
+    "BFloat16Storage": ("bfloat16", 2), "LongStorage": ("int64", 8), "IntStorage": ("int32", 4),
+    "ShortStorage": ("int16", 2), "CharStorage": ("int8", 1), "ByteStorage": ("uint8", 1),
+    "BoolStorage": ("bool", 1), "ComplexFloatStorage": ("complex64", 8), "ComplexDoubleStorage": ("complex128", 16),
+    "QInt8Storage": ("qint8", 1), "QUInt8Storage": ("quint8", 1), "QInt32Storage": ("qint32", 4),
+    "UntypedStorage": ("uint8", 1),
+}
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+           "complex64", "complex128", "float", "double", "half", "long", "int")
+
+
+@dataclasses.dataclass(frozen=True)
+class _StorageType:
+    name: str
+    dtype: str
+    itemsize: int
+
+
+@dataclasses.dataclass
+class _Storage:
+    key: str
+    dtype: str
+    itemsize: int
+    numel: int
+    location: str
+
+
+@dataclasses.dataclass
+class _Tensor:
+    storage: _Storage
+    offset: int
+    shape: Tuple[int, ...]
+    parameter: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.storage.itemsize
+
+
+def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any = None, *rest: Any) -> _Tensor:
+    if not isinstance(storage, _Storage):
+        raise InspectError("a tensor whose storage is not a saved storage")
+    if (not isinstance(size, (tuple, list)) or not all(type(d) is int and d >= 0 for d in size)
+            or type(offset) is not int):
+        raise InspectError("a tensor with a malformed shape or offset")
+    return _Tensor(storage, offset, tuple(size))
+
+
+def _rebuild_parameter(data: Any, *rest: Any) -> _Tensor:
+    if not isinstance(data, _Tensor):
+        raise InspectError("a parameter that holds no saved tensor")
+    data.parameter = True
+    return data
+
+
+def _encode(text: Any, encoding: str = "latin1") -> bytes:  # protocol 2's bytes: _codecs.encode(str, "latin1")
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise InspectError("an unexpected _codecs.encode call")
+    return text.encode("latin1")
+
+
+class _Dtype(str):
+    """torch.float32 and its kin, as their names."""
+
+
+_ALLOWED: Dict[Tuple[str, str], Any] = {
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("_codecs", "encode"): _encode,
+    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
+    **{("torch", name): _StorageType(name, dtype, size) for name, (dtype, size) in _STORAGES.items()},
+    **{("torch", name): _Dtype(name) for name in _DTYPES},
+}
+_REFUSAL = ("which a state_dict checkpoint does not hold (a whole pickled nn.Module, a tensor subclass or an "
+            "object of the training script): it is not loaded, as loading it could run code; save "
+            "model.state_dict() and optimizer.state_dict() to inspect it")
+
+
+def is_checkpoint_name(name: str) -> bool:
+    return name.endswith(SUFFIXES)
+
+
+def read_torch_checkpoint(path: str) -> Breakdown:
+    """Breakdown of a ``torch.save`` file (zip or legacy), to the byte."""
+    size = file_size(path)
+    head = read_range(path, 0, min(4, size))
+    if head == b"PK\x03\x04":
+        return _read_zip(path, size)
+    if head[:1] == b"\x80":
+        return _read_legacy(path, size)
+    raise InspectError(f"{path}: not a PyTorch checkpoint (neither a torch.save zip nor its legacy format)")
+
+
+def _storage_loader(storages: Dict[str, _Storage], where: str) -> Any:
+    def persistent_load(pid: Any) -> _Storage:
+        if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
+            raise UnsafePickle(f"{where}: refused: an unknown persistent id {str(pid)[:80]!r}")
+        storage_type, key, location, numel = pid[1], str(pid[2]), str(pid[3])[:100], pid[4]
+        if not isinstance(storage_type, _StorageType) or type(numel) is not int or numel < 0:
+            raise InspectError(f"{where}: a storage of unknown type or size")
+        if key not in storages:
+            if len(storages) >= MAX_STORAGES:
+                raise InspectError(f"{where}: more than {MAX_STORAGES:,} storages")
+            storages[key] = _Storage(key, storage_type.dtype, storage_type.itemsize, numel, location)
+        return storages[key]
+    return persistent_load
+
+
+def _read_zip(path: str, size: int) -> Breakdown:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = zf.infolist()
+            pickles = [m for m in members if m.filename.endswith("/data.pkl") or m.filename == "data.pkl"]
+            if len(pickles) != 1:
+                if any(m.filename.endswith("constants.pkl") for m in members):
+                    raise InspectError(f"{path}: a TorchScript archive (torch.jit.save), not a torch.save checkpoint")
+                raise InspectError(f"{path}: a zip without one data.pkl: not a torch.save checkpoint")
+            pkl = pickles[0]
+            if pkl.file_size > PICKLE_LIMIT:
+                raise InspectError(f"{path}: data.pkl of {pkl.file_size:,} bytes, more than the {PICKLE_LIMIT:,} "
+                                   "this tool reads")
+            with zf.open(pkl) as f:
+                data = f.read(PICKLE_LIMIT + 1)
+    except zipfile.BadZipFile as e:
+        raise InspectError(f"{path}: corrupt zip ({e})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise InspectError(f"{path}: unreadable zip ({type(e).__name__}: {e})") from None
+    prefix = pkl.filename[:-len("data.pkl")]
+    storages: Dict[str, _Storage] = {}
+    obj = load_restricted(data, path, _ALLOWED, _storage_loader(storages, path), _REFUSAL)
+    entries = {m.filename[len(prefix) + len("data/"):]: m for m in members
+               if m.filename.startswith(prefix + "data/")}
+    on_disk: Dict[str, int] = {}
+    for key, storage in storages.items():
+        member = entries.get(key)
+        if member is None:
+            raise InspectError(f"{path}: storage {key!r} is not in the archive (truncated or foreign file)")
+        if member.file_size != storage.numel * storage.itemsize:
+            raise InspectError(f"{path}: storage {key!r} holds {member.file_size:,} bytes, its pickle says "
+                               f"{storage.numel * storage.itemsize:,}")
+        on_disk[key] = member.compress_size
+    overhead = [{"what": "data.pkl (the pickled structure: names, shapes, optimizer settings)",
+                 "bytes": pkl.compress_size}]
+    bd = _breakdown(obj, path, on_disk)
+    _close(bd, size, overhead, "zip structure: headers, alignment padding, directory, small records "
+                               "(version, byteorder)")
+    return bd
+
+
+def _read_legacy(path: str, size: int) -> Breakdown:
+    data = read_range(path, 0, min(size, PICKLE_LIMIT))
+    values, start = [], 0
+    for what in ("magic number", "protocol version", "system info"):
+        values.append(load_restricted(data[start:], path, {}, None))
+        start += _pickle_length(data[start:], path, what)
+        if what == "magic number" and values[0] != _LEGACY_MAGIC:
+            raise InspectError(f"{path}: not a PyTorch checkpoint (a pickle without torch.save's magic number)")
+    storages: Dict[str, _Storage] = {}
+    obj = load_restricted(data[start:], path, _ALLOWED, _storage_loader(storages, path), _REFUSAL)
+    offset = start + _pickle_length(data[start:], path, "the checkpoint")
+    keys = load_restricted(data[offset:], path, {}, None)
+    offset += _pickle_length(data[offset:], path, "the storage keys")
+    if not isinstance(keys, list) or set(map(str, keys)) != set(storages):
+        raise InspectError(f"{path}: its storage list does not match its tensors (corrupt file)")
+    pickled = offset
+    on_disk: Dict[str, int] = {}
+    for key in map(str, keys):
+        storage = storages[key]
+        (count,) = struct.unpack("<q", read_range(path, offset, 8))
+        if count != storage.numel:
+            raise InspectError(f"{path}: storage {key!r} holds {count:,} elements, its pickle says {storage.numel:,}")
+        on_disk[key] = count * storage.itemsize
+        offset += 8 + on_disk[key]
+    if offset > size:
+        raise InspectError(f"{path}: truncated (its storages end at byte {offset:,} of {size:,})")
+    overhead = [{"what": "pickles (magic number, protocol, system info, names, shapes, optimizer settings)",
+                 "bytes": pickled},
+                {"what": "storage headers (an 8-byte element count each)", "bytes": 8 * len(keys)}]
+    bd = _breakdown(obj, path, on_disk)
+    _close(bd, size, overhead, "bytes after the last storage")
+    return bd
+
+
+def _pickle_length(data: bytes, where: str, what: str) -> int:
+    """Bytes of the pickle at the start of ``data`` (to its STOP opcode)."""
+    import pickletools
+
+    try:
+        for opcode, _, position in pickletools.genops(data):
+            if opcode.name == "STOP" and position is not None:
+                return position + 1
+    except Exception as e:
+        raise InspectError(f"{where}: {what} is not a readable pickle ({type(e).__name__})") from None
+    raise InspectError(f"{where}: {what} is truncated")
+
+
+def _close(bd: Breakdown, size: int, overhead: List[Dict[str, Any]], rest: str) -> None:
+    counted = sum(bd.variables.column("bytes")) + sum(int(line["bytes"]) for line in bd.overhead + overhead)
+    bd.overhead = overhead + bd.overhead + [{"what": rest, "bytes": size - counted}]
+    bd.file_bytes = size
+
+
+# --- roles ---------------------------------------------------------------------------------------------------
+
+def _is_tensors(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value) and all(isinstance(v, _Tensor) for v in value.values())
+
+
+def _is_optimizer(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("state"), dict) and isinstance(value.get("param_groups"),
+                                                                                         list)
+
+
+def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
+    model: Optional[Dict[str, Any]] = None
+    optimizer: Optional[Dict[str, Any]] = None
+    if _is_tensors(obj):
+        model = obj
+    elif isinstance(obj, dict):
+        for key in list(_MODEL_KEYS) + [k for k in obj if isinstance(k, str)]:
+            if model is None and _is_tensors(obj.get(key)):
+                model = obj[key]
+        for key in list(_OPTIMIZER_KEYS) + [k for k in obj if isinstance(k, str)]:
+            if optimizer is None and _is_optimizer(obj.get(key)):
+                optimizer = obj[key]
+    elif _is_optimizer(obj):
+        optimizer = obj
+    records: List[VariableRecord] = []
+    viewed: Dict[str, int] = {}  # storage key -> bytes the counted tensors take of it
+    counted: set = set()
+    shared: List[str] = []
+
+    def add(name: str, tensor: _Tensor, role: str, layer: str, slot: Optional[str] = None,
+            slot_of: Optional[str] = None) -> None:
+        first = tensor.storage.key not in counted
+        counted.add(tensor.storage.key)
+        if not first:
+            shared.append(name)
+        viewed[tensor.storage.key] = viewed.get(tensor.storage.key, 0) + (tensor.nbytes if first else 0)
+        records.append(VariableRecord(name=name, layer=layer, shape=list(tensor.shape), dtype=tensor.storage.dtype,
+                                      bytes=tensor.nbytes if first else 0, role=role,
+                                      device=tensor.storage.location, slot=slot, slot_of=slot_of))
+
+    params: List[Tuple[str, _Tensor]] = []
+    if model is not None:
+        for name, tensor in model.items():
+            buffer = str(name).rsplit(".", 1)[-1] in _BUFFER_NAMES
+            add(str(name), tensor, NON_TRAINABLE if buffer else WEIGHT, _layer(str(name)))
+            if not buffer:
+                params.append((str(name), tensor))
+    notes: List[Dict[str, Any]] = []
+    class_name = None
+    if optimizer is not None:
+        class_name, note = _optimizer_records(optimizer, params, add)
+        if note:
+            notes.append({"what": note, "bytes": 0})
+    seen = {id(model), id(optimizer)}
+    if isinstance(obj, dict) and model is not obj:  # tensors anywhere else: other
+        for key, value in obj.items():
+            if id(value) not in seen:
+                for name, tensor in _tensors(value, str(key)):
+                    add(name, tensor, OTHER, "")
+    # storage on disk no tensor views (a saved slice of a larger tensor): overhead, never hidden
+    beyond = sum(on_disk[k] - viewed.get(k, 0) for k in on_disk)
+    overhead = notes[:]
+    if beyond:
+        overhead.append({"what": "storage the saved tensors do not view (a slice of a larger tensor saved whole)",
+                         "bytes": beyond})
+    if shared:
+        overhead.append({"what": f"{len(shared)} tensors share a storage with one counted before them "
+                                 f"({', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}): 0 bytes each",
+                         "bytes": 0})
+    variables = VariableTable.from_rows(records)
+    bd = Breakdown(source=SOURCE, variables=variables, layers=LayerTable.from_rows(scope_layer_records(records)),
+                   model_name=os.path.basename(path), overhead=overhead)
+    if optimizer is not None:
+        groups = optimizer.get("param_groups") or [{}]
+        config = {k: v for k, v in (groups[0] if isinstance(groups[0], dict) else {}).items()
+                  if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
+        bd.optimizer = {"class_name": class_name, "config": config}
+    return bd
+
+
+def _layer(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor]]:
+    if isinstance(value, _Tensor):
+        return [(prefix, value)]
+    if depth > 20:
+        return []
+    items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple))
+             else [])
+    out: List[Tuple[str, _Tensor]] = []
+    for key, item in items:
+        out += _tensors(item, f"{prefix}.{key}", depth + 1)
+    return out
+
+
+def _optimizer_records(optimizer: Dict[str, Any], params: List[Tuple[str, _Tensor]], add: Any
+                       ) -> Tuple[str, str]:
+    """Adds the optimizer's state tensors; returns its class (from its state keys) and why its slots are
+    not tied to parameters, if they are not."""
+    indices: List[Any] = []
+    for group in optimizer["param_groups"]:
+        if isinstance(group, dict) and isinstance(group.get("params"), list):
+            indices += group["params"]
+    state = optimizer["state"]
+    owner: Dict[Any, Tuple[str, _Tensor]] = {}
+    note = ""
+    if not params:
+        note = "optimizer state not tied to parameters: the checkpoint holds no model state_dict"
+    elif len(indices) != len(params):
+        note = (f"optimizer state not tied to parameters: its param_groups list {len(indices)} parameters, "
+                f"the state_dict has {len(params)} (frozen or shared parameters?)")
+    else:
+        owner = dict(zip(indices, params))
+        for index, slots in state.items():
+            for key, tensor in (slots.items() if isinstance(slots, dict) else []):
+                if isinstance(tensor, _Tensor) and tensor.shape and index in owner and \
+                        tensor.shape != owner[index][1].shape:
+                    note = (f"optimizer state not tied to parameters: state {index} {key} is shaped "
+                            f"{list(tensor.shape)}, parameter {owner[index][0]} {list(owner[index][1].shape)}")
+                    owner = {}
+                    break
+            if not owner:
+                break
+    keys: set = set()
+    for index, slots in sorted(state.items(), key=lambda kv: (str(type(kv[0])), kv[0])):
+        for key, tensor in (slots.items() if isinstance(slots, dict) else []):
+            if not isinstance(tensor, _Tensor):
+                continue
+            keys.add(str(key))
+            param = owner.get(index)
+            add(f"optimizer.state.{index}.{key}", tensor, OTHER if key in _COUNTERS else OPTIMIZER_SLOT,
+                _layer(param[0]) if param else "", str(key), param[0] if param else None)
+    groups = optimizer["param_groups"]
+    decoupled = any(isinstance(g, dict) and g.get("decoupled_weight_decay") for g in groups)
+    class_name = ("AdamW" if decoupled else "Adam") if {"exp_avg", "exp_avg_sq"} <= keys else \
+        "SGD" if "momentum_buffer" in keys else "RMSprop" if "square_avg" in keys else \
+        "Adagrad" if "sum" in keys else "optimizer"
+    return class_name, note

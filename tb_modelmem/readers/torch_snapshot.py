@@ -1,0 +1,500 @@
+"""A PyTorch CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``: a pickled
+``torch.cuda.memory._snapshot()`` dict, ``.pickle`` or ``.pickle.gz``) as an ``OpTrace``. No torch.
+
+The pickle is read with no class allowed at all (``safe_pickle.load_plain``). The dict holds
+``segments`` (the allocator's state when it was dumped: each cudaMalloc'd segment and its blocks)
+and ``device_traces`` (per device, the allocator's actions over the recorded window: ``alloc``,
+``free_requested``, ``free_completed``, ``segment_alloc``, ``segment_free``, ``oom``, each with
+its address, size and the frames that made it, innermost first).
+
+What is counted is what ``torch.cuda.max_memory_allocated()`` counts: the sizes of allocated blocks,
+less at ``free_requested``. The window starts with what was allocated before it: the bytes
+allocated at the dump, less the window's allocations, plus its frees. Blocks alive through the
+whole window are taken from the segments with the frames that allocated them; blocks freed in
+the window without being allocated in it are ``before_window``; any difference left (a ring
+buffer that dropped entries) is bytes in use that nothing explains, never zero.
+
+Each block gets a category from its frames (or from the ``category`` torch's own
+``_profile_to_snapshot`` writes): made in ``torch/optim`` (``_init_group``: optimizer state, else
+optimizer temporaries), in backward (gradients if still alive when that backward pass ends, else
+temporaries), in a module's forward (activations if alive when the next backward starts, else
+temporaries), by a data loader (inputs), when the model was built or moved (weights: parameters
+and buffers alike); else ``unattributed``. The ops are the allocating sites: the innermost frame in
+the user's own code, with the bytes and allocations made there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
+from tb_modelmem.readers.bounded import InspectError, read_file
+from tb_modelmem.readers.safe_pickle import GZIP_MAGIC, gunzip, load_plain
+from tb_modelmem.schema.names import (
+    ACTIVATIONS,
+    BACKWARD,
+    BEFORE_WINDOW,
+    FORWARD,
+    GRADIENTS,
+    INPUT,
+    INPUTS,
+    MEASURED,
+    NON_TRAINABLE_CATEGORY,
+    OPTIMIZER,
+    OPTIMIZER_SLOTS_CATEGORY,
+    OPTIMIZER_TEMPORARIES,
+    TEMPORARIES,
+    UNATTRIBUTED,
+    WEIGHTS_CATEGORY,
+)
+from tb_modelmem.schema.records import BufferRecord, BufferTable, OpRecord, OpTable, OpTrace, Timeline
+
+SOURCE = "torch memory snapshot"
+SUFFIXES = (".pickle", ".pickle.gz")
+MiB = 1 << 20
+SNAPSHOT_LIMIT = 1024 * MiB  # a snapshot file, and what a .gz one inflates to
+MAX_EVENTS = 20_000_000  # trace entries of one snapshot (torch keeps a few KB each: far fewer fit in the cap)
+MAX_FRAMES = 512  # frames of one entry looked at (a deep Python stack is ~100)
+_MAX_INT = 1 << 63
+NO_STACK = "(no stack recorded)"
+# torch.profiler._memory_profiler.Category, as _profile_to_snapshot writes it
+_TORCH_CATEGORIES = {"parameter": WEIGHTS_CATEGORY, "optimizer_state": OPTIMIZER_SLOTS_CATEGORY,
+                     "gradient": GRADIENTS, "activation": ACTIVATIONS, "input": INPUTS, "temporary": TEMPORARIES,
+                     "autograd_detail": TEMPORARIES, "buffer": NON_TRAINABLE_CATEGORY, "unknown": UNATTRIBUTED}
+_PROFILER_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")  # _profile_to_snapshot's "torch/nn/conv.py(564): forward"
+_LIBRARY = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python")
+_BUILD = frozenset({"_apply", "to", "cuda", "__init__", "reset_parameters", "_load_from_state_dict",
+                    "load_state_dict", "register_buffer", "register_parameter"})
+
+
+@dataclasses.dataclass
+class _Site:
+    """Where an allocation was made, read from its frames."""
+
+    label: str  # the user's code line: "train.py:42 train_step"
+    kind: str  # "nn.conv", "optim.adam", "autograd", "data", or the innermost function
+    phase: str
+    layer: str = ""
+    state: bool = False  # made by the optimizer's _init_group (its state) or by building the model
+
+    @property
+    def name(self) -> str:
+        """The op row: the user's line and, when torch code made it, which part of torch."""
+        return f"{self.label} [{self.kind}]" if self.kind else self.label
+
+
+def read_snapshot_file(path: str) -> OpTrace:
+    """``inspect``: a snapshot file on disk, read with a size cap."""
+    return reduce_snapshot(load_snapshot(read_file(path, SNAPSHOT_LIMIT, "memory snapshot"), path))
+
+
+def is_snapshot_name(name: str) -> bool:
+    return name.endswith(SUFFIXES)
+
+
+def load_snapshot(data: bytes, where: str, limit: int = SNAPSHOT_LIMIT) -> Dict[str, Any]:
+    """The snapshot dict of a file's bytes (gzipped or not); ``InspectError`` if it is not one."""
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, limit, where)
+    value = load_plain(data, where)
+    if isinstance(value, list):  # torch.cuda.memory_snapshot(): segments only, as memory_viz accepts
+        value = {"segments": value, "device_traces": []}
+    if not isinstance(value, dict) or not isinstance(value.get("segments"), list):
+        raise InspectError(f"{where}: not a PyTorch memory snapshot (expected a dict with 'segments' and "
+                           "'device_traces', as torch.cuda.memory._dump_snapshot writes; found "
+                           f"{type(value).__name__})")
+    traces = value.get("device_traces", [])
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise InspectError(f"{where}: 'device_traces' is not a list of lists")
+    if sum(len(t) for t in traces) > MAX_EVENTS:
+        raise InspectError(f"{where}: more than {MAX_EVENTS:,} trace entries")
+    value["_where"] = where
+    return value
+
+
+def _int(entry: Dict[str, Any], key: str, where: str, default: Optional[int] = None) -> int:
+    value = entry.get(key, default)
+    if type(value) is not int or not 0 <= value < _MAX_INT:
+        if value is None and default is not None:
+            return default
+        raise InspectError(f"{where}: '{key}' is {str(value)[:40]!r}, expected bytes >= 0")
+    return value
+
+
+def _frames(raw: Any) -> List[Tuple[str, int, str]]:
+    """(filename, line, function) of each Python frame, innermost first; C++ frames and torch's
+    profile markers ("nn.Module: Conv2d_0") are kept for the layer, with line -1."""
+    out: List[Tuple[str, int, str]] = []
+    if not isinstance(raw, list):
+        return out
+    for f in raw[:MAX_FRAMES]:
+        if not isinstance(f, dict):
+            continue
+        name, filename, line = str(f.get("name", ""))[:300], str(f.get("filename", ""))[:300], f.get("line", 0)
+        found = _PROFILER_FRAME.match(name) if filename in ("", "none") else None
+        if found:
+            filename, line, name = found.group(1), int(found.group(2)), found.group(3)
+        out.append((filename, line if type(line) is int else 0, name))
+    return out
+
+
+def _is_python(filename: str) -> bool:
+    return filename.endswith(".py")
+
+
+def _library(filename: str) -> bool:
+    path = "/" + filename.replace("\\", "/")
+    return any(part in path for part in _LIBRARY) or path.startswith("/torch/")
+
+
+def site_of(raw_frames: Any) -> _Site:
+    """The site, phase and kind of an allocation from its frames."""
+    frames = _frames(raw_frames)
+    python = [f for f in frames if _is_python(f[0])]
+    user = next((f for f in python if not _library(f[0])), None)
+    label = (f"{os.path.basename(user[0])}:{user[1]} {user[2]}" if user else
+             f"{python[0][0]}:{python[0][1]} {python[0][2]}" if python else NO_STACK)
+    paths = ["/" + f[0].replace("\\", "/") for f in python]
+    layer = "/".join(reversed([f[2][len("nn.Module: "):] for f in frames if f[2].startswith("nn.Module: ")]))
+
+    def first(part: str) -> Optional[Tuple[str, int, str]]:
+        return next((f for f, p in zip(python, paths) if part in p), None)
+
+    optim, autograd = first("/torch/optim/"), first("/torch/autograd/")
+    module, data = first("/torch/nn/modules/"), first("/torch/utils/data/")
+    if optim is not None:
+        state = any(f[2] == "_init_group" for f in python)
+        return _Site(label, "optim." + _stem(optim[0]), OPTIMIZER, layer, state)
+    tensor_backward = any(f[2] == "backward" and p.endswith("/torch/_tensor.py") for f, p in zip(python, paths))
+    # the autograd engine's own thread (CUDA backward) has C++ frames only
+    if autograd is not None or tensor_backward or any("autograd::" in f[2] for f in frames):
+        return _Site(label, "autograd", BACKWARD, layer)
+    if data is not None:
+        return _Site(label, "data", INPUT, layer)
+    if module is not None:
+        build = any(f[2] in _BUILD for f in python if "/torch/nn/" in "/" + f[0])
+        return _Site(label, "nn." + _stem(module[0]), "" if build else FORWARD, layer, build)
+    return _Site(label, python[0][2] if python else "", "", layer)
+
+
+def _stem(filename: str) -> str:
+    return os.path.splitext(os.path.basename(filename))[0]
+
+
+@dataclasses.dataclass
+class _Block:
+    size: int
+    site: _Site
+    category: str = ""
+    start: int = 0  # index of its alloc event
+    end: Optional[int] = None  # index of its free, None if alive at the dump
+    requested: Optional[int] = None
+
+
+def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> OpTrace:
+    """The allocator's timeline over the recorded window, its peak, the blocks live there by category
+    and the allocating sites, of one device (the one with the most trace entries, unless given)."""
+    where = str(snapshot.get("_where", "snapshot"))
+    segments = [s for s in snapshot["segments"] if isinstance(s, dict)]
+    traces = snapshot.get("device_traces") or []
+    devices = sorted({d for d, t in enumerate(traces) if t} | {s.get("device", 0) for s in segments
+                                                              if type(s.get("device", 0)) is int})
+    if device is None:
+        device = max(devices, key=lambda d: (len(traces[d]) if d < len(traces) else 0, -d)) if devices else 0
+    entries = traces[device] if device < len(traces) else []
+    segments = [s for s in segments if s.get("device", 0) == device]
+    notes: List[str] = []
+    if len(devices) > 1:
+        notes.append(f"the snapshot holds devices {', '.join(map(str, devices))}: this is device {device}, "
+                     "the one with the most recorded entries")
+
+    # the dump's own state: allocated blocks by address, and the segments' sizes
+    live_at_dump: Dict[int, Dict[str, Any]] = {}
+    reserved_at_dump = 0
+    real_segments = bool(segments) and all("segment_type" in s or "allocated_size" in s for s in segments)
+    for i, seg in enumerate(segments):
+        reserved_at_dump += _int(seg, "total_size", f"{where}: segment {i}", 0)
+        seg_blocks = seg.get("blocks") or []
+        address = seg.get("address") if type(seg.get("address")) is int else None
+        for j, block in enumerate(seg_blocks if isinstance(seg_blocks, list) else []):
+            if not isinstance(block, dict):
+                continue
+            size = _int(block, "size", f"{where}: segment {i} block {j}")
+            key = block.get("address") if type(block.get("address")) is int else address
+            if block.get("state") == "active_allocated" and key is not None:
+                live_at_dump[key] = block
+            if address is not None:
+                address += size
+    allocated_at_dump = sum(_int(b, "size", where) for b in live_at_dump.values())
+
+    # the window, in the allocator's own order
+    events: List[Tuple[str, int, int, float, Any]] = []  # action, addr, size, t_us, frames
+    timed = False
+    oom: List[str] = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("action"), str):
+            raise InspectError(f"{where}: device {device} trace entry {i} is not an allocator action")
+        action = e["action"]
+        if action == "oom":
+            oom.append(f"an allocation of {_int(e, 'size', where, 0):,} B failed (out of memory"
+                       + (f", {e['device_free']:,} B free on the device)" if type(e.get("device_free")) is int
+                          else ")"))
+            continue
+        if action not in ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                          "segment_map", "segment_unmap"):
+            continue
+        t = e.get("time_us")
+        timed = timed or isinstance(t, (int, float)) and not isinstance(t, bool)
+        events.append((action, _int(e, "addr", f"{where}: entry {i}"), _int(e, "size", f"{where}: entry {i}"),
+                       float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else float(i),
+                       e.get("frames")))
+
+    # allocations and frees: a free counts at free_requested (or a free_completed with none before it)
+    blocks: List[_Block] = []
+    live: Dict[int, int] = {}  # addr -> index into blocks
+    pending: Dict[int, int] = {}  # addr -> size freed by a free_requested not yet completed
+    freed_before: Dict[int, int] = {}  # addr -> size: allocated before the window, freed in it
+    deltas: List[Tuple[int, int, float, int]] = []  # (event index, delta, t_us, block index or -1)
+    segment_delta: List[Tuple[int, int]] = []
+    sites: Dict[Any, _Site] = {}
+    for n, (action, addr, size, t, frames) in enumerate(events):
+        if action == "alloc":
+            key = _frames_key(frames)
+            site = sites.get(key) or sites.setdefault(key, site_of(frames))
+            live[addr] = len(blocks)
+            blocks.append(_Block(size, site, start=n))
+            deltas.append((n, size, t, live[addr]))
+        elif action == "free_requested" or (action == "free_completed" and addr not in pending):
+            if action == "free_requested":
+                pending[addr] = size
+            index = live.pop(addr, None)
+            if index is not None:
+                blocks[index].end = n
+            else:
+                freed_before[addr] = size
+            deltas.append((n, -size, t, -1 if index is None else index))
+        elif action == "free_completed":
+            pending.pop(addr, None)
+        elif action in ("segment_alloc", "segment_map"):
+            segment_delta.append((n, size))
+        else:
+            segment_delta.append((n, -size))
+    for addr, index in live.items():  # alive at the dump: its requested size, if the block is there
+        block = live_at_dump.get(addr)
+        if block is not None and type(block.get("requested_size")) is int and block.get("size") == blocks[index].size:
+            blocks[index].requested = block["requested_size"]
+    through = {addr: b for addr, b in live_at_dump.items() if addr not in live}  # alive across the whole window
+    net = sum(d for _, d, _, _ in deltas)
+    at_start = allocated_at_dump - net
+    known_start = sum(_int(b, "size", where) for b in through.values()) + sum(freed_before.values())
+    if at_start < 0 or not segments:
+        if segments:
+            notes.append(f"the dump's allocated blocks ({allocated_at_dump:,} B) are fewer than the window's "
+                         "allocations leave: counting from what the window itself shows")
+        at_start = known_start
+    elif at_start != known_start:
+        notes.append(f"{abs(at_start - known_start):,} B allocated before the window are not explained by the "
+                     "blocks in the dump (a trace that dropped its oldest entries?): counted, in no category")
+
+    _categorise(blocks, events, snapshot_categories(entries))
+    # the series
+    running = at_start
+    through_by: Dict[str, int] = {}
+    through_sites: List[Tuple[Dict[str, Any], _Site, str]] = []
+    for b in through.values():
+        site = site_of(b.get("frames"))
+        category = _category_of_state(site)
+        through_by[category] = through_by.get(category, 0) + _int(b, "size", where)
+        through_sites.append((b, site, category))
+    by_category: Dict[str, int] = dict(through_by)
+    by_category[BEFORE_WINDOW] = sum(freed_before.values())
+    t_us: List[float] = []
+    total: List[float] = []
+    ops: List[str] = []
+    columns: Dict[str, List[float]] = {}
+    peak, peak_index = -1, -1
+    for position, (n, delta, t, index) in enumerate(deltas):
+        running += delta
+        if index >= 0:
+            block = blocks[index]
+            by_category[block.category] = by_category.get(block.category, 0) + delta
+            op = block.site.name
+        else:
+            by_category[BEFORE_WINDOW] += delta
+            op = ""
+        t_us.append(t)
+        total.append(float(running))
+        ops.append(op)
+        for category in set(by_category) | set(columns):
+            columns.setdefault(category, [0.0] * position).append(float(max(by_category.get(category, 0), 0)))
+        if running > peak:
+            peak, peak_index = running, position
+    if peak_index < 0:  # no allocation in the window: the dump's state is the whole story
+        peak = allocated_at_dump
+    origin = t_us[0] if t_us else 0.0
+    keep = _downsample(total, peak_index) if total else []
+    timeline = Timeline([round(t_us[i] - origin, 3) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
+                        {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
+
+    # the blocks live at the peak
+    peak_event = deltas[peak_index][0] if peak_index >= 0 else len(events)
+    buffers: List[BufferRecord] = []
+    for block in blocks:
+        if block.start <= peak_event and (block.end is None or block.end > peak_event):
+            buffers.append(BufferRecord(op=block.site.name, bytes=block.size, region=block.site.kind,
+                                        category=block.category, bytes_source=MEASURED,
+                                        requested_bytes=block.requested))
+    for b, site, category in through_sites:
+        buffers.append(BufferRecord(op=site.name, bytes=_int(b, "size", where), region=site.kind, category=category,
+                                    bytes_source=MEASURED, requested_bytes=b.get("requested_size")
+                                    if type(b.get("requested_size")) is int else None))
+    freed_later = {events[n][1] for n, d, _, i in deltas[peak_index + 1:] if i < 0 and d < 0}
+    for addr, size in freed_before.items():
+        if addr in freed_later:
+            buffers.append(BufferRecord(op="", bytes=size, category=BEFORE_WINDOW, bytes_source=MEASURED))
+    buffers.sort(key=lambda b: -b.bytes)
+
+    trace = OpTrace(source=SOURCE, ops=_op_table(blocks, f"device {device}"), peak_bytes=max(peak, 0),
+                    peak_time_us=round(t_us[peak_index] - origin, 3) if peak_index >= 0 else 0.0,
+                    timeline=timeline, devices=[f"device {device}"], steps=1, counts_resident=True,
+                    peak_buffers=BufferTable.from_rows(buffers), timed=False)
+    trace.allocators = [_allocator(device, peak, total, segments, real_segments, reserved_at_dump,
+                                   segment_delta, peak_event, allocated_at_dump)]
+    notes.append("the peak of the recorded window (torch.cuda.max_memory_allocated() counts the same bytes; "
+                 "it is higher only if the peak came before the window)")
+    if not timed and events:
+        notes.append("no time_us in this snapshot: the timeline's axis is the entry's index")
+    trace.allocations_note = "; ".join(oom + notes)
+    return trace
+
+
+def snapshot_categories(entries: List[Any]) -> Optional[List[Optional[str]]]:
+    """torch's own category of each alloc entry, in order, when the snapshot has them (``_profile_to_snapshot``)."""
+    found = [e.get("category") for e in entries if isinstance(e, dict) and e.get("action") == "alloc"]
+    return found if any(isinstance(c, str) for c in found) else None
+
+
+def _categorise(blocks: List[_Block], events: List[Tuple[str, int, int, float, Any]],
+                torch_categories: Optional[List[Optional[str]]]) -> None:
+    """Each block's category: torch's own where the snapshot has it, else from its frames and lifetime."""
+    if torch_categories is not None:
+        for block, category in zip(blocks, torch_categories):
+            block.category = _TORCH_CATEGORIES.get(str(category), UNATTRIBUTED)
+        return
+    # each backward pass: from its first allocation to its last (frees do not end it)
+    passes: List[Tuple[int, int]] = []
+    for block in blocks:
+        if block.site.phase == BACKWARD:
+            if passes and all(b.site.phase == BACKWARD for b in blocks if passes[-1][1] < b.start < block.start):
+                passes[-1] = (passes[-1][0], block.start)
+            else:
+                passes.append((block.start, block.start))
+    for block in blocks:
+        phase = block.site.phase
+        end = block.end if block.end is not None else 1 << 62
+        if phase == OPTIMIZER:
+            block.category = OPTIMIZER_SLOTS_CATEGORY if block.site.state else OPTIMIZER_TEMPORARIES
+        elif phase == BACKWARD:
+            span = next((p for p in passes if p[0] <= block.start <= p[1]), (block.start, block.start))
+            block.category = GRADIENTS if end > span[1] else TEMPORARIES
+        elif phase == FORWARD:
+            following = next((p for p in passes if p[0] > block.start), None)
+            block.category = ACTIVATIONS if following is not None and end > following[0] else TEMPORARIES
+        elif phase == INPUT:
+            block.category = INPUTS
+        elif block.site.state:
+            block.category = WEIGHTS_CATEGORY
+        else:
+            block.category = UNATTRIBUTED
+
+
+def _category_of_state(site: _Site) -> str:
+    """A block alive through the whole window, by the frames that allocated it."""
+    if site.phase == OPTIMIZER:
+        return OPTIMIZER_SLOTS_CATEGORY
+    if site.state:
+        return WEIGHTS_CATEGORY
+    if site.phase == BACKWARD:
+        return GRADIENTS
+    return UNATTRIBUTED
+
+
+def _frames_key(frames: Any) -> Any:
+    if not isinstance(frames, list):
+        return ()
+    return tuple((str(f.get("filename")), f.get("line"), str(f.get("name"))) if isinstance(f, dict) else ()
+                 for f in frames[:MAX_FRAMES])
+
+
+def _op_table(blocks: List[_Block], device: str) -> OpTable:
+    rows: Dict[str, OpRecord] = {}
+    for block in blocks:
+        row = rows.get(block.site.name)
+        if row is None:
+            row = rows[block.site.name] = OpRecord(name=block.site.name, op_type=block.site.kind,
+                                                    layer=block.site.layer, device=device, calls=0,
+                                                    bytes_source=MEASURED, phase=block.site.phase)
+        row.calls += 1
+        row.alloc_bytes += block.size
+        row.output_bytes += block.size
+    return OpTable.by_name(rows.values())
+
+
+def _allocator(device: int, peak: int, total: List[float], segments: List[Any], real_segments: bool,
+               reserved_at_dump: int, segment_delta: List[Tuple[int, int]], peak_event: int,
+               allocated_at_dump: int) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {"name": f"device {device} (allocated)", "peak_bytes": int(max(peak, 0)),
+                             "min_bytes": int(min(total)) if total else allocated_at_dump,
+                             "allocated_at_dump_bytes": allocated_at_dump}
+    if not real_segments:  # _profile_to_snapshot's segments are address spans, not cudaMalloc'd memory
+        entry["reserved_note"] = "no cudaMalloc segments in this snapshot: reserved memory is unknown"
+        return entry
+    after_peak = sum(d for n, d in segment_delta if n > peak_event)
+    reserved_at_peak = reserved_at_dump - after_peak
+    running, highest = reserved_at_dump - sum(d for _, d in segment_delta), 0
+    highest = running
+    for _, d in segment_delta:
+        running += d
+        highest = max(highest, running)
+    entry.update({"reserved_at_peak_bytes": reserved_at_peak, "max_reserved_bytes": highest,
+                  "reserved_at_dump_bytes": reserved_at_dump, "segments_at_dump": len(segments)})
+    if reserved_at_peak > 0 and peak >= 0:
+        entry["fragmentation_at_peak"] = round(max(reserved_at_peak - peak, 0) / reserved_at_peak, 4)
+    return entry
+
+
+def _downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_POINTS) -> List[int]:
+    """At most ~``limit`` points: each bucket's lowest and highest, and the peak."""
+    n = len(values)
+    if n <= limit:
+        return list(range(n))
+    size = -(-n * 2 // limit)
+    kept = {peak_index}
+    for start in range(0, n, size):
+        bucket = range(start, min(start + size, n))
+        kept.add(min(bucket, key=values.__getitem__))
+        kept.add(max(bucket, key=values.__getitem__))
+    return sorted(kept)
+
+
+def fragmentation_at_dump(segments: List[Any]) -> Dict[str, int]:
+    """The dump's segments: reserved, allocated, requested, free inside segments (inactive blocks) and
+    rounding (allocated blocks' size past what was requested)."""
+    out = {"reserved": 0, "allocated": 0, "requested": 0, "inactive": 0}
+    for seg in segments:
+        if not isinstance(seg, dict):
+            continue
+        out["reserved"] += seg.get("total_size", 0) if type(seg.get("total_size")) is int else 0
+        for b in seg.get("blocks") or []:
+            if not isinstance(b, dict) or type(b.get("size")) is not int:
+                continue
+            if b.get("state") == "active_allocated":
+                out["allocated"] += b["size"]
+                out["requested"] += b["requested_size"] if type(b.get("requested_size")) is int else b["size"]
+            else:
+                out["inactive"] += b["size"]
+    out["rounding"] = out["allocated"] - out["requested"]
+    return out
