@@ -37,6 +37,7 @@ from tb_modelmem.readers.bounded import (
     read_range,
 )
 from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
+from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT
@@ -58,6 +59,8 @@ def read_path(path: str) -> Breakdown:
             return read_saved_model(path)
         return read_checkpoint(path)  # its error says what the folder lacks
     if os.path.exists(path):
+        if is_checkpoint_name(path):  # torch.save: a zip too, told apart by its name
+            return read_torch_checkpoint(path)
         size = file_size(path)
         head = read_range(path, 0, min(8, size))
         if head[:4] == b"PK\x03\x04":
@@ -68,7 +71,7 @@ def read_path(path: str) -> Breakdown:
         find_prefix(path)
     except InspectError:
         raise InspectError(f"{path}: not a model file or checkpoint (expected .keras, .h5, .weights.h5, "
-                           "a SavedModel folder, or a TF checkpoint)") from None
+                           "a SavedModel folder, a TF checkpoint, or a PyTorch .pt/.pth)") from None
     return read_checkpoint(path)
 
 
