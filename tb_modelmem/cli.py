@@ -170,7 +170,9 @@ def format_estimate(result: Dict[str, Any]) -> str:
                f" at batch {per}" if per else "")
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"]
     if result.get("peak_moved"):
-        out.append("the projected peak falls at another moment of the step than the traced one")
+        out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced one at "
+                   f"{traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, and its "
+                   "basis is taken there; the traced figures are the traced peak's")
     for category, reason in result["unknown"].items():
         out.append(f"unknown {category}: {reason}")
     if "largest_batch" in result:

@@ -21,6 +21,7 @@ import urllib.parse
 
 import pytest
 
+from tests.basis_arithmetic import basis_arithmetic
 from tests.tensorboard_process import TensorBoardProcess
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -1016,3 +1017,48 @@ def test_an_oom_says_what_it_asked_for_and_what_if_says_what_would_fit(oom_logdi
         assert not tab.testid("whatif-headline").is_visible()
         assert [e for e in tab.errors if "400" not in e] == []
         tab.close()
+
+
+def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(demo_tb, demo_logdir, browser, shots):
+    """Issue 39: on a projection whose peak falls at another moment of the step than the traced one, each
+    row is taken at that moment, and the Basis cell beside it says that moment's arithmetic: read from the
+    rendered table, every Basis cell gives its Projected cell (to the Basis's printed rounding), and the
+    Projected cells are the API's figures for the same question."""
+    import tb_modelmem
+
+    asked = api = None
+    for batch, optimizer in ((1, "SGD"), (1, None), (128, "SGD"), (4, "momentum"), (512, None)):
+        answer = tb_modelmem.estimate(demo_logdir, run="lenet_peak", batch=batch, optimizer=optimizer)
+        if answer["peak_moved"]:
+            asked, api = (batch, optimizer), answer
+            break
+    assert api, "no projection of lenet_peak moves its peak: nothing here tests the moved case"
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.open("whatif", "lenet_peak", "ops")
+    tab.text("whatif-traced", "Adam · float32 · batch 32")
+    tab.testid("whatif-batch").fill(str(asked[0]))
+    tab.testid("whatif-optimizer").select_option(asked[1] or "")
+    tab.testid("whatif-project").click()
+    tab.text("whatif-moved", f"The projected peak falls {api['peak_time_us'] / 1000:.2f} ms into the trace, the "
+             f"traced one at {api['traced']['peak_time_us'] / 1000:.2f} ms")
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+    tab.page.screenshot(path=os.path.join(shots, "whatif-moved.png"))
+    rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
+    checked = {}
+    for i in range(rows.count()):
+        cells = rows.nth(i).locator(".cell")
+        category, _, projected, how, basis = (cells.nth(k).inner_text().strip() for k in range(5))
+        if category == "Peak in use":
+            assert f"{api['peak_time_us'] / 1000:.2f} ms into the trace" in basis
+            continue
+        exact = int(re.match(r"([\d,]+) B", projected).group(1).replace(",", ""))
+        value, slack = basis_arithmetic(basis)
+        assert abs(value - exact) <= slack + 1, (category, basis, projected)
+        # what a user reads is whole: the Basis cell is not cut at the column's edge
+        width = cells.nth(4).evaluate("c => [c.scrollWidth, c.clientWidth]")
+        assert width[0] <= width[1] + 1, (category, basis, width)
+        checked[category] = (exact, how)
+    assert sum(exact for exact, _ in checked.values()) == api["peak_bytes"]
+    assert sorted(exact for exact, _ in checked.values()) == sorted(v for v in api["by_category"].values())
+    assert sum(how == "scaled" for _, how in checked.values()) >= 3, checked
+    tab.close()

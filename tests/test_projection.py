@@ -16,6 +16,7 @@ import pytest
 import tb_modelmem
 from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, largest_batch, project
+from tests.basis_arithmetic import SIZE, UNIT, basis_arithmetic
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
@@ -125,6 +126,42 @@ def test_a_profile_of_the_first_step_says_it_made_the_optimizers_state(traced, t
     assert f"ran {len(ran):,} variable initializer" in window and "MemoryCallback(profile_steps=" in window
     third = read_run(traced[0])
     assert "window" not in TraceView(third.trace, BreakdownView(third.breakdown)).peak_notes
+
+
+def _check_every_basis(result):
+    for line in result["basis"]:
+        if line["category"] in result["unknown"]:
+            continue
+        assert line["projected_bytes"] == result["by_category"][line["category"]], line
+        value, slack = basis_arithmetic(line["formula"])
+        assert abs(value - line["projected_bytes"]) <= slack + 1, (line, value)
+
+
+def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced, tmp_path):
+    """Issue 39: a projected peak at another moment of the step than the traced one takes each category
+    there, and its basis line must say that moment's arithmetic, not the traced peak's. Every line of
+    every projection here (and of a first-step trace, whose state the step itself creates) gives, to its
+    printed rounding, the figure the API, the CLI and the tab show beside it."""
+    _run(str(tmp_path / "lenet_first"), 32, "--profile-steps", "1,1")
+    moved = 0
+    for logdir in (traced[0], str(tmp_path / "lenet_first")):
+        logged = read_run(logdir)
+        for batch in (None, 1, 8, 128):
+            for optimizer in (None, "SGD", "Adafactor"):
+                for policy in (None, "mixed_float16"):
+                    result = project(logged.trace, logged.breakdown, WhatIf(batch, optimizer, policy))
+                    _check_every_basis(result)
+                    if result["peak_moved"]:  # each line's bytes are the trace's at the projected peak's moment
+                        moved += 1
+                        timeline = logged.trace.timeline
+                        at = timeline.t_us.index(result["peak_time_us"])
+                        assert result["peak_time_us"] != result["traced"]["peak_time_us"]
+                        for line in result["basis"]:
+                            if line["how"] == "scaled" and line["category"] not in result["unknown"]:
+                                then = sum(float(m.group(1)) * UNIT[m.group(2)] for m in re.finditer(
+                                    SIZE + " (?:carry|do not)", line["formula"]))
+                                assert abs(then - timeline.by_category[line["category"]][at]) <= 0.02 * 2**20
+    assert moved, "no projection moved the peak: nothing here checks the moved case"
 
 
 def test_the_traced_step_projects_to_itself(traced):

@@ -1,7 +1,7 @@
 // The What-if answer (/whatif, rules/projection.py on the server) in the words the panel shows.
 // Pure functions, so they are tested without a browser.
 
-import { formatHuman, formatInt, isKnown } from "./format.js";
+import { formatHuman, formatInt, formatMicros, isKnown } from "./format.js";
 import { CATEGORIES, CATEGORY_LABEL } from "./roles.js";
 
 const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept" };
@@ -65,4 +65,17 @@ export function budgetLine(budget) {
   if (!budget) return "";
   const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
   return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}`;
+}
+
+/**
+ * Where the projected peak falls when the replay moves it: "The projected peak falls 27.09 ms into the trace,
+ * the traced one at 21.34 ms: ...", saying which moment each column is taken at; "" when it does not move.
+ */
+export function movedLine(whatif) {
+  if (!whatif?.peak_moved) return "";
+  const traced = whatif.traced?.peak_time_us;
+  return `The projected peak falls ${formatMicros(whatif.peak_time_us)} into the trace`
+    + (isKnown(traced) ? `, the traced one at ${formatMicros(traced)}` : ", not where the traced one does")
+    + ": each Projected figure is what would be in use then, and its Basis is taken at that moment;"
+    + " each Traced figure is the traced peak's.";
 }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { budgetLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../src/projection.js";
+import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../src/projection.js";
 
 // /whatif answers of a real run: seed 002's LeNet, Adam, batch 32, traced with the BFC CPU allocator
 // (tests/projection_run.py), asked through the plugin; the "unknown" one is the same trace with no breakdown.
@@ -45,4 +45,55 @@ test("what the trace cannot tell reads unknown, with the reason, never 0", async
   assert.match(projectionHeadline(whatif), /^Projected peak: unknown/);
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: null, note: "the peak cannot be projected: x" }),
     "Largest batch within 1.00 GiB: none (the peak cannot be projected: x)");
+});
+
+// The Basis cell's arithmetic, read as a user reads it: "A carry the batch x f = ..., B do not, x g = ..." or a
+// leading "N MiB: ..." for a state figure; the figure it gives, and how far the printed rounding may put it off.
+const UNIT = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30 };
+const SIZE = String.raw`([\d,]+(?:\.\d+)?) (B|KiB|MiB|GiB)`;
+function basisArithmetic(formula) {
+  const size = (n, u) => [Number(n.replaceAll(",", "")) * UNIT[u], u === "B" ? 0.5 : 0.005 * UNIT[u]];
+  const lead = formula.match(new RegExp(`^${SIZE}: `));
+  if (lead) return size(lead[1], lead[2]);
+  let total = 0;
+  let slack = 0;
+  const carried = formula.match(new RegExp(`${SIZE} carry the batch x ([\\d.,]+)`));
+  if (carried) {
+    const [value, off] = size(carried[1], carried[2]);
+    const factor = Number(carried[3].replaceAll(",", ""));
+    total += value * factor;
+    slack += off * factor + value * 0.0005 * factor; // the factor is printed to 3 significant digits
+  }
+  const rest = formula.match(new RegExp(`; ${SIZE} do not, (kept|x ([\\d.,]+))`));
+  if (rest) {
+    const [value, off] = size(rest[1], rest[2]);
+    const factor = rest[3] === "kept" ? 1 : Number(rest[4].replaceAll(",", ""));
+    total += value * factor;
+    slack += off * factor + (rest[3] === "kept" ? 0 : value * 0.0005 * factor);
+  }
+  assert.ok(carried || rest, `no arithmetic in ${formula}`);
+  return [total, slack];
+}
+
+test("a projected peak at another moment: every basis is taken there and gives the figure beside it", async () => {
+  // demo/make_logdir.py's lenet_peak (Adam, batch 32) asked for SGD at batch 1: the gradients of fc1 no
+  // longer dominate, and the peak falls where the optimizer's update runs.
+  const { whatif } = await fixture("whatif-lenet-moved.json");
+  assert.ok(whatif.peak_moved);
+  const rows = projectionRows(whatif);
+  assert.equal(rows.reduce((sum, r) => sum + r.projected, 0), whatif.peak_bytes);
+  for (const row of rows) {
+    const [value, slack] = basisArithmetic(row.formula);
+    assert.ok(Math.abs(value - row.projected) <= slack + 1, `${row.category}: ${row.formula} gives ${value}, not ${row.projected}`);
+  }
+  // Taken where the projected peak falls, not at the traced peak: what the activations' line says was in the
+  // trace then (carried + not: 6.42 MiB) is not the traced peak's 8.80 MiB beside it.
+  const activations = rows.find((r) => r.category === "activations");
+  const then = [...activations.formula.matchAll(new RegExp(`${SIZE} (?:carry|do not)`, "g"))]
+    .reduce((sum, m) => sum + Number(m[1]) * UNIT[m[2]], 0);
+  assert.ok(activations.traced - then > 2 ** 20, activations.formula);
+  assert.equal(movedLine(whatif), `The projected peak falls ${(whatif.peak_time_us / 1000).toFixed(2)} ms into the trace, `
+    + `the traced one at ${(whatif.traced.peak_time_us / 1000).toFixed(2)} ms: each Projected figure is what would be in`
+    + " use then, and its Basis is taken at that moment; each Traced figure is the traced peak's.");
+  assert.equal(movedLine((await fixture("whatif-lenet.json")).whatif), "");
 });

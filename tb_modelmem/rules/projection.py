@@ -98,10 +98,12 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    series = _step_series(trace, scale or 1.0, dtype_factor, state, projected_state, basis)
+    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state)
+    series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
-    traced_index = max(range(len(trace.timeline.bytes)), key=trace.timeline.bytes.__getitem__)
+    traced_index = step.traced_index
+    step.explain(peak_index, basis)  # each figure's basis taken at the moment its projected figure is
     by_category: Dict[str, Optional[int]] = {c: int(round(v[peak_index])) for c, v in series.items()}
     by_category.update(dict.fromkeys(unknown))  # what cannot be projected is unknown, never its traced figure
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
@@ -109,7 +111,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas,
             "traced": {"batch": traced_batch, "peak_bytes": trace.peak_bytes, "policy": _policy_name(traced_size),
-                       "optimizer": state.optimizer_label()}}
+                       "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
 
 
 def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int,
@@ -208,11 +210,12 @@ class _State:
         source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                               f"{source} (kept float32 under every Keras policy)"))
+                               f"{_size(self.bytes[category])}: {source} (kept float32 under every Keras policy)"))
         if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                                   f"{source}: the {self.optimizer_label() or 'optimizer'}'s own"))
+                                   f"{_size(self.bytes[category])}: {source}, "
+                                   f"{self.optimizer_label() or 'the optimizer'}'s own, as traced"))
             return out
         try:
             cls, flags = _optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
@@ -233,12 +236,14 @@ class _State:
         out[OPTIMIZER_SLOTS_CATEGORY], out[OTHER_STATE_CATEGORY] = slots, other
         label = _label(cls, flags, wrapper)
         per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
+        weights = f"the {len(self.trainable)} trainable weights"
         basis.append(_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
-                           f"{label}'s build() on the {len(self.trainable)} trainable weights: {per_weight:g}x "
-                           f"their {_mib(self.bytes[WEIGHTS_CATEGORY])}"))
+                           f"{_size(slots)}: {label}'s build() on {weights}, {per_weight:.3g}x their "
+                           f"{_size(self.bytes[WEIGHTS_CATEGORY])}" if slots else
+                           f"0 B: {label}'s build() makes no slot for {weights}"))
         basis.append(_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed",
-                           f"{len(counters)} counters and rates of {label} ({', '.join(counters)}; int64 counters, "
-                           "float32 rates: TensorFlow's dtypes)"))
+                           f"{_size(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
+                           "int64 counters, float32 rates: TensorFlow's dtypes)"))
         return out
 
 
@@ -248,42 +253,84 @@ def _label(cls: str, flags: Sequence[str], wrapper: str) -> str:
 
 # --- the step -----------------------------------------------------------------------------------
 
-def _step_series(trace: OpTrace, scale: float, dtype_factor: float, state: _State,
-                 projected_state: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> Dict[str, List[float]]:
-    """Each category's projected bytes at every timeline point (the state constant at its projection)."""
-    timeline = trace.timeline
-    n = len(timeline.t_us)
-    in_window = {c: timeline.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
-    batch = {c: timeline.batch_by_category.get(c, [0.0] * n) for c in in_window}
-    traced_index = max(range(n), key=timeline.bytes.__getitem__)
-    series: Dict[str, List[float]] = {}
-    slot_ratio = _slot_ratio(state, projected_state)
-    for category in STEP_ONLY_CATEGORIES:
-        factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
-        fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES else 1.0
-        values, scaled = in_window[category], batch[category]
-        series[category] = [(v - b) * fixed_factor + b * factor for v, b in zip(values, scaled)]
-        at, carries = values[traced_index], scaled[traced_index]
-        formula = f"{_mib(carries)} carry the batch x {_times(factor)}" if carries else "none carries the batch"
-        formula += f"; {_mib(at - carries)} do not" + (f", x {_times(fixed_factor)} (slots)" if fixed_factor != 1.0
-                                                          else ", kept")
-        basis.append(_line(category, at, series[category][traced_index],
-                           "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
-    # What the allocator held besides the step's buffers: the state, and what else was resident.
-    counted = [sum(in_window[c][i] for c in STEP_CATEGORIES) for i in range(n)]
-    resident = ([max(timeline.bytes[i] - counted[i], 0.0) for i in range(n)] if trace.counts_resident
-                else [0.0] * n)
-    state_traced = sum(state.bytes.values())
-    series[UNATTRIBUTED] = [max(r - state_traced, 0.0) for r in resident]  # the state, when unknown, stays in
-    in_window_state = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
-    for category in RESIDENT_CATEGORIES:
-        value = projected_state.get(category)
-        made = in_window_state.get(category, [0.0] * n)
-        series[category] = [float(value or 0) + made[i] for i in range(n)]
-    rest = series[UNATTRIBUTED][traced_index]
-    basis.append(_line(UNATTRIBUTED, rest, rest, "kept", "in use before the step, and not one of the run's variables"
-                       if state.source else "in use before the step (the run's variables among it, not split)"))
-    return series
+class _Step:
+    """Each category's projected bytes at every timeline point (the state constant at its projection),
+    and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
+
+    def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: _State,
+                 projected_state: Dict[str, Optional[int]]) -> None:
+        timeline = trace.timeline
+        n = len(timeline.t_us)
+        self.t_us = timeline.t_us
+        in_window = {c: timeline.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
+        self.batch = {c: timeline.batch_by_category.get(c, [0.0] * n) for c in in_window}
+        self.in_window = in_window
+        self.traced_index = max(range(n), key=timeline.bytes.__getitem__)
+        self.state = state
+        self.factor: Dict[str, float] = {}  # a category's batch-carrying bytes are multiplied by it
+        self.fixed_factor: Dict[str, float] = {}  # and the rest by this
+        self.series: Dict[str, List[float]] = {}
+        slot_ratio = _slot_ratio(state, projected_state)
+        self.slot_sizes = (state.bytes[WEIGHTS_CATEGORY] + (projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0),
+                           state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY])
+        for category in STEP_ONLY_CATEGORIES:
+            factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
+            fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES else 1.0
+            self.factor[category], self.fixed_factor[category] = factor, fixed_factor
+            self.series[category] = [(v - b) * fixed_factor + b * factor
+                                     for v, b in zip(in_window[category], self.batch[category])]
+        # What the allocator held besides the step's buffers: the state, and what else was resident.
+        counted = [sum(in_window[c][i] for c in STEP_CATEGORIES) for i in range(n)]
+        resident = ([max(timeline.bytes[i] - counted[i], 0.0) for i in range(n)] if trace.counts_resident
+                    else [0.0] * n)
+        state_traced = sum(state.bytes.values())
+        self.series[UNATTRIBUTED] = [max(r - state_traced, 0.0) for r in resident]  # the state, when unknown, stays
+        self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
+        for category in RESIDENT_CATEGORIES:
+            value = projected_state.get(category)
+            made = self.made.get(category, [0.0] * n)
+            self.series[category] = [float(value or 0) + made[i] for i in range(n)]
+
+    def explain(self, at: int, basis: List[Dict[str, Any]]) -> None:
+        """Append each step category's basis line, its arithmetic taken at timeline point ``at`` (where the
+        projected peak falls: the answer's ``peak_time_us`` says when), and add to the state's lines what the
+        step itself made there. A line's ``traced_bytes`` is the category at the traced peak; its
+        ``projected_bytes`` what its formula gives."""
+        traced = self.traced_index
+        for category in STEP_ONLY_CATEGORIES:
+            carries = self.batch[category][at]
+            rest = self.in_window[category][at] - carries
+            factor, fixed_factor = self.factor[category], self.fixed_factor[category]
+            if carries:
+                formula = f"{_size(carries)} carry the batch x {_times(factor)} = {_size(carries * factor)}"
+            else:
+                formula = "none carries the batch"
+            if not rest and carries:
+                formula += ", all of it"
+            elif fixed_factor != 1.0:
+                after, before = self.slot_sizes
+                formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
+                            f"(weights + slots: {_size(after)} / {_size(before)} traced)")
+            else:
+                formula += f"; {_size(rest)} do not, kept"
+            basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
+                               "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
+        held = self.series[UNATTRIBUTED]
+        what = (f"{_size(held[at])}: in use before the step, and not one of the run's variables" if self.state.source
+                else f"{_size(held[at])}: in use before the step (the run's variables among it, not split)")
+        if held[at] != held[traced]:
+            what += f"; at the traced peak {_size(held[traced])}"
+        basis.append(_line(UNATTRIBUTED, held[traced], held[at], "kept", what))
+        lines = {line["category"]: line for line in basis}
+        for category, made in self.made.items():  # a state the traced step itself created (its first step)
+            line = lines.get(category)
+            if line is None or not (made[at] or made[traced]) or line["projected_bytes"] is None:
+                continue
+            state, why = line["formula"].split(": ", 1)  # "12.49 MiB: the run's variables ..."
+            line["traced_bytes"] += int(round(made[traced]))
+            line["projected_bytes"] = int(round(self.series[category][at]))
+            line["formula"] = (f"{_size(self.series[category][at])}: {state}, {why}; + {_size(made[at])} the step "
+                               "itself created, in use at the peak")
 
 
 def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:
@@ -334,11 +381,15 @@ def _line(category: str, traced: float, projected: Optional[float], how: str, fo
 
 
 def _times(factor: float) -> str:
-    return f"{factor:,.0f}" if factor >= 100 else f"{factor:.3g}"
+    return f"{factor:,.0f}" if factor >= 100 else f"{factor:.4g}"  # 4 digits: 1/32 reads 0.03125
 
 
-def _mib(size: float) -> str:
-    return f"{size / 2**20:.2f} MiB"
+def _size(size: float) -> str:
+    """Bytes in the largest binary unit below them, to two decimals: "512 B", "3.06 KiB", "14.81 MiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(size) >= scale:
+            return f"{size / scale:,.2f} {unit}"
+    return f"{size:,.0f} B"
 
 
 def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],

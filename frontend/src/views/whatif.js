@@ -3,8 +3,8 @@
 // (measured, computed, scaled, kept) and what the trace cannot tell is "unknown" with the reason.
 
 import { el, name, option } from "../dom.js";
-import { formatBytesKnown, formatInt, formatIntKnown } from "../format.js";
-import { budgetLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../projection.js";
+import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
+import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView } from "./item-view.js";
@@ -74,11 +74,11 @@ export function createWhatIfView({ api, loader, shared }) {
     traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
     headline.textContent = projectionHeadline(whatif);
     moved.hidden = !whatif.peak_moved;
-    moved.textContent = whatif.peak_moved ? "The projected peak falls at another moment of the step than the traced one." : "";
+    moved.textContent = movedLine(whatif);
     fits.hidden = !data.budget;
     fits.textContent = budgetLine(data.budget);
     table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
-      projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? "at another moment of the step" : "" }]);
+      projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" }]);
     results.hidden = false;
   }
 

@@ -1,0 +1,32 @@
+"""A What-if basis line's arithmetic, read as a user reads it (issue 39): the API's, the CLI's and the tab's
+Basis text must give the projected figure printed beside it."""
+
+from __future__ import annotations
+
+import re
+from typing import Tuple
+
+SIZE = r"([\d,]+(?:\.\d+)?) (B|KiB|MiB|GiB)"
+UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def basis_arithmetic(formula: str) -> Tuple[float, float]:
+    """(What a basis line's printed arithmetic gives, how far its printed rounding may put that off): a
+    leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g"."""
+    def size(number: str, unit: str) -> Tuple[float, float]:
+        return float(number.replace(",", "")) * UNIT[unit], 0.5 if unit == "B" else 0.005 * UNIT[unit]
+
+    lead = re.match(SIZE + ": ", formula)
+    if lead:
+        return size(*lead.groups())
+    total = slack = 0.0
+    carried = re.search(SIZE + r" carry the batch x ([\d.,]+)", formula)
+    rest = re.search("; " + SIZE + r" do not, (kept|x ([\d.,]+))", formula)
+    assert carried or rest, formula
+    for found, factor_text in ((carried, carried and carried.group(3)), (rest, rest and rest.group(4))):
+        if found:
+            value, off = size(found.group(1), found.group(2))
+            factor = float(factor_text.replace(",", "")) if factor_text else 1.0
+            total += value * factor
+            slack += off * factor + (value * factor * 0.0005 if factor_text else 0)  # factors: 4 digits
+    return total, slack
