@@ -21,7 +21,7 @@ from tb_modelmem.messages import first_line
 from tb_modelmem.rules.projection import POLICIES
 from tb_modelmem.rules.rollup import layer_rollup
 from tb_modelmem.schema.names import ROLES
-from tb_modelmem.schema.records import Breakdown, bytes_by_role
+from tb_modelmem.schema.records import Breakdown, OpTrace, bytes_by_role
 from tb_modelmem.text_table import text_table
 
 EXIT_BAD_INPUT = 2
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tb-modelmem", description="Where did my memory go? Model files, checkpoints, load cost.")
     sub = parser.add_subparsers(dest="command", required=True)
     ins = sub.add_parser("inspect", help="break down a model file or checkpoint by role and layer, to the byte")
-    ins.add_argument("path", help="checkpoint prefix or folder, .keras, .h5/.hdf5, .weights.h5, SavedModel folder")
+    ins.add_argument("path", help="checkpoint prefix or folder, .keras, .h5/.hdf5, .weights.h5, SavedModel folder, "
+                                  "PyTorch .pt/.pth, or a PyTorch memory snapshot .pickle/.pickle.gz")
     ins.add_argument("--logdir", help="also write the breakdown for the TensorBoard tab: a run per file, named after "
                                       "it (LOGDIR/FILE_NAME), tag 'inspect'")
     ins.add_argument("--run", help="the run under --logdir to write to instead of the file's name ('.': LOGDIR itself)")
@@ -99,6 +100,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from tb_modelmem.readers.model_file import read_path
 
     run = _run_of(args)  # a usage error before any reading
+    if args.path.endswith((".pickle", ".pickle.gz")):  # a PyTorch memory snapshot: an OpTrace, not a breakdown
+        return _inspect_snapshot(args, run)
     try:
         bd = read_path(args.path)
     except InspectError:
@@ -116,6 +119,56 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(format_breakdown(bd, args.path))
     return 0
+
+
+def _inspect_snapshot(args: argparse.Namespace, run: str) -> int:
+    from tb_modelmem.readers.torch_snapshot import read_snapshot_file
+
+    trace = read_snapshot_file(args.path)
+    if args.logdir:
+        _write_summary(os.path.normpath(os.path.join(args.logdir, run)), "inspect", trace)
+    if args.json:
+        print(json.dumps(snapshot_report(trace, args.path), indent=2))
+    else:
+        print(format_snapshot(trace, args.path))
+    return 0
+
+
+def snapshot_report(trace: OpTrace, path: str) -> Dict[str, Any]:
+    """The ``--json`` report of a memory snapshot: the peak, its categories, the allocator, the sites."""
+    by_category: Dict[str, int] = {}
+    for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
+        by_category[category] = by_category.get(category, 0) + size
+    sites = sorted(zip(trace.ops.column("name"), trace.ops.column("alloc_bytes"), trace.ops.column("calls")),
+                   key=lambda s: -s[1])
+    return {"path": path, "source": trace.source, "devices": trace.devices, "peak_bytes": trace.peak_bytes,
+            "peak_time_us": trace.peak_time_us, "peak_by_category": by_category, "allocators": trace.allocators,
+            "note": trace.allocations_note,
+            "sites": [{"site": n, "alloc_bytes": b, "allocations": c} for n, b, c in sites],
+            "peak_blocks": [{"site": op, "bytes": b, "category": c} for op, b, c in zip(
+                trace.peak_buffers.column("op"), trace.peak_buffers.column("bytes"),
+                trace.peak_buffers.column("category"))]}
+
+
+def format_snapshot(trace: OpTrace, path: str) -> str:
+    """Terminal report of a memory snapshot."""
+    r = snapshot_report(trace, path)
+    alloc = trace.allocators[0] if trace.allocators else {}
+    out = [f"{path}: {trace.source}, {', '.join(trace.devices)}", "",
+           f"peak allocated: {_fmt(trace.peak_bytes)} at {trace.peak_time_us:,.0f} us into the window"]
+    if "reserved_at_peak_bytes" in alloc:
+        out.append(f"reserved at the peak: {_fmt(alloc['reserved_at_peak_bytes'])} "
+                   f"({alloc['fragmentation_at_peak']:.1%} of it not allocated); max reserved "
+                   f"{_fmt(alloc['max_reserved_bytes'])}, {alloc['segments_at_dump']} segments at the dump")
+    out += ["", text_table(["category at the peak", "bytes"],
+                           [[c, f"{b:,}"] for c, b in sorted(r["peak_by_category"].items(), key=lambda x: -x[1])],
+                           left=1)]
+    out += ["", text_table(["allocating site", "allocations", "bytes"],
+                           [[s["site"], f"{s['allocations']:,}", f"{s['alloc_bytes']:,}"] for s in r["sites"][:20]],
+                           left=1)]
+    if r["note"]:
+        out += ["", r["note"]]
+    return "\n".join(out)
 
 
 def _run_of(args: argparse.Namespace) -> str:
@@ -187,7 +240,8 @@ def _write_summary(logdir: str, name: str, record: Any) -> None:
 
     from tb_modelmem import summary
 
-    write = summary.breakdown if isinstance(record, Breakdown) else summary.load_bench
+    write = (summary.breakdown if isinstance(record, Breakdown) else summary.op_trace if isinstance(record, OpTrace)
+             else summary.load_bench)
     try:
         writer = tf.summary.create_file_writer(logdir)
     except tf.errors.OpError as e:  # first_line drops TF's "{{function_node ...}}" and "[Op:...]" decoration
