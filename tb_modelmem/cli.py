@@ -223,9 +223,9 @@ def format_estimate(result: Dict[str, Any]) -> str:
                f" at batch {per}" if per else "")
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"]
     if result.get("peak_moved"):
-        out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced one at "
-                   f"{traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, and its "
-                   "basis is taken there; the traced figures are the traced peak's")
+        out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
+                   f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "
+                   "and its basis is taken there; the traced figures are the traced peak's")
     for category, reason in result["unknown"].items():
         out.append(f"unknown {category}: {reason}")
     if "largest_batch" in result:
