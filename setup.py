@@ -34,9 +34,16 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
     package_data={"tb_modelmem": ["static/*"]},
-    install_requires=["tensorflow>=2.16", "tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py",
-                      "zstandard", "orjson"],
-    extras_require={"test": ["pytest", "playwright", "grpcio-tools", "xprof", "fsspec", "ruff", "mypy", "jax[cpu]"]},
+    # No TensorFlow: the plugin, the readers and the summary writers need none, and installing it beside
+    # PyTorch can crash the user's process. Capture uses the framework the training process already has.
+    install_requires=["tensorboard>=2.16", "werkzeug", "protobuf", "psutil", "tqdm", "h5py", "zstandard", "orjson"],
+    extras_require={
+        "tensorflow": ["tensorflow>=2.16"],
+        # the suite runs real TensorFlow, JAX and torch (Keras 3 on each backend); scripts/setup_env.sh
+        # installs torch's CPU build first
+        "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "playwright", "grpcio-tools", "xprof", "fsspec", "ruff",
+                 "mypy", "jax[cpu]"],
+    },
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],
         "console_scripts": ["tb-modelmem = tb_modelmem.cli:main"],

@@ -27,4 +27,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing tb_modelmem and its dependencies into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
+# torch's CPU build first (the tests run Keras 3 on torch): a plain "torch" from PyPI is a CUDA build of several GB
+.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[test]"

@@ -9,7 +9,9 @@ model that trains with optimizers of its own (a GAN's ``d_optimizer``/``g_optimi
 beside Keras' unused default) is recorded with those. Process memory is sampled every
 ``memory_every`` batches (RSS, device memory: microseconds) with a census of what is alive
 (variables, graphs, models) at train begin and end and at epoch ends, kept under 1% of the
-training time. A failed capture warns and training goes on.
+training time. A failed capture warns and training goes on. It works on every Keras 3 backend
+(TensorFlow, JAX, torch) and never imports TensorFlow itself: event files are written with
+TensorBoard's own writer (``tb_modelmem.writer``), steps are profiled with the backend's profiler.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import keras
-import tensorflow as tf
 
 from tb_modelmem import summary
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import oom
 from tb_modelmem.schema.records import OpTable, OpTrace
 from tb_modelmem.tracing import OOM_TAG, Trace
+from tb_modelmem.writer import FileWriter
 
 CENSUS_BUDGET = 0.02  # share of training time the census may take, by default
 
@@ -318,8 +320,9 @@ class MemoryCallback(keras.callbacks.Callback):
         before = self._event_bytes()
         if write():
             self._flush()
-            if self._event_bytes() <= before:
-                self._say_lost()
+            failed = getattr(self._writer, "failed", None)
+            if failed is not None or self._event_bytes() <= before:
+                self._say_lost(failed)
 
     def _say_lost(self, error: Optional[BaseException] = None) -> None:
         """Warn, once per callback, that summaries are being lost (not once per write)."""
@@ -345,7 +348,7 @@ class MemoryCallback(keras.callbacks.Callback):
 
     def _file_writer(self) -> Any:
         if self._writer is None:
-            self._writer = tf.summary.create_file_writer(self._run_dir())
+            self._writer = FileWriter(self._run_dir(), keep_errors=True)
         return self._writer
 
     def _writer_or_warn(self, tag: str) -> Any:

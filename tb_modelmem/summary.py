@@ -9,44 +9,50 @@ Capture failures warn and return False: they never stop training.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Callable, List, Optional, Tuple
 
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
+from tb_modelmem import writer as _writer
 from tb_modelmem.messages import first_line
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.codec import Record
 from tb_modelmem.schema.records import Breakdown, LoadBench, OpTrace
+from tb_modelmem.writer import adder
 
 
 def write(name: str, record: "Record | Callable[[], Record]", step: Optional[int] = None,
           description: Optional[str] = None, writer: Any = None) -> bool:
     """Write ``record`` (or the record a callable makes, lazily) under ``name``.
 
-    ``writer``: a TF1 ``tf.compat.v1.summary.FileWriter`` (anything with ``add_summary``), as
-    TF1 session scripts have; it works in graph mode and eagerly. Without one, the default
-    ``tf.summary`` writer is used, which needs eager execution: in graph mode that is a
-    mistake reported at once (ValueError). Returns True if a summary was written, False if
-    there is no default writer, recording is off, or capture failed (with a warning).
+    Where it goes: ``writer`` when given (a TF1 ``tf.compat.v1.summary.FileWriter``, a
+    ``create_file_writer(...)``, or a ``torch.utils.tensorboard.SummaryWriter``); else the default
+    ``create_file_writer(...).as_default()``; else, in a process that has TensorFlow, the default
+    ``tf.summary`` writer (TensorFlow is never imported here: a torch or JAX process keeps none).
+    In TF1 graph mode with no writer, that is a mistake reported at once (ValueError). Returns True
+    if a summary was written, False if there is no default writer, recording is off, or capture
+    failed (with a warning).
     """
-    import tensorflow as tf
-
-    if writer is None and not tf.executing_eagerly():
+    add = adder(writer) if writer is not None else None
+    own = _writer.default() if add is None else None
+    tf = sys.modules.get("tensorflow") if add is None and own is None else None
+    if tf is not None and not tf.executing_eagerly():
         raise ValueError(
             f"tb_modelmem.summary: {name!r} was called in TF1 graph mode (a tf.compat.v1.Session script) with no "
             "writer; pass writer=<your tf.compat.v1.summary.FileWriter>, as in "
             "tb_modelmem.summary.run_metadata('ops', run_metadata, step=i, writer=train_writer)")
-    if writer is not None and not callable(getattr(writer, "add_summary", None)):
-        raise TypeError(f"writer must be a tf.compat.v1.summary.FileWriter (with add_summary), "
-                        f"got {type(writer).__name__}")
     try:
-        if writer is None and not tf.summary.should_record_summaries():
+        if own is not None:
+            add = own.add_summary
+        if add is None and (tf is None or not tf.summary.should_record_summaries()):
             return False
         made = record() if callable(record) else record
-        if writer is not None:
-            writer.add_summary(pb(name, made, description).SerializeToString(), step)
+        if add is not None:
+            add(pb(name, made, description), step)
             return True
+        assert tf is not None
         blob = payload.encode(made)
         md = metadata.create_summary_metadata(payload.kind_of(made), description or "")
         with tf.summary.experimental.summary_scope(name, "modelmem_summary") as (tag, _):
@@ -55,6 +61,12 @@ def write(name: str, record: "Record | Callable[[], Record]", step: Optional[int
         warnings.warn(f"tb_modelmem: could not record {name!r}: {type(e).__name__}: {first_line(e)}",
                       RuntimeWarning, stacklevel=2)
         return False
+
+
+def create_file_writer(logdir: str) -> _writer.FileWriter:
+    """A writer of event files in ``logdir`` that needs no TensorFlow, used like ``tf.summary``'s:
+    ``with create_file_writer("logs/run1").as_default(): tb_modelmem.summary.variables(...)``."""
+    return _writer.FileWriter(logdir)
 
 
 def pb(tag: str, record: Record, description: Optional[str] = None) -> summary_pb2.Summary:
@@ -160,8 +172,6 @@ def memory(name: str = "memory", step: Optional[int] = None, census: bool = True
     Growth view flags what keeps growing and names it. RSS, device memory, live variables
     and graph ops also go to TensorBoard's Scalars dashboard as ``<name>/...`` scalars.
     """
-    import tensorflow as tf
-
     from tb_modelmem.capture.process import sample
 
     taken: List[Any] = []
@@ -171,14 +181,31 @@ def memory(name: str = "memory", step: Optional[int] = None, census: bool = True
         return taken[0]
 
     written = write(name, capture, step, description, writer)
-    if written and writer is None and taken:
+    if written and taken:
         try:
-            for key, value in _scalars(taken[0]):
-                tf.summary.scalar(f"{name}/{key}", value, step=step)
+            _write_scalars(name, _scalars(taken[0]), step, writer)
         except Exception as e:  # the record is written; the Scalars dashboard copy is a convenience
             warnings.warn(f"tb_modelmem: could not write {name!r} scalars: {first_line(e)}", RuntimeWarning,
                           stacklevel=2)
     return written
+
+
+def _write_scalars(name: str, scalars: List[Tuple[str, float]], step: Optional[int], writer: Any) -> None:
+    """``<name>/<key>`` scalars to where ``write`` wrote the record."""
+    add = adder(writer) if writer is not None else None
+    own = _writer.default() if add is None else None
+    if own is not None:
+        add = own.add_summary
+    if add is not None:
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+
+        for key, value in scalars:
+            add(scalar_pb(f"{name}/{key}", value), step)
+        return
+    import tensorflow as tf  # write() wrote through tf.summary: TensorFlow is loaded
+
+    for key, value in scalars:
+        tf.summary.scalar(f"{name}/{key}", value, step=step)
 
 
 def _scalars(found: Any) -> List[Tuple[str, float]]:

@@ -130,8 +130,8 @@ def test_unwritable_log_dir_with_profile_steps_warns_and_leaves_the_profiler_idl
         history = fit(model_and_data(), MemoryCallback(str(not_a_dir), profile_steps=(1, 2)), epochs=2)
     assert len(history.history["loss"]) == 2
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert any("could not record 'storage'" in m and "not a directory" in m for m in messages)
-    assert any("could not record 'ops'" in m and "not a directory" in m for m in messages)
+    assert any("could not record 'storage'" in m and "not a directory" in m.lower() for m in messages)
+    assert any("could not record 'ops'" in m and "not a directory" in m.lower() for m in messages)
     assert not any("no default summary writer" in m for m in messages)  # the reason was given, not a wrong one
     assert not any("{{function_node" in m or "[Op:" in m for m in messages)  # TensorFlow's decoration is gone
     assert sum("could not record 'memory'" in m for m in messages) == 1  # said once, not every sample

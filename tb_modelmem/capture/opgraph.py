@@ -148,21 +148,23 @@ def _read_graphs(top: List[Any], names: Dict[int, str]) -> GraphInfo:
 def variables_of(model: Any, optimizer: Any = None) -> List[Any]:
     """Every variable object of ``model`` and ``optimizer``, as ``summary.variables`` takes them
     (Keras model or layer, tf.Module, tf.train.Checkpoint, nested list or dict of variables)."""
-    import keras
-    import tensorflow as tf
+    import sys
 
-    if isinstance(model, tf.train.Checkpoint):
+    import keras
+
+    tf = sys.modules.get("tensorflow")  # used only where the process has it (Keras on torch or JAX has not)
+    if tf is not None and isinstance(model, tf.train.Checkpoint):
         found: List[Any] = []
         for obj in tf.train.TrackableView(model).descendants():
             if isinstance(obj, (keras.layers.Layer, keras.optimizers.Optimizer)):
                 found += list(obj.variables)
             elif isinstance(obj, (tf.Variable, keras.Variable)):
                 found.append(obj)
-    elif isinstance(model, (keras.layers.Layer, tf.Module)):
+    elif isinstance(model, keras.layers.Layer) or (tf is not None and isinstance(model, tf.Module)):
         found = list(model.variables)
         optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
     else:
-        found = tf.nest.flatten(model)
+        found = keras.tree.flatten(model)
     for each in optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]:
         if each is not None:
             found += list(each.variables)

@@ -20,6 +20,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional
 
 from tb_modelmem.readers import oom
+from tb_modelmem.readers.dtypes import name_size
 from tb_modelmem.schema.names import OTHER_LINE
 from tb_modelmem.schema.records import Count, DeviceMemory, MemorySample, OomReport
 
@@ -104,24 +105,30 @@ def _take_census(found: MemorySample) -> None:
         if t in wanted:
             instances[kind_of[t]].append(obj)
     del objects
-    paths = {id(_storage(v)): getattr(v, "path", "") for v in instances["keras_variable"]}
+    if instances["variable"] or "tensorflow" in sys.modules:
+        variables, paths = instances["variable"], {id(_storage(v)): getattr(v, "path", "") for v in
+                                                   instances["keras_variable"]}
+    else:  # Keras on torch or JAX: its variables are the ones to count (their storage is no TF variable)
+        variables, paths = instances["keras_variable"], {id(v): getattr(v, "path", "") for v in
+                                                         instances["keras_variable"]}
     owners: Dict[str, List[int]] = collections.defaultdict(lambda: [0, 0])
     total_bytes = 0
-    for var in instances["variable"]:
+    for var in variables:
         size = _bytes(var)
         total_bytes += size
         owner = _owner(paths.get(id(var)) or _name(var))
         owners[owner][0] += 1
         owners[owner][1] += size
-    found.live_variables, found.live_variable_bytes = len(instances["variable"]), total_bytes
+    found.live_variables, found.live_variable_bytes = len(variables), total_bytes
     found.variables_by_owner = _top(Count(name=k, count=c, bytes=b) for k, (c, b) in owners.items())
-    graphs: Dict[str, int] = collections.Counter(_graph_name(op) for op in instances["operation"])
-    found.graph_ops = len(instances["operation"])
-    found.graph_ops_by_function = _top(Count(name=k, count=c) for k, c in graphs.items())
+    if "tensorflow" in sys.modules:  # graphs are TensorFlow's; elsewhere their count is unknown, not 0
+        graphs: Dict[str, int] = collections.Counter(_graph_name(op) for op in instances["operation"])
+        found.graph_ops = len(instances["operation"])
+        found.graph_ops_by_function = _top(Count(name=k, count=c) for k, c in graphs.items())
     models = _outermost(instances["model"])
     found.live_models = len(models)
-    found.models = _top(Count(name=m.name, count=len(m.variables),
-                              bytes=sum(_bytes(_storage(v)) for v in m.variables)) for m in models)
+    found.models = _top(Count(name=m.name, count=len(m.variables), bytes=sum(map(_bytes, m.variables)))
+                        for m in models)
     found.objects_by_type = _top((Count(name=_type_name(t), count=c) for t, c in by_type.items()), by="count")
 
 
@@ -129,9 +136,7 @@ def _kinds(by_type: "collections.Counter[type]") -> Dict[str, List[type]]:
     """The types to collect, among the types alive (a few thousand issubclass checks, not millions)."""
     kinds: Dict[str, List[type]] = {"variable": [], "keras_variable": [], "operation": [], "model": []}
     tf, keras = sys.modules.get("tensorflow"), sys.modules.get("keras")
-    if tf is None:
-        return kinds
-    bases = [("variable", tf.Variable), ("operation", tf.Operation)]
+    bases = [("variable", tf.Variable), ("operation", tf.Operation)] if tf is not None else []
     if keras is not None:
         bases += [("keras_variable", keras.Variable), ("model", keras.Model)]
     for t in by_type:
@@ -166,11 +171,20 @@ def _storage(var: Any) -> Any:
 
 
 def _bytes(var: Any) -> int:
+    """A variable's bytes from its shape and dtype (a TF, Keras, torch or JAX one), reading no value."""
     try:
-        n = var.shape.num_elements()
-        return int(n) * int(var.dtype.size) if n is not None and not math.isnan(n) else 0
+        dims = tuple(var.shape)
+        if any(d is None for d in dims):
+            return 0
+        return math.prod(int(d) for d in dims) * name_size(_dtype_name(var))
     except Exception:  # a variable mid-construction or a foreign subclass: no size claimed
         return 0
+
+
+def _dtype_name(var: Any) -> str:
+    dtype = getattr(var, "dtype", "")
+    base = getattr(dtype, "base_dtype", dtype)  # a TF reference dtype
+    return base if isinstance(base, str) else str(getattr(base, "name", None) or base)
 
 
 def _name(var: Any) -> str:

@@ -10,6 +10,9 @@ weight's layer, so a layer's roll-up shows what training it costs; other
 optimizer state stays under the optimizer's scope. A ``tf.train.Checkpoint``
 may hold several optimizers (a GAN's two): each one's slots are its own.
 The one value Keras reads is the learning rate, inside ``get_config``.
+
+TensorFlow is used only when the process has already imported it: a Keras 3 model on torch or
+JAX is read through Keras alone (its variables' paths, shapes and dtypes), never importing TF.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ import dataclasses
 import json
 import math
 import re
+import sys
 from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Set, Tuple
 
-import tensorflow as tf
-
+from tb_modelmem.readers.dtypes import name_size
 from tb_modelmem.rules import layers as layer_capture
 from tb_modelmem.rules import roles
 from tb_modelmem.schema import names, records
@@ -33,16 +36,20 @@ Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint, a list
     or dict of variables, nested or not, or None for the TF1 default graph) and ``optimizer``."""
+    tf = _tf()
     if model is None:
+        if tf is None:
+            raise ValueError("model=None means the TF1 default graph's global variables, but TensorFlow is not "
+                             "in use; pass the model, or a list of its variables")
         if tf.executing_eagerly():
             raise ValueError("model=None means the TF1 default graph's global variables, but TensorFlow is "
                              "executing eagerly; pass the model, a tf.Module or a list of variables")
         return _from_variables(tf.compat.v1.global_variables(), _listed(optimizer), source="tf1")
-    if isinstance(model, tf.train.Checkpoint):
+    if tf is not None and isinstance(model, tf.train.Checkpoint):
         return _from_checkpoint(model, optimizer)
     if _is_keras_layer(model):
         return _from_keras(model, optimizer or getattr(model, "optimizer", None))
-    if isinstance(model, tf.Module):
+    if tf is not None and isinstance(model, tf.Module):
         found = _from_variables(model.variables, _listed(optimizer), source="tf.Module")
         found.model_name = model.name or ""
         return found
@@ -54,15 +61,31 @@ def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     )
 
 
+def _tf() -> Any:
+    """TensorFlow, when this process has imported it (never imported here: see the module's docstring)."""
+    return sys.modules.get("tensorflow")
+
+
 def _flat_variables(container: Iterable[Any]) -> List[Any]:
-    """The variables of a (nested) list, tuple or dict, in ``tf.nest`` order; a TypeError
-    naming anything else, rather than an AttributeError deep inside the capture."""
-    nested = container if isinstance(container, (collections.abc.Mapping, list, tuple)) else list(container)
-    found = tf.nest.flatten(nested)
+    """The variables of a (nested) list, tuple or dict, in ``tf.nest`` order (a dict's by sorted key);
+    a TypeError naming anything else, rather than an AttributeError deep inside the capture."""
+    found = list(_flattened(container if isinstance(container, (collections.abc.Mapping, list, tuple))
+                            else list(container)))
     for item in found:
         if not _is_variable(item):
             raise TypeError(f"expected variables, got a {type(item).__name__} in the {type(container).__name__}")
     return found
+
+
+def _flattened(nested: Any) -> Iterable[Any]:
+    if isinstance(nested, collections.abc.Mapping):
+        for key in sorted(nested):
+            yield from _flattened(nested[key])
+    elif isinstance(nested, (list, tuple)):
+        for item in nested:
+            yield from _flattened(item)
+    else:
+        yield nested
 
 
 def _from_keras(model: Any, optimizer: Any) -> records.Breakdown:
@@ -92,18 +115,18 @@ def _tracked_paths(root: Any) -> Dict[int, str]:
     paths, queue = {id(root): ""}, [root]
     while queue:
         obj = queue.pop(0)
-        for name, child in tf.train.TrackableView.children(obj).items():
+        for name, child in _tf().train.TrackableView.children(obj).items():
             if id(child) not in paths:
                 paths[id(child)] = f"{paths[id(obj)]}/{name}".lstrip("/")
                 queue.append(child)
     return paths
 
 
-def _from_checkpoint(checkpoint: tf.train.Checkpoint, optimizer: Any) -> records.Breakdown:
+def _from_checkpoint(checkpoint: Any, optimizer: Any) -> records.Breakdown:
     """Walk the checkpoint's object graph: Keras models and optimizers get their
     own treatment (every optimizer in it, each with its own slots), any other
     tracked variable is kept too."""
-    objects = tf.train.TrackableView(checkpoint).descendants()
+    objects = _tf().train.TrackableView(checkpoint).descendants()
     keras_layers = [o for o in objects if _is_keras_layer(o)]
     inner = {id(sub) for layer in keras_layers for sub in layer_capture.sublayers(layer, recursive=True)}
     models: List[Any] = []
@@ -160,7 +183,7 @@ def _from_variables(variables: Iterable[Any], optimizers: List[Any], source: str
         elif id(var) in optimizer_state:
             role, layer = names.OTHER, roles.layer_of(name)
         else:
-            role = roles.role(name, _dtype(var).name, _dims_list(static_dims(var)), getattr(var, "trainable", None),
+            role = roles.role(name, _dtype(var), _dims_list(static_dims(var)), getattr(var, "trainable", None),
                               keras_state=id(var) in keras_non_trainable)
             layer = layer_of.get(id(var), roles.layer_of(name))
         out.append(_record(var, name, layer, role, slot))
@@ -181,22 +204,31 @@ def _summaries(optimizers: List[Any]) -> Optional[Dict[str, Any]]:
 
 def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) -> records.VariableRecord:
     storage = _storage(var)
-    components = list(storage.values) if isinstance(storage, tf.distribute.DistributedValues) else [storage]
+    tf = _tf()
+    distributed = tf is not None and isinstance(storage, tf.distribute.DistributedValues)
+    components = list(storage.values) if distributed else [storage]
     shape = _shape(var, components[0])
     dtype = _dtype(var)
     elements = 0 if any(d < 0 for d in shape) else math.prod(shape)
     devices = sorted({str(c.device) for c in components if c is not None and getattr(c, "device", None)})
     return records.VariableRecord(
-        name=name, layer=layer, shape=shape, dtype=dtype.name,
-        bytes=elements * dtype.size * len(components), role=role, device=",".join(devices),
+        name=name, layer=layer, shape=shape, dtype=dtype,
+        bytes=elements * name_size(dtype) * len(components), role=role, device=",".join(devices),
         replicas=len(components), slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
     )
 
 
-def _dtype(var: Any) -> tf.DType:
-    """The stored dtype (float32 under mixed precision: the storage, not the compute dtype)."""
+def _dtype(var: Any) -> str:
+    """The stored dtype's name (float32 under mixed precision: the storage, not the compute dtype),
+    whatever the backend holds it as (a TF DType, a torch dtype, a numpy or JAX dtype)."""
     storage = _storage(var)
-    return tf.as_dtype(storage.dtype if storage is not None else var.dtype).base_dtype
+    dtype = storage.dtype if storage is not None else var.dtype
+    tf = _tf()
+    if tf is not None and isinstance(dtype, tf.DType):
+        return str(dtype.base_dtype.name)
+    if isinstance(dtype, str):
+        return dtype
+    return str(getattr(dtype, "name", None) or dtype).rpartition(".")[2]  # torch.float32 -> float32
 
 
 def static_dims(var: Any) -> Optional[Tuple[Optional[int], ...]]:
@@ -206,6 +238,9 @@ def static_dims(var: Any) -> Optional[Tuple[Optional[int], ...]]:
     kept = getattr(var, "_shape", None) if _is_keras_variable(var) else None
     if type(kept) is tuple:
         return kept
+    tf = _tf()
+    if tf is None:
+        return tuple(None if d is None else int(d) for d in var.shape)
     shape = tf.TensorShape(var.shape)
     return None if shape.rank is None else tuple(shape.as_list())
 
@@ -228,7 +263,8 @@ def _shape(var: Any, storage: Any) -> List[int]:
     unknown rank, and such a variable claims no bytes."""
     dims = static_dims(var)
     handle = getattr(storage, "handle", None)
-    if not fully_defined(dims) and tf.executing_eagerly() and handle is not None:
+    tf = _tf()
+    if not fully_defined(dims) and tf is not None and tf.executing_eagerly() and handle is not None:
         return [int(d) for d in tf.raw_ops.VariableShape(input=handle, out_type=tf.int64).numpy()]
     return _dims_list(dims)
 
@@ -246,7 +282,7 @@ def _optimizer_slots(optimizer: Any, candidates: List[Any]) -> Tuple[Dict[int, S
         return {}, set()
     if hasattr(optimizer, "get_slot_names"):  # TF1 tf.compat.v1.train.Optimizer
         slots = {}
-        weights = [w for w in candidates if isinstance(_storage(w), tf.Variable)]
+        weights = [w for w in candidates if isinstance(_storage(w), _tf().Variable)]
         for slot_name in optimizer.get_slot_names():
             for weight in weights:
                 slot = optimizer.get_slot(_storage(weight), slot_name)
@@ -330,7 +366,7 @@ def _slots_by_name(variables: List[Any]) -> Dict[int, Slot]:
         match = matches.get(id(var))
         weight = by_name[match[0]] if match else None
         if match and weight is not None and getattr(weight, "trainable", False) and \
-                tf.TensorShape(weight.shape) == tf.TensorShape(var.shape):
+                static_dims(weight) == static_dims(var):
             slots[id(var)] = (roles.tf1_slot_name(match[1], siblings[match[0]]), weight)
     return slots
 
@@ -406,8 +442,11 @@ def _is_keras_layer(obj: Any) -> bool:
 def _is_optimizer(obj: Any) -> bool:
     import keras
 
-    return isinstance(obj, (keras.optimizers.Optimizer, tf.compat.v1.train.Optimizer))
+    tf = _tf()
+    return isinstance(obj, keras.optimizers.Optimizer) or (tf is not None and
+                                                           isinstance(obj, tf.compat.v1.train.Optimizer))
 
 
 def _is_variable(obj: Any) -> bool:
-    return isinstance(obj, tf.Variable) or _is_keras_variable(obj)
+    tf = _tf()
+    return (tf is not None and isinstance(obj, tf.Variable)) or _is_keras_variable(obj)

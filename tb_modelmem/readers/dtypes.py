@@ -10,7 +10,7 @@ import functools
 
 from tensorboard.compat.proto import types_pb2
 
-__all__ = ["dtype_name", "dtype_size"]
+__all__ = ["dtype_name", "dtype_size", "name_size"]
 
 _ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
 # Bytes per element by dtype name; what is not here (string, resource, variant) is no fixed-size number.
@@ -35,3 +35,9 @@ def dtype_name(dtype: int) -> str:
 def dtype_size(dtype: int) -> int:
     """Bytes per element of a DataType enum value; 0 for strings, handles and unknown values."""
     return _ITEM_BYTES.get(dtype_name(dtype), 0)
+
+
+def name_size(name: str) -> int:
+    """Bytes per element of a dtype by name ("float32", "float", "torch.bfloat16"); 0 when it has no fixed size."""
+    name = name.rpartition(".")[2].lower()
+    return _ITEM_BYTES.get(_ALIASES.get(name, name), 0)
