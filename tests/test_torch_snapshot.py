@@ -131,3 +131,30 @@ def test_gzip_bomb_is_refused():
     bomb = gzip.compress(b"\0" * (4 << 20))
     with pytest.raises(InspectError, match="inflates past"):
         load_snapshot(bomb, "bomb.pickle.gz", limit=1 << 20)
+
+
+def test_log_dir_files_served_in_place(tmp_path):
+    """A snapshot, a checkpoint and a hostile pickle in a log dir: the first two shown, the third its own error."""
+    import shutil
+
+    from tests.plugin_harness import Served
+
+    run = tmp_path / "torch_run"
+    run.mkdir()
+    shutil.copy(os.path.join(HERE, CUDA_STYLE), run / CUDA_STYLE)
+    shutil.copy(os.path.join(HERE, "cnn_adam.pt"), run / "cnn_adam.pt")
+    marker = tmp_path / "ran"
+    (run / "evil.pickle").write_bytes(pickle.dumps({"segments": _RunsShell(f"touch {marker}")}))
+    served = Served(str(tmp_path))
+    assert served.plugin.is_active()
+    tags = {t["tag"]: t for r in served.json("/runs")["runs"] for t in r["tags"]}
+    assert {"torch/" + CUDA_STYLE, "torch/cnn_adam.pt", "torch/evil.pickle"} <= set(tags)
+    ops = served.json("/ops", run="torch_run", tag="torch/" + CUDA_STYLE)
+    assert ops["source"] == SOURCE
+    timeline = served.json("/timeline", run="torch_run", tag="torch/" + CUDA_STYLE)
+    assert max(timeline["bytes"]) == timeline["peak_bytes"] == TRUTH[CUDA_STYLE]["max_memory_allocated"]
+    storage = served.json("/breakdown", run="torch_run", tag="torch/cnn_adam.pt")
+    assert storage["source"] == "pytorch checkpoint"
+    bad = served.settled("/ops", run="torch_run", tag="torch/evil.pickle")
+    assert bad.status_code == 422 and "refused" in bad.get_data(as_text=True)
+    assert not marker.exists()

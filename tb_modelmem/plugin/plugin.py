@@ -28,6 +28,7 @@ from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, Profi
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
+from tb_modelmem.plugin.sources.torch_snapshots import TorchFileSource
 from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
 from tb_modelmem.plugin.views import pager
 from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, loadbench_view
@@ -57,10 +58,12 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         reload_seconds = float(getattr(flags, "reload_interval", 5) or 5)
         model = RunModel(context.data_provider)
         self._profiles = ProfileSource(context.logdir or "", model, reload_seconds, max_profile_bytes)
+        self._torch = TorchFileSource(context.logdir or "", reload_seconds, max_profile_bytes)
         self._sources: List[Source] = [
             SummarySource(context.data_provider),
             RunMetadataSource(context.data_provider, model),
             self._profiles,
+            self._torch,
         ]
         self.store = Store(cache_bytes)
         self._listing: Dict[str, Tuple[float, List[Tuple[Source, Item]]]] = {}
@@ -87,7 +90,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         """TensorBoard activates the tab when its data provider has our summaries or RunMetadata;
         a log dir that holds only profile sessions has neither: then the listing decides."""
         try:
-            return self._profiles.has_sessions()
+            return self._profiles.has_sessions() or self._torch.has_files()
         except Exception:  # an unreadable log dir: the tab stays off, as for any plugin
             return False
 
