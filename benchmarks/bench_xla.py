@@ -1,6 +1,6 @@
 """Reducing an XLA-compiled step's profile (issue 27), against reading it bare.
 
-Each real GPU profile (../shared/fixtures/gpu_h100: Keras 3 on JAX on an H100; tests/fixtures: ResNet50)
+Each real GPU profile (tests/fixtures/gpu_h100: Keras 3 on JAX on an H100; tests/fixtures: ResNet50)
 is reduced by ``readers.xspace.reduce_xspace`` (HloProto parse, events tied to instructions, the temp
 allocation split, the join), interleaved with two baselines on the same bytes:
 
@@ -27,15 +27,13 @@ from tb_modelmem import proto
 from tb_modelmem.readers.xspace import reduce_xspace
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(REPO), "shared", "fixtures", "gpu_h100")
 
 
 def profiles() -> Dict[str, bytes]:
     found = {}
-    for path in sorted(glob.glob(os.path.join(SHARED, "*", "train", "plugins", "profile", "*", "*.xplane.pb"))):
-        with open(path, "rb") as f:
-            found[path.split(os.sep)[-6]] = f.read()
-    for path in sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "*.xplane.pb.gz"))):
+    fixtures = os.path.join(REPO, "tests", "fixtures")
+    for path in sorted(glob.glob(os.path.join(fixtures, "gpu_h100", "*.xplane.pb.gz"))
+                       + glob.glob(os.path.join(fixtures, "*.xplane.pb.gz"))):
         with gzip.open(path) as f:
             found[os.path.basename(path).split(".")[0]] = f.read()
     return found
@@ -63,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     found = profiles()
     if not found:
-        raise SystemExit(f"no profiles under {SHARED} or tests/fixtures")
+        raise SystemExit("no profiles under tests/fixtures")
     print(f"{'profile':<28} {'MB':>6} {'parse ms':>9} {'walk ms':>9} {'reduce ms':>10} {'x walk':>7} {'x parse':>8}"
           f"  rows")
     for name, data in found.items():

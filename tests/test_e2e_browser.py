@@ -8,11 +8,9 @@ takes a screenshot before reading the frame.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -21,6 +19,7 @@ import urllib.parse
 
 import pytest
 
+from tests import gpu_h100, xplane_truth
 from tests.basis_arithmetic import basis_arithmetic
 from tests.tensorboard_process import TensorBoardProcess
 
@@ -520,7 +519,6 @@ def _synthetic_profile(n_ops: int, scale: float) -> bytes:
 
 # --- What users see (issues 30, 31, 27): one log dir of real runs, read at 1400 x 1200 -----------------------
 
-GPU_FIXTURES = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "gpu_h100")  # tests/test_xla_gpu.py's
 MIRRORED_SCRIPT = r"""
 import os, sys
 import numpy as np
@@ -559,20 +557,11 @@ def _run_script(script: str, logdir: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _without_graph_node_ids(src: str, out: str) -> None:
-    """A real H100 profile whose kernels carry no command-buffer node ids (``xplane_truth``)."""
-    from tests import xplane_truth
-
-    os.makedirs(os.path.dirname(out))
-    with open(src, "rb") as f, open(out, "wb") as written:
-        written.write(xplane_truth.without_graph_node_ids(f.read()))
-
-
 @pytest.fixture(scope="module")
 def seen_logdir(tmp_path_factory) -> str:
     """Real runs for what users see: MirroredStrategy over two logical CPUs, a fit whose profiler the TensorBoard
     callback took, the load benchmark of MobileNetV2 (frontend/test/fixtures, measured by tb-modelmem loadbench),
-    and where ../shared holds them the H100 profiles of Keras on JAX (XLA)."""
+    and the H100 profiles of Keras on JAX (XLA) in tests/fixtures/gpu_h100."""
     from tb_modelmem import summary
     from tb_modelmem.schema.records import LoadBench, LoadResult
     from tests.plugin_harness import write_events
@@ -585,13 +574,10 @@ def seen_logdir(tmp_path_factory) -> str:
     fields = ("format", "mode", "file_bytes", "load_seconds", "peak_rss_bytes", "repeats", "error")
     record = LoadBench(bench["model_name"], [LoadResult(**{k: r[k] for k in fields}) for r in bench["results"]])
     write_events(os.path.join(logdir, "loadbench"), [(0, summary.pb("loadbench", record))])
-    if os.path.isdir(GPU_FIXTURES):
-        for run in ("keras_jax_lenet", "keras_jax_transformer"):
-            shutil.copytree(os.path.join(GPU_FIXTURES, run), os.path.join(logdir, run))
-        (src,) = glob.glob(os.path.join(GPU_FIXTURES, "keras_jax_transformer", "train", "plugins", "profile", "*",
-                                        "*.pb"))
-        _without_graph_node_ids(src, os.path.join(logdir, "no_node_ids", "train", "plugins", "profile",
-                                                  os.path.basename(os.path.dirname(src)), os.path.basename(src)))
+    for run in ("keras_jax_lenet", "keras_jax_transformer"):
+        gpu_h100.write_run(logdir, run)
+    gpu_h100.write_run(logdir, "keras_jax_transformer", name="no_node_ids",
+                       data=xplane_truth.without_graph_node_ids(gpu_h100.profile_bytes("keras_jax_transformer")))
     return logdir
 
 
@@ -925,7 +911,6 @@ def test_a_profile_that_could_not_start_says_why_in_the_tab(seen_tb, browser, sh
     tab.close()
 
 
-@pytest.mark.skipif(not os.path.isdir(GPU_FIXTURES), reason="no ../shared/fixtures/gpu_h100 beside the repo")
 def test_an_xla_step_says_what_kind_of_step_it_is(seen_tb, browser, shots):
     """Issue 27 item 5: Keras on JAX profiled on an H100. The Ops view says which XLA program ran, how often,
     and how its kernels were tied to its instructions; the Timeline its temp allocation; rows read their

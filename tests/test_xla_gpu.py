@@ -1,56 +1,50 @@
-"""XLA-compiled steps on a GPU: Keras 3 on JAX profiled on an NVIDIA H100 (../shared/fixtures/gpu_h100,
-made by its make_profiles.py), read in place by the real backend. Ground truth: the profiles and their
-programs read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), and the fixture's truth.json (what
-Keras and JAX said in the run: model.weights, optimizer.variables, memory_stats())."""
+"""XLA-compiled steps on a GPU: Keras 3 on JAX profiled on an NVIDIA H100 (tests/fixtures/gpu_h100, made
+by its make_profiles.py; tests/gpu_h100.py lays them out as a log dir), read in place by the real backend.
+Ground truth: the profiles and their programs read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), and
+the fixture's truth.json (what Keras and JAX said in the run: model.weights, optimizer.variables,
+memory_stats())."""
 
 from __future__ import annotations
 
 import collections
-import glob
 import gzip
 import json
 import os
-import shutil
 from typing import Any, Dict
 
 import pytest
 
-from tests import xplane_truth
+from tests import gpu_h100, xplane_truth
 from tests.layer_time import rows_on_layers
 from tests.plugin_harness import Served, layer_rows
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "shared", "fixtures", "gpu_h100")
-RUNS = ("keras_jax_lenet", "keras_jax_lenet_nocmdbuf", "keras_jax_transformer")
+RUNS = tuple(gpu_h100.SESSIONS)  # keras_jax_lenet, keras_jax_lenet_nocmdbuf, keras_jax_transformer
 # ResNet50, made the same way on an H100 (tests/fixtures/keras_jax_resnet50.truth.json says how), kept gzipped
 RESNET50 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "keras_jax_resnet50")
 # bytes per element of xla.PrimitiveType, by name (xla_data.proto)
 _ELEMENT_BYTES = {"PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4,
                   "F32": 4, "S64": 8, "U64": 8, "F64": 8}
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(FIXTURES), reason="no ../shared/fixtures/gpu_h100 beside the repo")
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("gpu_h100"))
     for run in RUNS:
-        shutil.copytree(os.path.join(FIXTURES, run), os.path.join(logdir, run))
+        gpu_h100.write_run(logdir, run)
     session = os.path.join(logdir, "keras_jax_resnet50", "train", "plugins", "profile", "2026_11_26_15_42_59")
     os.makedirs(session)
     with gzip.open(RESNET50 + ".xplane.pb.gz") as f, open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
         out.write(f.read())
-    (src,) = glob.glob(os.path.join(FIXTURES, "keras_jax_transformer", "train", "plugins", "profile", "*", "*.pb"))
     session = os.path.join(logdir, "no_node_ids", "train", "plugins", "profile", "2026_11_26_15_42_59")
     os.makedirs(session)
-    with open(src, "rb") as f, open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
-        out.write(xplane_truth.without_graph_node_ids(f.read()))
+    with open(os.path.join(session, "vm.xplane.pb"), "wb") as out:
+        out.write(xplane_truth.without_graph_node_ids(gpu_h100.profile_bytes("keras_jax_transformer")))
     return Served(logdir)
 
 
 @pytest.fixture(scope="module")
 def truth() -> Dict[str, Any]:
-    with open(os.path.join(FIXTURES, "truth.json")) as f:
+    with open(gpu_h100.TRUTH) as f:
         return json.load(f)["runs"]
 
 
@@ -69,9 +63,7 @@ def _profile(run: str) -> Dict[str, Any]:
         with gzip.open(RESNET50 + ".xplane.pb.gz") as f:
             data = f.read()
     else:
-        (path,) = glob.glob(os.path.join(FIXTURES, run, "train", "plugins", "profile", "*", "*.xplane.pb"))
-        with open(path, "rb") as f:
-            data = f.read()
+        data = gpu_h100.profile_bytes(run)
     truth = xplane_truth.read(data, devices="/device:GPU")
     main = truth.main()
     instructions = {i.name: i for c in main.hlo_module.computations for i in c.instructions}
