@@ -1,7 +1,8 @@
 """Profile a few training steps and write their per-op table.
 
 ``with tb_modelmem.trace("ops", step=3, function=train_step): train_step(x, y)`` runs the
-TF2 profiler around the block (JAX's, for Keras 3 on the JAX backend), reduces the XSpace it
+TF2 profiler around the block (JAX's for Keras 3 on the JAX backend, ``torch.profiler`` on the
+torch backend: ``capture.torch_profile``, ``readers.torch_trace``), reduces the XSpace it
 writes to an OpTrace (see ``readers.xspace``; an XLA-compiled step's per instruction, see
 ``readers.xla``) and records it with ``summary.op_trace`` on the default writer.
 ``Trace.start()`` / ``Trace.stop()`` do the same across callback hooks. Capturing never
@@ -23,6 +24,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Set, Tuple, Type
 
 from tb_modelmem import summary
+from tb_modelmem.capture.torch_profile import TorchProfiler
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import oom
@@ -76,7 +78,10 @@ class Trace:
             stale.abort()
         try:
             self._dir = tempfile.mkdtemp(prefix="tb_modelmem_trace_", dir=self.tmpdir)
-            self.profiler.start(self._dir)
+            if isinstance(self.profiler, TorchProfiler):
+                self.profiler.start(self._dir, self.model, self.optimizer)
+            else:
+                self.profiler.start(self._dir)
             _OPEN.append(self)
             return True
         except Exception as e:  # capture must never stop training
@@ -93,7 +98,7 @@ class Trace:
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
                 reading: Optional[_ModelReading] = None
                 try:  # the thread is let go in the finally whatever happens once it exists
-                    reading = _ModelReading.started(self)
+                    reading = _ModelReading.started(self) if self.profiler in (_TENSORFLOW, _JAX) else None
                     if reading is not None:
                         reading.go.set()  # it takes the GIL once the export below releases it
                     self.profiler.stop()
@@ -140,6 +145,8 @@ class Trace:
         from tb_modelmem.readers import xspace
 
         assert self._dir is not None
+        if isinstance(self.profiler, TorchProfiler):
+            return self._reduce_torch()
         paths = sorted(glob.glob(os.path.join(self._dir, "**", "*.xplane.pb"), recursive=True))
         if not paths:
             warnings.warn(f"tb_modelmem: the profiler wrote no .xplane.pb for trace {self.name!r}",
@@ -156,6 +163,24 @@ class Trace:
         graph = guessed[1] if guessed is not None and guessed[0] == ran else self._graph_info(variables, ran)
         shapes = {tuple(int(d) for d in v.shape) for v in variables if None not in tuple(v.shape)}
         return xspace.reduce_xspace(space, graph, self.batch_size, vocabulary, shapes)
+
+    def _reduce_torch(self) -> Optional[OpTrace]:
+        """The torch profiler's trace (``readers.torch_trace``): its ops carry their layers already."""
+        from tb_modelmem.readers import torch_trace
+
+        assert self._dir is not None
+        paths = sorted(glob.glob(os.path.join(self._dir, "*.pt.trace.json")))
+        if not paths:
+            warnings.warn(f"tb_modelmem: the torch profiler wrote no trace for {self.name!r}", RuntimeWarning,
+                          stacklevel=4)
+            return None
+        with open(paths[0], "rb") as f:
+            data = f.read()
+        self.xplane_bytes = len(data)
+        record = torch_trace.reduce_trace(torch_trace.load(data))
+        if self.batch_size:
+            record.batch_size = self.batch_size
+        return record
 
     def _vocabulary(self) -> Tuple[Any, List[Any]]:
         """``_read_model``, warning (and naming no layers) when it cannot."""
@@ -312,13 +337,17 @@ class _Profiler:
 _TENSORFLOW, _JAX = _Profiler("tensorflow"), _Profiler("jax")
 
 
-def _profiler_of(model: Any, function: Any) -> _Profiler:
-    """JAX's profiler for a Keras 3 model on the JAX backend (or for a JAX-compiled function), else TensorFlow's."""
-    if "jax" not in sys.modules:
-        return _TENSORFLOW
+def _profiler_of(model: Any, function: Any) -> Any:
+    """The profiler of the framework the steps run on: for a Keras 3 model, its backend's (TensorFlow's, JAX's,
+    or a ``TorchProfiler``); for a JAX-compiled function, JAX's; else TensorFlow's."""
     keras = sys.modules.get("keras")
     if keras is not None and isinstance(model, keras.layers.Layer):
-        return _JAX if keras.backend.backend() == "jax" else _TENSORFLOW
+        backend = keras.backend.backend()
+        if backend == "torch":
+            return TorchProfiler()
+        return _JAX if backend == "jax" else _TENSORFLOW
+    if "jax" not in sys.modules:
+        return _TENSORFLOW
     return _JAX if hasattr(function, "lower") and hasattr(function, "trace") else _TENSORFLOW
 
 

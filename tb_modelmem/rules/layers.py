@@ -116,6 +116,22 @@ def _walk(layer: Any, path: str) -> Iterator[Tuple[str, Any, Optional[List[Any]]
             yield from _walk(child, f"{path}/{child.name}")
 
 
+def layer_paths(model: Any) -> List[Tuple[str, Any]]:
+    """(path, layer) of ``model`` and every layer below it down to the leaves ``layer_records``
+    names, with the same paths: containers too, so what a container runs outside its sublayers is
+    its own (a profile's layer annotations, ``capture.torch_profile``)."""
+    out: List[Tuple[str, Any]] = []
+
+    def visit(layer: Any, path: str) -> None:
+        out.append((path, layer))
+        for child in ([] if _rule_for(layer) is not None else sublayers(layer)):
+            if type(child).__name__ != "InputLayer":
+                visit(child, f"{path}/{child.name}")
+
+    visit(model, model.name)
+    return out
+
+
 def _rule_for(layer: Any) -> Optional[Rule]:
     for cls in type(layer).__mro__:
         if cls.__name__ in _RULES:

@@ -1,0 +1,302 @@
+"""A PyTorch profiler trace (``*.pt.trace.json``, ``.json.gz``: Chrome trace events) reduced to an
+``OpTrace``. No torch, no TF.
+
+What is read: ``cpu_op`` events (a row per top-level op and layer, over calls: an op inside another op
+is its parent's), ``user_annotation`` ranges (``ProfilerStep#N`` counts the steps; the annotations
+``capture.torch_profile`` adds say which Keras layer and phase an op ran in; ``nn.Module: ...`` python
+ranges, with ``with_stack``, name plain PyTorch modules), autograd's ``Sequence number`` (a backward op
+is on its forward op's layer), CUDA kernels tied to the op that launched them by correlation id, and
+the ``[memory]`` instants: every allocation and free, each in its op, replayed for the timeline, the
+peak and the buffers in use at it (``allocator_replay``). What the trace cannot say (the shapes of
+what an op allocated) stays unknown.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import io
+import zlib
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import orjson
+
+from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.schema.limits import MAX_DECODED_BYTES
+from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, MEASURED, METRICS, OPTIMIZER
+from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
+
+SOURCE = "torch profiler"
+MAX_TRACE_BYTES = 8 * MAX_DECODED_BYTES  # a trace's JSON, decompressed (1 GiB)
+LAYER_ANNOTATION = "tb_modelmem.layer: "  # + a Keras layer's path (capture.torch_profile)
+PHASE_ANNOTATION = "tb_modelmem.phase: "  # + loss, optimizer or metrics
+STEP_ANNOTATION = "tb_modelmem.step"  # one train step (the train function's call)
+MODULE_RANGE = "nn.Module: "  # a plain PyTorch module's python range (with_stack=True)
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+_PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
+_CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
+
+
+class TraceError(ValueError):
+    """The file is no PyTorch trace this reader can read (said for that file alone)."""
+
+
+def load(data: bytes) -> Dict[str, Any]:
+    """The trace's JSON object, from the file's bytes (gzipped or not), bounded in size."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            reader = gzip.GzipFile(fileobj=io.BytesIO(data))
+            data = reader.read(MAX_TRACE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as e:
+            raise TraceError(f"not a readable gzip file: {e}") from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceError(f"the trace is over {MAX_TRACE_BYTES:,} bytes of JSON")
+    try:
+        trace = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise TraceError(f"not JSON: {e}") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceError("no traceEvents list: not a PyTorch profiler trace")
+    return trace
+
+
+@dataclasses.dataclass
+class _Op:
+    """One top-level op call."""
+
+    name: str
+    ts: float
+    end: float
+    tid: Any
+    layer: str = ""
+    phase: str = ""
+    device: str = "cpu"
+    kernel_us: float = 0.0
+    allocated: int = 0  # bytes it allocated
+    kept: int = 0  # of them, bytes still allocated when it ended (its outputs)
+    seq: Optional[int] = None
+    dims: Any = None
+    in_step: bool = False  # inside a train step tb_modelmem annotated
+
+
+def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
+    """The per-op table, timeline and peak of a PyTorch profiler trace (see the module docstring)."""
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+    by_thread: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)
+    kernels: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)  # correlation -> kernels
+    steps = 0
+    for e in events:
+        cat, ph = e.get("cat"), e.get("ph")
+        if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
+            if _number(e.get("ts")) and _number(e.get("dur")):
+                by_thread[(e.get("pid"), e.get("tid"))].append(e)
+                if cat == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"):
+                    steps += 1
+        elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
+            kernels[_args(e).get("correlation")].append(e)
+        elif ph == "i" and e.get("name") == "[memory]":
+            by_thread[(e.get("pid"), e.get("tid"))].append(e)
+    ops: List[_Op] = []
+    allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
+    step_annotations = 0
+    for thread_events in by_thread.values():
+        found, memory, annotated_steps = _walk_thread(thread_events, kernels)
+        ops.extend(found)
+        allocations.extend(memory)
+        step_annotations += annotated_steps
+    _place_backward(ops)
+    if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
+        for op in ops:
+            if not op.in_step and not op.phase:
+                op.phase = INPUT
+    return _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+
+
+def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]]
+                 ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
+    """One thread's top-level ops with their layer and phase, and each memory event with its op."""
+    # ranges before what they contain; at one instant, ranges open before memory events are placed
+    ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
+    stack: List[Tuple[float, str, Any]] = []  # (end, kind, what): open annotations, modules and ops
+    ops: List[_Op] = []
+    memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
+    steps = 0
+    for e in ordered:
+        ts = float(e["ts"])
+        instant = e.get("ph") == "i"
+        while stack and (stack[-1][0] < ts if instant else stack[-1][0] <= ts):
+            stack.pop()
+        op = next((what for _, kind, what in reversed(stack) if kind == "op"), None)
+        if instant:
+            memory.append((e, op))
+            continue
+        end = ts + float(e["dur"])
+        name, cat = str(e.get("name", "")), e.get("cat")
+        if cat in ("cuda_runtime", "cuda_driver"):
+            launched = kernels.get(_args(e).get("correlation"), ())
+            if op is not None and launched:
+                op.kernel_us += sum(float(k["dur"]) for k in launched)
+                op.device = f"cuda:{_args(launched[0]).get('device', 0)}"
+            continue
+        if cat == "user_annotation" or cat == "python_function":
+            kind = _range_kind(name)
+            if kind:
+                stack.append((end, kind, name))
+                steps += kind == "step"
+            continue
+        if op is not None:  # an op inside an op: its parent's
+            stack.append((end, "child", None))
+            continue
+        args = _args(e)
+        found = _Op(name=name[len(_BACKWARD_PREFIX):] if name.startswith(_BACKWARD_PREFIX) else name, ts=ts, end=end,
+                    tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"))
+        found.layer, found.phase = _where(stack, name.startswith(_BACKWARD_PREFIX))
+        found.in_step = any(kind == "step" for _, kind, _ in stack)
+        ops.append(found)
+        stack.append((end, "op", found))
+    return ops, memory, steps
+
+
+def _range_kind(name: str) -> str:
+    if name.startswith(LAYER_ANNOTATION):
+        return "layer"
+    if name.startswith(PHASE_ANNOTATION):
+        return "phase"
+    if name == STEP_ANNOTATION:
+        return "step"
+    if name.startswith(MODULE_RANGE):
+        return "module"
+    return ""
+
+
+def _where(stack: Sequence[Tuple[float, str, Any]], backward: bool) -> Tuple[str, str]:
+    """(layer, phase) of an op from the ranges open around it."""
+    layer = ""
+    modules = [what[len(MODULE_RANGE):] for _, kind, what in stack if kind == "module"]
+    for _, kind, what in reversed(stack):
+        if kind == "layer":
+            layer = what[len(LAYER_ANNOTATION):]
+            break
+    if not layer and modules:
+        layer = "/".join(modules)
+    if backward:
+        return layer, BACKWARD
+    for _, kind, what in reversed(stack):
+        if kind == "phase":
+            return layer, _PHASES.get(what[len(PHASE_ANNOTATION):], "")
+    return layer, FORWARD if layer else ""
+
+
+def _place_backward(ops: List[_Op]) -> None:
+    """A backward op is on the layer of the forward op with its autograd sequence number."""
+    forward = {op.seq: op.layer for op in ops if op.phase != BACKWARD and op.seq is not None and op.layer}
+    for op in ops:
+        if op.phase == BACKWARD and not op.layer and op.seq is not None:
+            op.layer = forward.get(op.seq, "")
+
+
+def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]]], steps: int,
+           batch: Optional[int]) -> OpTrace:
+    _charge(allocations)
+    rows: Dict[Tuple[str, str, str], OpRecord] = {}
+    layers: List[str] = []
+    for op in ops:
+        key = (op.layer, op.name, op.device)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = OpRecord(name=f"{op.layer}/{op.name}" if op.layer else op.name, op_type=op.name,
+                                       layer=op.layer, device=op.device, calls=0, bytes_source=MEASURED,
+                                       phase=op.phase)
+            if op.layer and op.layer not in layers:
+                layers.append(op.layer)
+        row.calls += 1
+        row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts
+        row.output_bytes += op.kept
+        row.alloc_bytes += op.allocated
+    events, origin, devices = _allocator_events(allocations)
+    headline = _headline(devices)
+    replayed = replay(events, origin, headline)
+    return OpTrace(source=SOURCE, ops=OpTable.by_name(rows.values()), peak_bytes=replayed.peak_bytes,
+                   peak_time_us=replayed.peak_time_us, timeline=replayed.timeline, devices=sorted(devices),
+                   steps=steps, counts_resident=headline is not None and "cpu" not in headline,
+                   peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
+                   allocations="all" if events else "none",
+                   allocations_note="" if events else "the trace has no [memory] events: profile with "
+                                                      "profile_memory=True",
+                   allocators=replayed.allocators, layers=layers, batch_size=batch)
+
+
+def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
+    """Each op's bytes allocated, and of them those still allocated when it ended (its outputs)."""
+    live: Dict[Tuple[Any, Any], Tuple[_Op, int]] = {}
+    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
+        args = _args(event)
+        size = _int(args.get("Bytes")) or 0
+        key = (_device(args), args.get("Addr"))
+        if size > 0 and op is not None:
+            op.allocated += size
+            op.kept += size
+            live[key] = (op, size)
+        elif size < 0 and key in live:
+            owner, held = live.pop(key)
+            if owner.end >= float(event.get("ts") or 0):  # freed inside the op that made it: a temporary
+                owner.kept -= held
+
+
+def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]]
+                      ) -> Tuple[List[Event], float, set]:
+    out: List[Event] = []
+    devices = set()
+    origin = None
+    for event, op in allocations:
+        args = _args(event)
+        size = _int(args.get("Bytes"))
+        if not size:
+            continue
+        device = _device(args)
+        devices.add(device)
+        ts = float(event.get("ts") or 0)
+        origin = ts if origin is None else min(origin, ts)
+        total = args.get("Total Allocated")
+        out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
+                         op=(op_name(op) if op is not None else "") if size > 0 else "",
+                         category=step_category(op.phase if op is not None else "") if size > 0 else "",
+                         allocator=device, in_use=float(total) if isinstance(total, (int, float)) else None))
+    return out, origin or 0.0, devices
+
+
+def op_name(op: _Op) -> str:
+    return f"{op.layer}/{op.name}" if op.layer else op.name
+
+
+def _headline(devices: Iterable[str]) -> Optional[set]:
+    """The lowest-numbered CUDA device's memory when the trace has one (never added to host memory)."""
+    cuda = sorted((int(d.partition(":")[2] or 0), d) for d in devices if d.startswith("cuda"))
+    return {cuda[0][1]} if cuda else ({"cpu"} if devices else None)
+
+
+def _device(args: Dict[str, Any]) -> str:
+    return f"cuda:{_int(args.get('Device Id')) or 0}" if args.get("Device Type") == _CUDA else "cpu"
+
+
+def _batch(ops: List[_Op]) -> Optional[int]:
+    """The step's batch: the first dimension of the first forward op's first input, in the first layer."""
+    for op in ops:
+        if op.phase == FORWARD and isinstance(op.dims, list) and op.dims and isinstance(op.dims[0], list) \
+                and len(op.dims[0]) >= 2 and isinstance(op.dims[0][0], int) and op.dims[0][0] > 0:
+            return op.dims[0][0]
+    return None
+
+
+def _args(event: Dict[str, Any]) -> Dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> Optional[int]:
+    return int(value) if _number(value) else None

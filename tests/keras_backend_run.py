@@ -1,0 +1,92 @@
+"""A Keras 3 training run on the backend named on the command line (torch or jax) in a process where
+TensorFlow cannot be imported, recording with ``MemoryCallback``; prints the run's truth as JSON.
+
+The model is keras-io's MNIST convnet (examples/vision/mnist_convnet.py) with a BatchNormalization
+after its first convolution, trained with Adam on synthetic MNIST-shaped data. The truth is read from
+Keras and the backend's own tensors (``model.trainable_weights``, ``optimizer.variables``, the
+backend's element counts and sizes), never from tb_modelmem.
+
+    python -m tests.keras_backend_run torch LOGDIR
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.machinery
+import json
+import os
+import sys
+from typing import Any
+
+
+class _Refused:
+    """A loader that refuses to load: TensorFlow is "not installed". ``find_spec`` probes (torch's dynamo
+    asks whether TensorFlow exists) still get an answer; only an import fails."""
+
+    def create_module(self, spec: Any) -> Any:
+        raise ModuleNotFoundError(f"No module named {spec.name!r} (blocked: this run has no TensorFlow)")
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+class _NoTensorFlow:
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            return importlib.machinery.ModuleSpec(name, _Refused())
+        return None
+
+
+def nbytes(variable: Any) -> int:
+    """Bytes of a Keras variable's backend tensor, as the backend counts them."""
+    value = variable.value
+    if hasattr(value, "element_size"):  # torch
+        return int(value.numel() * value.element_size())
+    return int(value.nbytes)  # jax / numpy
+
+
+def main(backend: str, logdir: str) -> None:
+    sys.meta_path.insert(0, _NoTensorFlow())
+    os.environ["KERAS_BACKEND"] = backend
+    import keras
+    import numpy as np
+
+    import tb_modelmem
+
+    rng = np.random.default_rng(0)
+    x = rng.random((1024, 28, 28, 1), dtype=np.float32)
+    y = rng.integers(0, 10, 1024).astype("int32")
+    model = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu", name="conv1"),
+        keras.layers.BatchNormalization(name="bn1"),
+        keras.layers.MaxPooling2D(name="pool1"),
+        keras.layers.Conv2D(64, 3, activation="relu", name="conv2"),
+        keras.layers.MaxPooling2D(name="pool2"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dropout(0.5, name="dropout"),
+        keras.layers.Dense(10, activation="softmax", name="dense"),
+    ], name="mnist_convnet")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    callback = tb_modelmem.MemoryCallback(logdir, profile_steps=(3, 4), memory_every=4)
+    model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[callback])
+    optimizer = model.optimizer
+    slots = list(optimizer._momentums) + list(optimizer._velocities)  # Adam's m and v, as Keras lists them
+    live = sum(isinstance(o, keras.Variable) for o in gc.get_objects())
+    print(json.dumps({
+        "backend": keras.backend.backend(),
+        "tensorflow_imported": sorted(m for m in sys.modules if m == "tensorflow" or m.startswith("tensorflow.")),
+        "trainable_bytes": sum(map(nbytes, model.trainable_weights)),
+        "non_trainable_bytes": sum(map(nbytes, model.non_trainable_variables)),  # BatchNorm stats, Dropout seed
+        "optimizer_bytes": sum(map(nbytes, optimizer.variables)),
+        "slot_bytes": sum(map(nbytes, slots)),
+        "count_params": model.count_params(),
+        "model_variables": len(model.variables),
+        "optimizer_variables": len(optimizer.variables),
+        "live_keras_variables": live,
+        "layers": [f"{model.name}/{layer.name}" for layer in model.layers],
+    }))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,98 @@
+"""Keras 3 on torch and on JAX, in processes where TensorFlow cannot be imported (issue 34): the install
+asks for no TensorFlow, and ``MemoryCallback`` records Storage, Ops and Growth that the plugin serves,
+checked against Keras' and the backend's own counts (``tests/keras_backend_run.py`` prints them)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.plugin_harness import Served
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(backend: str, logdir: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "tests.keras_backend_run", backend, logdir], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module", params=["torch", "jax"])
+def run(request, tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp(f"keras_{request.param}"))
+    return request.param, _run(request.param, logdir), Served(logdir)
+
+
+def test_installing_the_package_asks_for_no_tensorflow():
+    required = importlib.metadata.requires("tb_modelmem") or []
+    plain = [r for r in required if "extra ==" not in r]
+    assert plain and not any(r.lower().startswith("tensorflow") for r in plain), plain
+    assert any(r.lower().startswith("tensorflow") and 'extra == "tensorflow"' in r for r in required), required
+
+
+def test_training_never_imports_tensorflow(run):
+    backend, truth, _ = run
+    assert truth["backend"] == backend
+    assert truth["tensorflow_imported"] == []
+
+
+def test_storage_equals_the_backends_own_bytes(run):
+    _, truth, served = run
+    totals = served.json("/breakdown", run="train", tag="storage")["totals"]
+    assert totals["weight"] == truth["trainable_bytes"]
+    assert totals["non_trainable"] == truth["non_trainable_bytes"]  # BatchNorm's moving stats, Dropout's seed
+    assert totals["optimizer_slot"] == truth["slot_bytes"] == 2 * truth["trainable_bytes"]  # Adam's m and v
+    assert totals["optimizer_slot"] + totals["other"] == truth["optimizer_bytes"]  # + iteration, learning rate
+
+
+def test_ops_are_joined_to_the_keras_layers(run):
+    backend, truth, served = run
+    body = served.json("/ops", run="train", tag="ops")
+    assert body["steps"] == 2  # profile_steps=(3, 4)
+    assert body["op_count"] >= 20
+    assert body["join"]["fraction"] >= 0.85, body["join"]
+    rows = served.all_ops("train", "ops")
+    placed = {(row["layer"], row["phase"]) for row in rows}
+    for layer in ("mnist_convnet/conv1", "mnist_convnet/conv2", "mnist_convnet/dense"):
+        assert (layer, "forward") in placed and (layer, "backward") in placed, (layer, sorted(placed))
+    assert any(row["phase"] == "optimizer" for row in rows)
+
+
+def test_the_peak_is_split_to_the_byte_or_unknown_with_why(run):
+    backend, truth, served = run
+    body = served.json("/ops", run="train", tag="ops")
+    peak = body["peak_by_category"]
+    if backend == "jax":  # XLA on a CPU records no allocation: unknown, never 0
+        assert body["peak_bytes"] is None and peak["total"] is None
+        assert "JAX records none on a CPU" in peak["unknown"]["activations"]
+        return
+    parts = {k: v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes")}
+    assert body["source"] == "torch profiler" and body["devices"] == ["cpu"]
+    assert body["peak_bytes"] > 0 and sum(parts.values()) == peak["total"] == body["peak_bytes"]
+    # torch's CPU count starts at 0 in the window: the variables come on top, as Storage has them
+    assert parts["weights"] == truth["trainable_bytes"] and parts["optimizer_slots"] == truth["slot_bytes"]
+    assert parts["activations"] > 0 and parts["gradients"] > 0
+    assert body["join"]["vocabulary"] == "breakdown"
+
+
+def test_growth_counts_the_live_keras_variables(run):
+    _, truth, served = run
+    series = served.json("/growth", run="train", tag="memory")["series"]
+    assert series["live_variables"]["values"][-1] == truth["live_keras_variables"]
+    assert "graph_ops" not in series  # no TensorFlow graphs here: unknown, not a series of zeros
+
+
+def test_what_if_says_why_another_batch_is_unknown(run):
+    backend, _, served = run
+    body = served.json("/whatif", run="train", tag="ops", batch=128)
+    assert body["whatif"]["peak_bytes"] is None
+    why = body["whatif"]["unknown"]["activations"]
+    # torch's profiler records no output shapes; XLA on a CPU records no allocation at all
+    assert "no buffer of this trace is known to carry the batch" in why, why
