@@ -115,3 +115,34 @@ export function joinSummary(data, note = "") {
   const none = unplaced.length ? `on no layer: ${unplaced.map((p) => p.text).join(", ")}` : "";
   return { fraction, leaf, of, unplaced, none, text: [parts.join(", "), none].filter(Boolean).join("; ") };
 }
+
+/**
+ * The step's two durations, named: the op time summed over every op (ops on several threads overlap, so it
+ * can exceed the wall time) and the wall time the Timeline spans, with their ratio:
+ * "47.12 ms of op time, summed over ops on all threads · the Timeline spans 28.75 ms of wall time (1.64x)".
+ */
+export function opTimeWords(data) {
+  if (!data?.timed || !isKnown(data.total_time_us)) return "";
+  const sum = `${formatMicros(data.total_time_us)} of op time, summed over ops on all threads`;
+  const span = data.timeline_span_us;
+  if (!isKnown(span) || span <= 0) return sum;
+  const ratio = data.total_time_us / span;
+  return `${sum} · the Timeline spans ${formatMicros(span)} of wall time (op time ${ratio.toFixed(2)}x it`
+    + `${ratio > 1.005 ? ": ops ran side by side" : ""})`;
+}
+
+/**
+ * The warning of a trace that missed allocations, leading with what to do: a trace of TensorFlow's default CPU
+ * allocator ("large": only its large allocations recorded) counts the small buffers as nothing, so its peak and
+ * split undercount (and its unattributed share is large); tracing again with the BFC allocator records them.
+ */
+export function allocationsWarning(data) {
+  if (!data?.allocations || data.allocations === "all") return "";
+  if (data.allocations === "large") {
+    return "To see this peak split to the byte, call tb_modelmem.enable_full_memory_trace() first thing in the"
+      + " training script (before TensorFlow runs an op) and trace the step again. Why: "
+      + (data.allocations_note || "this trace recorded only the allocator's large allocations: the peak and its"
+        + " split undercount the rest.");
+  }
+  return data.allocations_note || "This trace recorded no allocations: the peak and its split are unknown.";
+}

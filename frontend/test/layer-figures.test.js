@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { rowsOf } from "../src/api.js";
 import {
-  allocationWhy, floorBytes, graphNote, joinSummary, outputWhy, ownTime, phaseTimes, timeTitle,
+  allocationsWarning, allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
+  timeTitle,
 } from "../src/layer-figures.js";
 import { formatShare } from "../src/format.js";
 
@@ -113,4 +114,26 @@ test("the join: on layers, on leaf layers, and what is on no layer by phase (iss
 test("the join's note on where the layers come from follows its first figure", () => {
   assert.match(joinSummary(plain, " (layers from the trace's own scopes)").text,
     /^99\.1% of op time on the model's layers \(178\.13 ms of 179\.72 ms\) \(layers from the trace's own scopes\), 99\.1% on leaf layers; /);
+});
+
+test("the two durations are named: op time summed over threads, the wall time the Timeline spans, their ratio", () => {
+  // issue 39: demo_logs' lenet_trace read "47.12 ms" beside a Timeline of 28.75 ms, neither named
+  assert.equal(opTimeWords({ timed: true, total_time_us: 47_120, timeline_span_us: 28_750 }),
+    "47.12 ms of op time, summed over ops on all threads · the Timeline spans 28.75 ms of wall time"
+    + " (op time 1.64x it: ops ran side by side)");
+  assert.equal(opTimeWords({ timed: true, total_time_us: 20_000, timeline_span_us: 25_000 }),
+    "20.00 ms of op time, summed over ops on all threads · the Timeline spans 25.00 ms of wall time (op time 0.80x it)");
+  assert.equal(opTimeWords({ timed: true, total_time_us: 47_120, timeline_span_us: null }),
+    "47.12 ms of op time, summed over ops on all threads");
+  assert.equal(opTimeWords({ timed: false, total_time_us: 0, timeline_span_us: 10 }), "");
+});
+
+test("a trace of the default CPU allocator leads with what to do, then why; one that saw everything says nothing", () => {
+  const note = "TensorFlow's default CPU allocator records only its large allocations: ...";
+  const large = allocationsWarning({ allocations: "large", allocations_note: note });
+  assert.ok(large.startsWith("To see this peak split to the byte, call tb_modelmem.enable_full_memory_trace() first thing"));
+  assert.ok(large.endsWith(`Why: ${note}`));
+  assert.equal(allocationsWarning({ allocations: "all", allocations_note: "" }), "");
+  assert.equal(allocationsWarning({ allocations: "none", allocations_note: "" }),
+    "This trace recorded no allocations: the peak and its split are unknown.");
 });

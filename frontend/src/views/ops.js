@@ -5,7 +5,9 @@
 import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
 import { formatHuman, formatInt, formatIntKnown, formatMicros, isKnown, shortDevices, UNKNOWN } from "../format.js";
-import { allocationWhy, floorBytes, graphNote, joinSummary, outputWhy, timeTitle } from "../layer-figures.js";
+import {
+  allocationsWarning, allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle,
+} from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
 import { xlaSummary } from "../xla.js";
 import { OTHER_COLORS } from "../roles.js";
@@ -155,8 +157,9 @@ export function createOpsView({ api, loader, shared }) {
   const memChart = createChart(memEl, showOp);
   const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
   const memEmpty = el("div", { class: "hint chart-empty" }, "No op allocated new bytes for its output in this trace (or none is known).");
+  const durations = el("div", { class: "hint", testid: "ops-durations" });
   const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; bars name the layer, then the op under it; click a bar to find the op",
-    timeEmpty, timeEl);
+    durations, timeEmpty, timeEl);
   const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEmpty, memEl);
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: layerColumnList({}), label: "Layers",
@@ -195,6 +198,7 @@ export function createOpsView({ api, loader, shared }) {
     }
     peakPanel.render(data);
     timePanel.hidden = !data.timed;
+    durations.textContent = opTimeWords(data);
     if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0], data.op_count);
     showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1], data.op_count);
     const joined = joinText(data);
@@ -245,7 +249,7 @@ function opColumns(data) {
 function metaLine(data) {
   return [
     `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
-    `${formatInt(data.op_count)} ops`, data.timed ? ` · ${formatMicros(data.total_time_us)}` : "",
+    `${formatInt(data.op_count)} ops`, data.timed ? el("span", { title: opTimeWords(data) }, ` · ${formatMicros(data.total_time_us)} op time`) : "",
     ` · ${(data.devices || []).map(shortDevices).join(", ") || "no device recorded"}`,
     data.xla ? " · XLA-compiled" : data.xla === null ? " · op by op (TensorFlow's executor)" : "",
   ];
@@ -262,9 +266,7 @@ export function banners(data) {
       xla.note ? el("div", { class: "xla-note", testid: "xla-note" }, message(xla.note)) : null));
   }
   if (data.allocations && data.allocations !== "all") {
-    out.push(warnBox(data.allocations_note || (data.allocations === "none"
-      ? "This trace recorded no allocations: the peak and its split are unknown."
-      : "This trace recorded only some allocations: the peak and its split undercount the rest."), "allocations-note"));
+    out.push(warnBox(allocationsWarning(data), "allocations-note"));
   }
   if (data.timed === false) {
     out.push(infoBox("This profile holds memory only (a TF 2.3–2.10 memory profile): it records no op times, so none are shown.",

@@ -184,6 +184,8 @@ class TraceView:
             "source": trace.source, "steps": trace.steps, "devices": trace.devices, "timed": trace.timed,
             "xla": trace.xla,
             "op_count": len(trace.ops), "total_time_us": total,
+            # wall time from the first op's start to the last allocation event: what the Timeline spans
+            "timeline_span_us": trace.timeline.t_us[-1] if trace.timed and trace.timeline.t_us else None,
             "join": {"joined_time_us": joined, "fraction": joined / total if total else None,
                      # on a leaf layer: an op on a composite (the model's root) is placed less precisely
                      "leaf_time_us": self.leaf_time_us, "leaf_fraction": self.leaf_time_us / total if total else None,
