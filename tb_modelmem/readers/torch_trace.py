@@ -35,7 +35,13 @@ STEP_ANNOTATION = "tb_modelmem.step"  # one train step (the train function's cal
 MODULE_RANGE = "nn.Module: "  # a plain PyTorch module's python range (with_stack=True)
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 _PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
+_OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")  # torch.optim's own ranges
 _CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
+
+
+def is_trace_name(name: str) -> bool:
+    """What ``torch.profiler.tensorboard_trace_handler`` names its files (``use_gzip=True``: ``.gz``)."""
+    return name.endswith((".pt.trace.json", ".pt.trace.json.gz"))
 
 
 class TraceError(ValueError):
@@ -161,7 +167,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
 def _range_kind(name: str) -> str:
     if name.startswith(LAYER_ANNOTATION):
         return "layer"
-    if name.startswith(PHASE_ANNOTATION):
+    if name.startswith(PHASE_ANNOTATION) or name.startswith(_OPTIMIZER_RANGES):
         return "phase"
     if name == STEP_ANNOTATION:
         return "step"
@@ -184,7 +190,7 @@ def _where(stack: Sequence[Tuple[float, str, Any]], backward: bool) -> Tuple[str
         return layer, BACKWARD
     for _, kind, what in reversed(stack):
         if kind == "phase":
-            return layer, _PHASES.get(what[len(PHASE_ANNOTATION):], "")
+            return layer, OPTIMIZER if what.startswith(_OPTIMIZER_RANGES) else _PHASES.get(what[len(PHASE_ANNOTATION):], "")
     return layer, FORWARD if layer else ""
 
 

@@ -1,4 +1,5 @@
-"""PyTorch files in the log dir, read in place: memory snapshots (``torch.cuda.memory._dump_snapshot``:
+"""PyTorch files in the log dir, read in place: profiler traces (``torch.profiler.tensorboard_trace_handler``:
+``*.pt.trace.json``, ``*.pt.trace.json.gz``) and memory snapshots (``torch.cuda.memory._dump_snapshot``:
 ``*.pickle``, ``*.pickle.gz``) as traces, and checkpoints (``torch.save``: ``*.pt``, ``*.pth``) as
 breakdowns. Found by listing the log dir with TensorBoard's ``gfile``, as profile sessions are, at
 most once per reload interval; only files that listing found are opened. A file's run is its
@@ -21,6 +22,7 @@ from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error
 from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, _not_found, _relative, _stat
 from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.readers import torch_trace
 from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
@@ -44,9 +46,10 @@ class TorchFileSource(Source):
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         items = []
         for (run, tag), path in sorted(self._listing().items()):
-            snapshot = is_snapshot_name(path)
-            item = Item(run, tag, metadata.OPS if snapshot else metadata.BREAKDOWN, ORIGIN, max_step=0,
-                        note="PyTorch memory snapshot" if snapshot else "PyTorch checkpoint")
+            kind, note = ((metadata.OPS, "PyTorch profiler trace") if torch_trace.is_trace_name(path) else
+                          (metadata.OPS, "PyTorch memory snapshot") if is_snapshot_name(path) else
+                          (metadata.BREAKDOWN, "PyTorch checkpoint"))
+            item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
         return items
@@ -73,12 +76,18 @@ class TorchFileSource(Source):
                 job.report(0.1, f"reading {size / 2**20:,.1f} MiB")
                 with gfile.GFile(path, "rb") as f:
                     data = f.read()
+                if torch_trace.is_trace_name(path):
+                    job.report(0.3, "parsing the trace")
+                    trace = torch_trace.load(data)
+                    del data
+                    job.report(0.6, "placing ops and replaying the allocator")
+                    return torch_trace.reduce_trace(trace)
                 job.report(0.4, "unpickling (no class allowed)")
                 snapshot = load_snapshot(data, posixpath.basename(path), self.max_bytes)
                 del data
                 job.report(0.7, "replaying the allocator")
                 return reduce_snapshot(snapshot)
-            except InspectError as e:  # refused, truncated or foreign: this item's error only
+            except (InspectError, torch_trace.TraceError) as e:  # refused, truncated or foreign: this item's only
                 raise UnreadableError(f"{where}: {first_line(e)}") from None
             except Exception as e:
                 raise UnreadableError(f"{where}: not readable ({type(e).__name__}: {first_line(e)})") from None
@@ -101,7 +110,7 @@ class TorchFileSource(Source):
             try:
                 for directory, _, names in gfile.walk(self._logdir):
                     for name in names:
-                        if is_snapshot_name(name) or is_checkpoint_name(name):
+                        if is_snapshot_name(name) or is_checkpoint_name(name) or torch_trace.is_trace_name(name):
                             files[(_relative(directory, self._logdir), TAG_PREFIX + name)] = \
                                 posixpath.join(directory, name)
             except Exception:  # an unreadable log dir lists nothing; TensorBoard reports it itself

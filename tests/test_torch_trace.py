@@ -1,0 +1,112 @@
+"""PyTorch profiler traces read in place (issue 35, part 1): a plain PyTorch run profiled as PyTorch's docs
+show (``tests/torch_plain_run.py``, CPU) and a real H100 ResNet50 trace (``tests/fixtures/torch_h100``).
+Truth: the trace's own events read with ``json``, and the run's ``torch.cuda.max_memory_allocated``."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tb_modelmem.readers import torch_trace
+from tests.plugin_harness import Served
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+H100 = os.path.join(ROOT, "tests", "fixtures", "torch_h100", "resnet50_adamw_b32.pt.trace.json.gz")
+H100_MAX_MEMORY_ALLOCATED = 3_182_946_816  # torch.cuda.max_memory_allocated() of the run (README there)
+
+
+def _events(path: str) -> list:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _highest_total_allocated(events: list, device_type: int) -> int:
+    return max(e["args"]["Total Allocated"] for e in events
+               if e.get("name") == "[memory]" and e["args"].get("Device Type") == device_type)
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp("torch_plain"))
+    done = subprocess.run([sys.executable, "-m", "tests.torch_plain_run", logdir], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    (path,) = glob.glob(os.path.join(logdir, "run", "*.pt.trace.json"))
+    os.makedirs(os.path.join(logdir, "gzipped"))
+    with open(path, "rb") as f, gzip.open(os.path.join(logdir, "gzipped", os.path.basename(path) + ".gz"), "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.makedirs(os.path.join(logdir, "broken"))
+    with open(os.path.join(logdir, "broken", "worker0.1.pt.trace.json"), "wb") as f:
+        f.write(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op"')  # cut short
+    return logdir, path, Served(logdir)
+
+
+def test_a_plain_pytorch_run_shows_its_trace_beside_its_scalars(plain):
+    logdir, path, served = plain
+    tag = "torch/" + os.path.basename(path)
+    assert ("run", tag) in served.tags()
+    body = served.json("/ops", run="run", tag=tag)
+    events = _events(path)
+    assert body["source"] == "torch profiler" and body["devices"] == ["cpu"]
+    assert body["steps"] == sum(e.get("name", "").startswith("ProfilerStep#") for e in events) == 2
+    assert body["peak_bytes"] == _highest_total_allocated(events, 0)  # the trace's own highest count
+    peak = body["peak_by_category"]
+    parts = {k: v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes")}
+    # torch's CPU count starts at 0 in the window, and a plain run records no variables: their bytes are
+    # unknown with why, never 0, and what the step allocated sums to its peak
+    assert {k for k, v in parts.items() if v is None} == set(peak["unknown"]) == {
+        "weights", "non_trainable", "optimizer_slots", "other_state"}
+    assert sum(v for v in parts.values() if v is not None) == peak["total"] == body["peak_bytes"]
+    assert parts["activations"] > 0 and parts["gradients"] > 0
+
+
+def test_op_time_is_on_the_modules_it_ran_in(plain):
+    _, path, served = plain
+    tag = "torch/" + os.path.basename(path)
+    body = served.json("/ops", run="run", tag=tag)
+    assert body["join"]["fraction"] >= 0.70, body["join"]  # with_stack's nn.Module ranges, backward by sequence
+    rows = served.all_ops("run", tag)
+    placed = {(row["layer"], row["phase"]) for row in rows}
+    assert ("Net_0/Conv2d_1", "forward") in placed and ("Net_0/Conv2d_1", "backward") in placed, sorted(placed)
+    assert any(row["phase"] == "optimizer" for row in rows)  # torch.optim's Optimizer.step# range
+    events = _events(path)
+    op_us = sum(e["dur"] for e in events if e.get("cat") == "cpu_op" and _top_level(e, events))
+    assert sum(row["time_us"] for row in rows) == pytest.approx(op_us, rel=1e-6)
+
+
+def _top_level(op: dict, events: list) -> bool:
+    """No other cpu_op on its thread encloses it (the test's own reading of the nesting)."""
+    return not any(e is not op and e.get("cat") == "cpu_op" and e["tid"] == op["tid"] and e["ts"] <= op["ts"]
+                   and op["ts"] + op["dur"] <= e["ts"] + e["dur"] and (e["ts"], -e["dur"]) < (op["ts"], -op["dur"])
+                   for e in events)
+
+
+def test_a_gzipped_trace_reads_the_same_and_a_broken_one_is_its_own_error(plain):
+    _, path, served = plain
+    tag = "torch/" + os.path.basename(path)
+    plain_body = served.json("/ops", run="run", tag=tag)
+    gz_body = served.json("/ops", run="gzipped", tag=tag + ".gz")
+    assert gz_body["peak_bytes"] == plain_body["peak_bytes"] and gz_body["op_count"] == plain_body["op_count"]
+    broken = served.settled("/ops", run="broken", tag="torch/worker0.1.pt.trace.json")
+    assert broken.status_code == 422 and b"not JSON" in broken.get_data()
+
+
+def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():
+    with open(H100, "rb") as f:
+        record = torch_trace.reduce_trace(torch_trace.load(f.read()))
+    events = _events(H100)
+    assert record.peak_bytes == _highest_total_allocated(events, 1) == H100_MAX_MEMORY_ALLOCATED
+    assert record.counts_resident  # the CUDA allocator's count holds the parameters and AdamW's state
+    assert "cuda:0" in record.devices
+    assert {a["name"]: a["counted"] for a in record.allocators} == {"cpu": False, "cuda:0": True}
+    kernel_us = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"))
+    ops_us = sum(t for t, d in zip(record.ops.column("time_us"), record.ops.column("device")) if d == "cuda:0")
+    assert ops_us == pytest.approx(kernel_us, rel=1e-9)  # every kernel tied to the op that launched it

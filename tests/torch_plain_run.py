@@ -1,0 +1,64 @@
+"""A plain PyTorch training run, profiled as PyTorch's docs show: ``torch.profiler`` with
+``tensorboard_trace_handler(<run>)``, ``profile_memory``, ``record_shapes`` and ``with_stack``, and
+``torch.utils.tensorboard.SummaryWriter`` scalars in the same run folder. No tb_modelmem code.
+
+    python -m tests.torch_plain_run LOGDIR      (writes LOGDIR/run/*.pt.trace.json and events)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """PyTorch's MNIST example network (pytorch/examples mnist/main.py), on 28x28 inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        x = torch.max_pool2d(x, 2)
+        x = self.dropout1(x)
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.fc1(x))
+        x = self.dropout2(x)
+        return torch.log_softmax(self.fc2(x), dim=1)
+
+
+def main(logdir: str) -> None:
+    from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+    from torch.utils.tensorboard import SummaryWriter
+
+    torch.manual_seed(0)
+    run = os.path.join(logdir, "run")
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    writer = SummaryWriter(run)
+    x, y = torch.rand(32, 1, 28, 28), torch.randint(0, 10, (32,))
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                 on_trace_ready=tensorboard_trace_handler(run), profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        for step in range(5):
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.nll_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            writer.add_scalar("loss", loss.item(), step)
+            prof.step()
+    writer.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
