@@ -190,7 +190,8 @@ def _where(stack: Sequence[Tuple[float, str, Any]], backward: bool) -> Tuple[str
         return layer, BACKWARD
     for _, kind, what in reversed(stack):
         if kind == "phase":
-            return layer, OPTIMIZER if what.startswith(_OPTIMIZER_RANGES) else _PHASES.get(what[len(PHASE_ANNOTATION):], "")
+            named = OPTIMIZER if what.startswith(_OPTIMIZER_RANGES) else _PHASES.get(what[len(PHASE_ANNOTATION):])
+            return layer, named or ""
     return layer, FORWARD if layer else ""
 
 
