@@ -70,6 +70,12 @@ def main(backend: str, logdir: str) -> None:
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     callback = tb_modelmem.MemoryCallback(logdir, profile_steps=(3, 4), memory_every=4)
     model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[callback])
+    # the tf.summary-style API on the same model, into run "api", with tb_modelmem's own default writer
+    with tb_modelmem.summary.create_file_writer(os.path.join(logdir, "api")).as_default():
+        tb_modelmem.summary.variables("storage", model, step=0)
+        with tb_modelmem.trace("ops", step=1, model=model):
+            model.train_on_batch(x[:64], y[:64])
+        tb_modelmem.summary.memory("memory", step=1)
     optimizer = model.optimizer
     slots = list(optimizer._momentums) + list(optimizer._velocities)  # Adam's m and v, as Keras lists them
     live = sum(isinstance(o, keras.Variable) for o in gc.get_objects())

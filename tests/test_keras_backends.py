@@ -96,3 +96,17 @@ def test_what_if_says_why_another_batch_is_unknown(run):
     why = body["whatif"]["unknown"]["activations"]
     # torch's profiler records no output shapes; XLA on a CPU records no allocation at all
     assert "no buffer of this trace is known to carry the batch" in why, why
+
+
+def test_the_summary_api_writes_without_tensorflow(run):
+    """``summary.create_file_writer(...).as_default()``, ``summary.variables``, ``trace()`` and
+    ``summary.memory``, as a custom loop calls them: the same records as the callback's."""
+    backend, truth, served = run
+    totals = served.json("/breakdown", run="api", tag="storage")["totals"]
+    assert totals["weight"] == truth["trainable_bytes"] and totals["optimizer_slot"] == truth["slot_bytes"]
+    body = served.json("/ops", run="api", tag="ops")
+    assert body["steps"] == 1 and body["op_count"] >= 20 and body["join"]["fraction"] >= 0.85, body["join"]
+    assert body["source"] == ("torch profiler" if backend == "torch" else "xspace")
+    series = served.json("/growth", run="api", tag="memory")["series"]
+    assert series["live_variables"]["values"] == [truth["live_keras_variables"]]
+    assert series["rss_bytes"]["values"][0] > 0
