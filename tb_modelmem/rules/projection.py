@@ -91,7 +91,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
                                      "step again with this tb_modelmem, or pass batch_size to the trace"))
     elif changes_step and not any(any(v) for v in trace.timeline.batch_by_category.values()):
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "no buffer of this trace is known to carry the batch "
-                                     "(the profile recorded no shapes, or an older trace)"))
+                                     "(the profile recorded no shapes: a PyTorch trace records none for what an "
+                                     "op allocates; or an older trace)"))
     projected_state = state.projected(what, basis, unknown, unsplit)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
         unknown.setdefault(OPTIMIZER_TEMPORARIES, "an update's scratch grows with the optimizer's slots, unknown here")
@@ -106,6 +107,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     step.explain(peak_index, basis)  # each figure's basis taken at the moment its projected figure is
     by_category: Dict[str, Optional[int]] = {c: int(round(v[peak_index])) for c, v in series.items()}
     by_category.update(dict.fromkeys(unknown))  # what cannot be projected is unknown, never its traced figure
+    for line in basis:  # and its basis says so, with why, rather than the arithmetic of a figure not shown
+        if line["category"] in unknown and line["category"] not in unsplit:
+            line.update(projected_bytes=None, how="unknown", formula=unknown[line["category"]])
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
