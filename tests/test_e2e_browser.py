@@ -861,7 +861,7 @@ def test_unknown_figures_read_unknown_and_the_optimizer_reads_as_words(demo_tb, 
     # a layer whose sum leaves some ops out reads as a floor, with how many; one with none known reads unknown
     floor = next(r for r in layer_rows(body) if r["layer"] and r["output_bytes"] and r["unknown_output_ops"])
     tab.row("op-layer-table", floor["label"]).filter(
-        has_text=f"≥ {floor['output_bytes']:,} ({floor['unknown_output_ops']} unknown)").wait_for()
+        has_text=f"≥ {floor['output_bytes']:,} (+ {floor['unknown_output_ops']} op").wait_for()
     # an op whose allocation the trace did not record: "unknown" with why, never 0
     op = next(o for o in body["ops"]["rows"] if o["alloc_bytes"] is None)
     tab.filter("op-table", f"name={op['name']}")
@@ -1054,4 +1054,48 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(demo_tb,
     assert sum(exact for exact, _ in checked.values()) == api["peak_bytes"]
     assert sorted(exact for exact, _ in checked.values()) == sorted(v for v in api["by_category"].values())
     assert sum(how == "scaled" for _, how in checked.values()) >= 3, checked
+    tab.close()
+
+
+def test_what_a_new_user_trips_over_reads_plainly(demo_tb, browser, shots):
+    """Issue 39 item 5 on the demo log dir: one ticked run in Compare says why nothing is compared; a layer
+    row some of whose ops have no figure says the unknown ones are ops; Growth's function names that share a
+    long prefix show their distinguishing end."""
+    from tests.plugin_harness import layer_rows
+
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.view("storage")
+    boxes = tab.testid("compare-run")
+    boxes.first.wait_for(timeout=WAIT)
+    first = boxes.first.get_attribute("value")
+    boxes.first.check()
+    tab.text("compare-hint", f"Only {first} is ticked: a comparison needs two runs or more")
+    boxes.nth(1).check()
+    tab.testid("compare-table").locator('.table-rows [role="row"]').nth(1).wait_for(timeout=WAIT)
+    assert not tab.testid("compare-hint").is_visible()
+
+    tag = _ops_tag(demo_tb, "lenet_peak")
+    body = demo_tb.get(f"{API}/ops?run=lenet_peak&tag={urllib.parse.quote(tag)}")
+    floor = next(r for r in layer_rows(body) if r["output_bytes"] and r["unknown_output_ops"])
+    tab.open("ops", "lenet_peak", tag)
+    ops = f"{floor['unknown_output_ops']} op{'s' if floor['unknown_output_ops'] > 1 else ''}"
+    tab.row("op-layer-table", floor["label"]).filter(
+        has_text=f"≥ {floor['output_bytes']:,} (+ {ops} unknown)").wait_for(timeout=WAIT)
+
+    tab.view("growth")
+    tab.pick("run-select", "seed004_cleared/builds", exact=True)
+    table = tab.testid("growth-functions")
+    table.locator('.table-rows [role="row"]').filter(has_text="_cond_false_").first.wait_for(timeout=WAIT)
+    tab.page.screenshot(path=os.path.join(shots, "growth.png"))
+    cells = table.locator('.table-rows [role="row"] .cell:first-child')
+    seen = cells.evaluate_all("""cells => cells.filter(c => c.scrollWidth > c.clientWidth).map(c => {
+        const range = document.createRange();
+        const text = c.querySelector('*') ? c.querySelector('*').firstChild || c.firstChild : c.firstChild;
+        const node = text.nodeType === 3 ? text : text.firstChild;
+        range.setStart(node, node.length - 1); range.setEnd(node, node.length);
+        const end = range.getBoundingClientRect(), box = c.getBoundingClientRect();
+        return [c.textContent, end.right <= box.right + 1 && end.left >= box.left - 1];
+    })""")
+    assert seen, "no function name is wider than its cell: nothing here checks the cut"
+    assert all(visible for _, visible in seen), seen  # a cut name keeps its end in view
     tab.close()

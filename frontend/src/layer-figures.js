@@ -1,5 +1,5 @@
 // The Ops view's layer rows and join in words, where part of a figure is unknown: a byte sum over
-// ops some of which have no figure is a floor ("≥ 1,234 (3 unknown)"), a phase none of whose ops
+// ops some of which have no figure is a floor ("≥ 1,234 (+ 3 ops unknown)"), a phase none of whose ops
 // reached a layer is unknown per layer (its time is in the join's unplaced_time_us), a composite's
 // own time is the time of ops on it and in none of its sublayers. Pure, no DOM.
 
@@ -13,7 +13,7 @@ const plural = (n, one, many = `${one}s`) => `${formatInt(n)} ${n === 1 ? one : 
  * A layer row's bytes summed over its ops when `unknownOps` of them have none (`what`: "output bytes"):
  * {text, title, value (for sorting: null when unknown), floor (the figure is a lower bound)}.
  *   1,234                       every op's figure known
- *   ≥ 1,234 (3 unknown)         three ops' figures unknown: the sum is a floor
+ *   ≥ 1,234 (+ 3 ops unknown)   three ops' figures unknown: the sum is a floor (what the known ones add up to)
  *   unknown (3 ops)             no op's figure known
  * `why` says why an op's figure can be unknown.
  */
@@ -25,7 +25,7 @@ export function floorBytes(bytes, unknownOps, what, why = "") {
       title: `unknown: no op under this row has known ${what}${n ? ` (${plural(n, "op")} without a figure)` : ""}${reason}` };
   }
   if (!n) return { text: formatInt(bytes), value: bytes, floor: false, title: formatBytesFull(bytes) };
-  return { text: `≥ ${formatInt(bytes)} (${formatInt(n)} unknown)`, value: bytes, floor: true,
+  return { text: `≥ ${formatInt(bytes)} (+ ${plural(n, "op")} unknown)`, value: bytes, floor: true,
     title: `at least ${formatBytesFull(bytes)}: the ${what} of ${plural(n, "op")} under this row ${n === 1 ? "is" : "are"} unknown${reason}` };
 }
 

@@ -20,12 +20,12 @@ const group = (data, label) => rowsOf(data.layers).find((r) => !r.layer && r.lab
 test("a byte sum over ops some of which have no figure is a floor, with how many are unknown", () => {
   const root = row(bilstm, "functional");
   const out = floorBytes(root.output_bytes, root.unknown_output_ops, "output bytes", "no graph");
-  assert.equal(out.text, "≥ 170,922,993 (69 unknown)");
+  assert.equal(out.text, "≥ 170,922,993 (+ 69 ops unknown)");
   assert.equal(out.value, 170922993);
   assert.equal(out.floor, true);
   assert.equal(out.title, "at least 170,922,993 B (163.00 MiB): the output bytes of 69 ops under this row are unknown: no graph");
   const lstm = row(bilstm, "functional/bidirectional/forward_lstm");
-  assert.equal(floorBytes(lstm.alloc_bytes, lstm.unknown_alloc_ops, "allocated bytes").text, "≥ 7,372,800 (128 unknown)");
+  assert.equal(floorBytes(lstm.alloc_bytes, lstm.unknown_alloc_ops, "allocated bytes").text, "≥ 7,372,800 (+ 128 ops unknown)");
   assert.equal(floorBytes(1, 1, "output bytes").title, "at least 1 B: the output bytes of 1 op under this row is unknown");
 });
 

@@ -28,12 +28,14 @@ export function createCompare({ api, loader }) {
 
   const runsBox = el("div", { class: "compare-runs" });
   const errors = el("div");
+  const hint = el("div", { class: "hint", testid: "compare-hint" });
+  hint.hidden = true;
   const chartEl = chartBox();
   const table = createTable({ testid: "compare-table", columns: COLUMNS, sort: { key: "run", direction: "asc" } });
   const result = el("div", {}, chartEl, table.element);
   result.hidden = true;
   const chart = createChart(chartEl);
-  const element = panel("Compare runs", "tick two or more runs, e.g. SGD vs Adam", runsBox, errors, result);
+  const element = panel("Compare runs", "tick two or more runs, e.g. SGD vs Adam", runsBox, hint, errors, result);
   element.dataset.testid = "compare";
 
   function renderRunList() {
@@ -54,6 +56,9 @@ export function createCompare({ api, loader }) {
 
   async function load() {
     const runs = [...checked];
+    hint.hidden = runs.length !== 1;
+    hint.replaceChildren(...(runs.length === 1 ? ["Only ", name(runs[0]), " is ticked: a comparison needs two runs or more;"
+      + " tick another to see them side by side (the figures below are the run picked above)."] : []));
     if (runs.length < 2) {
       result.hidden = true;
       errors.replaceChildren();

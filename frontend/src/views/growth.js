@@ -34,7 +34,9 @@ const TABLES = {
     hint: "the Python object types that multiplied most" },
 };
 
-const nameColumn = (label) => ({ key: "name", label, width: "minmax(180px, 3fr)", minWidth: 180, render: (r) => name(r.name) });
+// Names that share long prefixes ("adam_sequential_conv2d_1_bias_momentum_...") differ at their end: a narrow cell drops its start.
+const nameColumn = (label) => ({ key: "name", label, width: "minmax(180px, 3fr)", minWidth: 180, cutStart: true,
+  render: (r) => name(r.name) });
 // Whether a line was there before: unknown (null) when the census that would say was cut below it.
 const newColumn = (title) => ({ key: "new", label: "New", width: "72px", minWidth: 64, title,
   value: (r) => (r.new === true ? 1 : r.new === false ? 0 : null), text: (r) => (r.new === true ? "new" : r.new === false ? "" : UNKNOWN),
