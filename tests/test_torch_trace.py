@@ -110,3 +110,21 @@ def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():
     kernel_us = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"))
     ops_us = sum(t for t, d in zip(record.ops.column("time_us"), record.ops.column("device")) if d == "cuda:0")
     assert ops_us == pytest.approx(kernel_us, rel=1e-9)  # every kernel tied to the op that launched it
+
+
+def test_the_h100_peak_splits_into_what_the_step_made_and_what_it_found(tmp_path):
+    """No breakdown, no with_stack: ops autograd recorded are the forward pass, so their live outputs are
+    activations; what was in the CUDA allocator before the window (parameters, buffers, AdamW's state,
+    read from the process by torch) is the unattributed row, whole, with why the split is unknown."""
+    os.makedirs(tmp_path / "resnet50")
+    shutil.copy(H100, tmp_path / "resnet50")
+    served = Served(str(tmp_path))
+    body = served.json("/ops", run="resnet50", tag="torch/" + os.path.basename(H100))
+    peak = body["peak_by_category"]
+    resident_truth = 102_228_128 + 212_904 + 204_456_900  # parameters, buffers, AdamW state (README there)
+    (cuda,) = [a for a in body["allocators"] if a["name"] == "cuda:0"]
+    assert peak["unattributed"] == cuda["min_bytes"] >= resident_truth
+    assert peak["activations"] > peak["gradients"] > 0
+    known = [v for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes") and v is not None]
+    assert sum(known) == peak["total"] == H100_MAX_MEMORY_ALLOCATED
+    assert set(peak["unknown"]) == {"weights", "non_trainable", "optimizer_slots", "other_state"}

@@ -112,6 +112,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         allocations.extend(memory)
         step_annotations += annotated_steps
     _place_backward(ops)
+    for op in ops:  # outside every range, an op autograd recorded (it has a sequence number) is the forward pass's
+        if not op.phase and op.seq is not None:
+            op.phase = FORWARD
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
