@@ -13,14 +13,14 @@ import math
 import re
 from typing import Any, Dict, Optional
 
+from tb_modelmem.schema.dtypes import item_bytes
+
 _TF = re.compile(r"OOM when allocating tensor with shape\s*\[([0-9, ]*)\] and type (\w+) on (\S+) by allocator (\S+)")
 _NODE = re.compile(r"\{\{node ([^}]{1,1000})\}\}")
 _EAGER_OP = re.compile(r"\[Op:([\w.]{1,200})")
 _XLA_BYTES = re.compile(r"(?:Out of memory (?:while trying to allocate|allocating)|[Ff]ailed to allocate"
                         r"(?: request for)?) ([0-9][0-9,.]*)\s*(B|bytes|KiB|MiB|GiB|TiB)?")
 _UNITS = {None: 1, "B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_ITEM_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-               "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "int16": 2, "bool": 1, "complex64": 8}
 _TF_TYPES = ("ResourceExhaustedError",)
 _XLA_TYPES = ("XlaRuntimeError", "JaxRuntimeError")  # jaxlib's, jax.errors'
 _OOM_WORDS = ("RESOURCE_EXHAUSTED", "OOM when allocating", "Out of memory while trying to allocate")
@@ -46,7 +46,7 @@ def parse(message: str) -> Dict[str, Any]:
         dims = [int(d) for d in tf.group(1).replace(" ", "").split(",") if d]
         found.update(shape=f"[{','.join(map(str, dims))}]", dtype=_dtype(tf.group(2)), device=tf.group(3),
                      allocator=tf.group(4))
-        size = _ITEM_BYTES.get(tf.group(2))
+        size = item_bytes(tf.group(2))
         found["requested_bytes"] = math.prod(dims) * size if size else None
     else:
         xla = _XLA_BYTES.search(text)

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from tb_modelmem.readers.bounded import InspectError, file_size, read_range
 from tb_modelmem.readers.safe_pickle import UnsafePickle, load_restricted
 from tb_modelmem.rules.layers import scope_layer_records
+from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
@@ -46,14 +47,13 @@ _BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
 _COUNTERS = ("step",)
 _MODEL_KEYS = ("model", "state_dict", "model_state_dict", "model_state", "net", "network", "module")
 _OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict", "optimizer_state", "optim", "opt")
-# torch.<Name>Storage -> (dtype, bytes per element)
+# torch.<Name>Storage -> its dtype (bytes per element: schema.dtypes)
 _STORAGES = {
-    "FloatStorage": ("float32", 4), "DoubleStorage": ("float64", 8), "HalfStorage": ("float16", 2),
-    "BFloat16Storage": ("bfloat16", 2), "LongStorage": ("int64", 8), "IntStorage": ("int32", 4),
-    "ShortStorage": ("int16", 2), "CharStorage": ("int8", 1), "ByteStorage": ("uint8", 1),
-    "BoolStorage": ("bool", 1), "ComplexFloatStorage": ("complex64", 8), "ComplexDoubleStorage": ("complex128", 16),
-    "QInt8Storage": ("qint8", 1), "QUInt8Storage": ("quint8", 1), "QInt32Storage": ("qint32", 4),
-    "UntypedStorage": ("uint8", 1),
+    "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
+    "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16", "CharStorage": "int8",
+    "ByteStorage": "uint8", "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
+    "ComplexDoubleStorage": "complex128", "QInt8Storage": "qint8", "QUInt8Storage": "quint8", "QInt32Storage": "qint32",
+    "UntypedStorage": "uint8",
 }
 _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
            "complex64", "complex128", "float", "double", "half", "long", "int")
@@ -124,7 +124,7 @@ _ALLOWED: Dict[Tuple[str, str], Any] = {
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("_codecs", "encode"): _encode,
     ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
-    **{("torch", name): _StorageType(name, dtype, size) for name, (dtype, size) in _STORAGES.items()},
+    **{("torch", name): _StorageType(name, dtype, item_bytes(dtype)) for name, dtype in _STORAGES.items()},
     **{("torch", name): _Dtype(name) for name in _DTYPES},
 }
 _REFUSAL = ("which a state_dict checkpoint does not hold (a whole pickled nn.Module, a tensor subclass or an "

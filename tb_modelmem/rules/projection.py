@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.join import Vocabulary
+from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
     BEFORE_WINDOW,
@@ -47,8 +48,6 @@ _COMPUTED = (ACTIVATIONS, GRADIENTS, TEMPORARIES)
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 _SCALAR_BYTES = 4
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
-                "int32": 4, "int64": 8, "bool": 1, "complex64": 8, "complex128": 16}
 
 
 @dataclasses.dataclass
@@ -350,8 +349,8 @@ def _traced_compute_bytes(trace: OpTrace) -> int:
     buffers = trace.peak_buffers
     held: Dict[int, int] = {}
     for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
-        if category == ACTIVATIONS and dtype in _DTYPE_BYTES and dtype.startswith(("float", "bfloat")):
-            held[_DTYPE_BYTES[dtype]] = held.get(_DTYPE_BYTES[dtype], 0) + size
+        if category == ACTIVATIONS and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
+            held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
     return max(held, key=held.__getitem__) if held else 4
 
 
@@ -376,7 +375,7 @@ def _optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
 
 
 def _bytes(shape: Sequence[int], dtype: Optional[str]) -> int:
-    return math.prod(shape) * _DTYPE_BYTES.get(dtype or "float32", _SCALAR_BYTES)
+    return math.prod(shape) * (item_bytes(dtype or "float32") or _SCALAR_BYTES)
 
 
 def _line(category: str, traced: float, projected: Optional[float], how: str, formula: str) -> Dict[str, Any]:
