@@ -10,6 +10,7 @@ import {
 } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
 import { xlaSummary } from "../xla.js";
+import { noLayersNote, recordsOutputShapes, stepKind, untimedNote } from "../framework.js";
 import { OTHER_COLORS } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
@@ -230,6 +231,10 @@ export function createOpsView({ api, loader, shared }) {
 // the width goes to what they implement and to their layers.
 const XLA_WIDTHS = { name: ["minmax(140px, 1fr)", 140], fused: ["minmax(150px, 2.6fr)", 150], layer: ["minmax(120px, 1.6fr)", 120] };
 const xlaWidth = (c) => (XLA_WIDTHS[c.key] ? { ...c, width: XLA_WIDTHS[c.key][0], minWidth: XLA_WIDTHS[c.key][1] } : c);
+// A trace that records no output shapes (PyTorch's): nothing is fused, an Output cell is a badge and a figure,
+// and the width goes to the op, its layer and bytes in the GiB (13 characters).
+const NO_SHAPE_WIDTHS = { output_bytes: ["minmax(190px, 1fr)", 190], new_bytes: ["118px", 118], alloc_bytes: ["118px", 118] };
+const noShapeWidth = (c) => (NO_SHAPE_WIDTHS[c.key] ? { ...c, width: NO_SHAPE_WIDTHS[c.key][0], minWidth: NO_SHAPE_WIDTHS[c.key][1] } : c);
 const COLUMN_SETS = new Map();
 
 /**
@@ -238,11 +243,15 @@ const COLUMN_SETS = new Map();
  */
 function opColumns(data) {
   const why = { output: outputWhy(data), alloc: allocationWhy(data) };
-  const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, why.output, why.alloc]);
+  const shapes = recordsOutputShapes(data);
+  const layers = data.join?.vocabulary !== "none";
+  const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, shapes, layers, why.output,
+    why.alloc]);
   return columnSet(COLUMN_SETS, key, () => {
     const columns = opColumnList(why);
-    return (data.xla ? columns.map(xlaWidth) : columns).filter((c) => (data.timed || !TIME_KEYS.has(c.key))
-      && ((data.devices || []).length > 1 || c.key !== "device"));
+    return (data.xla ? columns.map(xlaWidth) : shapes ? columns : columns.map(noShapeWidth))
+      .filter((c) => (data.timed || !TIME_KEYS.has(c.key)) && ((data.devices || []).length > 1 || c.key !== "device")
+        && (shapes || c.key !== "fused") && (layers || c.key !== "layer"));
   });
 }
 
@@ -251,7 +260,7 @@ function metaLine(data) {
     `${data.source} · step ${formatIntKnown(data.step)} · ${formatInt(data.steps)} traced step${data.steps === 1 ? "" : "s"} · `,
     `${formatInt(data.op_count)} ops`, data.timed ? el("span", { title: opTimeWords(data) }, ` · ${formatMicros(data.total_time_us)} op time`) : "",
     ` · ${(data.devices || []).map(shortDevices).join(", ") || "no device recorded"}`,
-    data.xla ? " · XLA-compiled" : data.xla === null ? " · op by op (TensorFlow's executor)" : "",
+    stepKind(data) ? ` · ${stepKind(data)}` : "",
   ];
 }
 
@@ -268,10 +277,7 @@ export function banners(data) {
   if (data.allocations && data.allocations !== "all") {
     out.push(warnBox(allocationsWarning(data), "allocations-note"));
   }
-  if (data.timed === false) {
-    out.push(infoBox("This profile holds memory only (a TF 2.3–2.10 memory profile): it records no op times, so none are shown.",
-      "untimed-note"));
-  }
+  if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
   return out;
 }
 
@@ -282,7 +288,7 @@ export function banners(data) {
 function joinText(data) {
   const j = data.join || {};
   const plain = (text) => ({ parts: [text], title: text });
-  if (j.vocabulary === "none") return plain("no layers known: record a breakdown (tb_modelmem.summary.variables) to join ops to layers");
+  if (j.vocabulary === "none") return plain(noLayersNote(data));
   const source = j.vocabulary === "trace" ? " (layers from the trace's own scopes: no breakdown in this run)" : "";
   const summary = joinSummary(data, source);
   if (!data.timed || !summary.fraction) return plain("ops joined to layers by what they read and write");

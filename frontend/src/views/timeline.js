@@ -86,15 +86,19 @@ export function createTimelineView({ api, loader, shared }) {
     chart.set(timelineOption(stacked), timelineText(stacked));
     peakPanel.render(data);
     const rows = data.buffers || [];
-    count.textContent = rows.length < (data.buffer_count || 0)
+    // A PyTorch trace or snapshot records bytes per allocation, no shape (and names no layer without modules):
+    // no empty column for them; the missing shapes said once, in words.
+    const blank = new Set(["layer", "shape", "dtype"].filter((k) => rows.length && !rows.some((r) => r[k])));
+    count.textContent = (rows.length < (data.buffer_count || 0)
       ? `the ${formatInt(rows.length)} largest of ${formatInt(data.buffer_count)} buffers in use at the peak`
-      : `${formatInt(rows.length)} buffers in use at the peak; what no buffer accounts for was allocated before the trace`;
+      : `${formatInt(rows.length)} buffers in use at the peak; what no buffer accounts for was allocated before the trace`)
+      + (blank.has("shape") ? "; the trace records no buffer's shape, only its bytes" : "");
     const note = handedOutNote(data.handed_out, data.allocators);
     handedOut.textContent = note;
     handedOut.hidden = !note;
     // RunMetadata names no allocator region, an old trace no request: no empty column for them.
     buffers.setColumns(BUFFER_COLUMNS.filter((c) => (c.key !== "region" || rows.some((r) => r.region))
-      && (c.key !== "requested_bytes" || data.handed_out)));
+      && (c.key !== "requested_bytes" || data.handed_out) && !blank.has(c.key)));
     buffers.setRows(rows);
     const peak = stacked.peak >= 0 ? stacked.total[stacked.peak] : data.peak_bytes;
     return [`step ${formatIntKnown(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),
