@@ -33,6 +33,7 @@ export function createTable({
   highlight, onRowClick, rowAction, rowClass, pinLast, treeBudget, toolbar = [],
 }) {
   let state = { key: sort.key || "", direction: sort.direction || "desc" };
+  let stood = false; // the sort is a stand-in: its column left with an item, and comes back with the next one
   let query = "";
   let frame = 0;
   let typing = 0;
@@ -95,6 +96,7 @@ export function createTable({
       if (state.key === c.key) button.setAttribute("aria-sort", state.direction === "asc" ? "ascending" : "descending");
       button.addEventListener("click", () => {
         state = nextSort(state, c);
+        stood = false;
         restart();
       });
       return button;
@@ -228,9 +230,13 @@ export function createTable({
     setColumns(next, fallback = {}) {
       if (next.length === columns.length && next.every((c, i) => c === columns[i])) return;
       columns = next;
-      if (state.key && !columns.some((c) => c.key === state.key)) {
-        state = columns.some((c) => c.key === sort.key) ? { key: sort.key, direction: sort.direction || "desc" }
-          : { key: fallback.key || "", direction: fallback.direction || "desc" };
+      const initial = { key: sort.key || "", direction: sort.direction || "desc" };
+      if (stood && initial.key && columns.some((c) => c.key === initial.key)) {
+        state = initial; // an item with op times after one without: sorted by time again, as the table began
+        stood = false;
+      } else if (state.key && !columns.some((c) => c.key === state.key)) {
+        stood = !columns.some((c) => c.key === sort.key);
+        state = stood ? { key: fallback.key || "", direction: fallback.direction || "desc" } : initial;
       }
       layoutColumns();
       refresh();
@@ -238,6 +244,7 @@ export function createTable({
     /** Back to the sort the table started with (a tree: model order). */
     resetSort() {
       state = { key: sort.key || "", direction: sort.direction || "desc" };
+      stood = false;
       restart();
     },
     expandAll() {
