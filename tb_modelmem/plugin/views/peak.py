@@ -79,7 +79,7 @@ def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict
             for category in RESIDENT_CATEGORIES:
                 parts[category] = in_window_state.get(category) or None
                 if not parts[category]:
-                    unknown[category] = ("not in this trace (step stats count only the step's own allocations) "
+                    unknown[category] = ("not in this trace (it counts only what the traced step allocated) "
                                          "and the run has no variable breakdown")
             total = step_total
         else:
