@@ -1,0 +1,177 @@
+"""End to end, PyTorch: real runs in a log dir, a real `tensorboard` (both loaders), a real Chromium.
+
+The log dir holds Keras 3 on torch recorded by MemoryCallback (tests/keras_backend_run.py, which prints
+what Keras and torch say its variables are), a plain PyTorch run that wrote a profiler trace beside
+SummaryWriter scalars (tests/torch_plain_run.py), the H100 ResNet50 trace of tests/fixtures/torch_h100,
+and a memory snapshot and checkpoint of tests/fixtures/torch. Every figure the tab shows is checked
+against truth read apart from tb_modelmem: the runs' own printout, the traces' "Total Allocated" read
+with json, the fixtures' truth.json.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.tensorboard_process import TensorBoardProcess
+from tests.test_e2e_browser import TABLE_FIT, Tab, browser  # noqa: F401  (browser: the shared Chromium fixture)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+H100 = "resnet50_adamw_b32.pt.trace.json.gz"
+SNAPSHOT, CHECKPOINT = "cnn_adam_cuda_style.pickle.gz", "cnn_adam.pt"
+KERAS, PLAIN, GPU, FILES = "keras_torch/train", "plain/run", "h100/resnet50", "files/torch_run"
+TORCH_TRUTH = json.load(open(os.path.join(FIXTURES, "torch", "truth.json")))
+
+
+def _run(args, **kwargs) -> str:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-m", *args], check=True, timeout=300, cwd=ROOT, env=env,
+                          capture_output=True, text=True, **kwargs).stdout
+
+
+@pytest.fixture(scope="module")
+def torch_logdir(tmp_path_factory):
+    """(log dir, the Keras run's truth, the plain run's trace file name); the runs one at a time (~15 s)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("keras")
+    logdir = tmp_path_factory.mktemp("torch_logs")
+    truth = json.loads(_run(["tests.keras_backend_run", "torch", str(logdir / "keras_torch")]).strip().splitlines()[-1])
+    assert truth["backend"] == "torch" and not truth["tensorflow_imported"]
+    _run(["tests.torch_plain_run", str(logdir / "plain")])
+    traces = [n for n in os.listdir(logdir / "plain" / "run") if n.endswith(".pt.trace.json")]
+    assert len(traces) == 1, traces
+    (logdir / "h100" / "resnet50").mkdir(parents=True)
+    shutil.copy(os.path.join(FIXTURES, "torch_h100", H100), logdir / "h100" / "resnet50" / H100)
+    (logdir / "files" / "torch_run").mkdir(parents=True)
+    for name in (SNAPSHOT, CHECKPOINT):
+        shutil.copy(os.path.join(FIXTURES, "torch", name), logdir / "files" / "torch_run" / name)
+    return str(logdir), truth, traces[0]
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["rust-data-server", "python-loader"])
+def torch_tb(torch_logdir, request):
+    logdir, _, trace = torch_logdir
+    with TensorBoardProcess(logdir, load_fast=request.param) as tb:
+        tb.wait_for_tab(expect_tags=6, expect={(KERAS, "storage"), (KERAS, "ops"), (PLAIN, "torch/" + trace),
+                                               (GPU, "torch/" + H100), (FILES, "torch/" + SNAPSHOT),
+                                               (FILES, "torch/" + CHECKPOINT)})
+        yield tb
+
+
+@pytest.fixture
+def shots(tmp_path) -> str:
+    return str(tmp_path)
+
+
+def highest_total_allocated(path: str, device_type: int) -> int:
+    """The trace's own highest "Total Allocated" over its [memory] events on one device type (0 CPU, 1 CUDA)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        events = json.load(f)["traceEvents"]
+    return max(int(e["args"]["Total Allocated"]) for e in events
+               if e.get("name") == "[memory]" and e["args"].get("Device Type") == device_type)
+
+
+def test_keras_on_torch_storage_and_ops_name_torch_and_its_layers(torch_tb, torch_logdir, browser, shots):  # noqa: F811
+    _, truth, _ = torch_logdir
+    tab = Tab(browser, torch_tb, shots, height=1400)
+    tab.open("storage", KERAS, "storage")
+    tab.text("total-weight", f"{truth['trainable_bytes']:,} B")
+    tab.text("total-non_trainable", f"{truth['non_trainable_bytes']:,} B")
+    tab.text("total-optimizer_slot", f"{truth['slot_bytes']:,} B")
+    tab.text("meta", f"{truth['count_params']:,} params")
+    tab.page.screenshot(path=os.path.join(shots, "keras-torch-storage.png"))
+    tab.open("ops", KERAS, "ops")
+    tab.text("meta", "torch profiler")
+    meta = tab.testid("meta").inner_text()
+    assert "op by op (PyTorch)" in meta and "TensorFlow" not in meta and " cpu " in f"{meta} ", meta
+    # the peak's state is the run's variables, as Keras counted them (allocated before the profiled steps)
+    tab.text("peak-weights", f"{truth['trainable_bytes']:,} B")
+    tab.text("peak-optimizer_slots", f"{truth['slot_bytes']:,} B")
+    for layer in truth["layers"]:  # "mnist_convnet/conv1": the layer table names the model's own layers
+        leaf = layer.split("/")[-1]
+        tab.testid("op-layer-table").locator('[role="row"]').filter(has_text=leaf).first.wait_for()
+    tab.row("op-layer-table", "conv1").filter(has_text="Conv2D").wait_for()
+    tab.row("op-layer-table", "conv1").click()
+    assert tab.testid("op-table-filter").input_value() == "layer^=mnist_convnet/conv1"
+    tab.row("op-table", "aten::conv2d").locator(".badge.measured").wait_for()
+    assert tab.testid("op-table").locator('[role="columnheader"]').filter(has_text="Fused ops").count() == 0
+    tab.page.screenshot(path=os.path.join(shots, "keras-torch-ops.png"))
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_a_plain_pytorch_trace_shows_its_peak_and_modules(torch_tb, torch_logdir, browser, shots):  # noqa: F811
+    logdir, _, trace = torch_logdir
+    peak = highest_total_allocated(os.path.join(logdir, "plain", "run", trace), device_type=0)
+    tab = Tab(browser, torch_tb, shots, height=1400)
+    tab.open("ops", PLAIN, "torch/" + trace)
+    tab.text("peak-all", f"{peak:,} B")
+    # no breakdown beside this trace: its weights are unknown, with the reason, never 0
+    tab.text("peak-weights", "unknown")
+    assert "no variable breakdown" in tab.testid("peak-weights").inner_text()
+    assert "step stats" not in tab.testid("peak-weights").inner_text()
+    tab.row("op-layer-table", "Conv2d_0")  # nn.Module names from with_stack=True
+    assert "op by op (PyTorch)" in tab.testid("meta").inner_text()
+    tab.open("timeline", PLAIN, "torch/" + trace)
+    tab.text("timeline-peak", f"{peak:,} B")
+    tab.text("buffer-count", "records no buffer's shape")
+    heads = tab.testid("buffer-table").locator('[role="columnheader"]').all_inner_texts()
+    assert "Shape" not in heads and "Op" in heads and "Layer" in heads, heads
+    tab.page.screenshot(path=os.path.join(shots, "plain-timeline.png"))
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_the_h100_trace_peak_is_the_gpus_and_its_op_table_fits_1400_px(torch_tb, browser, shots):  # noqa: F811
+    peak = highest_total_allocated(os.path.join(FIXTURES, "torch_h100", H100), device_type=1)
+    assert peak == 3_182_946_816  # torch.cuda.max_memory_allocated() in that run (the fixture's README)
+    tab = Tab(browser, torch_tb, shots, height=1200)
+    tab.view("ops")
+    tab.testid("meta").wait_for(timeout=60_000)  # the first item of the view, then the GPU trace
+    tab.open("ops", GPU, "torch/" + H100)
+    tab.text("peak-all", f"{peak:,} B")
+    tab.text("meta", "cpu, cuda:0")
+    tab.text("join-fraction", "with_stack=True")
+    table = tab.testid("op-table")
+    tab.row("op-table", "ConvolutionBackward0").filter(has_text="cuda:0").wait_for()
+    fit = table.evaluate(TABLE_FIT)
+    assert fit == {"sideways": 0, "heads": [], "cut": [], "shapes_cut": [], "untitled": []}, fit
+    heads = table.locator('[role="columnheader"]')
+    assert heads.filter(has_text="Total time").get_attribute("aria-sort") == "descending"  # the table's own sort
+    assert heads.filter(has_text="Layer").count() == 0  # no op of this trace is on a layer: no empty column
+    tab.page.screenshot(path=os.path.join(shots, "h100-ops.png"))
+    tab.open("whatif", GPU, "torch/" + H100)
+    tab.text("meta", f"{peak:,} B")
+    tab.text("whatif-table", "no variable breakdown")  # weights unknown, and why
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_a_snapshot_and_a_checkpoint_read_in_place(torch_tb, browser, shots):  # noqa: F811
+    truth = TORCH_TRUTH
+    tab = Tab(browser, torch_tb, shots, height=1400)
+    tab.open("ops", FILES, "torch/" + SNAPSHOT)
+    tab.text("meta", "torch memory snapshot")
+    assert "TensorFlow" not in tab.testid("meta").inner_text()
+    tab.text("untimed-note", "A PyTorch memory snapshot records the allocator's actions")
+    tab.text("peak-all", f"{truth[SNAPSHOT]['max_memory_allocated']:,} B")
+    tab.open("timeline", FILES, "torch/" + SNAPSHOT)
+    tab.text("timeline-peak", f"{truth[SNAPSHOT]['max_memory_allocated']:,} B")
+    tab.page.screenshot(path=os.path.join(shots, "snapshot-timeline.png"))
+    tab.open("storage", FILES, "torch/" + CHECKPOINT)
+    tab.text("meta", "pytorch checkpoint")
+    tab.text("total-weight", f"{truth[CHECKPOINT]['parameters']:,} B")
+    slots = truth[CHECKPOINT]["optimizer_state"]
+    tab.text("total-optimizer_slot", f"{slots['exp_avg'] + slots['exp_avg_sq']:,} B")
+    tab.text("reconciliation", f"{truth[CHECKPOINT]['file_bytes']:,} B")
+    tab.text("reconciliation", "reconciled to the byte")
+    tab.page.screenshot(path=os.path.join(shots, "checkpoint-storage.png"))
+    assert not tab.errors, tab.errors
+    tab.close()
