@@ -113,8 +113,15 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas,
-            "traced": {"batch": traced_batch, "peak_bytes": trace.peak_bytes, "policy": _policy_name(traced_size),
+            "traced": {"batch": traced_batch, "peak_bytes": _traced_peak(trace, state),
+                       "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _traced_peak(trace: OpTrace, state: "_State") -> int:
+    """The traced step's peak as the Ops view gives it: a count that starts at 0 in the window (TF1 step
+    stats, torch on a CPU) has the run's variables on top."""
+    return trace.peak_bytes + (0 if trace.counts_resident else sum(state.bytes.values()))
 
 
 def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int,
@@ -203,7 +210,8 @@ class _State:
         wrapper = {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
         changed = what.optimizer is not None or wrapper != traced_wrapper
         if not self.source:
-            reason = "no variable breakdown in this run: record one (summary.variables) to see it"
+            reason = ("no variable breakdown in this run: record one (tb_modelmem.summary.variables or MemoryCallback; "
+                      "for PyTorch, a torch.save checkpoint in the run folder) to see it")
             for category in RESIDENT_CATEGORIES:
                 out[category] = None
                 unknown[category] = reason + ("" if changed else "; counted in unattributed")
