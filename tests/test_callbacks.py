@@ -205,9 +205,13 @@ def test_gan_trained_with_its_own_optimizers_is_recorded_with_both(tmp_path):
     assert by_role[names.OPTIMIZER_SLOT] == expected_slots == 2 * by_role[names.WEIGHT]
 
 
-def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_and_no_temp_dir(tmp_path):
+def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_and_no_temp_dir(tmp_path, monkeypatch):
     """Keras calls no on_train_end when a step raises: the window must still be closed, its temp dir removed."""
     import tempfile
+
+    private = tmp_path / "tmp"  # the raw profile's temp dir goes here: no other process's come and go in it
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
 
     import tensorflow as tf
 
@@ -219,14 +223,13 @@ def test_fit_that_raises_inside_the_profile_window_leaves_no_profiler_running_an
 
     data = tf.data.Dataset.from_generator(batches, output_signature=(
         tf.TensorSpec((2, 8), tf.float32), tf.TensorSpec((2,), tf.int64)))
-    leaked_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*")))
     model = model_and_data()
     with warnings.catch_warnings(record=True) as caught, pytest.raises(Exception, match="data source broke"):
         warnings.simplefilter("always")
         model.fit(data, epochs=1, verbose=0, callbacks=[MemoryCallback(str(tmp_path), profile_steps=(2, 5))])
     (cut,) = [str(w.message) for w in caught if "tb_modelmem" in str(w.message)]  # said once
     assert "profile of steps 2-5 was cut short at step 4" in cut and "in model.train_function" in cut, cut
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*"))) == leaked_before
+    assert os.listdir(private) == []  # the window's temp dir was removed
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
     assert getattr(model.train_function, "__wrapped__", None) is None  # Keras' own function is back
@@ -247,7 +250,8 @@ class RaiseAt(keras.callbacks.Callback):
 @pytest.mark.parametrize("ours_first", [True, False], ids=["memory-callback-first", "memory-callback-last"])
 @pytest.mark.parametrize("error", [ValueError("the user's callback failed"), KeyboardInterrupt()],
                          ids=["ValueError", "KeyboardInterrupt"])
-def test_another_callback_raising_inside_the_window_closes_it_with_one_warning(tmp_path, error, ours_first):
+def test_another_callback_raising_inside_the_window_closes_it_with_one_warning(tmp_path, error, ours_first,
+                                                                               monkeypatch):
     """Issue 30 item 9: a user's callback raises at batch 3 of profile_steps=(2, 5) (Ctrl-C there raises
     KeyboardInterrupt the same way). fit ends without on_train_end; the profiler used to stay on, and the
     user's next tf.profiler.experimental.start failed with "Another profiler is running"."""
@@ -255,7 +259,9 @@ def test_another_callback_raising_inside_the_window_closes_it_with_one_warning(t
 
     import tensorflow as tf
 
-    leaked_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*")))
+    private = tmp_path / "tmp"  # the raw profile's temp dir goes here: no other process's come and go in it
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     model = model_and_data()
     ours, theirs = MemoryCallback(str(tmp_path), profile_steps=(2, 5)), RaiseAt(2, error)  # batch index 2: step 3
     with warnings.catch_warnings(record=True) as caught, pytest.raises(type(error)):
@@ -266,7 +272,7 @@ def test_another_callback_raising_inside_the_window_closes_it_with_one_warning(t
     assert f"{type(error).__name__}" in cut and "on_train_batch_end" in cut and "not recorded" in cut, cut
     tf.profiler.experimental.start(str(tmp_path / "next_profile"))  # AlreadyExistsError if left running
     tf.profiler.experimental.stop(save=False)
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tb_modelmem_trace_*"))) == leaked_before
+    assert os.listdir(private) == []  # the window's temp dir was removed
     assert getattr(model.train_function, "__wrapped__", None) is None  # Keras' own function is back...
     assert "evaluate" not in vars(model)  # ...its evaluate the class's again...
     assert not [n for n in vars(ours._callbacks) if n.startswith("on_")]  # ...and fit's callback list unwrapped
