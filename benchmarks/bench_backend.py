@@ -19,8 +19,8 @@ from benchmarks.timing import median_seconds
 from tb_modelmem import summary
 from tb_modelmem.readers.run_metadata import reduce_run_metadata
 from tb_modelmem.schema import payload
-from tests.plugin_harness import Served, write_events
-from tests.trace_fixtures import synthetic_run_metadata
+from tests.support.plugin_harness import Served, write_events
+from tests.support.trace_fixtures import synthetic_run_metadata
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ def child(steps: int) -> None:
     from tb_modelmem.capture.variables import breakdown
     from tb_modelmem.plugin.views.peak import peak_by_category
     from tb_modelmem.readers import allocator_replay, xspace
-    from tests import trace_fixtures
+    from tests.support import trace_fixtures
 
     model = trace_fixtures.lenet_keras()
     training = trace_fixtures.lenet_train_step(model, batch_size=32)

@@ -36,8 +36,8 @@ from benchmarks import synthetic
 from benchmarks.bench_serving import bare, data_server, data_server_read, fetch
 from tb_modelmem import summary
 from tb_modelmem.schema import payload
-from tests.plugin_harness import write_events
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.plugin_harness import write_events
+from tests.support.tensorboard_process import TensorBoardProcess
 
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 

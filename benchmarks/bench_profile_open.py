@@ -1,7 +1,7 @@
 """Opening a 20 MB and a 200 MB ``.xplane.pb`` in the tab, against a bare protobuf parse (issue 8).
 
 A real TF2 profile of two LeNet training steps is grown to each size by repeating its events
-(tests/profile_fixtures.big_xplane), put in a log dir as ``<run>/plugins/profile/<session>/host0.xplane.pb``
+(tests/support/profile_fixtures.big_xplane), put in a log dir as ``<run>/plugins/profile/<session>/host0.xplane.pb``
 as the TF2 profiler lays it out, and opened through a real ``tensorboard`` process:
 
   first   /ops   from the request to the answer (202 "reducing" polled as the tab polls it)
@@ -31,8 +31,8 @@ import psutil
 
 from benchmarks.timing import median_seconds
 from tb_modelmem import proto
-from tests import profile_fixtures, trace_fixtures
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support import profile_fixtures, trace_fixtures
+from tests.support.tensorboard_process import TensorBoardProcess
 
 # RSS held by the file's bytes and the parsed XSpace, both alive (what a parse needs at once).
 _BARE_PARSE_RSS = r"""

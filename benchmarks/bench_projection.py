@@ -1,7 +1,7 @@
 """How far the What-if projection is from the peak real runs measure (issue 28), beside a formula estimate.
 
 For each model (seed 002's LeNet, keras-io's transformer, MobileNetV2 96x96 with weights=None), Adam,
-TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation recorded), ``tests/projection_run.py`` trains and
+TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation recorded), ``tests/support/projection_run.py`` trains and
 profiles one step at the base batch and at 2x, 4x and 8x, ``--repeats`` runs each in fresh processes
 (the executor's order moves a step's peak from run to run). The base run's trace is projected to each
 larger batch (``tb_modelmem.estimate``) and compared with the median measured peak there; so is the
@@ -29,7 +29,7 @@ BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16}
 def run(folder: str, model: str, batch: int) -> Dict[str, int]:
     """One run in a fresh process: its measured peak and Keras' own figures."""
     truth = os.path.join(folder, "truth.json")
-    subprocess.run([sys.executable, "-m", "tests.projection_run", folder, model, str(batch), "--truth", truth],
+    subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth],
                    cwd=ROOT, check=True, capture_output=True, timeout=1200,
                    env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     from tb_modelmem.readers.logdir import read_run

@@ -1,7 +1,7 @@
 """What a hostile log dir costs a real TensorBoard, both loaders (issue 12).
 
 Two TensorBoard processes run side by side in each round: one on the hostile log dir of
-``tests/hostile_logdir.py`` (good runs beside a bomb, kind-mismatched payloads, a 10**4000 shape,
+``tests/support/hostile_logdir.py`` (good runs beside a bomb, kind-mismatched payloads, a 10**4000 shape,
 a 5,000-character tag, a corrupt profile, ...), one on a log dir holding only its good runs.
 CLIENTS threads poll every route of every item of each for SECONDS, as open tabs would. Printed:
 requests and 5xx answers, the slowest request and the median, and each process's RSS growth;
@@ -24,8 +24,8 @@ from typing import Dict, List, Tuple
 
 import psutil
 
-from tests.hostile_logdir import GOOD, HOSTILE, routes, write_hostile_logdir
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.hostile_logdir import GOOD, HOSTILE, routes, write_hostile_logdir
+from tests.support.tensorboard_process import TensorBoardProcess
 
 
 def _items(tb: TensorBoardProcess) -> List[Tuple[str, str, str]]:

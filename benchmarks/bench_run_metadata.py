@@ -1,6 +1,6 @@
 """What a TF1 RunMetadata costs to reduce and to store, side by side in one process.
 
-A synthetic RunMetadata of ``--ops`` nodes (tests/trace_fixtures.py): the time to parse and
+A synthetic RunMetadata of ``--ops`` nodes (tests/support/trace_fixtures.py): the time to parse and
 reduce it against the time just to parse it, and the stored payload against its size.
 (Profiles: benchmarks/bench_trace.py.)
 
@@ -20,7 +20,7 @@ from tensorboard.compat.proto import config_pb2
 from benchmarks.timing import median_seconds
 from tb_modelmem.readers.run_metadata import reduce_run_metadata
 from tb_modelmem.schema import payload
-from tests import trace_fixtures
+from tests.support import trace_fixtures
 
 
 def reduce_vs_parse(n_ops: int, repeats: int) -> None:

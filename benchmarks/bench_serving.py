@@ -43,8 +43,8 @@ import zstandard
 from benchmarks import synthetic
 from tb_modelmem import summary
 from tb_modelmem.schema import metadata, payload
-from tests.plugin_harness import write_events
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.plugin_harness import write_events
+from tests.support.tensorboard_process import TensorBoardProcess
 
 
 def fetch(tb: TensorBoardProcess, route: str, **params: str) -> Tuple[float, int]:

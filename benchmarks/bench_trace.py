@@ -43,7 +43,7 @@ import tb_modelmem
 from tb_modelmem.capture import opgraph
 from tb_modelmem.rules.join import GraphAnalysis, Joiner, phase_by_name
 from tb_modelmem.schema import payload
-from tests import trace_fixtures
+from tests.support import trace_fixtures
 
 
 def resnet50_step(batch: int) -> Tuple[Any, Any, Callable[[], Any]]:

@@ -14,7 +14,7 @@ import pytest
 # step without it shows.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-from tests import trace_fixtures
+from tests.support import trace_fixtures
 
 
 @pytest.fixture(scope="session")

@@ -132,7 +132,7 @@ def test_several_files_inspected_into_one_logdir_each_stay_a_run(model_files, tf
     """Issue 31 item 4: ``inspect FILE --logdir DIR`` for several files into one DIR wrote each to
     run ".", tag "inspect", step 0, and the tab showed one of them. Each file is now a run named
     after it (compared side by side in the Storage view); ``--run`` names it otherwise."""
-    from tests.plugin_harness import Served
+    from tests.support.plugin_harness import Served
 
     logdir = tmp_path / "logs" / "files"
     files = {"convnet.keras": model_files / "convnet.keras", "convnet.h5": model_files / "convnet.h5",

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, Set
 import pytest
 
 from tests.corpus import run
-from tests.plugin_harness import Served, layer_rows
+from tests.support.plugin_harness import Served, layer_rows
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from tb_modelmem.schema.names import OPTIMIZER
 from tests.corpus import SCRIPTS, run
-from tests.layer_time import rows_on_layers
-from tests.plugin_harness import Served
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served
 
 ALIASING = {"ReadVariableOp", "Identity", "Reshape", "Squeeze", "ExpandDims", "_Arg", "_Retval", "VarHandleOp",
             "Const", "NoOp", "StopGradient"}

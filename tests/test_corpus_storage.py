@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Set, Tuple
 import pytest
 
 from tests.corpus import SCRIPTS, run
-from tests.plugin_harness import Served, layer_rows
+from tests.support.plugin_harness import Served, layer_rows
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ import urllib.parse
 
 import pytest
 
-from tests import gpu_h100, xplane_truth
-from tests.basis_arithmetic import basis_arithmetic
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support import gpu_h100, xplane_truth
+from tests.support.basis_arithmetic import basis_arithmetic
+from tests.support.tensorboard_process import TensorBoardProcess
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -256,7 +256,7 @@ def test_timeline_stacks_the_peak_by_category_and_lists_its_buffers(demo_tb, bro
 
 def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser, shots):
     from tb_modelmem import summary
-    from tests.plugin_harness import write_events
+    from tests.support.plugin_harness import write_events
     from tests.test_plugin_bad_input import XSS, _good, _raw_summary
 
     write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", _good())),
@@ -281,7 +281,7 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
     from tb_modelmem import summary
     from tb_modelmem.schema.names import WEIGHT
     from tb_modelmem.schema.records import Breakdown, VariableRecord
-    from tests.plugin_harness import write_events
+    from tests.support.plugin_harness import write_events
     from tests.test_plugin_bad_input import _good, _raw_summary
 
     long_name = "n" * 10_000
@@ -415,8 +415,8 @@ def _first(responses, route: str):
 def test_a_20000_op_trace_is_paged_by_the_server(tmp_path, browser, shots):
     from tb_modelmem import summary
     from tb_modelmem.readers.run_metadata import reduce_run_metadata
-    from tests.plugin_harness import write_events
-    from tests.trace_fixtures import synthetic_run_metadata
+    from tests.support.plugin_harness import write_events
+    from tests.support.trace_fixtures import synthetic_run_metadata
 
     trace = reduce_run_metadata(synthetic_run_metadata(20_000))
     last = trace.ops[-1].name
@@ -455,7 +455,7 @@ def test_a_profile_still_reducing_shows_progress_then_renders_every_host(tmp_pat
     thread and answers 202 meanwhile; the tab shows the progress, asks again, then renders, and
     lists both hosts side by side."""
     from tb_modelmem import summary
-    from tests.plugin_harness import write_events
+    from tests.support.plugin_harness import write_events
     from tests.test_plugin_bad_input import _good
 
     session = os.path.join(str(tmp_path), "workers", "plugins", "profile", "2026_01_01_00_00_00")
@@ -572,7 +572,7 @@ def seen_logdir(tmp_path_factory) -> str:
     and the H100 profiles of Keras on JAX (XLA) in tests/fixtures/gpu_h100."""
     from tb_modelmem import summary
     from tb_modelmem.schema.records import LoadBench, LoadResult
-    from tests.plugin_harness import write_events
+    from tests.support.plugin_harness import write_events
 
     logdir = str(tmp_path_factory.mktemp("seen"))
     _run_script(MIRRORED_SCRIPT, os.path.join(logdir, "mirrored"))
@@ -852,7 +852,7 @@ def test_a_checkpoints_layers_read_class_unknown(demo_tb, browser, shots):
 def test_unknown_figures_read_unknown_and_the_optimizer_reads_as_words(demo_tb, browser, shots):
     """Issue 31 items 7 and 13: a layer's Outputs read 0 when its ops' outputs were unknown, composite sums
     added known ops with no marker, Alloc bytes read 0 where unknown; the optimizer config was raw JSON."""
-    from tests.plugin_harness import layer_rows
+    from tests.support.plugin_harness import layer_rows
 
     tag = _ops_tag(demo_tb, "lenet_trace")
     body = demo_tb.get(f"{API}/ops?run=lenet_trace&tag={urllib.parse.quote(tag)}")
@@ -967,9 +967,10 @@ def test_an_xla_step_says_what_kind_of_step_it_is(seen_tb, browser, shots):
 
 @pytest.fixture(scope="module")
 def oom_logdir(tmp_path_factory) -> str:
-    """tests/oom_run.py: a widening model traced at batch 32, then a fit at batch 2**18 that runs out of memory."""
+    """tests/support/oom_run.py: a widening model traced at batch 32, then a fit at batch 2**18 that runs out
+    of memory."""
     logdir = str(tmp_path_factory.mktemp("oom_logs"))
-    subprocess.run([sys.executable, "-m", "tests.oom_run", logdir, logdir + ".json"], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "tests.support.oom_run", logdir, logdir + ".json"], cwd=ROOT, check=True,
                    timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CPU_ALLOCATOR_USE_BFC="true",
                                          KERAS_BACKEND="tensorflow"))
     return logdir
@@ -1061,7 +1062,7 @@ def test_what_a_new_user_trips_over_reads_plainly(demo_tb, browser, shots):
     """Issue 39 item 5 on the demo log dir: one ticked run in Compare says why nothing is compared; a layer
     row some of whose ops have no figure says the unknown ones are ops; Growth's function names that share a
     long prefix show their distinguishing end."""
-    from tests.plugin_harness import layer_rows
+    from tests.support.plugin_harness import layer_rows
 
     tab = Tab(browser, demo_tb, shots, height=1200)
     tab.view("storage")

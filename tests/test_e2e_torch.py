@@ -1,8 +1,8 @@
 """End to end, PyTorch: real runs in a log dir, a real `tensorboard` (both loaders), a real Chromium.
 
-The log dir holds Keras 3 on torch recorded by MemoryCallback (tests/keras_backend_run.py, which prints
+The log dir holds Keras 3 on torch recorded by MemoryCallback (tests/support/keras_backend_run.py, which prints
 what Keras and torch say its variables are), a plain PyTorch run that wrote a profiler trace beside
-SummaryWriter scalars (tests/torch_plain_run.py), the H100 ResNet50 trace of tests/fixtures/torch_h100,
+SummaryWriter scalars (tests/support/torch_plain_run.py), the H100 ResNet50 trace of tests/fixtures/torch_h100,
 and a memory snapshot and checkpoint of tests/fixtures/torch. Every figure the tab shows is checked
 against truth read apart from tb_modelmem: the runs' own printout, the traces' "Total Allocated" read
 with json, the fixtures' truth.json.
@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.tensorboard_process import TensorBoardProcess
 from tests.test_e2e_browser import TABLE_FIT, Tab, browser  # noqa: F401  (browser: the shared Chromium fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,9 +42,10 @@ def torch_logdir(tmp_path_factory):
     pytest.importorskip("torch")
     pytest.importorskip("keras")
     logdir = tmp_path_factory.mktemp("torch_logs")
-    truth = json.loads(_run(["tests.keras_backend_run", "torch", str(logdir / "keras_torch")]).strip().splitlines()[-1])
+    done = _run(["tests.support.keras_backend_run", "torch", str(logdir / "keras_torch")])
+    truth = json.loads(done.strip().splitlines()[-1])
     assert truth["backend"] == "torch" and not truth["tensorflow_imported"]
-    _run(["tests.torch_plain_run", str(logdir / "plain")])
+    _run(["tests.support.torch_plain_run", str(logdir / "plain")])
     traces = [n for n in os.listdir(logdir / "plain" / "run") if n.endswith(".pt.trace.json")]
     assert len(traces) == 1, traces
     (logdir / "h100" / "resnet50").mkdir(parents=True)

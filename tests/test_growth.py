@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tb_modelmem.rules.growth import slope, trend
-from tests.plugin_harness import Served
+from tests.support.plugin_harness import Served
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

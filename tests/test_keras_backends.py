@@ -1,6 +1,6 @@
 """Keras 3 on torch and on JAX, in processes where TensorFlow cannot be imported (issue 34): the install
 asks for no TensorFlow, and ``MemoryCallback`` records Storage, Ops and Growth that the plugin serves,
-checked against Keras' and the backend's own counts (``tests/keras_backend_run.py`` prints them)."""
+checked against Keras' and the backend's own counts (``tests/support/keras_backend_run.py`` prints them)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import sys
 
 import pytest
 
-from tests.plugin_harness import Served
+from tests.support.plugin_harness import Served
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(backend: str, logdir: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests.keras_backend_run", backend, logdir], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "tests.support.keras_backend_run", backend, logdir],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

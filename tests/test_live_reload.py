@@ -10,8 +10,8 @@ import pytest
 from tb_modelmem import summary
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableRecord
-from tests.plugin_harness import write_events
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.plugin_harness import write_events
+from tests.support.tensorboard_process import TensorBoardProcess
 
 
 def _record(with_slots: bool) -> Breakdown:

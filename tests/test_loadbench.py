@@ -50,7 +50,7 @@ def test_cli_loadbench_measures_every_format_and_writes_the_logdir(tiny_model_pa
     saved = read_path(str(workdir / "model.keras"))
     assert any(v.role == "optimizer_slot" for v in saved.variables)
     # ... and the tab's Load view is served the same figures by the backend.
-    from tests.plugin_harness import Served
+    from tests.support.plugin_harness import Served
 
     served = Served(str(tmp_path / "logs"))
     ((run, tag),) = [key for key, info in served.tags().items() if info["kind"] == "loadbench"]

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent(
     sys.meta_path.insert(0, NoTensorFlow())
     from tb_modelmem import summary
     from tb_modelmem.schema.records import Breakdown, VariableRecord
-    from tests.plugin_harness import Served, write_events
+    from tests.support.plugin_harness import Served, write_events
 
     logdir = tempfile.mkdtemp()
     record = Breakdown(source="test", variables=[VariableRecord("d/kernel", "d", [2, 3], "float32", 24, "weight")])

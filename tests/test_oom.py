@@ -15,14 +15,14 @@ import tensorflow as tf
 
 import tb_modelmem
 from tb_modelmem.readers import oom
-from tests.plugin_harness import Served
+from tests.support.plugin_harness import Served
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(logdir: str) -> dict:
     truth = logdir + ".json"
-    done = subprocess.run([sys.executable, "-m", "tests.oom_run", logdir, truth], cwd=REPO, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tests.support.oom_run", logdir, truth], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env=dict(os.environ, KERAS_BACKEND="tensorflow", PYTHONPATH=REPO,
                                                            TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0, done.stderr[-3000:]

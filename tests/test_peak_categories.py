@@ -14,7 +14,7 @@ import pytest
 
 from tb_modelmem.readers import xspace
 from tb_modelmem.schema.names import PEAK_CATEGORIES
-from tests.plugin_harness import Served, layer_rows
+from tests.support.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024 + (1024 + 1) * 10
@@ -23,7 +23,7 @@ LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory) -> str:
     logdir = str(tmp_path_factory.mktemp("peak"))
-    result = subprocess.run([sys.executable, "-m", "tests.peak_run", logdir], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "tests.support.peak_run", logdir], cwd=REPO, capture_output=True,
                             text=True, timeout=600,
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3"))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -13,7 +13,7 @@ from tb_modelmem import summary
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.names import WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableRecord
-from tests.plugin_harness import Served, write_events
+from tests.support.plugin_harness import Served, write_events
 
 XSS = "<img src=x onerror=alert(1)>"
 

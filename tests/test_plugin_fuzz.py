@@ -20,8 +20,8 @@ from tb_modelmem import summary
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import DERIVED, MEASURED, NON_TRAINABLE, OPTIMIZER_SLOT, PEAK_CATEGORIES, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerRecord, OpRecord, OpTrace, VariableRecord
-from tests.plugin_harness import Served, write_events
-from tests.trace_fixtures import synthetic_run_metadata
+from tests.support.plugin_harness import Served, write_events
+from tests.support.trace_fixtures import synthetic_run_metadata
 
 # Real figures: the seed-001 ConvNet's conv1 (5x5x1 -> 32) with Adam, and its forward output.
 KERNEL_BYTES = 5 * 5 * 1 * 32 * 4  # 3,200 B

@@ -13,8 +13,8 @@ from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph, traced_s
 from tb_modelmem import summary
 from tb_modelmem.readers.run_metadata import reduce_run_metadata
 from tb_modelmem.schema.names import DERIVED, MEASURED
-from tests.plugin_harness import Served, layer_rows, write_events
-from tests.trace_fixtures import synthetic_run_metadata
+from tests.support.plugin_harness import Served, layer_rows, write_events
+from tests.support.trace_fixtures import synthetic_run_metadata
 
 LENET_OUTPUTS = {"conv1": 100_352, "conv2": 50_176, "fc1": 4_096}  # batch 1, float32
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
 from tb_modelmem import summary
 from tb_modelmem.capture.variables import breakdown
-from tests.plugin_harness import Served, layer_rows
+from tests.support.plugin_harness import Served, layer_rows
 
 
 def _train_one_step(optimizer) -> keras.Model:

@@ -56,8 +56,8 @@ def test_answers_slower_than_the_wait_are_202_then_200_and_joined(tmp_path):
     each is a 202 ("still reducing"), never a 500, and the trace is not kept unjoined meanwhile."""
     import time
 
-    from tests.hostile_logdir import write_hostile_logdir
-    from tests.plugin_harness import Served
+    from tests.support.hostile_logdir import write_hostile_logdir
+    from tests.support.plugin_harness import Served
 
     served = Served(write_hostile_logdir(str(tmp_path)))
     served.plugin.store._sync_wait = 0.0  # no build finishes within the request

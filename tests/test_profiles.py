@@ -14,9 +14,10 @@ import pytest
 
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
-from tests import corpus, profile_fixtures, trace_fixtures
-from tests.layer_time import rows_on_layers
-from tests.plugin_harness import Served, layer_rows
+from tests import corpus
+from tests.support import profile_fixtures, trace_fixtures
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -169,7 +170,7 @@ def two_hosts(tmp_path_factory):
     """Two profiled processes (TensorFlow profiler servers) traced into one session by client.trace."""
     logdir = str(tmp_path_factory.mktemp("two_hosts"))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CPU_ALLOCATOR_USE_BFC="true", PYTHONPATH=REPO)
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.profile_worker", str(port), str(units), "60"],
+    workers = [subprocess.Popen([sys.executable, "-m", "tests.support.profile_worker", str(port), str(units), "60"],
                                 cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                for port, units in ((6311, 256), (6312, 2048))]
     try:

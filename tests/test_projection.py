@@ -16,7 +16,7 @@ import pytest
 import tb_modelmem
 from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, largest_batch, project
-from tests.basis_arithmetic import SIZE, UNIT, basis_arithmetic
+from tests.support.basis_arithmetic import SIZE, UNIT, basis_arithmetic
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
@@ -25,7 +25,7 @@ OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", 
 
 def _run(logdir: str, batch: int, *extra: str) -> Dict[str, Any]:
     truth = logdir + ".json"
-    result = subprocess.run([sys.executable, "-m", "tests.projection_run", logdir, "lenet", str(batch),
+    result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "lenet", str(batch),
                              "--truth", truth, *extra], cwd=REPO, capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
                                      PYTHONPATH=REPO))
@@ -271,7 +271,7 @@ def test_without_a_breakdown_the_state_stays_counted_whole(traced):
 def test_the_tab_asks_the_same_question_and_gets_the_same_answer(traced):
     """The plugin's /whatif route (TensorBoard's multiplexer on the same log dir) answers as the API
     does; a bad question is a 400 naming what is wrong."""
-    from tests.plugin_harness import Served
+    from tests.support.plugin_harness import Served
 
     logdir, _ = traced
     logged = read_run(logdir)
@@ -296,7 +296,7 @@ def test_an_xla_step_on_a_gpu_projects_to_8x_its_batch(model):
     import gzip
 
     from tb_modelmem.readers import xspace
-    from tests import xplane_truth
+    from tests.support import xplane_truth
 
     fixtures = os.path.join(REPO, "tests", "fixtures")
 

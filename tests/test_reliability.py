@@ -19,9 +19,9 @@ import pytest
 
 from tb_modelmem.schema import payload
 from tb_modelmem.schema.names import WEIGHT
-from tests.hostile_logdir import GOOD, HOSTILE, LONG_TAG, QUOTED_RUN, routes, write_hostile_logdir
-from tests.plugin_harness import Served
-from tests.tensorboard_process import TensorBoardProcess
+from tests.support.hostile_logdir import GOOD, HOSTILE, LONG_TAG, QUOTED_RUN, routes, write_hostile_logdir
+from tests.support.plugin_harness import Served
+from tests.support.tensorboard_process import TensorBoardProcess
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def test_a_payload_the_tab_could_not_read_back_is_not_written_and_said(tmp_path,
     import tensorflow as tf
 
     from tb_modelmem import summary
-    from tests.hostile_logdir import _breakdown
+    from tests.support.hostile_logdir import _breakdown
 
     monkeypatch.setattr(payload, "MAX_DECODED_BYTES", 200)
     with tf.summary.create_file_writer(str(tmp_path)).as_default():
@@ -127,8 +127,8 @@ def test_one_unreadable_memory_sample_is_listed_and_the_series_still_served(tmp_
     from tb_modelmem import summary
     from tb_modelmem.schema import metadata
     from tb_modelmem.schema.records import MemorySample
-    from tests.hostile_logdir import _blob_summary
-    from tests.plugin_harness import write_events
+    from tests.support.hostile_logdir import _blob_summary
+    from tests.support.plugin_harness import write_events
 
     events = [(step, summary.pb("memory", MemorySample(rss_bytes=(100 + step) * 2**20, live_variables=10)))
               for step in (1, 2, 4, 5, 6)]

@@ -16,8 +16,8 @@ from tb_modelmem.readers.run_metadata import fused_ops, reduce_run_metadata
 from tb_modelmem.schema import payload
 from tb_modelmem.schema.names import FORWARD, MEASURED
 from tb_modelmem.schema.records import OpRecord, OpTrace
-from tests import trace_fixtures
-from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
+from tests.support import trace_fixtures
+from tests.support.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_reduces_without_tensorflow_as_the_backend_does():
 
         sys.meta_path.insert(0, NoTensorFlow())
         from tb_modelmem.readers.run_metadata import reduce_run_metadata
-        from tests.trace_fixtures import synthetic_run_metadata
+        from tests.support.trace_fixtures import synthetic_run_metadata
 
         trace = reduce_run_metadata(synthetic_run_metadata(100).SerializeToString())
         print(len(trace.ops), trace.ops[0].output_bytes)

@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from demo.models import mnist_like, seed001_tf1_graph
 from tb_modelmem import summary
-from tests.layer_time import rows_on_layers
-from tests.plugin_harness import Served
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served
 
 v1 = tf.compat.v1
 

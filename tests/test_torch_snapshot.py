@@ -137,7 +137,7 @@ def test_log_dir_files_served_in_place(tmp_path):
     """A snapshot, a checkpoint and a hostile pickle in a log dir: the first two shown, the third its own error."""
     import shutil
 
-    from tests.plugin_harness import Served
+    from tests.support.plugin_harness import Served
 
     run = tmp_path / "torch_run"
     run.mkdir()

@@ -1,5 +1,5 @@
 """PyTorch profiler traces read in place (issue 35, part 1): a plain PyTorch run profiled as PyTorch's docs
-show (``tests/torch_plain_run.py``, CPU) and a real H100 ResNet50 trace (``tests/fixtures/torch_h100``).
+show (``tests/support/torch_plain_run.py``, CPU) and a real H100 ResNet50 trace (``tests/fixtures/torch_h100``).
 Truth: the trace's own events read with ``json``, and the run's ``torch.cuda.max_memory_allocated``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tb_modelmem.readers import torch_trace
-from tests.plugin_harness import Served
+from tests.support.plugin_harness import Served
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H100 = os.path.join(ROOT, "tests", "fixtures", "torch_h100", "resnet50_adamw_b32.pt.trace.json.gz")
@@ -36,8 +36,8 @@ def _highest_total_allocated(events: list, device_type: int) -> int:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("torch_plain"))
-    done = subprocess.run([sys.executable, "-m", "tests.torch_plain_run", logdir], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_plain_run", logdir], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-4000:]
     (path,) = glob.glob(os.path.join(logdir, "run", "*.pt.trace.json"))
     os.makedirs(os.path.join(logdir, "gzipped"))

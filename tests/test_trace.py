@@ -14,8 +14,8 @@ from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import DERIVED
 from tb_modelmem.schema.records import OpTrace
 from tb_modelmem.tracing import Trace
-from tests import trace_fixtures
-from tests.trace_fixtures import CONV1_BYTES
+from tests.support import trace_fixtures
+from tests.support.trace_fixtures import CONV1_BYTES
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,16 @@ import sys
 
 import pytest
 
-from tests import corpus, xplane_truth
-from tests.layer_time import rows_on_layers
-from tests.plugin_harness import Served, layer_rows
+from tests import corpus
+from tests.support import xplane_truth
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _thunks(logdir: str) -> xplane_truth.Truth:
-    """The kept profile's ground truth (``tests.xplane_truth``)."""
+    """The kept profile's ground truth (``tests.support.xplane_truth``)."""
     (path,) = glob.glob(os.path.join(logdir, "train", "plugins", "profile", "*", "*.xplane.pb"))
     with open(path, "rb") as f:
         return xplane_truth.read(f.read())
@@ -104,7 +105,7 @@ def test_with_the_bfc_allocator_the_xla_peak_splits_to_the_byte(tmp_path):
 def test_keras_on_jax_memory_callback_records_storage_and_the_step(tmp_path):
     pytest.importorskip("jax")
     logdir, truth_path = str(tmp_path / "logs"), str(tmp_path / "truth.json")
-    result = subprocess.run([sys.executable, "-m", "tests.keras_jax_run", logdir, truth_path], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tests.support.keras_jax_run", logdir, truth_path], cwd=REPO,
                             capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO))
     assert result.returncode == 0, result.stderr[-3000:]

@@ -1,5 +1,5 @@
 """XLA-compiled steps on a GPU: Keras 3 on JAX profiled on an NVIDIA H100 (tests/fixtures/gpu_h100, made
-by its make_profiles.py; tests/gpu_h100.py lays them out as a log dir), read in place by the real backend.
+by its make_profiles.py; tests/support/gpu_h100.py lays them out as a log dir), read in place by the real backend.
 Ground truth: the profiles and their programs read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), and
 the fixture's truth.json (what Keras and JAX said in the run: model.weights, optimizer.variables,
 memory_stats())."""
@@ -14,9 +14,9 @@ from typing import Any, Dict
 
 import pytest
 
-from tests import gpu_h100, xplane_truth
-from tests.layer_time import rows_on_layers
-from tests.plugin_harness import Served, layer_rows
+from tests.support import gpu_h100, xplane_truth
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served, layer_rows
 
 RUNS = tuple(gpu_h100.SESSIONS)  # keras_jax_lenet, keras_jax_lenet_nocmdbuf, keras_jax_transformer
 # ResNet50, made the same way on an H100 (tests/fixtures/keras_jax_resnet50.truth.json says how), kept gzipped
@@ -54,7 +54,7 @@ def _tag(served: Served, run: str) -> str:
 
 
 def _profile(run: str) -> Dict[str, Any]:
-    """What the profile holds, read with TensorFlow's schemas (``tests.xplane_truth``): the train step's
+    """What the profile holds, read with TensorFlow's schemas (``tests.support.xplane_truth``): the train step's
     program, the time of each instruction its GPU events name, the GPU allocator's bytes in use, and
     the bytes of the step's state parameters (Keras on JAX: state[0] trainable ... state[3] metrics)."""
     from tensorflow.compiler.xla import xla_data_pb2

@@ -22,9 +22,9 @@ from tb_modelmem.rules.join import Vocabulary
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import BACKWARD, DERIVED, MEASURED, OPTIMIZER, UNKNOWN_BYTES
 from tb_modelmem.schema.records import OpRecord, OpTrace
-from tests import trace_fixtures
-from tests.layer_time import on_layers
-from tests.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
+from tests.support import trace_fixtures
+from tests.support.layer_time import on_layers
+from tests.support.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
 STEPS = 2
 

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Dict, List
 
 from tests.corpus import load
-from tests.plugin_harness import Served, layer_rows
+from tests.support.plugin_harness import Served, layer_rows
 
 
 def layer_time_fraction(logdir: str, run: str = "train", tag: str = "ops") -> Dict[str, Any]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import os
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gpu_h100")
+from tests.support import paths
+
+FIXTURES = os.path.join(paths.FIXTURES, "gpu_h100")
 TRUTH = os.path.join(FIXTURES, "truth.json")
 # run -> the profile session jax.profiler named (a folder of <run>/train/plugins/profile/)
 SESSIONS = {"keras_jax_lenet": "2026_11_26_13_26_16", "keras_jax_lenet_nocmdbuf": "2026_11_26_13_35_00",

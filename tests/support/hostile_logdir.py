@@ -19,8 +19,8 @@ from tb_modelmem.readers.run_metadata import reduce_run_metadata
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableRecord
-from tests.plugin_harness import write_events
-from tests.trace_fixtures import synthetic_run_metadata
+from tests.support.plugin_harness import write_events
+from tests.support.trace_fixtures import synthetic_run_metadata
 
 LONG_TAG = "t" * 5000  # a run name is a path, bounded by PATH_MAX (4096); a tag is not
 QUOTED_RUN = 'run "quoted"'

@@ -6,7 +6,7 @@ after its first convolution, trained with Adam on synthetic MNIST-shaped data. T
 Keras and the backend's own tensors (``model.trainable_weights``, ``optimizer.variables``, the
 backend's element counts and sizes), never from tb_modelmem.
 
-    python -m tests.keras_backend_run torch LOGDIR
+    python -m tests.support.keras_backend_run torch LOGDIR
 """
 
 from __future__ import annotations

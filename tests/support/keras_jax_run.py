@@ -1,7 +1,7 @@
 """Keras 3 on the JAX backend, trained with tb_modelmem attached as the README says: the seed LeNet
 (docs/USER_PROBLEMS.md #3), Adam, batch 32, ``MemoryCallback(log_dir, profile_steps=(3, 4))``.
 
-    KERAS_BACKEND=jax python -m tests.keras_jax_run LOGDIR TRUTH.json
+    KERAS_BACKEND=jax python -m tests.support.keras_jax_run LOGDIR TRUTH.json
 
 Writes what Keras and JAX say of the run (the ground truth, never tb_modelmem's) to TRUTH.json.
 """

@@ -1,6 +1,6 @@
 """A step that fits, traced, then a batch that does not (issue 28: an OOM explained).
 
-    python -m tests.oom_run LOGDIR TRUTH.json
+    python -m tests.support.oom_run LOGDIR TRUTH.json
 
 A Dense, then a Lambda that tiles its 256 units 1,024 times, then a Dense head: batch 32 fits and
 is profiled (MemoryCallback(profile_steps=2)); a second fit at batch 2**18 asks for 2**18 x 262,144

@@ -1,6 +1,6 @@
 """The runs of issue 10's acceptance, in a fresh process (the allocator is chosen at TensorFlow's start):
 
-    TF_CPU_ALLOCATOR_USE_BFC=true python -m tests.peak_run LOGDIR
+    TF_CPU_ALLOCATOR_USE_BFC=true python -m tests.support.peak_run LOGDIR
 
 Seed 002's LeNet, batch 32, Adam: profiled by MemoryCallback(profile_steps) in a Keras fit (run
 "keras"), and the same model in a TF1 session traced with FULL_TRACE (run "tf1").

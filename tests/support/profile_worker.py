@@ -1,4 +1,4 @@
-"""A training process with a TensorFlow profiler server: python -m tests.profile_worker PORT UNITS SECONDS."""
+"""A training process with a TensorFlow profiler server: python -m tests.support.profile_worker PORT UNITS SECONDS."""
 
 import sys
 import time

@@ -1,7 +1,7 @@
 """One real training run for the What-if checks, in a fresh process (the CPU allocator is chosen at
 TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocation is recorded):
 
-    python -m tests.projection_run LOGDIR MODEL BATCH [--optimizer adam] [--policy float32] [--truth OUT.json]
+    python -m tests.support.projection_run LOGDIR MODEL BATCH [--optimizer adam] [--policy float32] [--truth OUT.json]
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus) or "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,

@@ -2,7 +2,7 @@
 ``tensorboard_trace_handler(<run>)``, ``profile_memory``, ``record_shapes`` and ``with_stack``, and
 ``torch.utils.tensorboard.SummaryWriter`` scalars in the same run folder. No tb_modelmem code.
 
-    python -m tests.torch_plain_run LOGDIR      (writes LOGDIR/run/*.pt.trace.json and events)
+    python -m tests.support.torch_plain_run LOGDIR      (writes LOGDIR/run/*.pt.trace.json and events)
 """
 
 from __future__ import annotations
