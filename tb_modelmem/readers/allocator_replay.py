@@ -3,7 +3,7 @@
 Both reducers (RunMetadata step stats, TF2 profiler XSpace) turn their allocator records into
 ``Event``s and replay them here, so a byte is categorised the same way whatever recorded it:
 an allocation is an activation, a gradient, an optimizer temporary, an input or a temporary
-according to the phase of the op that made it (``tb_modelmem.rules.join``) and its region. A free
+according to the phase of the op that made it and its region (``rules.buffers.step_category``). A free
 of a buffer allocated before the trace window is that buffer seen for the first time: it was
 in use from the window's start until then.
 """
@@ -12,42 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set
 
 from tb_modelmem.schema.names import (
-    ACTIVATIONS,
-    BACKWARD,
     BEFORE_WINDOW,
-    EXECUTOR,
-    FORWARD,
-    GRADIENTS,
-    INPUT,
-    INPUTS,
-    LOSS,
     MEASURED,
-    METRICS,
-    OPTIMIZER,
-    OPTIMIZER_SLOTS_CATEGORY,
-    OPTIMIZER_TEMPORARIES,
     STEP_CATEGORIES,
-    TEMPORARIES,
-    WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import BufferRecord, Timeline
 
 MAX_TIMELINE_POINTS = 2000
 _DEVICE_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$", re.IGNORECASE)  # an accelerator's: "GPU_0_bfc"
-_SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
-
-
-def step_category(phase: str, region: str = "") -> str:
-    """The category of a buffer allocated during the step: one rule for every source."""
-    if region in _SCRATCH_REGIONS:
-        return TEMPORARIES
-    if region == "persist":  # a variable made during the step (an optimizer building its slots)
-        return OPTIMIZER_SLOTS_CATEGORY if phase == OPTIMIZER else WEIGHTS_CATEGORY
-    return {FORWARD: ACTIVATIONS, LOSS: ACTIVATIONS, BACKWARD: GRADIENTS, OPTIMIZER: OPTIMIZER_TEMPORARIES,
-            INPUT: INPUTS, METRICS: TEMPORARIES, EXECUTOR: TEMPORARIES}.get(phase, TEMPORARIES)
 
 
 @dataclasses.dataclass
@@ -64,7 +39,7 @@ class Event:
     region: str = ""
     allocator: str = ""
     requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
-    batch: bool = False  # the buffer carries the step's batch dimension (``carries_batch``)
+    batch: bool = False  # the buffer carries the step's batch dimension (``rules.buffers.carries_batch``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
     fragmentation: Optional[float] = None  # the allocator's own figure after the event (BFC: 0..1), if it reports one
@@ -89,24 +64,6 @@ class _Live:
     region: str
     batch: bool = False
     requested: int = 0  # what the buffer's allocation asked for (0: not recorded)
-
-
-def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
-    """Whether a buffer of ``shape`` ("[32,28,28,32]") holds one slice per sample of a ``batch``: its
-    first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch).
-    Given the model's ``weights`` shapes: never a buffer shaped like a weight (nor its transpose), and
-    also a first dimension that is a multiple of the batch (a sequence model's [batch x time, units])."""
-    if not batch or not shape.startswith("[") or ";" in shape:
-        return False
-    texts = shape[1:-1].split(",")
-    if len(texts) < 2 or not all(t.isdigit() for t in texts):
-        return False
-    dims = tuple(map(int, texts))
-    while len(dims) > 2 and dims[0] == 1:  # XLA's [1,32,200,4,256]: a unit dimension in front of the batch
-        dims = dims[1:]
-    if dims in weights or dims[::-1] in weights:
-        return False  # a weight's gradient or update, whatever its first dimension
-    return dims[0] == batch or (bool(weights) and dims[0] % batch == 0)
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:

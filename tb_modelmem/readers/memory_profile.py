@@ -13,7 +13,8 @@ import json
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS, step_category
+from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
+from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary
 from tb_modelmem.schema.names import BEFORE_WINDOW, MEASURED
 from tb_modelmem.schema.records import BufferRecord, BufferTable, OpRecord, OpTable, OpTrace, Timeline

@@ -14,8 +14,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
-from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.dtypes import dtype_name
+from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.rules.join import Joiner, OpGraph, Vocabulary
 from tb_modelmem.schema.names import MEASURED
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace

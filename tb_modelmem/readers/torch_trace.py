@@ -22,7 +22,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import orjson
 
-from tb_modelmem.readers.allocator_replay import Event, replay, step_category
+from tb_modelmem.readers.allocator_replay import Event, replay
+from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, MEASURED, METRICS, OPTIMIZER
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace

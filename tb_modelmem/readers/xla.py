@@ -18,8 +18,9 @@ import collections
 import dataclasses
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from tb_modelmem.readers.allocator_replay import Event, carries_batch, step_category
+from tb_modelmem.readers.allocator_replay import Event
 from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
+from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEMPORARIES

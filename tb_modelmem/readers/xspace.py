@@ -22,10 +22,11 @@ from typing import AbstractSet, Any, Dict, Iterable, List, Mapping, Optional, Se
 
 from tb_modelmem import proto
 from tb_modelmem.readers import hlo, xla
-from tb_modelmem.readers.allocator_replay import Event, carries_batch, headline_allocators, replay, step_category
+from tb_modelmem.readers.allocator_replay import Event, headline_allocators, replay
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
+from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
