@@ -1,6 +1,7 @@
 """tb_modelmem: where did my memory go? A TensorBoard plugin for model memory."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -9,6 +10,16 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUNDLE = os.path.join(HERE, "tb_modelmem", "static", "index.js")
+
+
+def _version() -> str:
+    """``__version__`` of tb_modelmem/__init__.py, the one place the version is written (read, not
+    imported: building must not need the package's dependencies)."""
+    with open(os.path.join(HERE, "tb_modelmem", "__init__.py")) as f:
+        found = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
+    if found is None:
+        raise SystemExit("tb_modelmem: no __version__ = \"...\" line in tb_modelmem/__init__.py")
+    return found.group(1)
 
 
 class BuildWithFrontend(build_py):
@@ -27,11 +38,11 @@ class BuildWithFrontend(build_py):
 
 setup(
     name="tb_modelmem",
-    version="0.1.0",
+    version=_version(),
     description="TensorBoard plugin: where did my memory go? Weights vs optimizer slots, per-op memory and time.",
     long_description=open(os.path.join(HERE, "README.md")).read() if os.path.exists("README.md") else "",
     long_description_content_type="text/markdown",
-    python_requires=">=3.9",
+    python_requires=">=3.9",  # mypy.ini says why mypy checks 3.10
     packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
     package_data={"tb_modelmem": ["static/*"]},
     # No TensorFlow: the plugin, the readers and the summary writers need none, and installing it beside

@@ -8,7 +8,7 @@ imported lazily so the TensorBoard plugin (``tb_modelmem.plugin``) loads without
 
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: setup.py reads it
 __all__ = ["summary", "MemoryCallback", "trace", "enable_full_memory_trace", "estimate", "__version__"]
 
 _LAZY = {

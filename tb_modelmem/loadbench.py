@@ -84,7 +84,7 @@ def build_model(spec: str) -> Any:
         # a loss object, not "mse": legacy .h5 cannot deserialize the string alias with compile=True
         model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=keras.losses.MeanSquaredError())
     x = [np.zeros([2, *t.shape[1:]], t.dtype) for t in model.inputs]
-    y = [np.zeros([2, *t.shape[1:]], "float32") for t in model.outputs]
+    y: List[Any] = [np.zeros([2, *t.shape[1:]], "float32") for t in model.outputs]
     model.train_on_batch(x[0] if len(x) == 1 else x, y[0] if len(y) == 1 else y)
     return model
 
