@@ -18,7 +18,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.join import Vocabulary
+from tb_modelmem.rules.peak import resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
@@ -172,8 +172,8 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 @dataclasses.dataclass
 class _State:
-    """The run's variables on one device, by peak category: the breakdown's, else the XLA program's
-    parameters the trace read (``OpTrace.resident``), else unknown."""
+    """The run's variables on one device, by peak category (``rules.peak.resident_state``: the breakdown's,
+    else the XLA program's parameters the trace read, else unknown), and what an optimizer change needs."""
 
     bytes: Dict[str, int]
     trainable: List[roles.Weight]  # (name, shape, dtype) of each trainable weight, in the breakdown's order
@@ -182,19 +182,14 @@ class _State:
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "_State":
-        totals = dict.fromkeys(RESIDENT_CATEGORIES, 0)
+        totals = resident_state(trace, breakdown)  # the one rule the peak split reads (``rules.peak``)
+        if totals is None:
+            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "")
         if breakdown is None:
-            for role, size in (trace.resident or {}).items():
-                totals[roles.peak_category(role, False)] += size
-            return cls(totals, [], ("", (), ""), "trace" if trace.resident else "")
+            return cls(totals, [], ("", (), ""), "trace")
         columns = breakdown.variables.columns
-        owned = Vocabulary.from_breakdown(breakdown).variable_layer
-        trainable: List[roles.Weight] = []
-        for name, shape, dtype, size, role, replicas in zip(columns["name"], columns["shape"], columns["dtype"],
-                                                            columns["bytes"], columns["role"], columns["replicas"]):
-            totals[roles.peak_category(role, name in owned)] += size // max(replicas, 1)  # one device's copy
-            if role == WEIGHT:
-                trainable.append((name, shape, dtype))
+        trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role in zip(
+            columns["name"], columns["shape"], columns["dtype"], columns["role"]) if role == WEIGHT]
         return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown")
 
     def optimizer_label(self) -> str:

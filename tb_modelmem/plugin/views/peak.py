@@ -1,208 +1,27 @@
-"""Every byte in use at a traced step's peak, by category, and the same over the step's timeline."""
+"""The peak split for a trace joined with a ``BreakdownView``: the view's cached vocabulary handed to the
+one rule (``rules.peak``), so the Ops and Timeline answers and What-if read the same resident state."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
-from tb_modelmem.rules import roles
-from tb_modelmem.rules.join import makes_a_variable
-from tb_modelmem.schema.names import (
-    OPTIMIZER_SLOTS_CATEGORY,
-    PEAK_CATEGORIES,
-    RESIDENT_CATEGORIES,
-    STEP_CATEGORIES,
-    STEP_ONLY_CATEGORIES,
-    UNATTRIBUTED,
-    WEIGHTS_CATEGORY,
-)
+from tb_modelmem.rules import peak as rules_peak
 from tb_modelmem.schema.records import OpTrace
 
 
+def resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
+    """``rules.peak.resident_state`` of the trace with the view's breakdown (its vocabulary built once)."""
+    if breakdown is None:
+        return rules_peak.resident_state(trace, None)
+    return rules_peak.resident_state(trace, breakdown.record, breakdown.vocabulary.variable_layer)
+
+
 def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict[str, Any]:
-    """Every byte in use at the peak in one category, summing to ``total``.
-
-    Buffers allocated during the trace take their category from the op that allocated them.
-    What was allocated before the window is the run's weights, non-trainable state and
-    optimizer slots (from the breakdown) as far as they go, the rest ``unattributed``. A
-    TF2 profile's count includes that resident memory; RunMetadata counts only the step's
-    own allocations, so the breakdown's bytes come on top of its peak. A profile of large
-    allocations only (``_state_whole``) counts none of the small variables: the breakdown's
-    are there whole, the total past the count where it must be. A part the data cannot give
-    is None, with the reason in ``unknown``.
-    """
-    if trace.allocations == "none":  # no allocator event: nothing about the peak is known
-        reason = trace.allocations_note or "the trace recorded no allocation events"
-        return {**{c: None for c in PEAK_CATEGORIES}, "total": None, "step_peak_bytes": None,
-                "unknown": {c: reason for c in PEAK_CATEGORIES}}
-    step = {c: 0 for c in STEP_CATEGORIES}
-    seen = 0
-    for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
-        if category in step:
-            step[category] += size
-            seen += size
-    parts: Dict[str, Any] = {c: 0 for c in PEAK_CATEGORIES}
-    for category in STEP_ONLY_CATEGORIES:
-        parts[category] = step[category]
-    unknown: Dict[str, str] = {}
-    resident_parts = _resident(trace, breakdown)
-    in_window_state = {c: step[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
-    if trace.counts_resident:
-        # The buffers live at the peak can add up past the allocator's own count only when a profile's
-        # events are inconsistent (sizes missing, an allocator not counted): then they are the floor.
-        total = max(trace.peak_bytes, seen)
-        resident = total - seen
-        if resident_parts is None:
-            for category in RESIDENT_CATEGORIES:
-                parts[category] = None
-                unknown[category] = "no variable breakdown in this run: record one to split the resident memory"
-            parts.update({k: v for k, v in in_window_state.items() if v})
-            parts[UNATTRIBUTED] = resident
-        elif _state_whole(trace):
-            # The allocator's count misses the small variables (TensorFlow's default CPU allocator):
-            # the breakdown's state is resident whole, on top of what the count says it holds.
-            for category in RESIDENT_CATEGORIES:
-                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
-            parts[UNATTRIBUTED] = max(resident - sum(resident_parts.values()), 0)
-            total = seen + sum(resident_parts.values()) + parts[UNATTRIBUTED]
-        else:
-            left = resident
-            for category in RESIDENT_CATEGORIES:
-                share = min(resident_parts[category], left)
-                parts[category] = share + in_window_state.get(category, 0)
-                left -= share
-            parts[UNATTRIBUTED] = left
-    else:
-        step_total = max(trace.peak_bytes, seen)
-        parts[UNATTRIBUTED] = step_total - seen
-        if resident_parts is None:
-            for category in RESIDENT_CATEGORIES:
-                parts[category] = in_window_state.get(category) or None
-                if not parts[category]:
-                    unknown[category] = ("not in this trace (it counts only what the traced step allocated) "
-                                         "and the run has no variable breakdown")
-            total = step_total
-        else:
-            for category in RESIDENT_CATEGORIES:
-                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
-            total = step_total + sum(resident_parts.values())
-    parts["total"] = total
-    parts["unknown"] = unknown
-    parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
-    return parts
-
-WINDOW_NOTE = "window"  # peak_notes' key for what the trace's window holds
+    """``rules.peak.peak_by_category`` with the view's breakdown."""
+    return rules_peak.peak_by_category(trace, resident(trace, breakdown))
 
 
 def peak_notes(trace: OpTrace, breakdown: Optional[BreakdownView], peak: Dict[str, Any]) -> Dict[str, str]:
-    """What a part of the peak is, in words, where its category alone does not say: ``{category: text}``
-    (the answers' ``peak_notes``, beside ``peak_by_category``)."""
-    notes = {}
-    made = [name for name in trace.ops.column("name") if makes_a_variable(name)]
-    if made:
-        notes[WINDOW_NOTE] = (
-            f"This trace ran {len(made):,} variable initializer{'s' if len(made) > 1 else ''} ({made[0]}"
-            f"{', ...' if len(made) > 1 else ''}): it holds a step that made state, an optimizer's first step "
-            "(its slots are made then, and a variable first written is copied). State made inside the trace is "
-            "counted with the step's own buffers, not as weights and slots, and the peak may be that step's, "
-            "not the steady one's. Profile a later step for that (MemoryCallback(profile_steps=(3, 3)))")
-    resident = _resident(trace, breakdown)
-    if peak.get(UNATTRIBUTED) and trace.counts_resident and resident is not None:
-        notes[UNATTRIBUTED] = _held_before(trace, peak[UNATTRIBUTED], sum(resident.values()))
-    return notes
-
-
-def handed_out(buffers: Any) -> Optional[Dict[str, int]]:
-    """Of the buffers at the peak whose request the profile recorded: what they asked for, what the
-    allocator handed out for them (its bins' rounding, chunks it did not split), and how many; None
-    when it recorded no request."""
-    pairs = [(b, r) for b, r in zip(buffers.column("bytes"), buffers.column("requested_bytes")) if r is not None]
-    if not pairs:
-        return None
-    return {"buffers": len(pairs), "requested_bytes": sum(r for _, r in pairs), "bytes": sum(b for b, _ in pairs)}
-
-
-def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
-    """Why a profile's count holds bytes no allocation in it names, with the figures it has: they were
-    allocated before the window, and past the variables' own sizes. Measured on seed 002's LeNet
-    (BFC, a trace of its first step): Adam's slot chunks 4,143,744 B past their size (the fc1 kernel's
-    momentum, 12,845,056 B asked, handed 16,777,216 B), of the 4.2 MB a step-3 peak leaves unnamed."""
-    counted = [a for a in trace.allocators or () if a.get("counted", True) and a.get("min_bytes") is not None]
-    low = sum(int(a["min_bytes"]) for a in counted)
-    given = handed_out(trace.peak_buffers)
-    asked, handed = (given["requested_bytes"], given["bytes"]) if given else (0, 0)
-    text = (f"{unattributed:,} B in use at the peak that no allocation in the trace names: held since before "
-            "the trace, which records only the allocations made inside it")
-    if counted:
-        text += (f". The allocator never held less than {low:,} B during the trace; the run's variables are "
-                 f"{state:,} B")
-    extra = 100 * (handed - asked) / asked if asked else 0.0
-    share = "under 1%" if 0 < extra < 1 else f"{extra:.0f}%"
-    more = f" (it handed this trace's buffers {share} more than they asked)" if asked else ""
-    return (text + ". What earlier steps leave allocated: the chunks the allocator handed the variables beyond "
-            f"their own size{more}, and the input pipeline's prefetched batches")
-
-
-def _state_whole(trace: OpTrace) -> bool:
-    """Whether the resident state counts whole, whatever the allocator's count: a profile that
-    recorded only large allocations (TensorFlow's default CPU allocator) counts no small variable,
-    so its count is no bound on the variables a breakdown says are there (they never change)."""
-    return trace.counts_resident and trace.allocations == "large"
-
-
-def _resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Dict[str, int]]:
-    """Bytes of the step's resident state by peak category: the breakdown's variables, else what
-    the trace's program says its parameters hold (an XLA step's), else None (unknown)."""
-    state: Iterable[Tuple[str, int, bool]]  # (role, bytes, owned by a layer)
-    if breakdown is not None:
-        owned_by_a_layer = breakdown.vocabulary.variable_layer
-        columns = breakdown.record.variables.columns
-        state = zip(columns["role"], columns["bytes"], (name in owned_by_a_layer for name in columns["name"]))
-    elif trace.resident:
-        state = ((role, size, False) for role, size in trace.resident.items())
-    else:
-        return None
-    out = dict.fromkeys(RESIDENT_CATEGORIES, 0)
-    for role, size, layer_state in state:
-        out[roles.peak_category(role, layer_state)] += size
-    return out
-
-
-def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
-    """Each category's bytes in use at every timeline point; they add up to the point's total
-    (RunMetadata: the step's bytes plus the breakdown's, constant). Where only large allocations
-    were recorded, the variables are constant at the breakdown's bytes and the bands add up to
-    at least the allocator's count (``_state_whole``)."""
-    t = trace.timeline
-    n = len(t.t_us)
-    by_category: Dict[str, List[float]] = {}
-    if peak["total"] is None:
-        return by_category
-    in_window = {c: t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES}
-    constants = {c: float(peak[c] or 0) for c in RESIDENT_CATEGORIES}
-    for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
-        constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
-    rest = []
-    whole = _state_whole(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
-    for i in range(n):
-        counted = sum(v[i] for v in in_window.values())
-        if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
-            for c in RESIDENT_CATEGORIES:
-                by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
-            rest.append(max(t.bytes[i] - counted - sum(constants.values()), 0.0))
-        elif trace.counts_resident:
-            resident = max(t.bytes[i] - counted, 0.0)
-            left = resident
-            for c in RESIDENT_CATEGORIES:
-                share = min(constants[c], left)
-                by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
-                left -= share
-            rest.append(left)
-        else:
-            for c in RESIDENT_CATEGORIES:
-                by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
-            rest.append(max(t.bytes[i] - counted, 0.0))
-    for c in STEP_ONLY_CATEGORIES:
-        by_category[c] = list(in_window[c])
-    by_category[UNATTRIBUTED] = rest
-    return {c: v for c, v in by_category.items() if any(v)}
+    """``rules.peak.peak_notes`` with the view's breakdown."""
+    return rules_peak.peak_notes(trace, resident(trace, breakdown), peak)

@@ -8,9 +8,10 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
-from tb_modelmem.plugin.views.peak import handed_out, peak_by_category, peak_notes, stacks
+from tb_modelmem.plugin.views.peak import resident
 from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unknown_where
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
+from tb_modelmem.rules.peak import handed_out, peak_by_category, peak_notes, stacks
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
     BACKWARD,
@@ -80,8 +81,9 @@ class TraceView:
         # the ops that allocated a buffer at the peak, by name (a dict of every op would cost more)
         wanted = set(trace.peak_buffers.column("op"))
         self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
-        self.peak = peak_by_category(trace, breakdown)
-        self.peak_notes = peak_notes(trace, breakdown, self.peak)
+        state = resident(trace, breakdown)
+        self.peak = peak_by_category(trace, state)
+        self.peak_notes = peak_notes(trace, state, self.peak)
         # as answers carry it: built once
         self.layer_table = self._layer_table(layers, phases, time_us, calls, new_bytes, alloc_bytes)
 
