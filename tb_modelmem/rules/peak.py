@@ -194,15 +194,14 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
         constants[c] = max(constants[c] - (in_window[c][-1] if n else 0.0), 0.0)  # in-window part varies below
     rest = []
     whole = _state_whole(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
+    beyond = beyond_the_step(trace)
     for i in range(n):
-        counted = sum(v[i] for v in in_window.values())
         if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
             for c in RESIDENT_CATEGORIES:
                 by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
-            rest.append(max(t.bytes[i] - counted - sum(constants.values()), 0.0))
+            rest.append(max(beyond[i] - sum(constants.values()), 0.0))
         elif trace.counts_resident:
-            resident = max(t.bytes[i] - counted, 0.0)
-            left = resident
+            left = beyond[i]
             for c in RESIDENT_CATEGORIES:
                 share = min(constants[c], left)
                 by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
@@ -211,8 +210,18 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
         else:
             for c in RESIDENT_CATEGORIES:
                 by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
-            rest.append(max(t.bytes[i] - counted, 0.0))
+            rest.append(beyond[i])
     for c in STEP_ONLY_CATEGORIES:
         by_category[c] = list(in_window[c])
     by_category[UNATTRIBUTED] = rest
     return {c: v for c, v in by_category.items() if any(v)}
+
+
+def beyond_the_step(trace: OpTrace) -> List[float]:
+    """Each timeline point's bytes in the count beyond the step's own categorised buffers: what was
+    resident where the count holds the state (``counts_resident``), else the step's uncategorised
+    bytes. The timeline's bands (``stacks``) and What-if's replay (``rules.projection``) both start here."""
+    t = trace.timeline
+    n = len(t.t_us)
+    in_window = [t.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES]
+    return [max(t.bytes[i] - sum(v[i] for v in in_window), 0.0) for i in range(n)]

@@ -18,7 +18,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.peak import resident_state
+from tb_modelmem.rules.peak import beyond_the_step, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS,
@@ -286,9 +286,7 @@ class _Step:
             self.series[category] = [(v - b) * fixed_factor + b * factor
                                      for v, b in zip(in_window[category], self.batch[category])]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
-        counted = [sum(in_window[c][i] for c in STEP_CATEGORIES) for i in range(n)]
-        resident = ([max(timeline.bytes[i] - counted[i], 0.0) for i in range(n)] if trace.counts_resident
-                    else [0.0] * n)
+        resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
         state_traced = sum(state.bytes.values())
         self.series[UNATTRIBUTED] = [max(r - state_traced, 0.0) for r in resident]  # the state, when unknown, stays
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
