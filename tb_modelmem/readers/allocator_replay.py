@@ -150,12 +150,17 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         return Replay(Timeline(), 0, 0.0, [])
     buffers = _in_use_at(ordered, peak_index)
     peak_bytes = int(max(peak, lifetime_rose))
-    keep = _downsample(total, peak_index)
-    # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
-    timeline = Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
-                        {c: [v[i] for i in keep] for c, v in columns.items() if any(v)},
-                        {c: [v[i] for i in keep] for c, v in batch_columns.items() if any(v)})
+    timeline = _timeline(t_us, total, ops, columns, batch_columns, _downsample(total, peak_index))
     return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
+
+
+def _timeline(t_us: List[float], total: List[float], ops: List[str], columns: Dict[str, List[float]],
+              batch_columns: Dict[str, List[float]], keep: List[int]) -> Timeline:
+    """The replay's points at ``keep`` (``_downsample``), categories that never held a byte left out."""
+    # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
+    return Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
+                    {c: [v[i] for i in keep] for c, v in columns.items() if any(v)},
+                    {c: [v[i] for i in keep] for c, v in batch_columns.items() if any(v)})
 
 
 def _in_use_after(event: Event, in_use: Dict[str, float]) -> float:
