@@ -14,7 +14,7 @@ written silently.
     python scripts/gen_keras_slots.py          # regenerate after upgrading Keras
     python scripts/gen_keras_slots.py --check  # exit 1 if _keras_slots.py is out of date
 
-tests/test_keras_slots.py runs the check against the installed Keras.
+tests/integration/test_keras_slots.py runs the check against the installed Keras.
 """
 
 from __future__ import annotations

@@ -1,34 +1,32 @@
-"""Fixtures shared by several test modules (real TensorFlow runs, made once per session)."""
+"""What every tier shares: one TensorFlow setting, and each test marked with its tier by its folder.
+
+tests/unit (marker ``unit``): no TensorFlow, no subprocess, no training; tests/integration
+(``integration``): real TensorFlow, torch and JAX runs, the corpus; tests/e2e (``e2e``): a real
+``tensorboard`` process, Chromium, the demo script. ``-m unit`` or a folder picks a tier.
+"""
 
 from __future__ import annotations
 
-import glob
 import os
+from typing import List
 
 import pytest
 
 # TensorFlow turns oneDNN on by default only on some x86 CPUs (Intel's with AVX-512; off on AMD EPYC).
 # It decides which kernels run (_MklNativeFusedConv2D or _FusedConv2D) and whether its default CPU
 # allocator records large allocations (oneDNN's) or none: the tests that assert either run with it on,
-# everywhere, so they assert the same figures on every machine; tests/test_profiles.py checks what a
-# step without it shows.
+# everywhere, so they assert the same figures on every machine; tests/integration/test_profiles.py
+# checks what a step without it shows.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
-from tests.support import trace_fixtures
+TESTS = os.path.dirname(os.path.abspath(__file__))
+TIERS = ("unit", "integration", "e2e")
 
 
-@pytest.fixture(scope="session")
-def lenet_xplane_bytes(tmp_path_factory) -> bytes:
-    """The ``.xplane.pb`` of two profiled LeNet training steps (batch 1), as the TF2 profiler wrote it."""
-    import tensorflow as tf
-
-    model = trace_fixtures.lenet_keras()
-    training = trace_fixtures.lenet_train_step(model)
-    logdir = str(tmp_path_factory.mktemp("lenet_profile"))
-    tf.profiler.experimental.start(logdir)
-    for _ in range(2):
-        training.step(*training.batch)
-    tf.profiler.experimental.stop()
-    (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    with open(path, "rb") as f:
-        return f.read()
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Marks each test with the tier its folder names; a test outside the tiers is an error."""
+    for item in items:
+        relative = os.path.relpath(str(item.path), TESTS).split(os.sep)
+        if relative[0] not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(TIERS)}}}")
+        item.add_marker(getattr(pytest.mark, relative[0]))

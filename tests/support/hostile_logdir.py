@@ -1,4 +1,4 @@
-"""A log dir of good runs beside every hostile item of issue 12, for tests/test_reliability.py
+"""A log dir of good runs beside every hostile item of issue 12, for tests/e2e/test_reliability.py
 and benchmarks/bench_reliability.py: a payload whose kind disagrees with its metadata (one the
 run's only breakdown), a shape of 10**4000, a rank-0 string tensor, a decompression bomb, a
 100,000-character model name, a 5,000-character tag, a run name the Rust data server cannot put

@@ -12,29 +12,12 @@ backend's element counts and sizes), never from tb_modelmem.
 from __future__ import annotations
 
 import gc
-import importlib.machinery
 import json
 import os
 import sys
 from typing import Any
 
-
-class _Refused:
-    """A loader that refuses to load: TensorFlow is "not installed". ``find_spec`` probes (torch's dynamo
-    asks whether TensorFlow exists) still get an answer; only an import fails."""
-
-    def create_module(self, spec: Any) -> Any:
-        raise ModuleNotFoundError(f"No module named {spec.name!r} (blocked: this run has no TensorFlow)")
-
-    def exec_module(self, module: Any) -> None:
-        pass
-
-
-class _NoTensorFlow:
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name == "tensorflow" or name.startswith("tensorflow."):
-            return importlib.machinery.ModuleSpec(name, _Refused())
-        return None
+from tests.support import no_tensorflow
 
 
 def nbytes(variable: Any) -> int:
@@ -46,7 +29,7 @@ def nbytes(variable: Any) -> int:
 
 
 def main(backend: str, logdir: str) -> None:
-    sys.meta_path.insert(0, _NoTensorFlow())
+    no_tensorflow.block()
     os.environ["KERAS_BACKEND"] = backend
     import keras
     import numpy as np

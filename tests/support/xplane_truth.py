@@ -1,6 +1,6 @@
 """Ground truth of an XLA step's profile, read with TensorFlow's own schemas (xplane_pb2, hlo_pb2), never
 with tb_modelmem's: the programs it keeps, the time of each instruction its events name, the allocators'
-bytes in use. Shared by tests/test_xla_cpu.py and tests/test_xla_gpu.py."""
+bytes in use. Shared by tests/integration/test_xla_cpu.py and tests/integration/test_xla_gpu.py."""
 
 from __future__ import annotations
 

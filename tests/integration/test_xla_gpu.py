@@ -20,7 +20,7 @@ from tests.support.plugin_harness import Served, layer_rows
 
 RUNS = tuple(gpu_h100.SESSIONS)  # keras_jax_lenet, keras_jax_lenet_nocmdbuf, keras_jax_transformer
 # ResNet50, made the same way on an H100 (tests/fixtures/keras_jax_resnet50.truth.json says how), kept gzipped
-RESNET50 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "keras_jax_resnet50")
+RESNET50 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "keras_jax_resnet50")
 # bytes per element of xla.PrimitiveType, by name (xla_data.proto)
 _ELEMENT_BYTES = {"PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF16": 2, "S32": 4, "U32": 4,
                   "F32": 4, "S64": 8, "U64": 8, "F64": 8}

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.plugin_harness import Served
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(backend: str, logdir: str) -> dict:

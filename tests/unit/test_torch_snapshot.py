@@ -16,7 +16,7 @@ from tb_modelmem.readers.safe_pickle import UnsafePickle
 from tb_modelmem.readers.torch_snapshot import SOURCE, load_snapshot, read_snapshot_file
 from tb_modelmem.schema.names import BEFORE_WINDOW, UNATTRIBUTED
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "torch")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "torch")
 TRUTH = json.load(open(os.path.join(HERE, "truth.json")))
 CUDA_STYLE, PROFILE = "cnn_adam_cuda_style.pickle.gz", "cnn_adam_profile.pickle"
 

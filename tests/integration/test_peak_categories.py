@@ -16,7 +16,7 @@ from tb_modelmem.readers import xspace
 from tb_modelmem.schema.names import PEAK_CATEGORIES
 from tests.support.plugin_harness import Served, layer_rows
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024 + (1024 + 1) * 10
 
 

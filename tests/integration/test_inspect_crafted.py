@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tb_modelmem import proto
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ADDRESS_SPACE = 1 << 30  # RLIMIT_AS of each run: inspect of a real 300 MB ResNet50 .keras peaks at ~50 MB RSS
 TIMEOUT_S = 30  # the run is killed past this
 BUDGET_S = 10.0  # and must end well within it

@@ -18,7 +18,7 @@ from tb_modelmem.readers.torch_checkpoint import SOURCE, read_torch_checkpoint
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tb_modelmem.schema.records import bytes_by_role
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "torch")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "torch")
 TRUTH = json.load(open(os.path.join(HERE, "truth.json")))
 NAMES = ["cnn_adam.pt", "cnn_sgd_momentum.pth", "cnn_state_dict_legacy.pt"]
 

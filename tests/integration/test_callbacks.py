@@ -341,7 +341,7 @@ def test_a_full_disk_mid_training_is_said_once_and_training_goes_on(tmp_path):
     import sys
 
     done = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                          timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                          timeout=600, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert "TRAINED 4" in lines, done.stdout  # all four epochs ran

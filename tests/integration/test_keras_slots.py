@@ -17,7 +17,7 @@ import pytest
 from tb_modelmem.capture.variables import keras_slot_map
 from tb_modelmem.rules import _keras_slots, roles
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_generated_table_matches_the_installed_keras():

@@ -19,7 +19,7 @@ from tests.support import profile_fixtures, trace_fixtures
 from tests.support.layer_time import rows_on_layers
 from tests.support.plugin_harness import Served, layer_rows
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 API = "/data/plugin/modelmem"
 WAIT = 60_000  # ms; a cold TensorBoard decodes and reduces on first request
 RLO = "\u202e"
@@ -257,7 +257,7 @@ def test_timeline_stacks_the_peak_by_category_and_lists_its_buffers(demo_tb, bro
 def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser, shots):
     from tb_modelmem import summary
     from tests.support.plugin_harness import write_events
-    from tests.test_plugin_bad_input import XSS, _good, _raw_summary
+    from tests.unit.test_plugin_bad_input import XSS, _good, _raw_summary
 
     write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", _good())),
                                                       (1, _raw_summary("garbage", [b"\x00not zlib"]))])
@@ -282,7 +282,7 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
     from tb_modelmem.schema.names import WEIGHT
     from tb_modelmem.schema.records import Breakdown, VariableRecord
     from tests.support.plugin_harness import write_events
-    from tests.test_plugin_bad_input import _good, _raw_summary
+    from tests.unit.test_plugin_bad_input import _good, _raw_summary
 
     long_name = "n" * 10_000
     long_tag = "t" * 10_000
@@ -323,7 +323,7 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
 
 @pytest.fixture(scope="module")
 def growth_logdir(tmp_path_factory):
-    """The seed-004 loops of demo/growth_loops.py, each in a fresh process as tests/test_growth.py runs
+    """The seed-004 loops of demo/growth_loops.py, each in a fresh process as tests/integration/test_growth.py runs
     them: models kept in a list (keep/builds) and freed with clear_session (clear/builds). Returns the
     log dir and each loop's TRUTH.json (gc counts and the model's own variables, taken without tb_modelmem)."""
     base = tmp_path_factory.mktemp("growth")
@@ -456,7 +456,7 @@ def test_a_profile_still_reducing_shows_progress_then_renders_every_host(tmp_pat
     lists both hosts side by side."""
     from tb_modelmem import summary
     from tests.support.plugin_harness import write_events
-    from tests.test_plugin_bad_input import _good
+    from tests.unit.test_plugin_bad_input import _good
 
     session = os.path.join(str(tmp_path), "workers", "plugins", "profile", "2026_01_01_00_00_00")
     os.makedirs(session)

@@ -19,10 +19,10 @@ import sys
 
 import pytest
 
+from tests.e2e.test_e2e_browser import TABLE_FIT, Tab, browser  # noqa: F401  (browser: the shared Chromium fixture)
 from tests.support.tensorboard_process import TensorBoardProcess
-from tests.test_e2e_browser import TABLE_FIT, Tab, browser  # noqa: F401  (browser: the shared Chromium fixture)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 H100 = "resnet50_adamw_b32.pt.trace.json.gz"
 SNAPSHOT, CHECKPOINT = "cnn_adam_cuda_style.pickle.gz", "cnn_adam.pt"

@@ -18,7 +18,7 @@ from tests.support import xplane_truth
 from tests.support.layer_time import rows_on_layers
 from tests.support.plugin_harness import Served, layer_rows
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _thunks(logdir: str) -> xplane_truth.Truth:

@@ -17,7 +17,7 @@ import pytest
 from tb_modelmem.readers import torch_trace
 from tests.support.plugin_harness import Served
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 H100 = os.path.join(ROOT, "tests", "fixtures", "torch_h100", "resnet50_adamw_b32.pt.trace.json.gz")
 H100_MAX_MEMORY_ALLOCATED = 3_182_946_816  # torch.cuda.max_memory_allocated() of the run (README there)
 

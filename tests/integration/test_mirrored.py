@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent(
 
 def test_mirrored_variables_count_every_replica():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=root, env=env, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-3000:]

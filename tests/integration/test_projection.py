@@ -18,7 +18,7 @@ from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, largest_batch, project
 from tests.support.basis_arithmetic import SIZE, UNIT, basis_arithmetic
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
               "Lion", "Adafactor"]
 

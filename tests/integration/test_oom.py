@@ -17,7 +17,7 @@ import tb_modelmem
 from tb_modelmem.readers import oom
 from tests.support.plugin_harness import Served
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(logdir: str) -> dict:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.test_checkpoint import keras_convnet, save_tf1_convnet
+from tests.integration.test_checkpoint import keras_convnet, save_tf1_convnet
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCKER = textwrap.dedent(
     """
     import importlib.abc, sys

@@ -93,7 +93,7 @@ def test_profiled_keras_steps_have_lenet_outputs_and_a_reconciled_peak(served):
     peak = body["peak_by_category"]
     assert peak["weights"] == 13_098_536  # joined from the run's breakdown
     # TF's default CPU allocator neither records nor counts small buffers (biases, conv1's kernel and their
-    # slots): the part of Adam's state it counted, and a note saying so (BFC: tests/test_peak_categories.py)
+    # slots): the part of Adam's state it counted, and a note saying so (BFC: tests/integration/test_peak_categories.py)
     assert 0.95 * 26_197_072 <= peak["optimizer_slots"] <= 26_197_072
     assert body["allocations"] == "large" and "TF_CPU_ALLOCATOR_USE_BFC" in body["allocations_note"]
     parts = sum(peak[c] for c in ("weights", "non_trainable", "optimizer_slots", "other_state", "gradients",

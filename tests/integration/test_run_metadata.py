@@ -154,7 +154,7 @@ def test_reduces_without_tensorflow_as_the_backend_does():
         print(len(trace.ops), trace.ops[0].output_bytes)
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["100", str(8 * 56 * 56 * 64 * 4)]
 

@@ -13,7 +13,7 @@ import pytest
 from tb_modelmem.rules.growth import slope, trend
 from tests.support.plugin_harness import Served
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(mode: str, tmp_path_factory):

@@ -243,7 +243,7 @@ def test_reading_a_profile_does_not_import_tensorflow(profiled):
         print(len(trace.ops) > 100, trace.steps, "tensorflow" in sys.modules)
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["True", str(STEPS), "False"]
 

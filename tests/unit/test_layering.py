@@ -1,6 +1,6 @@
 """The TensorFlow line, read from the source: which code may import TensorFlow, and which way the
 folders depend on each other. Every import counts, a function's own included (the runtime
-check, a backend served with TensorFlow blocked, is tests/test_no_tensorflow.py)."""
+check, a backend served with TensorFlow blocked, is tests/integration/test_no_tensorflow.py)."""
 
 import ast
 import json
@@ -10,7 +10,7 @@ from typing import Dict, Set
 
 from tb_modelmem.schema import names
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tb_modelmem"
 LIVE = ("tensorflow", "keras", "jax", "tb_modelmem.capture", "tb_modelmem.callbacks", "tb_modelmem.tracing",
         "tb_modelmem.summary")

@@ -1,0 +1,1 @@
+"""End-to-end tier: a real tensorboard process (both loaders), Chromium, the demo script."""
