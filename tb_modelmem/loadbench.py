@@ -24,34 +24,9 @@ from tb_modelmem.text_table import text_table
 BASELINE = "baseline"
 _CHILD_TIMEOUT_S = 900
 
-# Runs in the child: argv = [fmt, mode, path]; prints {"seconds", "peak_rss"} as the last line.
-_CHILD = r"""
-import json, os, sys, time
-import tensorflow as tf, keras
-fmt, mode, path = sys.argv[1:4]
-
-def peak_rss():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    import resource
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-start = time.perf_counter()
-if fmt in ("keras", "h5"):
-    keras.models.load_model(path, compile=(mode == "compile=True"))
-elif fmt == "weights":
-    with open(path + ".config.json") as f:
-        model = keras.models.model_from_json(f.read())
-    model.load_weights(path)
-elif fmt == "savedmodel":
-    tf.saved_model.load(path)
-elif fmt == "tflite":
-    tf.lite.Interpreter(model_path=path).allocate_tensors()
-seconds = time.perf_counter() - start if fmt != "baseline" else 0.0
-print(json.dumps({"seconds": seconds, "peak_rss": peak_rss()}))
-"""
+# The child that loads one format (tb_modelmem/_loadbench_child.py): argv = [fmt, mode, path];
+# prints {"seconds", "peak_rss"} as its last line.
+_CHILD = "tb_modelmem._loadbench_child"
 
 # (format, mode) pairs measured for every model, baseline first.
 RUNS: List[Tuple[str, str]] = [
@@ -137,7 +112,7 @@ def size_on_disk(path: str) -> int:
 def measure_once(fmt: str, mode: str, path: str) -> Dict[str, float]:
     """One fresh-process load; raises RuntimeError with the child's last error line."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, fmt, mode, path], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", _CHILD, fmt, mode, path], capture_output=True, text=True,
                           env=env, timeout=_CHILD_TIMEOUT_S)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
