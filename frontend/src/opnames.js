@@ -21,12 +21,6 @@ export function cutLeft(text, max) {
   return s.length > max ? `…${s.slice(s.length - max + 1)}` : s;
 }
 
-/** Cut `text` to `max` characters from the right ("transformer_bl…"). */
-export function cutRight(text, max) {
-  const s = String(text ?? "");
-  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
-}
-
 /**
  * A chart label for an op: its layer's name, then the op's path under that layer
  * ("fc1 · adam_1/Sqrt_9", "conv2 · grad convolution/Conv2DBackpropInput"); at most `max`

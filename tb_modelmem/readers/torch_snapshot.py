@@ -478,23 +478,3 @@ def _downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_
         kept.add(min(bucket, key=values.__getitem__))
         kept.add(max(bucket, key=values.__getitem__))
     return sorted(kept)
-
-
-def fragmentation_at_dump(segments: List[Any]) -> Dict[str, int]:
-    """The dump's segments: reserved, allocated, requested, free inside segments (inactive blocks) and
-    rounding (allocated blocks' size past what was requested)."""
-    out = {"reserved": 0, "allocated": 0, "requested": 0, "inactive": 0}
-    for seg in segments:
-        if not isinstance(seg, dict):
-            continue
-        out["reserved"] += seg.get("total_size", 0) if type(seg.get("total_size")) is int else 0
-        for b in seg.get("blocks") or []:
-            if not isinstance(b, dict) or type(b.get("size")) is not int:
-                continue
-            if b.get("state") == "active_allocated":
-                out["allocated"] += b["size"]
-                out["requested"] += b["requested_size"] if type(b.get("requested_size")) is int else b["size"]
-            else:
-                out["inactive"] += b["size"]
-    out["rounding"] = out["allocated"] - out["requested"]
-    return out

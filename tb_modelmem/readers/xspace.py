@@ -136,7 +136,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                     if kind is _THUNK:  # no: the events of this metadata are the runtime's, not a thunk's
                         kinds[event.metadata_id] = None
                         continue
-                    op = _device_op(stats) if kind is not _THUNK and tf_ops else None
+                    op = _device_op(stats) if tf_ops else None  # a device op (a thunk ended above)
                     if op:
                         _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
     step = xla.Step(programs, xla_events) if xla_events else None
