@@ -12,20 +12,24 @@ beside Keras' unused default) is recorded with those. Process memory is sampled 
 training time. A failed capture warns and training goes on. It works on every Keras 3 backend
 (TensorFlow, JAX, torch) and never imports TensorFlow itself: event files are written with
 TensorBoard's own writer (``tb_modelmem.writer``), steps are profiled with the backend's profiler.
+
+What it relies on in Keras beyond the public ``Callback`` API (finding fit's CallbackList, wrapping
+what fit calls to see an error raise out of it) is in one place, ``tb_modelmem._keras_fit``, each
+behaviour with its test.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import keras
 
 from tb_modelmem import summary
+from tb_modelmem._keras_fit import FitGuard, fit_callback_list, profiling_tensorboard
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import oom
 from tb_modelmem.schema.records import OpTable, OpTrace
@@ -87,14 +91,13 @@ class MemoryCallback(keras.callbacks.Callback):
         self._failed_tags: set = set()  # tags whose writer could not be made (warned once)
         # For the whole fit, what it calls is wrapped (the train function, evaluate, the hooks of
         # the callback list fit made): whatever raises out of fit closes the window on its way (see _guard).
-        # (id(owner), name) -> (owner, wrapper, whether the owner had the attribute itself)
-        self._guarded: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any], bool]] = {}
+        self._fit_guard = FitGuard(self._fit_raised)
         self._callbacks: Any = None  # the CallbackList fit made, found when it set the model
         self._oom_seen = 0  # id() of the out-of-memory error last recorded
 
     def set_model(self, model: Any) -> None:
         super().set_model(model)
-        self._callbacks = _calling_callback_list(self)
+        self._callbacks = fit_callback_list(self)
 
     def on_train_begin(self, logs: Optional[dict] = None) -> None:
         if self._trace is not None:  # the previous fit left the profiled window open in a way no guard saw
@@ -166,43 +169,17 @@ class MemoryCallback(keras.callbacks.Callback):
         window is closed (a profiler left running makes every later profile in the process fail, "Another
         profiler is running"), and everything is unwrapped. Guarded: the train function, ``evaluate``
         (fit validates through it) and every hook of the callback list fit made."""
-        model = self.model
-        for name in ("train_function", "evaluate"):
-            self._guard_call(model, name, f"in model.{name}")
-        if self._callbacks is not None:
-            for name in _HOOKS:
-                self._guard_call(self._callbacks, name, f"in a callback's {name}")
+        self._fit_guard.wrap_fit(self.model, self._callbacks)
 
-    def _guard_call(self, owner: Any, name: str, where: str) -> None:
-        original = getattr(owner, name, None)
-        if original is None or not callable(original):
-            return
-
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except BaseException as e:
-                if oom.is_oom(e) and id(e) != self._oom_seen:  # once, however many guards it passes
-                    self._oom_seen = id(e)
-                    self._record_oom(e, where)
-                self._cut_short(e, where)
-                raise
-
-        setattr(guarded, "__wrapped__", original)
-        own = name in vars(owner)  # an attribute of its own (Keras' train function), else the class's method
-        setattr(owner, name, guarded)  # an instance attribute: it shadows the class's method
-        self._guarded[(id(owner), name)] = (owner, guarded, own)
+    def _fit_raised(self, error: BaseException, where: str) -> None:
+        if oom.is_oom(error) and id(error) != self._oom_seen:  # once, however many guards it passes
+            self._oom_seen = id(error)
+            self._record_oom(error, where)
+        self._cut_short(error, where)
 
     def _unguard(self) -> None:
         """Put back what ``_guard`` wrapped (what someone replaced meanwhile is left as it is)."""
-        guarded, self._guarded = self._guarded, {}
-        for (_, name), (owner, wrapper, own) in guarded.items():
-            if getattr(owner, name, None) is not wrapper:
-                continue
-            if own:
-                setattr(owner, name, getattr(wrapper, "__wrapped__"))
-            else:
-                delattr(owner, name)  # the class's method shows again
+        self._fit_guard.restore()
 
     def _cut_short(self, error: Optional[BaseException], where: str) -> None:
         """Close a window ``fit`` left before its last step, saying so once: it is not recorded."""
@@ -222,7 +199,7 @@ class MemoryCallback(keras.callbacks.Callback):
         """The profiler could not start: record why at the step the table would have been written, so the
         tab says it where the table would be (a warning on stderr alone goes unseen)."""
         assert self.profile_steps is not None
-        other = _profiling_tensorboard(self._callbacks, self.profile_steps)
+        other = profiling_tensorboard(self._callbacks, self.profile_steps)
         if other is not None:
             start, stop = other
             where = (f"keras.callbacks.TensorBoard(profile_batch={_steps((start, stop), ', ')}) in the same fit "
@@ -369,36 +346,6 @@ class MemoryCallback(keras.callbacks.Callback):
                 self._writer.flush()
         except Exception as e:
             self._say_lost(e)
-
-
-# The hooks of the callback list fit made, each guarded while a profile window is open.
-_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end", "on_epoch_begin",
-          "on_epoch_end", "on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end",
-          "on_train_end")
-
-
-def _calling_callback_list(callback: Any) -> Any:
-    """The ``keras.callbacks.CallbackList`` setting ``callback``'s model (``fit`` makes one and sets the
-    model of each callback it holds), found on the caller's stack; None when a callback is driven
-    another way (its hooks called by hand), where only the train function can be guarded."""
-    frame: Optional[Any] = sys._getframe(1)
-    for _ in range(4):
-        frame = frame.f_back if frame is not None else None
-        owner = frame.f_locals.get("self") if frame is not None else None
-        if isinstance(owner, keras.callbacks.CallbackList) and any(c is callback for c in owner.callbacks):
-            return owner
-    return None
-
-
-def _profiling_tensorboard(callbacks: Any, steps: Tuple[int, int]) -> Optional[Tuple[int, int]]:
-    """The batches (start, stop) a ``keras.callbacks.TensorBoard`` of the same fit profiles, when they
-    overlap ``steps``; None when there is none."""
-    for other in getattr(callbacks, "callbacks", None) or []:
-        start, stop = getattr(other, "_start_batch", 0), getattr(other, "_stop_batch", 0)
-        if (isinstance(other, keras.callbacks.TensorBoard) and isinstance(start, int) and start > 0
-                and start <= steps[1] and steps[0] <= stop):
-            return start, stop
-    return None
 
 
 def _steps(steps: Tuple[int, int], joined: str = "-") -> str:
