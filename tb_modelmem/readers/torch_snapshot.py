@@ -198,6 +198,46 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
     """The allocator's timeline over the recorded window, its peak, the blocks live there by category
     and the allocating sites, of one device (the one with the most trace entries, unless given)."""
     where = str(snapshot.get("_where", "snapshot"))
+    notes: List[str] = []
+    device, entries, segments = _pick_device(snapshot, device, notes)
+    dump = _dump_state(segments, where)
+    events, timed, oom = _window_events(entries, device, where)
+    window = _replay(events)
+    for addr, index in window.live.items():  # alive at the dump: its requested size, if the block is there
+        block = dump.live.get(addr)
+        if (block is not None and type(block.get("requested_size")) is int
+                and block.get("size") == window.blocks[index].size):
+            window.blocks[index].requested = block["requested_size"]
+    through = {addr: b for addr, b in dump.live.items() if addr not in window.live}  # alive across the window
+    at_start = _allocated_at_start(window, dump, through, bool(segments), where, notes)
+    _categorise(window.blocks, events, snapshot_categories(entries))
+    through_sites = [(b, site, _category_of_state(site)) for b in through.values()
+                     for site in [site_of(b.get("frames"))]]
+    series = _series(window, at_start, through_sites, where)
+    peak, peak_index = series.peak, series.peak_index
+    if peak_index < 0:  # no allocation in the window: the dump's state is the whole story
+        peak = dump.allocated
+    peak_event = window.deltas[peak_index][0] if peak_index >= 0 else len(events)
+    buffers = _peak_buffers(window, events, through_sites, peak_event, peak_index, where)
+
+    trace = OpTrace(source=SOURCE, ops=_op_table(window.blocks, f"device {device}"), peak_bytes=max(peak, 0),
+                    peak_time_us=round(series.t_us[peak_index] - series.origin, 3) if peak_index >= 0 else 0.0,
+                    timeline=series.timeline, devices=[f"device {device}"], steps=1, counts_resident=True,
+                    peak_buffers=BufferTable.from_rows(buffers), timed=False)
+    trace.allocators = [_allocator(device, peak, series.total, segments, dump.real_segments, dump.reserved,
+                                   window.segment_delta, peak_event, dump.allocated)]
+    notes.append("the peak of the recorded window (torch.cuda.max_memory_allocated() counts the same bytes; "
+                 "it is higher only if the peak came before the window)")
+    if not timed and events:
+        notes.append("no time_us in this snapshot: the timeline's axis is the entry's index")
+    trace.allocations_note = "; ".join(oom + notes)
+    return trace
+
+
+def _pick_device(snapshot: Dict[str, Any], device: Optional[int],
+                 notes: List[str]) -> Tuple[int, List[Any], List[Dict[str, Any]]]:
+    """The device read (``device``, else the one with the most trace entries), its trace entries and
+    its segments; a note when the snapshot holds several."""
     segments = [s for s in snapshot["segments"] if isinstance(s, dict)]
     traces = snapshot.get("device_traces") or []
     devices = sorted({d for d, t in enumerate(traces) if t} | {s.get("device", 0) for s in segments
@@ -206,12 +246,22 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
         device = max(devices, key=lambda d: (len(traces[d]) if d < len(traces) else 0, -d)) if devices else 0
     entries = traces[device] if device < len(traces) else []
     segments = [s for s in segments if s.get("device", 0) == device]
-    notes: List[str] = []
     if len(devices) > 1:
         notes.append(f"the snapshot holds devices {', '.join(map(str, devices))}: this is device {device}, "
                      "the one with the most recorded entries")
+    return device, entries, segments
 
-    # the dump's own state: allocated blocks by address, and the segments' sizes
+
+@dataclasses.dataclass
+class _Dump:
+    """The dump's own state: allocated blocks by address, and the segments' sizes."""
+    live: Dict[int, Dict[str, Any]]
+    reserved: int
+    allocated: int
+    real_segments: bool
+
+
+def _dump_state(segments: List[Dict[str, Any]], where: str) -> _Dump:
     live_at_dump: Dict[int, Dict[str, Any]] = {}
     reserved_at_dump = 0
     real_segments = bool(segments) and all("segment_type" in s or "allocated_size" in s for s in segments)
@@ -229,9 +279,16 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
             if address is not None:
                 address += size
     allocated_at_dump = sum(_int(b, "size", where) for b in live_at_dump.values())
+    return _Dump(live_at_dump, reserved_at_dump, allocated_at_dump, real_segments)
 
-    # the window, in the allocator's own order
-    events: List[Tuple[str, int, int, float, Any]] = []  # action, addr, size, t_us, frames
+
+_Event = Tuple[str, int, int, float, Any]  # action, addr, size, t_us, frames
+
+
+def _window_events(entries: List[Any], device: int, where: str) -> Tuple[List[_Event], bool, List[str]]:
+    """The window's allocator events in the allocator's own order, whether they carry times, and what
+    ran out of memory."""
+    events: List[_Event] = []
     timed = False
     oom: List[str] = []
     for i, e in enumerate(entries):
@@ -251,14 +308,25 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
         events.append((action, _int(e, "addr", f"{where}: entry {i}"), _int(e, "size", f"{where}: entry {i}"),
                        float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else float(i),
                        e.get("frames")))
+    return events, timed, oom
 
-    # allocations and frees: a free counts at free_requested (or a free_completed with none before it)
-    blocks: List[_Block] = []
-    live: Dict[int, int] = {}  # addr -> index into blocks
+
+@dataclasses.dataclass
+class _Window:
+    """The window's allocations and frees replayed."""
+    blocks: List[_Block] = dataclasses.field(default_factory=list)
+    live: Dict[int, int] = dataclasses.field(default_factory=dict)  # addr -> index into blocks, alive at the end
+    freed_before: Dict[int, int] = dataclasses.field(default_factory=dict)  # addr -> size: allocated before, freed in
+    # (event index, delta, t_us, block index or -1)
+    deltas: List[Tuple[int, int, float, int]] = dataclasses.field(default_factory=list)
+    segment_delta: List[Tuple[int, int]] = dataclasses.field(default_factory=list)
+
+
+def _replay(events: List[_Event]) -> _Window:
+    """Allocations and frees: a free counts at free_requested (or a free_completed with none before it)."""
+    window = _Window()
+    blocks, live = window.blocks, window.live
     pending: Dict[int, int] = {}  # addr -> size freed by a free_requested not yet completed
-    freed_before: Dict[int, int] = {}  # addr -> size: allocated before the window, freed in it
-    deltas: List[Tuple[int, int, float, int]] = []  # (event index, delta, t_us, block index or -1)
-    segment_delta: List[Tuple[int, int]] = []
     sites: Dict[Any, _Site] = {}
     for n, (action, addr, size, t, frames) in enumerate(events):
         if action == "alloc":
@@ -266,7 +334,7 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
             site = sites.get(key) or sites.setdefault(key, site_of(frames))
             live[addr] = len(blocks)
             blocks.append(_Block(size, site, start=n))
-            deltas.append((n, size, t, live[addr]))
+            window.deltas.append((n, size, t, live[addr]))
         elif action == "free_requested" or (action == "free_completed" and addr not in pending):
             if action == "free_requested":
                 pending[addr] = size
@@ -274,52 +342,62 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
             if index is not None:
                 blocks[index].end = n
             else:
-                freed_before[addr] = size
-            deltas.append((n, -size, t, -1 if index is None else index))
+                window.freed_before[addr] = size
+            window.deltas.append((n, -size, t, -1 if index is None else index))
         elif action == "free_completed":
             pending.pop(addr, None)
         elif action in ("segment_alloc", "segment_map"):
-            segment_delta.append((n, size))
+            window.segment_delta.append((n, size))
         else:
-            segment_delta.append((n, -size))
-    for addr, index in live.items():  # alive at the dump: its requested size, if the block is there
-        block = live_at_dump.get(addr)
-        if block is not None and type(block.get("requested_size")) is int and block.get("size") == blocks[index].size:
-            blocks[index].requested = block["requested_size"]
-    through = {addr: b for addr, b in live_at_dump.items() if addr not in live}  # alive across the whole window
-    net = sum(d for _, d, _, _ in deltas)
-    at_start = allocated_at_dump - net
-    known_start = sum(_int(b, "size", where) for b in through.values()) + sum(freed_before.values())
-    if at_start < 0 or not segments:
-        if segments:
-            notes.append(f"the dump's allocated blocks ({allocated_at_dump:,} B) are fewer than the window's "
+            window.segment_delta.append((n, -size))
+    return window
+
+
+def _allocated_at_start(window: _Window, dump: _Dump, through: Dict[int, Dict[str, Any]], has_segments: bool,
+                        where: str, notes: List[str]) -> int:
+    """Bytes allocated when the window began: the dump's less what the window added, or (without a
+    usable dump) what the window itself shows; a note when the two disagree."""
+    net = sum(d for _, d, _, _ in window.deltas)
+    at_start = dump.allocated - net
+    known_start = sum(_int(b, "size", where) for b in through.values()) + sum(window.freed_before.values())
+    if at_start < 0 or not has_segments:
+        if has_segments:
+            notes.append(f"the dump's allocated blocks ({dump.allocated:,} B) are fewer than the window's "
                          "allocations leave: counting from what the window itself shows")
         at_start = known_start
     elif at_start != known_start:
         notes.append(f"{abs(at_start - known_start):,} B allocated before the window are not explained by the "
                      "blocks in the dump (a trace that dropped its oldest entries?): counted, in no category")
+    return at_start
 
-    _categorise(blocks, events, snapshot_categories(entries))
-    # the series
+
+@dataclasses.dataclass
+class _Series:
+    timeline: Timeline
+    t_us: List[float]
+    total: List[float]
+    origin: float
+    peak: int
+    peak_index: int  # into the window's deltas; -1: no allocation in the window
+
+
+def _series(window: _Window, at_start: int, through_sites: List[Tuple[Dict[str, Any], _Site, str]],
+            where: str) -> _Series:
+    """The allocated bytes after each event, in all and by category, and the highest point."""
     running = at_start
-    through_by: Dict[str, int] = {}
-    through_sites: List[Tuple[Dict[str, Any], _Site, str]] = []
-    for b in through.values():
-        site = site_of(b.get("frames"))
-        category = _category_of_state(site)
-        through_by[category] = through_by.get(category, 0) + _int(b, "size", where)
-        through_sites.append((b, site, category))
-    by_category: Dict[str, int] = dict(through_by)
-    by_category[BEFORE_WINDOW] = sum(freed_before.values())
+    by_category: Dict[str, int] = {}
+    for b, _, category in through_sites:
+        by_category[category] = by_category.get(category, 0) + _int(b, "size", where)
+    by_category[BEFORE_WINDOW] = sum(window.freed_before.values())
     t_us: List[float] = []
     total: List[float] = []
     ops: List[str] = []
     columns: Dict[str, List[float]] = {}
     peak, peak_index = -1, -1
-    for position, (n, delta, t, index) in enumerate(deltas):
+    for position, (n, delta, t, index) in enumerate(window.deltas):
         running += delta
         if index >= 0:
-            block = blocks[index]
+            block = window.blocks[index]
             by_category[block.category] = by_category.get(block.category, 0) + delta
             op = block.site.name
         else:
@@ -332,17 +410,19 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
             columns.setdefault(category, [0.0] * position).append(float(max(by_category.get(category, 0), 0)))
         if running > peak:
             peak, peak_index = running, position
-    if peak_index < 0:  # no allocation in the window: the dump's state is the whole story
-        peak = allocated_at_dump
     origin = t_us[0] if t_us else 0.0
     keep = _downsample(total, peak_index) if total else []
     timeline = Timeline([round(t_us[i] - origin, 3) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
                         {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
+    return _Series(timeline, t_us, total, origin, peak, peak_index)
 
-    # the blocks live at the peak
-    peak_event = deltas[peak_index][0] if peak_index >= 0 else len(events)
+
+def _peak_buffers(window: _Window, events: List[_Event], through_sites: List[Tuple[Dict[str, Any], _Site, str]],
+                  peak_event: int, peak_index: int, where: str) -> List[BufferRecord]:
+    """The blocks live at the peak, largest first: the window's, those alive across it, and those
+    allocated before it and freed after the peak."""
     buffers: List[BufferRecord] = []
-    for block in blocks:
+    for block in window.blocks:
         if block.start <= peak_event and (block.end is None or block.end > peak_event):
             buffers.append(BufferRecord(op=block.site.name, bytes=block.size, region=block.site.kind,
                                         category=block.category, bytes_source=MEASURED,
@@ -351,24 +431,12 @@ def reduce_snapshot(snapshot: Dict[str, Any], device: Optional[int] = None) -> O
         buffers.append(BufferRecord(op=site.name, bytes=_int(b, "size", where), region=site.kind, category=category,
                                     bytes_source=MEASURED, requested_bytes=b.get("requested_size")
                                     if type(b.get("requested_size")) is int else None))
-    freed_later = {events[n][1] for n, d, _, i in deltas[peak_index + 1:] if i < 0 and d < 0}
-    for addr, size in freed_before.items():
+    freed_later = {events[n][1] for n, d, _, i in window.deltas[peak_index + 1:] if i < 0 and d < 0}
+    for addr, size in window.freed_before.items():
         if addr in freed_later:
             buffers.append(BufferRecord(op="", bytes=size, category=BEFORE_WINDOW, bytes_source=MEASURED))
     buffers.sort(key=lambda b: -b.bytes)
-
-    trace = OpTrace(source=SOURCE, ops=_op_table(blocks, f"device {device}"), peak_bytes=max(peak, 0),
-                    peak_time_us=round(t_us[peak_index] - origin, 3) if peak_index >= 0 else 0.0,
-                    timeline=timeline, devices=[f"device {device}"], steps=1, counts_resident=True,
-                    peak_buffers=BufferTable.from_rows(buffers), timed=False)
-    trace.allocators = [_allocator(device, peak, total, segments, real_segments, reserved_at_dump,
-                                   segment_delta, peak_event, allocated_at_dump)]
-    notes.append("the peak of the recorded window (torch.cuda.max_memory_allocated() counts the same bytes; "
-                 "it is higher only if the peak came before the window)")
-    if not timed and events:
-        notes.append("no time_us in this snapshot: the timeline's axis is the entry's index")
-    trace.allocations_note = "; ".join(oom + notes)
-    return trace
+    return buffers
 
 
 def snapshot_categories(entries: List[Any]) -> Optional[List[Optional[str]]]:

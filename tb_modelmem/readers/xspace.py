@@ -90,55 +90,9 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     batch seen in measured shapes. Warns (and still returns what it found) when the profile
     has no op events.
     """
-    calls: Dict[Tuple[str, str], _Calls] = {}
-    memory: List[_MemoryEvent] = []
     programs = hlo.programs(xspace)
     tf_ops = not hlo.written_by_jax(xspace)  # a JAX profile's "a:b" host events are its runtime's, not ops
-    xla_events: List[xla.XlaEvent] = []
-    steps = 0
-    for plane in xspace.planes:
-        if not plane.name.startswith(("/host:", "/device:")) or plane.name == hlo.METADATA_PLANE:
-            continue
-        stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
-        device = plane.name
-        host = device.startswith("/host:")
-        # What an event is depends on its metadata alone (allocator event, or a host op named
-        # "node:Type", whose running totals it then is): worked out once per metadata id, not
-        # once per event (most repeat; most are not ops at all, e.g. the Eigen threads'
-        # ThreadpoolListener). A device op's tf_op may sit in the event's own stats: per event.
-        kinds: Dict[int, Any] = {}
-        for line in plane.lines:
-            if host and line.name == "python":
-                steps += _outermost_function_calls(line, stat_names)
-            base_ps = line.timestamp_ns * 1000
-            input_line = host and line.name.startswith(_INPUT_LINES)
-            for event in line.events:
-                kind = kinds.get(event.metadata_id, _UNSEEN)
-                if kind is None:
-                    continue
-                if kind is _UNSEEN:
-                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls,
-                                                               bool(programs), tf_ops)
-                    if kind is None:
-                        continue
-                if type(kind) is _Calls:  # a host op
-                    kind.add(base_ps + event.offset_ps, event.duration_ps, input_line)
-                elif kind is _ALLOC or kind is _DEALLOC:
-                    memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
-                                               _stats(event.stats, stat_names), input_line))
-                else:
-                    meta = _event_metadata(plane, event) if kind is _THUNK else kind
-                    stats = _stats(list(meta.stats) + list(event.stats), stat_names)
-                    if programs and "hlo_op" in stats:  # an XLA program's thunk or kernel
-                        xla_events.append(xla.XlaEvent(device, line.name, meta.name, base_ps + event.offset_ps,
-                                                       event.duration_ps, {k: stats.get(k) for k in xla.STATS}))
-                        continue
-                    if kind is _THUNK:  # no: the events of this metadata are the runtime's, not a thunk's
-                        kinds[event.metadata_id] = None
-                        continue
-                    op = _device_op(stats) if tf_ops else None  # a device op (a thunk ended above)
-                    if op:
-                        _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
+    calls, memory, xla_events, steps = _read_events(xspace, programs, tf_ops)
     step = xla.Step(programs, xla_events) if xla_events else None
     weight_shapes = weight_shapes or (step.state_shapes() if step else frozenset())
     if not calls and step is None:
@@ -200,6 +154,61 @@ class _MemoryEvent:
     device: str
     stats: Dict[str, Any]
     input_line: bool = False  # recorded on a tf.data thread: the input pipeline's buffer
+
+
+
+def _read_events(xspace: Any, programs: Any, tf_ops: bool
+                 ) -> Tuple[Dict[Tuple[str, str], _Calls], List[_MemoryEvent], List[xla.XlaEvent], int]:
+    """The profile's events, read once: the ops' running totals by (op, device), the allocator's events,
+    the events of XLA programs (``programs``), and the steps (outermost Python function calls) that ran."""
+    calls: Dict[Tuple[str, str], _Calls] = {}
+    memory: List[_MemoryEvent] = []
+    xla_events: List[xla.XlaEvent] = []
+    steps = 0
+    for plane in xspace.planes:
+        if not plane.name.startswith(("/host:", "/device:")) or plane.name == hlo.METADATA_PLANE:
+            continue
+        stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+        device = plane.name
+        host = device.startswith("/host:")
+        # What an event is depends on its metadata alone (allocator event, or a host op named
+        # "node:Type", whose running totals it then is): worked out once per metadata id, not
+        # once per event (most repeat; most are not ops at all, e.g. the Eigen threads'
+        # ThreadpoolListener). A device op's tf_op may sit in the event's own stats: per event.
+        kinds: Dict[int, Any] = {}
+        for line in plane.lines:
+            if host and line.name == "python":
+                steps += _outermost_function_calls(line, stat_names)
+            base_ps = line.timestamp_ns * 1000
+            input_line = host and line.name.startswith(_INPUT_LINES)
+            for event in line.events:
+                kind = kinds.get(event.metadata_id, _UNSEEN)
+                if kind is None:
+                    continue
+                if kind is _UNSEEN:
+                    kind = kinds[event.metadata_id] = _kind_of(plane, event, stat_names, device, host, calls,
+                                                               bool(programs), tf_ops)
+                    if kind is None:
+                        continue
+                if type(kind) is _Calls:  # a host op
+                    kind.add(base_ps + event.offset_ps, event.duration_ps, input_line)
+                elif kind is _ALLOC or kind is _DEALLOC:
+                    memory.append(_MemoryEvent(base_ps + event.offset_ps, kind is _ALLOC, device,
+                                               _stats(event.stats, stat_names), input_line))
+                else:
+                    meta = _event_metadata(plane, event) if kind is _THUNK else kind
+                    stats = _stats(list(meta.stats) + list(event.stats), stat_names)
+                    if programs and "hlo_op" in stats:  # an XLA program's thunk or kernel
+                        xla_events.append(xla.XlaEvent(device, line.name, meta.name, base_ps + event.offset_ps,
+                                                       event.duration_ps, {k: stats.get(k) for k in xla.STATS}))
+                        continue
+                    if kind is _THUNK:  # no: the events of this metadata are the runtime's, not a thunk's
+                        kinds[event.metadata_id] = None
+                        continue
+                    op = _device_op(stats) if tf_ops else None  # a device op (a thunk ended above)
+                    if op:
+                        _calls_of(calls, op, device).add(base_ps + event.offset_ps, event.duration_ps)
+    return calls, memory, xla_events, steps
 
 
 def _kind_of(plane: Any, event: Any, stat_names: Dict[int, str], device: str, host: bool,
