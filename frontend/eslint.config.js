@@ -5,5 +5,8 @@ import globals from "globals";
 export default [
   js.configs.recommended,
   { files: ["src/**/*.js"], languageOptions: { globals: globals.browser } },
+  // a view imports no other view: what two views share lives in src/components/
+  { files: ["src/views/*.js"], rules: { "no-restricted-imports": ["error", { patterns: [{ group: ["./*"],
+    message: "a view imports no other view: move what views share to src/components/" }] }] } },
   { files: ["test/**/*.js", "dev/**/*.mjs", "*.mjs", "*.js"], languageOptions: { globals: globals.node } },
 ];

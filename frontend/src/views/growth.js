@@ -17,7 +17,7 @@ import { GROWTH_COLOR } from "../roles.js";
 import { createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, panel, warnBox } from "../components/widgets.js";
-import { createItemView } from "./item-view.js";
+import { createItemView } from "../components/item-view.js";
 import { runsOfKind } from "../selection.js";
 
 const SYMBOLS_UP_TO = 60; // points drawn as dots up to this many samples

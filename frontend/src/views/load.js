@@ -8,7 +8,7 @@ import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, legendItem, panel } from "../components/widgets.js";
 import { OTHER_COLORS } from "../roles.js";
-import { createItemView } from "./item-view.js";
+import { createItemView } from "../components/item-view.js";
 
 const MODE_COLORS = OTHER_COLORS; // modes are not roles: keep role colours unambiguous
 

@@ -6,20 +6,20 @@ import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
 import { formatHuman, formatInt, formatIntKnown, formatMicros, isKnown, shortDevices, UNKNOWN } from "../format.js";
 import {
-  allocationsWarning, allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle,
+  allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle,
 } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
-import { xlaSummary } from "../xla.js";
-import { noLayersNote, recordsOutputShapes, stepKind, untimedNote } from "../framework.js";
+import { noLayersNote, recordsOutputShapes, stepKind } from "../framework.js";
 import { OTHER_COLORS } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
-import { chartBox, infoBox, panel, sourceBadge, warnBox } from "../components/widgets.js";
-import { createItemView } from "./item-view.js";
+import { chartBox, panel, sourceBadge } from "../components/widgets.js";
+import { createItemView } from "../components/item-view.js";
 import { runsOfKind, tagLabel } from "../selection.js";
-import { createHostsPanel } from "./hosts.js";
-import { createPeakPanel } from "./peak.js";
-import { classCell, classText, treeButtons } from "./storage.js";
+import { createHostsPanel } from "../components/hosts.js";
+import { createPeakPanel } from "../components/peak.js";
+import { classCell, classText, treeButtons } from "../components/layer-cells.js";
+import { banners } from "../components/banners.js";
 
 const TOP_N = 12;
 
@@ -264,22 +264,6 @@ function metaLine(data) {
   ];
 }
 
-/** What kind of step this is and what the data cannot tell, said before any figure. */
-export function banners(data) {
-  const out = [];
-  const xla = xlaSummary(data.xla);
-  if (xla) {
-    out.push(el("div", { class: "msg info xla", testid: "xla-summary" },
-      el("div", { class: "xla-headline", title: xla.methods.map((m) => `${m.text}: ${m.hint}`).join("\n") }, xla.headline),
-      xla.unattributed ? el("div", { testid: "xla-unattributed" }, `${xla.unattributed} (rows "${UNATTRIBUTED_TYPE}")`) : null,
-      xla.note ? el("div", { class: "xla-note", testid: "xla-note" }, message(xla.note)) : null));
-  }
-  if (data.allocations && data.allocations !== "all") {
-    out.push(warnBox(allocationsWarning(data), "allocations-note"));
-  }
-  if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
-  return out;
-}
 
 /**
  * {parts, title}: "99.9% of op time on the model's layers (…), 99.7% on leaf layers; on no layer: loss 37 µs",

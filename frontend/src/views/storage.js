@@ -3,15 +3,15 @@
 import { el, message, name } from "../dom.js";
 import {
   ellipsize, formatBytesFull, formatConfigValue, formatHuman, formatInt, formatShape, formatWallTime, shortClassName, shortDevices,
-  UNKNOWN,
 } from "../format.js";
 import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
+import { classCell, classText, noClassKnown, treeButtons } from "../components/layer-cells.js";
 import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
-import { createItemView } from "./item-view.js";
-import { createCompare } from "./compare.js";
+import { createItemView } from "../components/item-view.js";
+import { createCompare } from "../components/compare.js";
 import { largestLayers, replicaBytes, replicaSpan } from "../aggregate.js";
 import { optimizerSections, sectionHeading } from "../optimizer.js";
 import { sharedMarks } from "../shared.js";
@@ -37,26 +37,6 @@ const VARIABLE_COLUMNS = [
 const MIRRORED_COLUMNS = VARIABLE_COLUMNS.map((c) => (c.key === "bytes" ? { ...c, width: "200px", minWidth: 200 }
   : c.key === "device" ? { ...c, width: "minmax(150px, 1fr)", minWidth: 150 } : c));
 
-const NO_CLASS = "the breakdown does not name this layer's class (a checkpoint stores variables, not the layers that made them)";
-
-/**
- * A layer row's class: its own, "composite" for a layer over sublayers, and for a layer the breakdown
- * names no class of, "unknown" (and why) when it names none at all (a checkpoint), else nothing (a row
- * that is no layer of the model: an optimizer's own counters).
- */
-export function classText(l, noneKnown) {
-  if (l.class_name) return l.class_name;
-  if (!l.layer) return "";
-  if (!l.leaf) return "composite";
-  return noneKnown ? `${UNKNOWN}: ${NO_CLASS}` : "";
-}
-
-export function classCell(l, noneKnown) {
-  return !l.class_name && l.layer && l.leaf && noneKnown ? el("i", { class: "why", title: NO_CLASS }, UNKNOWN) : classText(l, noneKnown);
-}
-
-/** Whether a breakdown's layer rows name no class at all (a checkpoint: its variables only). */
-export const noClassKnown = (rows) => !(rows || []).some((l) => l.class_name);
 
 // A layer shared by two parents (shared.js): its second path's row reads "shared", a parent reaching it "+N shared".
 // Marks are per answer's rows: set in render, read by the Params column.
@@ -169,14 +149,6 @@ export function createStorageView({ api, loader, shared }) {
   return { element: view.element, update: (listing) => { view.update(listing); compare.update(listing); } };
 }
 
-/** Model order / expand all / collapse all buttons for a tree table (created before the table exists). */
-export function treeButtons(table) {
-  return [
-    el("button", { class: "link-button", type: "button", title: "undo a column sort", onclick: () => table().resetSort() }, "Model order"),
-    el("button", { class: "link-button", type: "button", onclick: () => table().expandAll() }, "Expand all"),
-    el("button", { class: "link-button", type: "button", onclick: () => table().collapseAll() }, "Collapse all"),
-  ];
-}
 
 function metaLine(data) {
   const parts = [];

@@ -9,10 +9,10 @@ import { breakdownAt, countedNote, handedOutNote, stackTimeline } from "../stack
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, chartBox, infoBox, panel, sourceBadge } from "../components/widgets.js";
-import { createItemView } from "./item-view.js";
-import { banners } from "./ops.js";
+import { createItemView } from "../components/item-view.js";
+import { banners } from "../components/banners.js";
 import { xlaSummary } from "../xla.js";
-import { createPeakPanel } from "./peak.js";
+import { createPeakPanel } from "../components/peak.js";
 
 const MAX_POINTS = 2000; // points drawn; the peak is always one of them
 const COUNTED = "allocator's count";

@@ -7,7 +7,7 @@ import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../fo
 import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
-import { createItemView } from "./item-view.js";
+import { createItemView } from "../components/item-view.js";
 
 const COLUMNS = [
   { key: "label", label: "Category", width: "minmax(170px, 1fr)", minWidth: 170, render: (r) => categoryChip(r.category) },

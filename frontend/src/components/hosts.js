@@ -4,8 +4,8 @@
 
 import { el, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatInt, formatProgress } from "../format.js";
-import { createTable } from "../components/table.js";
-import { errorBox, panel } from "../components/widgets.js";
+import { createTable } from "./table.js";
+import { errorBox, panel } from "./widgets.js";
 
 const RETRY_MS = 1500; // hosts still reducing are asked about again this often
 

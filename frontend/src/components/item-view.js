@@ -9,8 +9,8 @@
 import { el } from "../dom.js";
 import { formatProgress } from "../format.js";
 import { itemKey, reconcile, tagInfo } from "../selection.js";
-import { createSelector } from "../components/selector.js";
-import { errorBox, progressBox } from "../components/widgets.js";
+import { createSelector } from "./selector.js";
+import { errorBox, progressBox } from "./widgets.js";
 
 /**
  * kind: "breakdown" | "ops" | "loadbench"; route: the answer's route (its cache key);

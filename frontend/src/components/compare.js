@@ -7,8 +7,8 @@ import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { compareTotals } from "../aggregate.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
-import { createTable } from "../components/table.js";
-import { chartBox, errorBox, panel } from "../components/widgets.js";
+import { createTable } from "./table.js";
+import { chartBox, errorBox, panel } from "./widgets.js";
 import { compareTag, runsOfKind } from "../selection.js";
 
 const COLUMNS = [

@@ -6,7 +6,7 @@ import { el, message, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatMicros } from "../format.js";
 import { peakParts } from "../aggregate.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL, RESIDENT } from "../roles.js";
-import { categoryCard, peakCard, shareBar } from "../components/widgets.js";
+import { categoryCard, peakCard, shareBar } from "./widgets.js";
 
 /** {element, render(data, t0)}: data has peak_by_category, peak_time_us, breakdown. */
 export function createPeakPanel() {

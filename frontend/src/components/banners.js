@@ -1,0 +1,24 @@
+// What kind of step a trace is and what its data cannot tell: the notes the Ops and Timeline views show first.
+import { el, message } from "../dom.js";
+import { UNATTRIBUTED_TYPE } from "../opnames.js";
+import { xlaSummary } from "../xla.js";
+import { untimedNote } from "../framework.js";
+import { allocationsWarning } from "../layer-figures.js";
+import { infoBox, warnBox } from "./widgets.js";
+
+/** What kind of step this is and what the data cannot tell, said before any figure. */
+export function banners(data) {
+  const out = [];
+  const xla = xlaSummary(data.xla);
+  if (xla) {
+    out.push(el("div", { class: "msg info xla", testid: "xla-summary" },
+      el("div", { class: "xla-headline", title: xla.methods.map((m) => `${m.text}: ${m.hint}`).join("\n") }, xla.headline),
+      xla.unattributed ? el("div", { testid: "xla-unattributed" }, `${xla.unattributed} (rows "${UNATTRIBUTED_TYPE}")`) : null,
+      xla.note ? el("div", { class: "xla-note", testid: "xla-note" }, message(xla.note)) : null));
+  }
+  if (data.allocations && data.allocations !== "all") {
+    out.push(warnBox(allocationsWarning(data), "allocations-note"));
+  }
+  if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
+  return out;
+}
