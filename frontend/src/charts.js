@@ -48,20 +48,11 @@ export function createChart(container, onCategoryClick) {
     container.setAttribute("role", "listbox");
     container.setAttribute("aria-describedby", described.id);
     container.addEventListener("keydown", (event) => {
-      if (!items.length) return;
-      const moves = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
-      let next = null;
-      if (event.key in moves) next = active < 0 ? 0 : active + moves[event.key];
-      else if (event.key === "Home") next = 0;
-      else if (event.key === "End") next = items.length - 1;
-      else if ((event.key === "Enter" || event.key === " ") && active >= 0) {
-        event.preventDefault();
-        onCategoryClick(items[active].name);
-        return;
-      }
+      const next = items.length ? keyMove(event.key, active, items.length) : null;
       if (next === null) return;
       event.preventDefault();
-      pick(Math.max(0, Math.min(items.length - 1, next)));
+      if (next === "choose") onCategoryClick(items[active].name);
+      else pick(next);
     });
     container.addEventListener("focus", () => pick(active < 0 ? 0 : Math.min(active, items.length - 1)));
     container.addEventListener("blur", () => {
@@ -109,6 +100,19 @@ export function createChart(container, onCategoryClick) {
       chart.dispose();
     },
   };
+}
+
+const MOVES = { ArrowDown: 1, ArrowRight: 1, ArrowUp: -1, ArrowLeft: -1 };
+
+/** What a key does in a chart of `count` bars with bar `active` picked (-1: none): the bar to pick,
+ * "choose" (Enter or space on a picked bar), or null (nothing). */
+function keyMove(key, active, count) {
+  let next = null;
+  if (key in MOVES) next = active < 0 ? 0 : active + MOVES[key];
+  else if (key === "Home") next = 0;
+  else if (key === "End") next = count - 1;
+  else if ((key === "Enter" || key === " ") && active >= 0) return "choose";
+  return next === null ? null : Math.max(0, Math.min(count - 1, next));
 }
 
 /** Axis tooltip as a DOM node: heading plus one "● series  value" line per series. */

@@ -19,6 +19,18 @@ const COLUMNS = [
   { key: "ratio", label: "× smallest", width: "90px", numeric: true, text: (r) => (r.ratio === null ? "" : `${r.ratio.toFixed(2)}×`) },
 ];
 
+/** A run's tick box: ticking adds it to `checked` (unticking removes it), then calls `changed`. */
+function runCheckbox(run, checked, changed) {
+  const box = el("input", { type: "checkbox", value: run, testid: "compare-run" });
+  box.checked = checked.has(run);
+  box.addEventListener("change", () => {
+    if (box.checked) checked.add(run);
+    else checked.delete(run);
+    changed();
+  });
+  return el("label", {}, box, name(run));
+}
+
 export function createCompare({ api, loader }) {
   const checked = new Set();
   let listing = null;
@@ -42,16 +54,7 @@ export function createCompare({ api, loader }) {
     const runs = runsOfKind(listing, "breakdown").map((r) => r.run);
     element.hidden = runs.length < 2;
     for (const run of [...checked]) if (!runs.includes(run)) checked.delete(run);
-    runsBox.replaceChildren(...runs.map((run) => {
-      const box = el("input", { type: "checkbox", value: run, testid: "compare-run" });
-      box.checked = checked.has(run);
-      box.addEventListener("change", () => {
-        if (box.checked) checked.add(run);
-        else checked.delete(run);
-        load();
-      });
-      return el("label", {}, box, name(run));
-    }));
+    runsBox.replaceChildren(...runs.map((run) => runCheckbox(run, checked, load)));
   }
 
   async function load() {
