@@ -42,7 +42,7 @@ setup(
     description="TensorBoard plugin: where did my memory go? Weights vs optimizer slots, per-op memory and time.",
     long_description=open(os.path.join(HERE, "README.md")).read() if os.path.exists("README.md") else "",
     long_description_content_type="text/markdown",
-    python_requires=">=3.9",  # mypy.ini says why mypy checks 3.10
+    python_requires=">=3.10",  # as TensorFlow 2.16+, torch 2.x and JAX need; 3.9 ended in 2025
     packages=find_packages(include=["tb_modelmem", "tb_modelmem.*"]),
     package_data={"tb_modelmem": ["static/*"]},
     # No TensorFlow: the plugin, the readers and the summary writers need none, and installing it beside

@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import sys
 
 import pytest
 
 from tests.support import no_tensorflow
 
+UNIT = os.path.dirname(os.path.abspath(__file__))
+FRAMEWORKS = ("tensorflow", "keras", "jax", "torch")
+
+
+def test_no_unit_test_imports_a_framework():
+    """Read from the source, so it holds in a session that runs the other tiers (and imports TF) too."""
+    found = []
+    for name in sorted(os.listdir(UNIT)):
+        if name.endswith(".py"):
+            with open(os.path.join(UNIT, name), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                           [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                found += [(name, m) for m in modules if m.split(".")[0] in FRAMEWORKS]
+    assert found == [(__file__.rsplit(os.sep, 1)[1], "tensorflow"), (__file__.rsplit(os.sep, 1)[1],
+                                                                      "tensorflow.tsl.profiler.protobuf")]
+
 
 def test_tensorflow_cannot_be_imported_when_the_unit_tier_runs_alone():
+    """Run alone (``bash scripts/test.sh tests/unit``), the tier has TensorFlow blocked; in a whole run the
+    other tiers have imported it, and the block is off (the static check above covers that case)."""
     if not no_tensorflow.blocked():
-        pytest.skip("this session runs other tiers too, which import TensorFlow")
+        assert "tensorflow" not in sys.modules or not any(
+            m.startswith("tests.unit.") and "tensorflow" in vars(sys.modules[m]) for m in list(sys.modules))
+        return
     assert not [m for m in sys.modules if m == "tensorflow" or m.startswith("tensorflow.")]
     with pytest.raises(ModuleNotFoundError, match="blocked"):
         import tensorflow  # noqa: F401
