@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import glob
-import os
-
 import pytest
 
 from tests.support import trace_fixtures
 
 
 @pytest.fixture(scope="session")
-def lenet_xplane_bytes(tmp_path_factory) -> bytes:
-    """The ``.xplane.pb`` of two profiled LeNet training steps (batch 1), as the TF2 profiler wrote it."""
-    import tensorflow as tf
+def profiled_lenet(tmp_path_factory) -> trace_fixtures.ProfiledLeNet:
+    """The one LeNet profile the tier shares (``trace_fixtures.profile_lenet``), made once per session."""
+    return trace_fixtures.profile_lenet(str(tmp_path_factory.mktemp("lenet_profile")))
 
-    model = trace_fixtures.lenet_keras()
-    training = trace_fixtures.lenet_train_step(model)
-    logdir = str(tmp_path_factory.mktemp("lenet_profile"))
-    tf.profiler.experimental.start(logdir)
-    for _ in range(2):
-        training.step(*training.batch)
-    tf.profiler.experimental.stop()
-    (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    with open(path, "rb") as f:
+
+@pytest.fixture(scope="session")
+def lenet_xplane_bytes(profiled_lenet: trace_fixtures.ProfiledLeNet) -> bytes:
+    """The ``.xplane.pb`` of the profiled LeNet steps, as the TF2 profiler wrote it."""
+    with open(profiled_lenet.path, "rb") as f:
         return f.read()

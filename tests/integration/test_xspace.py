@@ -10,7 +10,7 @@ import sys
 import textwrap
 import warnings
 import zlib
-from typing import Any, List, NamedTuple, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -26,30 +26,14 @@ from tests.support import trace_fixtures
 from tests.support.layer_time import on_layers
 from tests.support.trace_fixtures import CONV1_BYTES, CONV2_BYTES, DENSE_BYTES
 
-STEPS = 2
-
-
-class Profiled(NamedTuple):
-    model: Any
-    train_step: Any
-    optimizer: Any
-    path: str  # the .xplane.pb
+STEPS = trace_fixtures.LENET_STEPS
+Profiled = trace_fixtures.ProfiledLeNet
 
 
 @pytest.fixture(scope="module")
-def profiled(tmp_path_factory) -> Profiled:
-    """STEPS profiled LeNet training steps, batch 1."""
-    import tensorflow as tf
-
-    model = trace_fixtures.lenet_keras()
-    training = trace_fixtures.lenet_train_step(model)
-    logdir = str(tmp_path_factory.mktemp("profile"))
-    tf.profiler.experimental.start(logdir)
-    for _ in range(STEPS):
-        training.step(*training.batch)
-    tf.profiler.experimental.stop()
-    (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    return Profiled(model, training.step, training.optimizer, path)
+def profiled(profiled_lenet: Profiled) -> Profiled:
+    """The tier's one LeNet profile (tests/integration/conftest.py)."""
+    return profiled_lenet
 
 
 def graph_and_vocabulary(profiled: Profiled, function: Any = None) -> Tuple[Any, Vocabulary]:

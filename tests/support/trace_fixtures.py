@@ -7,6 +7,7 @@ LeNet, batch 1, float32: conv1 output [1,28,28,32] = 100,352 B, conv2 [1,14,14,6
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any, NamedTuple, Tuple
 
@@ -162,3 +163,29 @@ def lenet_tf1_traced(partition_graphs: bool = False) -> TracedSession:
             sess.run(logits, {x: np.ones((1, 28, 28, 1), np.float32)}, options=options,
                      run_metadata=run_metadata)
     return TracedSession(run_metadata, info, vocabulary)
+
+
+LENET_STEPS = 2  # profiled LeNet training steps (batch 1)
+
+
+class ProfiledLeNet(NamedTuple):
+    model: Any
+    train_step: Any
+    optimizer: Any
+    path: str  # the .xplane.pb
+
+
+def profile_lenet(logdir: str) -> ProfiledLeNet:
+    """LENET_STEPS LeNet training steps (batch 1) profiled by the TF2 profiler into ``logdir``."""
+    import glob
+
+    import tensorflow as tf
+
+    model = lenet_keras()
+    training = lenet_train_step(model)
+    tf.profiler.experimental.start(logdir)
+    for _ in range(LENET_STEPS):
+        training.step(*training.batch)
+    tf.profiler.experimental.stop()
+    (path,) = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    return ProfiledLeNet(model, training.step, training.optimizer, path)
