@@ -97,30 +97,24 @@ class TraceView:
         known figures only: ``unknown_output_ops`` / ``unknown_alloc_ops`` count the rest, and a
         row with nothing known is None. A phase's time per layer is None where none of its ops
         was placed on a layer (``unplaced_time_us`` in the summary holds it)."""
-        per_layer: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
-        per_group: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
-        # One pass groups op indices by (layer or phase group, phase); the sums run in C over each group.
-        groups: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
-        for i, key in enumerate(zip(layers, phases)):
-            groups[key].append(i)
-        unknown_outputs, unknown_allocs = None in new_bytes, None in alloc_bytes  # each scan in C
-        known_bytes = [nb or 0 for nb in new_bytes] if unknown_outputs else cast(List[int], new_bytes)
-        known_alloc = [a or 0 for a in alloc_bytes] if unknown_allocs else cast(List[int], alloc_bytes)
-        placed: Dict[str, float] = collections.defaultdict(float)  # phase -> time on a layer
-        for (layer, phase), indices in groups.items():
-            agg = per_layer[layer] if layer else per_group[phase]
-            spent = sum(map(time_us.__getitem__, indices))
-            agg["time_us"] += spent
-            agg["ops"] += sum(map(calls.__getitem__, indices))
-            agg["output_bytes"] += sum(map(known_bytes.__getitem__, indices))
-            if unknown_outputs:
-                agg["unknown_output_ops"] += list(map(new_bytes.__getitem__, indices)).count(None)
-            agg["alloc_bytes"] += sum(map(known_alloc.__getitem__, indices))
-            if unknown_allocs:
-                agg["unknown_alloc_ops"] += list(map(alloc_bytes.__getitem__, indices)).count(None)
-            agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + spent
-            if layer:
-                placed[phase] += spent
+        per_layer, per_group, placed = _sum_ops(layers, phases, time_us, calls, new_bytes, alloc_bytes)
+        self._add_peak_buffers(per_layer, per_group)
+        self.unplaced_time_us = {phase: agg["time_us"] for phase, agg in per_group.items() if phase in _PHASE_KEYS}
+        self.joined_time_us = sum(agg["time_us"] for p, agg in per_layer.items() if p and p in self.tree)
+        self.leaf_time_us = sum(agg["time_us"] for p, agg in per_layer.items()
+                                if p and p in self.tree and not self.tree.children[p])
+        tree = self._layer_rows(per_layer)
+        columns = tree["columns"]
+        for phase in _PHASE_KEYS:  # none of this phase's ops is on a layer: per layer, it is unknown
+            if self.unplaced_time_us.get(phase) and not placed.get(phase):
+                columns[f"{phase}_time_us"] = [None] * tree["length"]
+        if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
+            for category in (ACTIVATIONS, GRADIENTS):
+                columns[f"peak_{category}_bytes"] = [None] * tree["length"]
+        return appended(tree, _group_rows(per_group, self.trace.allocations == "none"))
+
+    def _add_peak_buffers(self, per_layer: Dict[str, Dict[str, Any]], per_group: Dict[str, Dict[str, Any]]) -> None:
+        """Adds the activation and gradient buffers live at the peak to their op's layer (else its phase's group)."""
         for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
                                              self.trace.peak_buffers.column("bytes"),
                                              self.trace.peak_buffers.column("category")):
@@ -128,13 +122,11 @@ class TraceView:
                 layer = self._layer_of(buffer_op)
                 agg = per_layer[layer] if layer else per_group[self._of_op.get(buffer_op, ("", ""))[1]]
                 agg[f"peak_{category}_bytes"] += size
-        self.unplaced_time_us = {phase: agg["time_us"] for phase, agg in per_group.items() if phase in _PHASE_KEYS}
-        self.joined_time_us = sum(agg["time_us"] for p, agg in per_layer.items() if p and p in self.tree)
-        self.leaf_time_us = sum(agg["time_us"] for p, agg in per_layer.items()
-                                if p and p in self.tree and not self.tree.children[p])
-        # Each layer's own figures (a composite's are what its own ops and variables hold, never its
-        # sublayers' again), in model order: the breakdown's layers, else the ones the trace joined;
-        # then any other layer ops named.
+
+    def _layer_rows(self, per_layer: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+        """The layer tree's rows (``layer_tree``'s columns) of each layer's own figures (a composite's
+        are what its own ops and variables hold, never its sublayers' again), in model order: the
+        breakdown's layers, else the ones the trace joined; then any other layer ops named."""
         storage = self.breakdown.layer_table["columns"] if self.breakdown else {}
         own = self.breakdown.layer_own if self.breakdown else {}
         at = self.breakdown.layer_at if self.breakdown else {}
@@ -155,28 +147,13 @@ class TraceView:
         sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "unknown_alloc_ops",
                 "weight_bytes", "slot_bytes", f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes"
                 ) + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
-        floors = {"output_bytes": "unknown_output_ops", "alloc_bytes": "unknown_alloc_ops"}
-        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=floors)
+        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=_FLOORS)
         columns = tree["columns"]
         own_time = columns.get("own_time_us") or [None] * tree["length"]
         columns["own_time_us"] = [t or 0.0 for t in own_time]  # a composite no op names: none of its own
         in_storage = set(storage.get("layer", ()))
         columns["in_breakdown"] = [path in in_storage for path in columns["layer"]]
-        for phase in _PHASE_KEYS:  # none of this phase's ops is on a layer: per layer, it is unknown
-            if self.unplaced_time_us.get(phase) and not placed.get(phase):
-                columns[f"{phase}_time_us"] = [None] * tree["length"]
-        if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
-            for category in (ACTIVATIONS, GRADIENTS):
-                columns[f"peak_{category}_bytes"] = [None] * tree["length"]
-        group_rows = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
-                           weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False, own_time_us=agg["time_us"])
-                      for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
-        for row in group_rows:
-            for field, count in floors.items():
-                row[field] = unknown_where([row[field]], [row[count]])[0]
-            if self.trace.allocations == "none":
-                row.update({f"peak_{c}_bytes": None for c in (ACTIVATIONS, GRADIENTS)})
-        return appended(tree, group_rows)
+        return tree
 
     def summary(self, top: int = 12) -> Dict[str, Any]:
         trace = self.trace
@@ -222,6 +199,56 @@ class TraceView:
 
 
 _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
+
+
+# a byte figure summed over known values only, and the count of the values unknown beside it
+_FLOORS = {"output_bytes": "unknown_output_ops", "alloc_bytes": "unknown_alloc_ops"}
+
+
+def _sum_ops(layers: List[str], phases: List[str], time_us: List[float], calls: List[int],
+             new_bytes: List[Optional[int]], alloc_bytes: List[Optional[int]]
+             ) -> Tuple[Dict[str, Dict[str, Any]], Dict[str, Dict[str, Any]], Dict[str, float]]:
+    """The ops' figures summed per layer and, for ops on no layer, per phase group; and each
+    phase's time spent on a layer."""
+    per_layer: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
+    per_group: Dict[str, Dict[str, Any]] = collections.defaultdict(_zero_layer)
+    # One pass groups op indices by (layer or phase group, phase); the sums run in C over each group.
+    groups: Dict[Tuple[str, str], List[int]] = collections.defaultdict(list)
+    for i, key in enumerate(zip(layers, phases)):
+        groups[key].append(i)
+    unknown_outputs, unknown_allocs = None in new_bytes, None in alloc_bytes  # each scan in C
+    known_bytes = [nb or 0 for nb in new_bytes] if unknown_outputs else cast(List[int], new_bytes)
+    known_alloc = [a or 0 for a in alloc_bytes] if unknown_allocs else cast(List[int], alloc_bytes)
+    placed: Dict[str, float] = collections.defaultdict(float)  # phase -> time on a layer
+    for (layer, phase), indices in groups.items():
+        agg = per_layer[layer] if layer else per_group[phase]
+        spent = sum(map(time_us.__getitem__, indices))
+        agg["time_us"] += spent
+        agg["ops"] += sum(map(calls.__getitem__, indices))
+        agg["output_bytes"] += sum(map(known_bytes.__getitem__, indices))
+        if unknown_outputs:
+            agg["unknown_output_ops"] += list(map(new_bytes.__getitem__, indices)).count(None)
+        agg["alloc_bytes"] += sum(map(known_alloc.__getitem__, indices))
+        if unknown_allocs:
+            agg["unknown_alloc_ops"] += list(map(alloc_bytes.__getitem__, indices)).count(None)
+        agg[f"{phase or 'other'}_time_us"] = agg.get(f"{phase or 'other'}_time_us", 0.0) + spent
+        if layer:
+            placed[phase] += spent
+    return per_layer, per_group, placed
+
+
+def _group_rows(per_group: Dict[str, Dict[str, Any]], no_allocations: bool) -> List[Dict[str, Any]]:
+    """One row per phase group of ops on no layer, the most time first (peak bytes unknown
+    where the trace has no allocator event)."""
+    rows = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
+                 weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False, own_time_us=agg["time_us"])
+            for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
+    for row in rows:
+        for field, count in _FLOORS.items():
+            row[field] = unknown_where([row[field]], [row[count]])[0]
+        if no_allocations:
+            row.update({f"peak_{c}_bytes": None for c in (ACTIVATIONS, GRADIENTS)})
+    return rows
 
 
 def _zero_layer() -> Dict[str, Any]:
