@@ -304,17 +304,6 @@ class Program:
                                      allocation.size))
         return out
 
-    def allocation_sizes(self) -> Dict[str, List[int]]:
-        """Bytes of each buffer allocation a run of the program asks the allocator for, by kind:
-        "temp" (the intermediate buffers), "output", "tuple" (an output's pointer table); entry
-        parameters, constants and thread-local scalars are not allocated per run."""
-        out: Dict[str, List[int]] = collections.defaultdict(list)
-        for allocation in self._assignment.buffer_allocations:
-            kind = _allocation_kind(allocation)
-            if kind in ("temp", "output", "tuple"):
-                out[kind].append(allocation.size)
-        return dict(out)
-
     def temp_peak(self) -> Optional[TempPeak]:
         """The largest temp allocation and the buffers live in it at its peak (None: the program
         has no temp allocation). From the heap-simulator trace XLA keeps with the program when it
