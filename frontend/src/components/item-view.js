@@ -22,13 +22,12 @@ import { errorBox, progressBox } from "./widgets.js";
  */
 export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false, steps: stepPicker = true }) {
   let listing = null;
-  let steps = [];
-  let stepsKey = "";
   let loadedKey = "";
   let loadingKey = "";
   let current = null; // the item whose data the body shows
   let auto = ""; // the breakdown the server joined when none was picked
   let token = 0;
+  const steps = createStepList(api, loader);
   shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
 
   const selector = createSelector((next) => {
@@ -49,19 +48,10 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     shared.selection = selection;
     const info = tagInfo(listing, kind, selection.run, selection.tag);
     if (!info) return;
-    const wantSteps = `steps\u0000${selection.run}\u0000${selection.tag}\u0000${info.max_step}`;
-    if (stepPicker && wantSteps !== stepsKey) {
-      try {
-        const answer = await loader.get(wantSteps, () => api.steps(selection), { keep: () => mine === token });
-        steps = answer.steps || [];
-      } catch {
-        steps = []; // the data request below reports the problem for this item
-      }
-      if (mine !== token) return;
-      stepsKey = wantSteps;
-    }
-    if (selection.step !== "" && !steps.some((s) => s.step === selection.step)) selection.step = "";
-    selector.update(listing, kind, selection, steps, auto);
+    const wantSteps = stepsKey(selection, info);
+    if (stepPicker && wantSteps !== steps.key && !(await steps.fetch(wantSteps, selection, () => mine === token))) return;
+    if (selection.step !== "" && !steps.steps.some((s) => s.step === selection.step)) selection.step = "";
+    selector.update(listing, kind, selection, steps.steps, auto);
     load({ ...selection }, itemKey(route, selection, info, listing));
   }
 
@@ -75,14 +65,8 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
     let data;
     try {
-      data = await loader.get(key, () => fetch(item), {
-        keep: () => loadingKey === key,
-        onProgress: (state) => {
-          if (loadingKey !== key) return;
-          progress.update(formatProgress(state), state.progress);
-          status.replaceChildren(progress.element);
-        },
-      });
+      data = await loader.get(key, () => fetch(item), { keep: () => loadingKey === key,
+        onProgress: (state) => { if (loadingKey === key) showProgress(progress, status, state); } });
     } catch (e) {
       if (loadingKey !== key || e?.name === "Cancelled") return;
       loadingKey = "";
@@ -97,24 +81,12 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     loadingKey = "";
     loadedKey = key;
     current = item;
-    status.replaceChildren();
-    body.hidden = false;
-    try {
-      meta.replaceChildren(...render(data, item));
-    } catch (e) {
-      status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
-      console.error(e);
-    }
+    showData({ body, meta, status }, render, data, item);
     const picked = data?.breakdown?.tag || "";
     if (joins && picked !== auto) {
       auto = picked;
-      selector.update(listing, kind, shared.selection, steps, auto);
+      selector.update(listing, kind, shared.selection, steps.steps, auto);
     }
-  }
-
-  /** The same item, maybe at another step: its older figures may stay up while the new ones load. */
-  function sameItem(a, b) {
-    return Boolean(a) && ["run", "tag", "host", "breakdown"].every((k) => (a[k] || "") === (b[k] || ""));
   }
 
   return {
@@ -126,4 +98,49 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
       update(listing);
     },
   };
+}
+
+/** The same item, maybe at another step: its older figures may stay up while the new ones load. */
+function sameItem(a, b) {
+  return Boolean(a) && ["run", "tag", "host", "breakdown"].every((k) => (a[k] || "") === (b[k] || ""));
+}
+
+/** What the step picker's choices depend on: the run, the tag and its newest step. */
+function stepsKey(selection, info) {
+  return `steps\u0000${selection.run}\u0000${selection.tag}\u0000${info.max_step}`;
+}
+
+/** The step picker's choices (`steps`) and the `key` they are for; `fetch` asks the server for them
+ * and says false when `keep()` says a newer update began meanwhile. */
+function createStepList(api, loader) {
+  const list = { steps: [], key: "" };
+  list.fetch = async (key, selection, keep) => {
+    try {
+      const answer = await loader.get(key, () => api.steps(selection), { keep });
+      list.steps = answer.steps || [];
+    } catch {
+      list.steps = []; // the data request reports the problem for this item
+    }
+    if (!keep()) return false;
+    list.key = key;
+    return true;
+  };
+  return list;
+}
+
+function showProgress(progress, status, state) {
+  progress.update(formatProgress(state), state.progress);
+  status.replaceChildren(progress.element);
+}
+
+/** The loaded item's figures in the body and its meta line; what `render` throws is said in the status box. */
+function showData({ body, meta, status }, render, data, item) {
+  status.replaceChildren();
+  body.hidden = false;
+  try {
+    meta.replaceChildren(...render(data, item));
+  } catch (e) {
+    status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
+    console.error(e);
+  }
 }

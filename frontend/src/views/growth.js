@@ -86,34 +86,10 @@ export function createGrowthView({ api, loader, shared }) {
   const unreadable = el("div");
   const chartsEl = el("div", { class: "growth-charts" });
   const charts = new Map(); // series -> {element, chart, title, hint}
-  const tables = {};
-  const panels = {};
-  const notes = {}; // under each table: what its "unknown" rows mean
-  for (const [key, t] of Object.entries(TABLES)) {
-    tables[key] = createTable({ testid: t.testid, label: t.label, sort: { key: key === "models" ? "bytes" : "grown", direction: "desc" },
-      columns: key === "models" ? MODEL_COLUMNS : moverColumns("step", true), maxHeight: 290, placeholder: `Filter ${t.label.toLowerCase()}` });
-    notes[key] = el("p", { class: "hint table-note", testid: `${t.testid}-unknown` });
-    panels[key] = panel(t.title, t.hint, tables[key].element, notes[key]);
-    panels[key].hidden = true;
-  }
-  const explainHead = el("h3", { class: "growth-explain-head" }, "What explains it");
-  explainHead.hidden = true;
+  const explained = explainParts();
   const scalarsNote = el("p", { class: "hint" });
-  const body = el("div", {}, summary, elsewhere, unreadable, chartsEl, explainHead,
-    el("div", { class: "grid2 growth-tables" }, Object.values(panels)), scalarsNote);
-
-  function chartFor(series) {
-    if (!charts.has(series)) {
-      const box = chartBox(170);
-      const title = el("span", { class: "growth-chart-title" });
-      const badge = el("span", { class: "growth-badge", title: "keeps growing" }, "▲ growing");
-      const hint = el("small");
-      const element = el("section", { class: "panel growth-chart", testid: `growth-chart-${series}` },
-        el("h2", {}, title, badge, hint), box);
-      charts.set(series, { element, chart: createChart(box), title, badge, hint });
-    }
-    return charts.get(series);
-  }
+  const body = el("div", {}, summary, elsewhere, unreadable, chartsEl, explained.head,
+    el("div", { class: "grid2 growth-tables" }, Object.values(explained.panels)), scalarsNote);
 
   function render(data, item) {
     const { word, flagged, none } = growthSummary(data);
@@ -121,45 +97,8 @@ export function createGrowthView({ api, loader, shared }) {
     showElsewhere(lastScan, item);
     const note = unreadableNote(data.unreadable);
     unreadable.replaceChildren(note ? warnBox(message(note), "growth-unreadable") : "");
-
-    const growth = new Map((data.growth || []).filter((g) => g && typeof g.series === "string").map((g) => [g.series, g]));
-    const labels = labelsByStep(data.labels);
-    const shown = chartedSeries(data);
-    for (const [series, c] of charts) {
-      if (!shown.includes(series)) {
-        c.chart.dispose();
-        charts.delete(series);
-      }
-    }
-    chartsEl.replaceChildren(...shown.map((series) => {
-      const c = chartFor(series);
-      const g = growth.get(series);
-      const unit = seriesUnit(data, series);
-      const isFlagged = Boolean(g?.flagged);
-      c.element.classList.toggle("flagged", isFlagged);
-      c.element.dataset.flagged = String(isFlagged);
-      c.badge.hidden = !isFlagged;
-      c.title.replaceChildren(name(seriesLabel(series)));
-      const n = (data.series[series].steps || []).length;
-      c.hint.replaceChildren(g ? `${formatPerStep(g.per_step, unit)} per ${word} · ` : "", message(g?.reason || "no trend computed"),
-        isKnown(data.samples) && n < data.samples ? ` · ${formatInt(n)} of ${formatInt(data.samples)} samples` : "");
-      c.hint.title = isolate(`${g && isKnown(g.per_step) && unit === "bytes" ? `${formatBytesFull(g.per_step)} per ${word}; ` : ""}${g?.reason || ""}`);
-      c.chart.set(chartOption(series, data.series[series], { flagged: isFlagged, unit, labels, word }),
-        growthText(series, data.series[series], g, { flagged: isFlagged, unit, word }));
-      return c.element;
-    }));
-    if (!shown.length) chartsEl.append(el("div", { class: "msg info" }, "This tag holds no samples yet."));
-
-    const present = explainTables(data.explained_by);
-    const keys = new Set(present.map((t) => t.key));
-    for (const key of Object.keys(TABLES)) panels[key].hidden = !keys.has(key);
-    explainHead.hidden = !present.length;
-    for (const t of present) {
-      if (t.key !== "models") tables[t.key].setColumns(moverColumns(word, t.bytes), { key: "grown", direction: "desc" });
-      tables[t.key].setRows(t.rows);
-      notes[t.key].textContent = t.key === "models" ? "" : unknownGrowthNote(t.rows);
-      notes[t.key].hidden = !notes[t.key].textContent;
-    }
+    renderCharts(chartsEl, charts, data, word);
+    showExplained(explained, data, word);
     scalarsNote.textContent = `RSS, device memory, live variables and graph ops are also in TensorBoard's Scalars dashboard, `
       + `as ${isolate(item.tag)}/… (samples written in TF2).`;
     return metaLine(data, word);
@@ -167,43 +106,11 @@ export function createGrowthView({ api, loader, shared }) {
 
   const view = createItemView({ api, loader, kind: "memory", route: "growth", fetch: api.growth, body, render,
     shared: shared.memory, steps: false });
-
-  // Which items flag something, asked once per item and step (one request at a time): Growth opens on
-  // the item with the most series flagged, and an item with none says where to look.
-  const scanned = new Map(); // "run\0tag\0max_step" -> {run, tag, flagged}
+  const scan = createScan(api, loader);
   let opened = false;
-  let current = null; // the listing being scanned
-
-  async function scan(listing) {
-    current = listing;
-    const items = runsOfKind(listing, "memory").flatMap((r) => r.tags.map((t) => ({ run: r.run, tag: t.tag, max_step: t.max_step })))
-      .slice(0, MAX_SCANNED);
-    for (const item of items) {
-      const key = [item.run, item.tag, item.max_step].join("\u0000");
-      if (scanned.has(key)) continue;
-      try {
-        const answer = await loader.get(`growth-scan\u0000${key}`, () => api.growth(item), { keep: () => current === listing });
-        scanned.set(key, { run: item.run, tag: item.tag, flagged: flaggedCount(answer) });
-      } catch {
-        scanned.set(key, { run: item.run, tag: item.tag, flagged: 0 }); // its own error shows when it is opened
-      }
-      if (current !== listing) return null;
-    }
-    return { items: items.length, of: runsOfKind(listing, "memory").reduce((n, r) => n + r.tags.length, 0),
-      found: items.map((i) => scanned.get([i.run, i.tag, i.max_step].join("\u0000"))) };
-  }
 
   function showElsewhere(result, item = view.item()) {
-    const others = (result?.found || []).filter((f) => f.flagged && !(f.run === item?.run && f.tag === item?.tag));
-    const here = result?.found.find((f) => f.run === item?.run && f.tag === item?.tag);
-    elsewhere.hidden = !result || Boolean(here?.flagged) || !item;
-    if (elsewhere.hidden) return;
-    const checked = result.items < result.of ? ` (the first ${formatInt(result.items)} of ${formatInt(result.of)} checked)` : "";
-    elsewhere.replaceChildren(...(others.length
-      ? [`Flagged in other runs${checked}: `, ...others.flatMap((f, i) => [i ? ", " : "", el("button", {
-        class: "link-button", type: "button", testid: "growth-elsewhere-item", onclick: () => view.pick({ run: f.run, tag: f.tag }),
-      }, name(f.run), f.tag === "memory" ? "" : [" / ", name(f.tag)], ` (${f.flagged} series)`)])]
-      : [`Nothing is flagged in any of the ${formatInt(result.items)} items with memory samples${checked}.`]));
+    showFlaggedElsewhere(elsewhere, result, item, (f) => view.pick({ run: f.run, tag: f.tag }));
   }
 
   let lastScan = null;
@@ -232,6 +139,123 @@ export function createGrowthView({ api, loader, shared }) {
       showElsewhere(lastScan);
     },
   };
+}
+
+/** The "What explains it" head and, for each of TABLES, its table, the note under it and its panel. */
+function explainParts() {
+  const tables = {};
+  const panels = {};
+  const notes = {}; // under each table: what its "unknown" rows mean
+  for (const [key, t] of Object.entries(TABLES)) {
+    tables[key] = createTable({ testid: t.testid, label: t.label, sort: { key: key === "models" ? "bytes" : "grown", direction: "desc" },
+      columns: key === "models" ? MODEL_COLUMNS : moverColumns("step", true), maxHeight: 290, placeholder: `Filter ${t.label.toLowerCase()}` });
+    notes[key] = el("p", { class: "hint table-note", testid: `${t.testid}-unknown` });
+    panels[key] = panel(t.title, t.hint, tables[key].element, notes[key]);
+    panels[key].hidden = true;
+  }
+  const head = el("h3", { class: "growth-explain-head" }, "What explains it");
+  head.hidden = true;
+  return { tables, panels, notes, head };
+}
+
+/** The tables of what explains the growth that the answer has; the others hidden. */
+function showExplained({ tables, panels, notes, head }, data, word) {
+  const present = explainTables(data.explained_by);
+  const keys = new Set(present.map((t) => t.key));
+  for (const key of Object.keys(TABLES)) panels[key].hidden = !keys.has(key);
+  head.hidden = !present.length;
+  for (const t of present) {
+    if (t.key !== "models") tables[t.key].setColumns(moverColumns(word, t.bytes), { key: "grown", direction: "desc" });
+    tables[t.key].setRows(t.rows);
+    notes[t.key].textContent = t.key === "models" ? "" : unknownGrowthNote(t.rows);
+    notes[t.key].hidden = !notes[t.key].textContent;
+  }
+}
+
+/** One chart per series charted (`charts`: series -> its chart, kept while the series is shown). */
+function renderCharts(chartsEl, charts, data, word) {
+  const growth = new Map((data.growth || []).filter((g) => g && typeof g.series === "string").map((g) => [g.series, g]));
+  const labels = labelsByStep(data.labels);
+  const shown = chartedSeries(data);
+  for (const [series, c] of charts) {
+    if (!shown.includes(series)) {
+      c.chart.dispose();
+      charts.delete(series);
+    }
+  }
+  chartsEl.replaceChildren(...shown.map((series) => {
+    if (!charts.has(series)) charts.set(series, chartPanel(series));
+    const c = charts.get(series);
+    showSeries(c, series, data, growth.get(series), { labels, word });
+    return c.element;
+  }));
+  if (!shown.length) chartsEl.append(el("div", { class: "msg info" }, "This tag holds no samples yet."));
+}
+
+function chartPanel(series) {
+  const box = chartBox(170);
+  const title = el("span", { class: "growth-chart-title" });
+  const badge = el("span", { class: "growth-badge", title: "keeps growing" }, "▲ growing");
+  const hint = el("small");
+  const element = el("section", { class: "panel growth-chart", testid: `growth-chart-${series}` },
+    el("h2", {}, title, badge, hint), box);
+  return { element, chart: createChart(box), title, badge, hint };
+}
+
+/** A series' chart, title and hint (its growth per step or build and why), flagged or not. */
+function showSeries(c, series, data, g, { labels, word }) {
+  const unit = seriesUnit(data, series);
+  const isFlagged = Boolean(g?.flagged);
+  c.element.classList.toggle("flagged", isFlagged);
+  c.element.dataset.flagged = String(isFlagged);
+  c.badge.hidden = !isFlagged;
+  c.title.replaceChildren(name(seriesLabel(series)));
+  const n = (data.series[series].steps || []).length;
+  c.hint.replaceChildren(g ? `${formatPerStep(g.per_step, unit)} per ${word} · ` : "", message(g?.reason || "no trend computed"),
+    isKnown(data.samples) && n < data.samples ? ` · ${formatInt(n)} of ${formatInt(data.samples)} samples` : "");
+  c.hint.title = isolate(`${g && isKnown(g.per_step) && unit === "bytes" ? `${formatBytesFull(g.per_step)} per ${word}; ` : ""}${g?.reason || ""}`);
+  c.chart.set(chartOption(series, data.series[series], { flagged: isFlagged, unit, labels, word }),
+    growthText(series, data.series[series], g, { flagged: isFlagged, unit, word }));
+}
+
+/** Which items flag something, asked once per item and step (one request at a time): Growth opens on
+ * the item with the most series flagged, and an item with none says where to look. scan(listing) gives
+ * {items, of, found: [{run, tag, flagged}]}, or null when a newer listing came meanwhile. */
+function createScan(api, loader) {
+  const scanned = new Map(); // "run\0tag\0max_step" -> {run, tag, flagged}
+  let current = null; // the listing being scanned
+  return async function scan(listing) {
+    current = listing;
+    const items = runsOfKind(listing, "memory").flatMap((r) => r.tags.map((t) => ({ run: r.run, tag: t.tag, max_step: t.max_step })))
+      .slice(0, MAX_SCANNED);
+    for (const item of items) {
+      const key = [item.run, item.tag, item.max_step].join("\u0000");
+      if (scanned.has(key)) continue;
+      try {
+        const answer = await loader.get(`growth-scan\u0000${key}`, () => api.growth(item), { keep: () => current === listing });
+        scanned.set(key, { run: item.run, tag: item.tag, flagged: flaggedCount(answer) });
+      } catch {
+        scanned.set(key, { run: item.run, tag: item.tag, flagged: 0 }); // its own error shows when it is opened
+      }
+      if (current !== listing) return null;
+    }
+    return { items: items.length, of: runsOfKind(listing, "memory").reduce((n, r) => n + r.tags.length, 0),
+      found: items.map((i) => scanned.get([i.run, i.tag, i.max_step].join("\u0000"))) };
+  };
+}
+
+/** Where else something is flagged, when the item shown flags nothing; `pick(f)` opens one. */
+function showFlaggedElsewhere(elsewhere, result, item, pick) {
+  const others = (result?.found || []).filter((f) => f.flagged && !(f.run === item?.run && f.tag === item?.tag));
+  const here = result?.found.find((f) => f.run === item?.run && f.tag === item?.tag);
+  elsewhere.hidden = !result || Boolean(here?.flagged) || !item;
+  if (elsewhere.hidden) return;
+  const checked = result.items < result.of ? ` (the first ${formatInt(result.items)} of ${formatInt(result.of)} checked)` : "";
+  elsewhere.replaceChildren(...(others.length
+    ? [`Flagged in other runs${checked}: `, ...others.flatMap((f, i) => [i ? ", " : "", el("button", {
+      class: "link-button", type: "button", testid: "growth-elsewhere-item", onclick: () => pick(f),
+    }, name(f.run), f.tag === "memory" ? "" : [" / ", name(f.tag)], ` (${f.flagged} series)`)])]
+    : [`Nothing is flagged in any of the ${formatInt(result.items)} items with memory samples${checked}.`]));
 }
 
 function renderSummary(container, flagged, none, word) {

@@ -22,34 +22,12 @@ export function createWhatIfView({ api, loader, shared }) {
   const form = Object.assign(shared.whatif, { batch: "", optimizer: "", policy: "", replicas: "1", budget: "",
     ...shared.whatif });
   let askedForm = "";
-  const batch = el("input", { type: "number", min: "1", step: "1", testid: "whatif-batch", "aria-label": "Batch size",
-    placeholder: "as traced" });
-  const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
-  const policy = el("select", { testid: "whatif-policy", "aria-label": "Precision policy" });
-  const replicas = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-replicas",
-    "aria-label": "Replicas" });
-  const budget = el("input", { type: "text", testid: "whatif-budget", "aria-label": "Memory budget per device",
-    placeholder: "e.g. 16GiB" });
-  const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
-  const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
-    el("label", { title: "the global batch size, split over the replicas" }, "Batch", batch),
-    el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
-    el("label", { title: "data-parallel devices, each holding the whole state" }, "Replicas", replicas),
-    el("label", { title: "a device's memory: find the largest batch that fits" }, "Budget", budget), project);
-  const traced = el("div", { class: "meta", testid: "whatif-traced" });
-  const headline = el("h2", { testid: "whatif-headline" });
-  const moved = el("div", { class: "msg info", testid: "whatif-moved" });
-  const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
+  const fields = formFields();
+  const { batch, optimizer, policy, replicas, budget, controls } = fields;
+  const out = resultParts();
   const status = el("div");
-  const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
-    placeholder: "Filter categories" });
-  const caveat = el("small", {}, "one traced step, replayed: runs of the same step differ (the executor's order), "
-    + "so read it as within about 10-20%; the README's What-if table has the errors measured against real runs");
-  const results = el("section", { class: "panel" }, headline, caveat, moved, fits, table.element);
   const body = el("div", {},
-    panel("What if", "project the traced step's peak before you run it", traced, controls, status), results);
-  moved.hidden = true;
-  fits.hidden = true;
+    panel("What if", "project the traced step's peak before you run it", out.traced, controls, status), out.results);
   let current = null;
   let asked = 0;
 
@@ -60,26 +38,9 @@ export function createWhatIfView({ api, loader, shared }) {
     if (current) ask(current);
   });
 
-  function fillChoices(choices) {
-    const fill = (select, values, keep, first) => {
-      select.replaceChildren(option("", first, keep === ""), ...values.map((v) => option(v, v, v === keep)));
-    };
-    if (!optimizer.options.length) fill(optimizer, choices?.optimizers || [], form.optimizer, "as traced");
-    if (!policy.options.length) fill(policy, choices?.policies || [], form.policy, "as traced");
-  }
-
   function show(data) {
-    const whatif = data.whatif || {};
-    fillChoices(data.choices);
-    traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
-    headline.textContent = projectionHeadline(whatif);
-    moved.hidden = !whatif.peak_moved;
-    moved.textContent = movedLine(whatif);
-    fits.hidden = !data.budget;
-    fits.textContent = budgetLine(data.budget);
-    table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
-      projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" }]);
-    results.hidden = false;
+    fillChoices(fields, data.choices, form);
+    showProjection(out, data);
   }
 
   /** The answer for the form's question about `item`, shown when it is still the latest asked. */
@@ -97,7 +58,7 @@ export function createWhatIfView({ api, loader, shared }) {
     } catch (e) {
       if (mine !== asked || e?.name === "Cancelled") return;
       status.replaceChildren(errorBox(e.message, "What if"));
-      results.hidden = true; // figures of another question must not stand under this one
+      out.results.hidden = true; // figures of another question must not stand under this one
     }
   }
 
@@ -113,13 +74,75 @@ export function createWhatIfView({ api, loader, shared }) {
   const view = createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body,
     render, shared: shared.ops, joins: true });
   return { ...view, update(listing) {
-    batch.value = form.batch;
-    replicas.value = form.replicas;
-    budget.value = form.budget;
-    for (const [select, value] of [[optimizer, form.optimizer], [policy, form.policy]]) {
-      if (select.options.length) select.value = value;
-    }
+    showForm(fields, form);
     if (current && JSON.stringify(whatifParams(form)) !== askedForm) ask(current); // set from outside meanwhile
     view.update(listing);
   } };
+}
+
+/** The question's fields and the form that holds them. */
+function formFields() {
+  const batch = el("input", { type: "number", min: "1", step: "1", testid: "whatif-batch", "aria-label": "Batch size",
+    placeholder: "as traced" });
+  const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
+  const policy = el("select", { testid: "whatif-policy", "aria-label": "Precision policy" });
+  const replicas = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-replicas",
+    "aria-label": "Replicas" });
+  const budget = el("input", { type: "text", testid: "whatif-budget", "aria-label": "Memory budget per device",
+    placeholder: "e.g. 16GiB" });
+  const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
+  const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
+    el("label", { title: "the global batch size, split over the replicas" }, "Batch", batch),
+    el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
+    el("label", { title: "data-parallel devices, each holding the whole state" }, "Replicas", replicas),
+    el("label", { title: "a device's memory: find the largest batch that fits" }, "Budget", budget), project);
+  return { batch, optimizer, policy, replicas, budget, controls };
+}
+
+/** The form's fields as the question `form` says (a select once it has its choices). */
+function showForm({ batch, optimizer, policy, replicas, budget }, form) {
+  batch.value = form.batch;
+  replicas.value = form.replicas;
+  budget.value = form.budget;
+  for (const [select, value] of [[optimizer, form.optimizer], [policy, form.policy]]) {
+    if (select.options.length) select.value = value;
+  }
+}
+
+/** The optimizer and policy choices, filled once from the first answer that has them. */
+function fillChoices({ optimizer, policy }, choices, form) {
+  const fill = (select, values, keep, first) => {
+    select.replaceChildren(option("", first, keep === ""), ...values.map((v) => option(v, v, v === keep)));
+  };
+  if (!optimizer.options.length) fill(optimizer, choices?.optimizers || [], form.optimizer, "as traced");
+  if (!policy.options.length) fill(policy, choices?.policies || [], form.policy, "as traced");
+}
+
+/** Where an answer is shown: the traced line, and the results (headline, notes, table by category). */
+function resultParts() {
+  const traced = el("div", { class: "meta", testid: "whatif-traced" });
+  const headline = el("h2", { testid: "whatif-headline" });
+  const moved = el("div", { class: "msg info", testid: "whatif-moved" });
+  const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
+  const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
+    placeholder: "Filter categories" });
+  const caveat = el("small", {}, "one traced step, replayed: runs of the same step differ (the executor's order), "
+    + "so read it as within about 10-20%; the README's What-if table has the errors measured against real runs");
+  const results = el("section", { class: "panel" }, headline, caveat, moved, fits, table.element);
+  moved.hidden = true;
+  fits.hidden = true;
+  return { traced, headline, moved, fits, table, results };
+}
+
+function showProjection({ traced, headline, moved, fits, table, results }, data) {
+  const whatif = data.whatif || {};
+  traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
+  headline.textContent = projectionHeadline(whatif);
+  moved.hidden = !whatif.peak_moved;
+  moved.textContent = movedLine(whatif);
+  fits.hidden = !data.budget;
+  fits.textContent = budgetLine(data.budget);
+  table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
+    projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" }]);
+  results.hidden = false;
 }
