@@ -14,22 +14,17 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 import urllib.parse
 
 import pytest
 
 from tests.support import gpu_h100, xplane_truth
 from tests.support.basis_arithmetic import basis_arithmetic
+from tests.support.browser import API, TABLE_FIT, WAIT, Tab
 from tests.support.tensorboard_process import TensorBoardProcess
 
 playwright = pytest.importorskip("playwright.sync_api")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-API = "/data/plugin/modelmem"
-WAIT = 60_000  # ms; a cold TensorBoard decodes and reduces on first request
 RLO = "\u202e"
 
 
@@ -58,88 +53,6 @@ def demo_tb(demo_logdir, request):
     with TensorBoardProcess(demo_logdir, load_fast=request.param) as tb:
         tb.wait_for_tab(expect_tags=8, expect=DEMO_ITEMS)
         yield tb
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail("Debian chromium is missing: run scripts/setup_env.sh (apt-get install chromium)")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-class Tab:
-    """The Model Memory tab of one TensorBoard in a fresh page: its frame, console errors and API traffic."""
-
-    def __init__(self, browser, tb: TensorBoardProcess, shots: str, height: int = 1000):
-        self.page = browser.new_page(viewport={"width": 1400, "height": height})
-        self.errors, self.responses, self.requests = [], [], []
-        self.in_flight, self.most_in_flight = {}, {}  # URL -> requests on the wire (now, at most)
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("request", self._sent)
-        self.page.on("requestfinished", self._done)
-        self.page.on("requestfailed", self._done)
-        self.page.on("response", lambda r: self.responses.append(r) if API in r.url else None)
-        self.page.goto(f"{tb.url}/#modelmem", wait_until="domcontentloaded")
-        self.page.locator("iframe").first.wait_for(timeout=WAIT)
-        self.page.screenshot(path=os.path.join(shots, "first-paint.png"))  # lays the iframe out
-        self.frame = self.page.frame_locator("iframe").first
-
-    def _sent(self, request) -> None:
-        if API in request.url and "/index.js" not in request.url:
-            self.requests.append(request.url)
-            self.in_flight[request.url] = self.in_flight.get(request.url, 0) + 1
-            self.most_in_flight[request.url] = max(self.most_in_flight.get(request.url, 0), self.in_flight[request.url])
-
-    def _done(self, request) -> None:
-        if request.url in self.in_flight:
-            self.in_flight[request.url] -= 1
-
-    def testid(self, testid: str):
-        return self.frame.locator(f'[data-testid="{testid}"]')
-
-    def view(self, name: str) -> None:
-        self.testid(f"view-{name}").click(timeout=WAIT)
-
-    def pick(self, testid: str, wanted: str, exact: bool = False) -> None:
-        """Select the option whose value is (or contains) `wanted` in a picker, once it has one: a
-        picker fills in after the pick before it (a new run's tags come with its listing)."""
-        select = self.testid(testid)
-        select.wait_for(timeout=WAIT)
-        deadline = time.monotonic() + WAIT / 1000
-        while True:
-            values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-            found = [v for v in values if (v == wanted if exact else wanted in v)]
-            if found or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert found, f"no option {wanted!r} in {testid}: {values}"
-        select.select_option(found[0])
-
-    def open(self, view: str, run: str, tag: str) -> None:
-        """Show ``view`` of the item at (run, tag), picked as a user picks it."""
-        self.view(view)
-        self.pick("run-select", run, exact=True)
-        self.pick("tag-select", tag, exact=True)
-
-    def text(self, testid: str, contains, timeout: int = WAIT) -> None:
-        self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)
-
-    def filter(self, table: str, query: str) -> None:
-        self.testid(f"{table}-filter").fill(query)
-
-    def row(self, table: str, contains: str, timeout: int = WAIT):
-        row = self.testid(table).locator('[role="row"]').filter(has_text=contains).first
-        row.wait_for(timeout=timeout)
-        return row
-
-    def close(self) -> None:
-        csp = [e for e in self.errors if "Content Security Policy" in e]
-        self.page.close()
-        assert not csp, csp
 
 
 @pytest.fixture
@@ -256,11 +169,11 @@ def test_timeline_stacks_the_peak_by_category_and_lists_its_buffers(demo_tb, bro
 
 def test_bad_items_show_a_message_and_names_stay_text(tmp_path, browser, shots):
     from tb_modelmem import summary
+    from tests.support.bad_input import XSS, good_breakdown, raw_summary
     from tests.support.plugin_harness import write_events
-    from tests.unit.test_plugin_bad_input import XSS, _good, _raw_summary
 
-    write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", _good())),
-                                                      (1, _raw_summary("garbage", [b"\x00not zlib"]))])
+    write_events(os.path.join(str(tmp_path), "run"), [(1, summary.pb("storage", good_breakdown())),
+                                                      (1, raw_summary("garbage", [b"\x00not zlib"]))])
     with TensorBoardProcess(str(tmp_path), load_fast=False) as tb:
         tb.wait_for_tab(expect_tags=2)
         tab = Tab(browser, tb, shots)
@@ -281,8 +194,8 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
     from tb_modelmem import summary
     from tb_modelmem.schema.names import WEIGHT
     from tb_modelmem.schema.records import Breakdown, VariableRecord
+    from tests.support.bad_input import good_breakdown, raw_summary
     from tests.support.plugin_harness import write_events
-    from tests.unit.test_plugin_bad_input import _good, _raw_summary
 
     long_name = "n" * 10_000
     long_tag = "t" * 10_000
@@ -292,8 +205,8 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
                                                     dtype="float32", bytes=48, role=WEIGHT)])
     evil = f"evil{RLO}run"
     write_events(os.path.join(str(tmp_path), evil), [
-        (1, summary.pb("storage", _good())),
-        (1, _raw_summary("future", [b"x"], content=b'{"version": 99, "kind": "breakdown"}'))])
+        (1, summary.pb("storage", good_breakdown())),
+        (1, raw_summary("future", [b"x"], content=b'{"version": 99, "kind": "breakdown"}'))])
     write_events(os.path.join(str(tmp_path), "long"), [(1, summary.pb(long_tag, breakdown))])
     with TensorBoardProcess(str(tmp_path), load_fast=True) as tb:
         tb.wait_for_tab(expect_tags=2)
@@ -455,15 +368,15 @@ def test_a_profile_still_reducing_shows_progress_then_renders_every_host(tmp_pat
     thread and answers 202 meanwhile; the tab shows the progress, asks again, then renders, and
     lists both hosts side by side."""
     from tb_modelmem import summary
+    from tests.support.bad_input import good_breakdown
     from tests.support.plugin_harness import write_events
-    from tests.unit.test_plugin_bad_input import _good
 
     session = os.path.join(str(tmp_path), "workers", "plugins", "profile", "2026_01_01_00_00_00")
     os.makedirs(session)
     for host, scale in (("worker_a", 1.0), ("worker_b", 2.0)):
         with open(os.path.join(session, f"{host}.xplane.pb"), "wb") as f:
             f.write(_synthetic_profile(25_000, scale))
-    write_events(os.path.join(str(tmp_path), "workers"), [(1, summary.pb("storage", _good()))])
+    write_events(os.path.join(str(tmp_path), "workers"), [(1, summary.pb("storage", good_breakdown()))])
     with TensorBoardProcess(str(tmp_path), load_fast=True) as tb:
         tb.wait_for_tab(expect_tags=2)
         tab = Tab(browser, tb, shots)
@@ -597,30 +510,6 @@ def seen_tb(seen_logdir):
         yield tb
 
 
-# In the frame: where a table is cut. Its scroller scrolls sideways when its columns overflow; an Output cell
-# must show its byte figure whole (cut), and a one-output shape whole too (shapes_cut); the shapes of an op with
-# several outputs (oneDNN's MaxPool: "[1,14,14,32];[6272] float32;uint8") may be cut, never without their whole
-# text in the tooltip (untitled).
-TABLE_FIT = """t => {
-  const scroll = t.querySelector('.table-scroll').getBoundingClientRect();
-  const right = (e) => e.getBoundingClientRect().right;
-  const outputs = [...t.querySelectorAll('.table-row .cell')]
-    .filter(c => c.querySelector('.badge.measured, .badge.derived'));
-  return {
-    sideways: t.querySelector('.table-scroll').scrollWidth - t.querySelector('.table-scroll').clientWidth,
-    heads: [...t.querySelectorAll('.table-head button')].filter(b => right(b) > scroll.right + 0.5)
-      .map(b => b.textContent),
-    cut: outputs.filter(c => c.scrollWidth > c.clientWidth || !c.querySelector('.out-bytes')
-      || right(c.querySelector('.out-bytes')) > right(c) + 0.5).map(c => c.textContent),
-    shapes_cut: outputs.filter(c => [...c.querySelectorAll('.out-shape')]
-      .some(e => e.scrollWidth > e.clientWidth && !e.textContent.includes(';')))
-      .map(c => c.textContent),
-    untitled: outputs.filter(c => [...c.querySelectorAll('.out-shape')]
-      .some(e => e.scrollWidth > e.clientWidth
-        && !(e.querySelector('[title]') || e).title.includes(e.textContent.trim())))
-      .map(c => c.textContent),
-  };
-}"""
 # In the frame: the texts of a chart's SVG (axis labels, bar labels), without the marks that isolate a name.
 SVG_TEXTS = "box => [...box.querySelectorAll('svg text')].map(t => t.textContent.replace(/[\\u2066-\\u2069]/g, ''))"
 

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.e2e.test_e2e_browser import TABLE_FIT, Tab, browser  # noqa: F401  (browser: the shared Chromium fixture)
+from tests.support.browser import TABLE_FIT, Tab
 from tests.support.tensorboard_process import TensorBoardProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,7 +79,7 @@ def highest_total_allocated(path: str, device_type: int) -> int:
                if e.get("name") == "[memory]" and e["args"].get("Device Type") == device_type)
 
 
-def test_keras_on_torch_storage_and_ops_name_torch_and_its_layers(torch_tb, torch_logdir, browser, shots):  # noqa: F811
+def test_keras_on_torch_storage_and_ops_name_torch_and_its_layers(torch_tb, torch_logdir, browser, shots):
     _, truth, _ = torch_logdir
     tab = Tab(browser, torch_tb, shots, height=1400)
     tab.open("storage", KERAS, "storage")
@@ -108,7 +108,7 @@ def test_keras_on_torch_storage_and_ops_name_torch_and_its_layers(torch_tb, torc
     tab.close()
 
 
-def test_a_plain_pytorch_trace_shows_its_peak_and_modules(torch_tb, torch_logdir, browser, shots):  # noqa: F811
+def test_a_plain_pytorch_trace_shows_its_peak_and_modules(torch_tb, torch_logdir, browser, shots):
     logdir, _, trace = torch_logdir
     peak = highest_total_allocated(os.path.join(logdir, "plain", "run", trace), device_type=0)
     tab = Tab(browser, torch_tb, shots, height=1400)
@@ -130,7 +130,7 @@ def test_a_plain_pytorch_trace_shows_its_peak_and_modules(torch_tb, torch_logdir
     tab.close()
 
 
-def test_the_h100_trace_peak_is_the_gpus_and_its_op_table_fits_1400_px(torch_tb, browser, shots):  # noqa: F811
+def test_the_h100_trace_peak_is_the_gpus_and_its_op_table_fits_1400_px(torch_tb, browser, shots):
     peak = highest_total_allocated(os.path.join(FIXTURES, "torch_h100", H100), device_type=1)
     assert peak == 3_182_946_816  # torch.cuda.max_memory_allocated() in that run (the fixture's README)
     tab = Tab(browser, torch_tb, shots, height=1200)
@@ -155,7 +155,7 @@ def test_the_h100_trace_peak_is_the_gpus_and_its_op_table_fits_1400_px(torch_tb,
     tab.close()
 
 
-def test_a_snapshot_and_a_checkpoint_read_in_place(torch_tb, browser, shots):  # noqa: F811
+def test_a_snapshot_and_a_checkpoint_read_in_place(torch_tb, browser, shots):
     truth = TORCH_TRUTH
     tab = Tab(browser, torch_tb, shots, height=1400)
     tab.open("ops", FILES, "torch/" + SNAPSHOT)

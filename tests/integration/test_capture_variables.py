@@ -15,6 +15,7 @@ from demo.models import seed001_convnet
 from tb_modelmem.capture.variables import breakdown
 from tb_modelmem.rules import layers as layer_capture
 from tb_modelmem.schema import names
+from tests.support.capture_models import OPTIMIZERS, small_model, stored_bytes, train_one_step
 
 v1 = tf.compat.v1
 
@@ -29,17 +30,6 @@ def by_role(found):
     for var in found.variables:
         totals[var.role] += var.bytes
     return totals
-
-
-def stored_bytes(variables):
-    """What the variables occupy, straight from Keras/TF: size x dtype size."""
-    return sum(int(np.prod(v.shape, dtype=np.int64)) * tf.as_dtype(v.dtype).size for v in variables)
-
-
-def train_one_step(model, optimizer, x_shape):
-    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.train_on_batch(np.zeros((2,) + x_shape, "float32"), np.zeros((2,), "int64"))
-    return model
 
 
 def test_seed001_convnet_adam_keras3():
@@ -68,39 +58,6 @@ def test_seed001_layers_and_dtype():
     kernel = next(v for v in found.variables if v.name == "convnet/conv1/kernel")
     assert (kernel.layer, kernel.bytes, kernel.replicas) == ("convnet/conv1", 5 * 5 * 1 * 32 * 4, 1)
     assert "CPU:0" in kernel.device
-
-
-def small_model():
-    """A conv, a BatchNormalization (moving stats are non-trainable) and two dense layers."""
-    return keras.Sequential([
-        keras.Input((6, 6, 2)),
-        keras.layers.Conv2D(4, 3, name="conv"),
-        keras.layers.BatchNormalization(name="bn"),
-        keras.layers.Flatten(name="flatten"),
-        keras.layers.Dense(5, name="fc1"),
-        keras.layers.Dense(3, name="fc2"),
-    ], name="small")
-
-
-# optimizer factory, slots per weight
-OPTIMIZERS = {
-    "sgd": (lambda: keras.optimizers.SGD(), 0),
-    "sgd_momentum": (lambda: keras.optimizers.SGD(momentum=0.9), 1),
-    "adam": (lambda: keras.optimizers.Adam(), 2),
-    "adam_amsgrad": (lambda: keras.optimizers.Adam(amsgrad=True), 3),
-    "adamw": (lambda: keras.optimizers.AdamW(), 2),
-    "adamax": (lambda: keras.optimizers.Adamax(), 2),
-    "nadam": (lambda: keras.optimizers.Nadam(), 2),
-    "rmsprop": (lambda: keras.optimizers.RMSprop(), 1),
-    "rmsprop_momentum": (lambda: keras.optimizers.RMSprop(momentum=0.9), 2),
-    "rmsprop_momentum_centered": (lambda: keras.optimizers.RMSprop(momentum=0.9, centered=True), 3),
-    "adagrad": (lambda: keras.optimizers.Adagrad(), 1),
-    "adadelta": (lambda: keras.optimizers.Adadelta(), 2),
-    "ftrl": (lambda: keras.optimizers.Ftrl(), 2),
-    "lion": (lambda: keras.optimizers.Lion(), 1),
-    "adafactor": (lambda: keras.optimizers.Adafactor(), 3),
-    "loss_scale_adam": (lambda: keras.mixed_precision.LossScaleOptimizer(keras.optimizers.Adam()), 2),
-}
 
 
 @pytest.mark.parametrize("key", sorted(OPTIMIZERS))

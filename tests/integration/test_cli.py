@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tb_modelmem import cli
 from tb_modelmem.schema import payload
-from tests.integration.test_checkpoint import SEED_DATA_BYTES, SLOT_BYTES, WEIGHT_BYTES, save_tf1_convnet
+from tests.support.checkpoint_models import SEED_DATA_BYTES, SLOT_BYTES, WEIGHT_BYTES, save_tf1_convnet
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_no_arguments_prints_the_usage_and_exits_2():
 @pytest.fixture(scope="module")
 def model_files(tmp_path_factory):
     """A real .keras, a real legacy .h5 and a real SavedModel of the seed-001 ConvNet + Adam."""
-    from tests.integration.test_checkpoint import keras_convnet
+    from tests.support.checkpoint_models import keras_convnet
 
     folder = tmp_path_factory.mktemp("model_files")
     model = keras_convnet()

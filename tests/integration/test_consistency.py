@@ -24,7 +24,7 @@ from tb_modelmem.capture.variables import breakdown
 from tb_modelmem.readers.checkpoint import read_checkpoint
 from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.schema import names, records
-from tests.integration.test_capture_variables import OPTIMIZERS, small_model, stored_bytes, train_one_step
+from tests.support.capture_models import OPTIMIZERS, small_model, stored_bytes, train_one_step
 
 
 def canonical(bd):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.integration.test_checkpoint import keras_convnet, save_tf1_convnet
+from tests.support.checkpoint_models import keras_convnet, save_tf1_convnet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCKER = textwrap.dedent(

@@ -10,7 +10,7 @@ import tensorflow as tf
 from tb_modelmem.readers.checkpoint import InspectError
 from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
-from tests.integration.test_checkpoint import SLOT_BYTES, WEIGHT_BYTES, assert_reconciled, by_role, keras_convnet
+from tests.support.checkpoint_models import SLOT_BYTES, WEIGHT_BYTES, assert_reconciled, by_role, keras_convnet
 
 
 @pytest.fixture(scope="session")

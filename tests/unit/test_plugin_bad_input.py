@@ -7,46 +7,26 @@ import os
 import zlib
 
 import pytest
-from tensorboard.compat.proto import summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 
 from tb_modelmem import summary
-from tb_modelmem.schema import metadata
 from tb_modelmem.schema.names import WEIGHT
-from tb_modelmem.schema.records import Breakdown, VariableRecord
+from tests.support.bad_input import XSS, good_breakdown, raw_summary
 from tests.support.plugin_harness import Served, write_events
-
-XSS = "<img src=x onerror=alert(1)>"
-
-
-def _good() -> Breakdown:
-    return Breakdown(source="test", variables=[
-        VariableRecord(name=f"{XSS}/kernel", layer=XSS, shape=[3, 4], dtype="float32", bytes=48, role=WEIGHT)])
-
-
-def _raw_summary(tag: str, blobs, content: bytes = None) -> summary_pb2.Summary:
-    """A summary under our plugin name with arbitrary blobs and plugin content."""
-    md = metadata.create_summary_metadata(metadata.BREAKDOWN)
-    if content is not None:
-        md.plugin_data.content = content
-    tensor = tensor_pb2.TensorProto(
-        dtype=types_pb2.DT_STRING, string_val=blobs,
-        tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=len(blobs))]))
-    return summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, metadata=md, tensor=tensor)])
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Served:
     logdir = str(tmp_path_factory.mktemp("logs"))
     future_payload = zlib.compress(json.dumps({"schema": 99, "kind": "breakdown", "data": {}}).encode())
-    write_events(os.path.join(logdir, "good"), [(1, summary.pb("storage", _good())),
-                                                (2, _raw_summary("garbage", [b"\x00not zlib"])),
-                                                (2, _raw_summary("future_schema", [future_payload])),
-                                                (2, _raw_summary("future_meta", [summary.pb("x", _good()).value[0]
-                                                                                 .tensor.string_val[0]],
-                                                                 content=b'{"version": 99, "kind": "breakdown"}')),
-                                                (2, _raw_summary("foreign_meta", [b"x"], content=b"\x08\x01")),
-                                                (2, _raw_summary("empty", []))])
-    truncated = write_events(os.path.join(logdir, "truncated"), [(s, summary.pb("storage", _good())) for s in range(5)])
+    good = summary.pb("storage", good_breakdown())
+    write_events(os.path.join(logdir, "good"), [(1, good),
+                                                (2, raw_summary("garbage", [b"\x00not zlib"])),
+                                                (2, raw_summary("future_schema", [future_payload])),
+                                                (2, raw_summary("future_meta", [good.value[0].tensor.string_val[0]],
+                                                                content=b'{"version": 99, "kind": "breakdown"}')),
+                                                (2, raw_summary("foreign_meta", [b"x"], content=b"\x08\x01")),
+                                                (2, raw_summary("empty", []))])
+    truncated = write_events(os.path.join(logdir, "truncated"), [(s, good) for s in range(5)])
     with open(truncated, "r+b") as f:
         f.truncate(os.path.getsize(truncated) - 7)
     return Served(logdir)
@@ -114,7 +94,7 @@ def test_a_listing_that_fails_once_keeps_that_sources_items(tmp_path, monkeypatc
     """A data provider call that fails now and then (a busy data server) does not make a run's
     items vanish from the pickers until the next listing: the source's last items stay."""
 
-    write_events(str(tmp_path / "run"), [(0, summary.pb("storage", _good()))])
+    write_events(str(tmp_path / "run"), [(0, summary.pb("storage", good_breakdown()))])
     served = Served(str(tmp_path))
     assert ("run", "storage") in served.tags()
     source = served.plugin._sources[0]
@@ -125,4 +105,4 @@ def test_a_listing_that_fails_once_keeps_that_sources_items(tmp_path, monkeypatc
     monkeypatch.setattr(source, "list", fails)
     served.plugin._listing.clear()  # the next request lists again (as after LISTING_SECONDS)
     assert ("run", "storage") in served.tags()
-    assert served.json("/breakdown", run="run", tag="storage")["variable_count"] == len(_good().variables)
+    assert served.json("/breakdown", run="run", tag="storage")["variable_count"] == len(good_breakdown().variables)
