@@ -103,6 +103,36 @@ def test_the_test_sees_function_level_imports():
     assert "tensorflow" in IMPORTS["tb_modelmem.summary"]
 
 
+# Outside the package, imports go one way: what each folder may import of the others (the package, none).
+OUTSIDE = ("tb_modelmem", "demo", "tests", "benchmarks", "scripts")
+MAY_IMPORT = {
+    "tb_modelmem": {"tb_modelmem"},
+    "demo": {"tb_modelmem", "demo"},
+    "tests": {"tb_modelmem", "demo", "tests"},
+    "benchmarks": {"tb_modelmem", "demo", "tests", "benchmarks"},  # tests.support: harnesses, synthetic records
+    "scripts": {"tb_modelmem", "demo", "tests", "scripts"},
+}
+
+
+def _outside_imports(folder: str) -> Set[str]:
+    """"path: top-level folder" for each import in ``folder`` of one of OUTSIDE it may not import."""
+    found = set()
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found.update(f"{path.relative_to(ROOT)}: {m.split('.')[0]}" for m in modules
+                         if m.split(".")[0] in OUTSIDE and m.split(".")[0] not in MAY_IMPORT[folder])
+    return found
+
+
+def test_outside_the_package_imports_go_one_way():
+    """The product imports none of the folders beside it; the demo imports the product only (tests may
+    import the demo's models, never the reverse); benchmarks and scripts, development tools, may import
+    tests/support/ too (docs/ARCHITECTURE.md, "Outside the package")."""
+    assert not set().union(*(_outside_imports(folder) for folder in MAY_IMPORT))
+
+
 def _js_list(source: str, name: str) -> list:
     found = re.search(rf"export const {name} = (\[[^\]]*\]);", source)
     assert found, f"frontend/src/roles.js exports no {name}"

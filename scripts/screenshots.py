@@ -1,6 +1,6 @@
 """Regenerate the README's screenshots from a demo log dir (real TensorBoard, real Chromium).
 
-    python demo/make_logdir.py --logdir demo_logs && python demo/screenshots.py --logdir demo_logs
+    python demo/make_logdir.py --logdir demo_logs && python scripts/screenshots.py --logdir demo_logs
 
 Each view is shot once its figures are on screen (a test id holding text), not after a fixed
 sleep, so a slow first reduction cannot leave a "Loading..." in the README.
@@ -15,10 +15,9 @@ from typing import NamedTuple, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.tensorboard_process import TensorBoardProcess
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
 WAIT = 120_000  # ms
 
 
@@ -50,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     with TensorBoardProcess(args.logdir, load_fast=True) as tb, sync_playwright() as p:
         tb.wait_for_tab(expect_tags=4)
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1250})
         page.goto(f"{tb.url}/#modelmem")
         page.locator("iframe").first.wait_for(timeout=WAIT)
