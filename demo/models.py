@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 
-def seed001_convnet(name: str = "lenet"):
-    """docs/USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases)."""
+def seed001_convnet(name: str = "lenet", batchnorm: bool = False):
+    """docs/USER_PROBLEMS.md #2: conv 5x5x1x32, conv 5x5x32x64, dense 3136x1024, dense 1024x10 (+ biases);
+    ``batchnorm``: a BatchNormalization (moving statistics, non-trainable) after conv1."""
     import keras
 
-    return keras.Sequential([
+    layers = [
         keras.Input((28, 28, 1)),
         keras.layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
         keras.layers.MaxPooling2D(name="pool1"),
@@ -18,7 +19,10 @@ def seed001_convnet(name: str = "lenet"):
         keras.layers.Flatten(name="flatten"),
         keras.layers.Dense(1024, activation="relu", name="fc1"),
         keras.layers.Dense(10, name="fc2"),
-    ], name=name)
+    ]
+    if batchnorm:
+        layers.insert(2, keras.layers.BatchNormalization(name="bn"))
+    return keras.Sequential(layers, name=name)
 
 
 def mnist_like(n: int, seed: int = 0):

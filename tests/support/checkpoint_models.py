@@ -7,6 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from demo.models import seed001_convnet
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 # conv 5x5x1x32, conv 5x5x32x64, dense [3136, 1024], dense [1024, 10] + biases, float32
@@ -48,18 +49,10 @@ def save_tf1_convnet(folder):
 
 
 def keras_convnet(batchnorm=False):
-    """The same ConvNet in Keras 3, compiled with Adam and trained one step."""
+    """The same ConvNet in Keras 3 (demo.models.seed001_convnet), compiled with Adam and trained one step."""
     import keras
 
-    layers = [keras.Input((28, 28, 1)),
-              keras.layers.Conv2D(32, 5, padding="same", activation="relu", name="conv1"),
-              keras.layers.MaxPooling2D(),
-              keras.layers.Conv2D(64, 5, padding="same", activation="relu", name="conv2"),
-              keras.layers.MaxPooling2D(), keras.layers.Flatten(),
-              keras.layers.Dense(1024, activation="relu", name="fc1"), keras.layers.Dense(10, name="fc2")]
-    if batchnorm:
-        layers.insert(2, keras.layers.BatchNormalization(name="bn"))
-    model = keras.Sequential(layers, name="convnet")
+    model = seed001_convnet("convnet", batchnorm=batchnorm)
     model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.train_on_batch(np.zeros([2, 28, 28, 1], "float32"), np.array([0, 1]))
     return model
