@@ -85,6 +85,7 @@ class _Op:
     seq: Optional[int] = None
     dims: Any = None
     in_step: bool = False  # inside a train step tb_modelmem annotated
+    inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
 def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
@@ -114,7 +115,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         step_annotations += annotated_steps
     _place_backward(ops)
     for op in ops:  # outside every range, an op autograd recorded (it has a sequence number) is the forward pass's
-        if not op.phase and op.seq is not None:
+        if not op.phase and (op.seq is not None or op.inner_seqs):
             op.phase = FORWARD
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
@@ -155,7 +156,10 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 stack.append((end, kind, name))
                 steps += kind == "step"
             continue
-        if op is not None:  # an op inside an op: its parent's
+        if op is not None:  # an op inside an op: its parent's (autograd may number the inner one: addmm in linear)
+            child_seq = _int(_args(e).get("Sequence number"))
+            if child_seq is not None and not name.startswith(_BACKWARD_PREFIX):
+                op.inner_seqs.append(child_seq)
             stack.append((end, "child", None))
             continue
         args = _args(e)
@@ -201,7 +205,8 @@ def _where(stack: Sequence[Tuple[float, str, Any]], backward: bool) -> Tuple[str
 
 def _place_backward(ops: List[_Op]) -> None:
     """A backward op is on the layer of the forward op with its autograd sequence number."""
-    forward = {op.seq: op.layer for op in ops if op.phase != BACKWARD and op.seq is not None and op.layer}
+    forward = {seq: op.layer for op in ops if op.phase != BACKWARD and op.layer
+               for seq in ([op.seq] if op.seq is not None else []) + op.inner_seqs}
     for op in ops:
         if op.phase == BACKWARD and not op.layer and op.seq is not None:
             op.layer = forward.get(op.seq, "")

@@ -146,7 +146,9 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
     moved = 0
     for logdir in (traced[0], str(tmp_path / "lenet_first")):
         logged = read_run(logdir)
-        for batch in (None, 1, 8, 128):
+        # 1 and 4096: the batch-carrying buffers shrink to nothing or outweigh the rest, so the projected peak
+        # falls where they do, whatever order this run's executor chose (a CI run once moved none of 1..128)
+        for batch in (None, 1, 8, 128, 4096):
             for optimizer in (None, "SGD", "Adafactor"):
                 for policy in (None, "mixed_float16"):
                     result = project(logged.trace, logged.breakdown, WhatIf(batch, optimizer, policy))
