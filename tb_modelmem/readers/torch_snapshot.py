@@ -34,20 +34,20 @@ from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
 from tb_modelmem.readers.bounded import InspectError, read_file
 from tb_modelmem.readers.safe_pickle import GZIP_MAGIC, gunzip, load_plain
 from tb_modelmem.schema.names import (
-    ACTIVATIONS,
+    ACTIVATIONS_CATEGORY,
     BACKWARD,
     BEFORE_WINDOW,
     FORWARD,
-    GRADIENTS,
+    GRADIENTS_CATEGORY,
     INPUT,
-    INPUTS,
+    INPUTS_CATEGORY,
     MEASURED,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER,
     OPTIMIZER_SLOTS_CATEGORY,
-    OPTIMIZER_TEMPORARIES,
-    TEMPORARIES,
-    UNATTRIBUTED,
+    OPTIMIZER_TEMPORARIES_CATEGORY,
+    TEMPORARIES_CATEGORY,
+    UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import BufferRecord, BufferTable, OpRecord, OpTable, OpTrace, Timeline
@@ -62,8 +62,9 @@ _MAX_INT = 1 << 63
 NO_STACK = "(no stack recorded)"
 # torch.profiler._memory_profiler.Category, as _profile_to_snapshot writes it
 _TORCH_CATEGORIES = {"parameter": WEIGHTS_CATEGORY, "optimizer_state": OPTIMIZER_SLOTS_CATEGORY,
-                     "gradient": GRADIENTS, "activation": ACTIVATIONS, "input": INPUTS, "temporary": TEMPORARIES,
-                     "autograd_detail": TEMPORARIES, "buffer": NON_TRAINABLE_CATEGORY, "unknown": UNATTRIBUTED}
+                     "gradient": GRADIENTS_CATEGORY, "activation": ACTIVATIONS_CATEGORY, "input": INPUTS_CATEGORY,
+                     "temporary": TEMPORARIES_CATEGORY, "autograd_detail": TEMPORARIES_CATEGORY,
+                     "buffer": NON_TRAINABLE_CATEGORY, "unknown": UNATTRIBUTED_CATEGORY}
 _PROFILER_FRAME = re.compile(r"^(.*)\((\d+)\): (.*)$")  # _profile_to_snapshot's "torch/nn/conv.py(564): forward"
 _LIBRARY = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python")
 _BUILD = frozenset({"_apply", "to", "cuda", "__init__", "reset_parameters", "_load_from_state_dict",
@@ -450,7 +451,7 @@ def _categorise(blocks: List[_Block], events: List[Tuple[str, int, int, float, A
     """Each block's category: torch's own where the snapshot has it, else from its frames and lifetime."""
     if torch_categories is not None:
         for block, category in zip(blocks, torch_categories):
-            block.category = _TORCH_CATEGORIES.get(str(category), UNATTRIBUTED)
+            block.category = _TORCH_CATEGORIES.get(str(category), UNATTRIBUTED_CATEGORY)
         return
     # each backward pass: from its first allocation to its last (frees do not end it)
     passes: List[Tuple[int, int]] = []
@@ -464,19 +465,20 @@ def _categorise(blocks: List[_Block], events: List[Tuple[str, int, int, float, A
         phase = block.site.phase
         end = block.end if block.end is not None else 1 << 62
         if phase == OPTIMIZER:
-            block.category = OPTIMIZER_SLOTS_CATEGORY if block.site.state else OPTIMIZER_TEMPORARIES
+            block.category = OPTIMIZER_SLOTS_CATEGORY if block.site.state else OPTIMIZER_TEMPORARIES_CATEGORY
         elif phase == BACKWARD:
             span = next((p for p in passes if p[0] <= block.start <= p[1]), (block.start, block.start))
-            block.category = GRADIENTS if end > span[1] else TEMPORARIES
+            block.category = GRADIENTS_CATEGORY if end > span[1] else TEMPORARIES_CATEGORY
         elif phase == FORWARD:
             following = next((p for p in passes if p[0] > block.start), None)
-            block.category = ACTIVATIONS if following is not None and end > following[0] else TEMPORARIES
+            kept = following is not None and end > following[0]  # still live when the next pass starts
+            block.category = ACTIVATIONS_CATEGORY if kept else TEMPORARIES_CATEGORY
         elif phase == INPUT:
-            block.category = INPUTS
+            block.category = INPUTS_CATEGORY
         elif block.site.state:
             block.category = WEIGHTS_CATEGORY
         else:
-            block.category = UNATTRIBUTED
+            block.category = UNATTRIBUTED_CATEGORY
 
 
 def _category_of_state(site: _Site) -> str:
@@ -486,8 +488,8 @@ def _category_of_state(site: _Site) -> str:
     if site.state:
         return WEIGHTS_CATEGORY
     if site.phase == BACKWARD:
-        return GRADIENTS
-    return UNATTRIBUTED
+        return GRADIENTS_CATEGORY
+    return UNATTRIBUTED_CATEGORY
 
 
 def _frames_key(frames: Any) -> Any:

@@ -23,7 +23,7 @@ from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, T
 from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
-from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEMPORARIES
+from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEMPORARIES_CATEGORY
 
 # Stats of an XLA event the attribution reads.
 STATS = frozenset({"hlo_op", "hlo_module", "program_id", "scope_range_id", "correlation_id", "cuda_graph_id",
@@ -409,7 +409,7 @@ class Step:
     def describe(self, joiner: Joiner, program: Program, buffer: Optional[LiveBuffer]) -> Tuple[str, str]:
         """(op, category) of a buffer of a temp allocation (None: the bytes no buffer holds at its peak)."""
         if buffer is None:
-            return "", TEMPORARIES
+            return "", TEMPORARIES_CATEGORY
         phase = self.place(joiner, program, buffer.instruction)[1]
         return (self.name(program, buffer.instruction),
                 step_category(phase, "temp" if buffer.scratch else ""))

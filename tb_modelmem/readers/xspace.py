@@ -29,7 +29,7 @@ from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
-from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
+from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
 from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -496,13 +496,13 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
         if m.is_alloc:
             event.op = _op_name(stats)
             phase = INPUT if m.input_line or event.op in pipeline else joiner.assign(event.op)[1] if event.op else ""
-            event.category = (INPUTS if not event.op and requested in input_sizes
+            event.category = (INPUTS_CATEGORY if not event.op and requested in input_sizes
                               else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
-            event.batch = event.category == INPUTS or carries_batch(event.shape, batch, weight_shapes)
+            event.batch = event.category == INPUTS_CATEGORY or carries_batch(event.shape, batch, weight_shapes)
         elif requested in input_sizes:
-            event.category = INPUTS  # read only if it was allocated before the window
+            event.category = INPUTS_CATEGORY  # read only if it was allocated before the window
             event.batch = True
         out.append(event)
     return out

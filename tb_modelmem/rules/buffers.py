@@ -7,19 +7,19 @@ from __future__ import annotations
 from typing import AbstractSet, Optional, Tuple
 
 from tb_modelmem.schema.names import (
-    ACTIVATIONS,
+    ACTIVATIONS_CATEGORY,
     BACKWARD,
     EXECUTOR,
     FORWARD,
-    GRADIENTS,
+    GRADIENTS_CATEGORY,
     INPUT,
-    INPUTS,
+    INPUTS_CATEGORY,
     LOSS,
     METRICS,
     OPTIMIZER,
     OPTIMIZER_SLOTS_CATEGORY,
-    OPTIMIZER_TEMPORARIES,
-    TEMPORARIES,
+    OPTIMIZER_TEMPORARIES_CATEGORY,
+    TEMPORARIES_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 
@@ -30,11 +30,12 @@ def step_category(phase: str, region: str = "") -> str:
     """The category of a buffer allocated during the step, from the phase of the op that made it
     (``rules.join``) and its region: one rule for every source."""
     if region in _SCRATCH_REGIONS:
-        return TEMPORARIES
+        return TEMPORARIES_CATEGORY
     if region == "persist":  # a variable made during the step (an optimizer building its slots)
         return OPTIMIZER_SLOTS_CATEGORY if phase == OPTIMIZER else WEIGHTS_CATEGORY
-    return {FORWARD: ACTIVATIONS, LOSS: ACTIVATIONS, BACKWARD: GRADIENTS, OPTIMIZER: OPTIMIZER_TEMPORARIES,
-            INPUT: INPUTS, METRICS: TEMPORARIES, EXECUTOR: TEMPORARIES}.get(phase, TEMPORARIES)
+    return {FORWARD: ACTIVATIONS_CATEGORY, LOSS: ACTIVATIONS_CATEGORY, BACKWARD: GRADIENTS_CATEGORY,
+            OPTIMIZER: OPTIMIZER_TEMPORARIES_CATEGORY, INPUT: INPUTS_CATEGORY, METRICS: TEMPORARIES_CATEGORY,
+            EXECUTOR: TEMPORARIES_CATEGORY}.get(phase, TEMPORARIES_CATEGORY)
 
 
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:

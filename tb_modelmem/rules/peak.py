@@ -18,7 +18,7 @@ from tb_modelmem.schema.names import (
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
-    UNATTRIBUTED,
+    UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -86,24 +86,24 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
                 parts[category] = None
                 unknown[category] = "no variable breakdown in this run: record one to split the resident memory"
             parts.update({k: v for k, v in in_window_state.items() if v})
-            parts[UNATTRIBUTED] = resident
+            parts[UNATTRIBUTED_CATEGORY] = resident
         elif _state_whole(trace):
             # The allocator's count misses the small variables (TensorFlow's default CPU allocator):
             # the breakdown's state is resident whole, on top of what the count says it holds.
             for category in RESIDENT_CATEGORIES:
                 parts[category] = resident_parts[category] + in_window_state.get(category, 0)
-            parts[UNATTRIBUTED] = max(resident - sum(resident_parts.values()), 0)
-            total = seen + sum(resident_parts.values()) + parts[UNATTRIBUTED]
+            parts[UNATTRIBUTED_CATEGORY] = max(resident - sum(resident_parts.values()), 0)
+            total = seen + sum(resident_parts.values()) + parts[UNATTRIBUTED_CATEGORY]
         else:
             left = resident
             for category in RESIDENT_CATEGORIES:
                 share = min(resident_parts[category], left)
                 parts[category] = share + in_window_state.get(category, 0)
                 left -= share
-            parts[UNATTRIBUTED] = left
+            parts[UNATTRIBUTED_CATEGORY] = left
     else:
         step_total = max(trace.peak_bytes, seen)
-        parts[UNATTRIBUTED] = step_total - seen
+        parts[UNATTRIBUTED_CATEGORY] = step_total - seen
         if resident_parts is None:
             for category in RESIDENT_CATEGORIES:
                 parts[category] = in_window_state.get(category) or None
@@ -135,8 +135,8 @@ def peak_notes(trace: OpTrace, state: Optional[Dict[str, int]], peak: Dict[str, 
             "(its slots are made then, and a variable first written is copied). State made inside the trace is "
             "counted with the step's own buffers, not as weights and slots, and the peak may be that step's, "
             "not the steady one's. Profile a later step for that (MemoryCallback(profile_steps=(3, 3)))")
-    if peak.get(UNATTRIBUTED) and trace.counts_resident and state is not None:
-        notes[UNATTRIBUTED] = _held_before(trace, peak[UNATTRIBUTED], sum(state.values()))
+    if peak.get(UNATTRIBUTED_CATEGORY) and trace.counts_resident and state is not None:
+        notes[UNATTRIBUTED_CATEGORY] = _held_before(trace, peak[UNATTRIBUTED_CATEGORY], sum(state.values()))
     return notes
 
 
@@ -213,7 +213,7 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
             rest.append(beyond[i])
     for c in STEP_ONLY_CATEGORIES:
         by_category[c] = list(in_window[c])
-    by_category[UNATTRIBUTED] = rest
+    by_category[UNATTRIBUTED_CATEGORY] = rest
     return {c: v for c, v in by_category.items() if any(v)}
 
 

@@ -21,20 +21,20 @@ from tb_modelmem.rules import roles
 from tb_modelmem.rules.peak import beyond_the_step, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
-    ACTIVATIONS,
+    ACTIVATIONS_CATEGORY,
     BEFORE_WINDOW,
-    GRADIENTS,
+    GRADIENTS_CATEGORY,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
-    OPTIMIZER_TEMPORARIES,
+    OPTIMIZER_TEMPORARIES_CATEGORY,
     OTHER,
     OTHER_STATE_CATEGORY,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
-    TEMPORARIES,
-    UNATTRIBUTED,
+    TEMPORARIES_CATEGORY,
+    UNATTRIBUTED_CATEGORY,
     WEIGHT,
     WEIGHTS_CATEGORY,
 )
@@ -43,7 +43,7 @@ from tb_modelmem.schema.records import Breakdown, OpTrace
 # Keras' mixed-precision policies: bytes of one element in the compute dtype (variables stay float32).
 POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 # Categories whose batch-carrying buffers are values in the compute dtype (inputs keep the data's).
-_COMPUTED = (ACTIVATIONS, GRADIENTS, TEMPORARIES)
+_COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
@@ -94,7 +94,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
                                      "op allocates; or an older trace)"))
     projected_state = state.projected(what, basis, unknown, unsplit)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
-        unknown.setdefault(OPTIMIZER_TEMPORARIES, "an update's scratch grows with the optimizer's slots, unknown here")
+        unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY,
+                           "an update's scratch grows with the optimizer's slots, unknown here")
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
@@ -281,14 +282,15 @@ class _Step:
                            state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY])
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
-            fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES else 1.0
+            fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES_CATEGORY else 1.0
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
             self.series[category] = [(v - b) * fixed_factor + b * factor
                                      for v, b in zip(in_window[category], self.batch[category])]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
         state_traced = sum(state.bytes.values())
-        self.series[UNATTRIBUTED] = [max(r - state_traced, 0.0) for r in resident]  # the state, when unknown, stays
+        # the state, when unknown, stays
+        self.series[UNATTRIBUTED_CATEGORY] = [max(r - state_traced, 0.0) for r in resident]
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
         for category in RESIDENT_CATEGORIES:
             value = projected_state.get(category)
@@ -319,12 +321,12 @@ class _Step:
                 formula += f"; {_size(rest)} do not, kept"
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
-        held = self.series[UNATTRIBUTED]
+        held = self.series[UNATTRIBUTED_CATEGORY]
         what = (f"{_size(held[at])}: in use before the step, and not one of the run's variables" if self.state.source
                 else f"{_size(held[at])}: in use before the step (the run's variables among it, not split)")
         if held[at] != held[traced]:
             what += f"; at the traced peak {_size(held[traced])}"
-        basis.append(_line(UNATTRIBUTED, held[traced], held[at], "kept", what))
+        basis.append(_line(UNATTRIBUTED_CATEGORY, held[traced], held[at], "kept", what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)
             line = lines.get(category)
@@ -350,7 +352,7 @@ def _traced_compute_bytes(trace: OpTrace) -> int:
     buffers = trace.peak_buffers
     held: Dict[int, int] = {}
     for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
-        if category == ACTIVATIONS and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
+        if category == ACTIVATIONS_CATEGORY and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
             held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
     return max(held, key=held.__getitem__) if held else 4
 
@@ -399,7 +401,7 @@ def _size(size: float) -> str:
 def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],
                   unknown: Dict[str, str], what: WhatIf) -> Dict[str, Any]:
     """A projection with no timeline to replay: the state as projected, the step unknown."""
-    step = STEP_ONLY_CATEGORIES + (UNATTRIBUTED,)
+    step = STEP_ONLY_CATEGORIES + (UNATTRIBUTED_CATEGORY,)
     by_category: Dict[str, Optional[int]] = dict.fromkeys(step)
     by_category.update(state)
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,

@@ -33,24 +33,26 @@ WEIGHTS_CATEGORY = "weights"
 NON_TRAINABLE_CATEGORY = "non_trainable"
 OPTIMIZER_SLOTS_CATEGORY = "optimizer_slots"
 OTHER_STATE_CATEGORY = "other_state"  # variables of role OTHER owned by no layer: counters, loss scale, metric state
-GRADIENTS = "gradients"
-ACTIVATIONS = "activations"  # forward outputs still live (kept for the backward pass)
-OPTIMIZER_TEMPORARIES = "optimizer_temporaries"
-INPUTS = "inputs"
-TEMPORARIES = "temporaries"  # scratch space, loss and metric values, executor buffers
-UNATTRIBUTED = "unattributed"
-PEAK_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY, GRADIENTS,
-                   ACTIVATIONS, OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES, UNATTRIBUTED)
+GRADIENTS_CATEGORY = "gradients"
+ACTIVATIONS_CATEGORY = "activations"  # forward outputs still live (kept for the backward pass)
+OPTIMIZER_TEMPORARIES_CATEGORY = "optimizer_temporaries"
+INPUTS_CATEGORY = "inputs"
+TEMPORARIES_CATEGORY = "temporaries"  # scratch space, loss and metric values, executor buffers
+UNATTRIBUTED_CATEGORY = "unattributed"
+PEAK_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY,
+                   GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
+                   TEMPORARIES_CATEGORY, UNATTRIBUTED_CATEGORY)
 # Categories of buffers allocated inside a trace window; BEFORE_WINDOW: allocated before it, seen being freed.
-STEP_CATEGORIES = (GRADIENTS, ACTIVATIONS, OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES, WEIGHTS_CATEGORY,
-                   OPTIMIZER_SLOTS_CATEGORY)
+STEP_CATEGORIES = (GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
+                   TEMPORARIES_CATEGORY, WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
 BEFORE_WINDOW = "before_window"
 
 # The variables, which stay resident between steps, by the role the Storage view gives them, in the
 # order the peak split and the Timeline's stacks take them from a breakdown.
 RESIDENT_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY)
 # What only a step allocates, never resident between steps.
-STEP_ONLY_CATEGORIES = (GRADIENTS, ACTIVATIONS, OPTIMIZER_TEMPORARIES, INPUTS, TEMPORARIES)
+STEP_ONLY_CATEGORIES = (GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
+                        TEMPORARIES_CATEGORY)
 
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare

@@ -10,13 +10,13 @@ import pytest
 
 from tb_modelmem.readers import allocator_replay
 from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS, headline_allocators, replay
-from tb_modelmem.schema.names import ACTIVATIONS, BEFORE_WINDOW, GRADIENTS
+from tb_modelmem.schema.names import ACTIVATIONS_CATEGORY, BEFORE_WINDOW, GRADIENTS_CATEGORY
 
 
 def Event(t_us: float, delta: int, key, **fields) -> allocator_replay.Event:
     """An allocator record; an allocation's category defaults to activations (a reducer always names one)."""
     if delta > 0:
-        fields.setdefault("category", ACTIVATIONS)
+        fields.setdefault("category", ACTIVATIONS_CATEGORY)
     return allocator_replay.Event(t_us, delta, key, **fields)
 
 
@@ -136,7 +136,8 @@ def _random_trace(seed: int) -> List[allocator_replay.Event]:
             events.append(Event(t, -rng.randrange(1, 5000), ("before", n)))  # allocated before the window
         else:
             size = rng.choice([256, 512, 4096, 65536]) * rng.randrange(1, 9)
-            events.append(Event(t, size, ("buf", n), op=f"op{n % 7}", category=rng.choice([ACTIVATIONS, GRADIENTS])))
+            events.append(Event(t, size, ("buf", n), op=f"op{n % 7}", category=rng.choice([ACTIVATIONS_CATEGORY,
+                                                                                          GRADIENTS_CATEGORY])))
             live.append((("buf", n), size, t))
     rng.shuffle(events)  # replay orders them
     return events

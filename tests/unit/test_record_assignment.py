@@ -10,7 +10,7 @@ import pytest
 
 from tb_modelmem import summary
 from tb_modelmem.schema import payload
-from tb_modelmem.schema.names import ACTIVATIONS, DERIVED, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.schema.names import ACTIVATIONS_CATEGORY, DERIVED, OPTIMIZER_SLOT, WEIGHT
 from tb_modelmem.schema.records import (
     Breakdown,
     BufferRecord,
@@ -32,7 +32,7 @@ RELU = OpRecord(name="lenet/conv1/Relu", op_type="Relu", layer="lenet/conv1", ti
                 output_shape="[1,28,28,32]", output_dtype="float32", phase="forward")
 POINTS = [[0.0, 0, ""], [12.0, 100_352, "lenet/conv1/Conv2D"], [40.0, 200_704, "lenet/conv1/Relu"]]
 BUFFER = BufferRecord(op="lenet/conv1/Relu", bytes=100_352, shape="[1,28,28,32]", dtype="float32", region="output",
-                      category=ACTIVATIONS)
+                      category=ACTIVATIONS_CATEGORY)
 KERNEL = VariableRecord(name="lenet/conv1/kernel", layer="lenet/conv1", shape=[5, 5, 1, 32], dtype="float32",
                         bytes=3200, role=WEIGHT)
 SLOT = VariableRecord(name="adam/m/lenet/conv1/kernel", layer="lenet/conv1", shape=[5, 5, 1, 32], dtype="float32",

@@ -14,7 +14,7 @@ import os
 from tb_modelmem.readers.torch_checkpoint import read_torch_checkpoint
 from tb_modelmem.readers.torch_trace import reduce_trace
 from tb_modelmem.rules.peak import peak_by_category, resident_state, stacks
-from tb_modelmem.schema.names import RESIDENT_CATEGORIES, UNATTRIBUTED
+from tb_modelmem.schema.names import RESIDENT_CATEGORIES, UNATTRIBUTED_CATEGORY
 from tb_modelmem.schema.records import Breakdown, OpTrace, VariableTable
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
@@ -67,4 +67,4 @@ def test_the_h100_peak_splits_torchs_own_peak_and_the_bands_add_up():
     for i in range(len(trace.timeline.t_us)):  # the count holds the state: the bands add up to it
         assert sum(v[i] for v in bands.values()) == trace.timeline.bytes[i]
     assert trace.timeline.bytes[-1] == 506_755_072  # torch.cuda.memory_allocated() after the run (the README)
-    assert bands[UNATTRIBUTED][trace.timeline.bytes.index(TORCH_PEAK)] == peak[UNATTRIBUTED]
+    assert bands[UNATTRIBUTED_CATEGORY][trace.timeline.bytes.index(TORCH_PEAK)] == peak[UNATTRIBUTED_CATEGORY]

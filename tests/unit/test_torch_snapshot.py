@@ -14,7 +14,7 @@ import pytest
 from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.safe_pickle import UnsafePickle
 from tb_modelmem.readers.torch_snapshot import SOURCE, load_snapshot, read_snapshot_file
-from tb_modelmem.schema.names import BEFORE_WINDOW, UNATTRIBUTED
+from tb_modelmem.schema.names import BEFORE_WINDOW, UNATTRIBUTED_CATEGORY
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "torch")
 TRUTH = json.load(open(os.path.join(HERE, "truth.json")))
@@ -67,11 +67,11 @@ def test_cuda_style_segments_and_categories():
     # what was allocated before the window (the parameters, Adam's state, the batch) has no stack in the
     # fixture: its own row, as big as torch's own categories for those say, never folded into another
     torch_cats = truth["peak_by_torch_category"]
-    assert by[UNATTRIBUTED] == (torch_cats["parameter"] + torch_cats["optimizer_state"] + torch_cats["input"]
+    assert by[UNATTRIBUTED_CATEGORY] == (torch_cats["parameter"] + torch_cats["optimizer_state"] + torch_cats["input"]
                                 + torch_cats["unknown"])
     # forward outputs kept for backward: torch calls some "autograd_detail" (saved for backward), we activations
     assert by["activations"] >= torch_cats["activation"]
-    assert set(by) <= {"activations", "gradients", "temporaries", "optimizer_temporaries", UNATTRIBUTED}
+    assert set(by) <= {"activations", "gradients", "temporaries", "optimizer_temporaries", UNATTRIBUTED_CATEGORY}
     ops = dict(zip(trace.ops.column("name"), trace.ops.column("alloc_bytes")))
     assert "make_torch_fixtures.py:59 train_step [optim.adam]" in ops
     assert sum(ops.values()) == sum(e["size"] for e in _raw(CUDA_STYLE)["device_traces"][0] if e["action"] == "alloc")
@@ -86,7 +86,7 @@ def test_profile_snapshot_uses_torchs_own_categories():
     assert by["activations"] == torch_cats["activation"]
     assert by["gradients"] == torch_cats["gradient"]
     assert by["temporaries"] == torch_cats["autograd_detail"] + torch_cats.get("temporary", 0)
-    assert by[BEFORE_WINDOW] + by[UNATTRIBUTED] == (torch_cats["parameter"] + torch_cats["optimizer_state"]
+    assert by[BEFORE_WINDOW] + by[UNATTRIBUTED_CATEGORY] == (torch_cats["parameter"] + torch_cats["optimizer_state"]
                                                      + torch_cats["input"] + torch_cats["unknown"])
     assert "reserved memory is unknown" in trace.allocators[0]["reserved_note"]
 

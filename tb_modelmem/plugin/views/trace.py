@@ -13,19 +13,19 @@ from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unk
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.rules.peak import handed_out, peak_by_category, peak_notes, stacks
 from tb_modelmem.schema.names import (
-    ACTIVATIONS,
+    ACTIVATIONS_CATEGORY,
     BACKWARD,
     BEFORE_WINDOW,
     EXECUTOR,
     FORWARD,
-    GRADIENTS,
+    GRADIENTS_CATEGORY,
     INPUT,
     LOSS,
     MEASURED,
     METRICS,
     OPTIMIZER,
     OPTIMIZER_SLOT,
-    UNATTRIBUTED,
+    UNATTRIBUTED_CATEGORY,
     UNKNOWN_BYTES,
 )
 from tb_modelmem.schema.records import OpTrace
@@ -109,7 +109,7 @@ class TraceView:
             if self.unplaced_time_us.get(phase) and not placed.get(phase):
                 columns[f"{phase}_time_us"] = [None] * tree["length"]
         if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
-            for category in (ACTIVATIONS, GRADIENTS):
+            for category in (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY):
                 columns[f"peak_{category}_bytes"] = [None] * tree["length"]
         return appended(tree, _group_rows(per_group, self.trace.allocations == "none"))
 
@@ -118,7 +118,7 @@ class TraceView:
         for buffer_op, size, category in zip(self.trace.peak_buffers.column("op"),
                                              self.trace.peak_buffers.column("bytes"),
                                              self.trace.peak_buffers.column("category")):
-            if category in (ACTIVATIONS, GRADIENTS):
+            if category in (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY):
                 layer = self._layer_of(buffer_op)
                 agg = per_layer[layer] if layer else per_group[self._of_op.get(buffer_op, ("", ""))[1]]
                 agg[f"peak_{category}_bytes"] += size
@@ -145,7 +145,7 @@ class TraceView:
             return row
 
         sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "unknown_alloc_ops",
-                "weight_bytes", "slot_bytes", f"peak_{ACTIVATIONS}_bytes", f"peak_{GRADIENTS}_bytes"
+                "weight_bytes", "slot_bytes", f"peak_{ACTIVATIONS_CATEGORY}_bytes", f"peak_{GRADIENTS_CATEGORY}_bytes"
                 ) + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
         tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=_FLOORS)
         columns = tree["columns"]
@@ -247,13 +247,14 @@ def _group_rows(per_group: Dict[str, Dict[str, Any]], no_allocations: bool) -> L
         for field, count in _FLOORS.items():
             row[field] = unknown_where([row[field]], [row[count]])[0]
         if no_allocations:
-            row.update({f"peak_{c}_bytes": None for c in (ACTIVATIONS, GRADIENTS)})
+            row.update({f"peak_{c}_bytes": None for c in (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY)})
     return rows
 
 
 def _zero_layer() -> Dict[str, Any]:
     row: Dict[str, Any] = {"time_us": 0.0, "ops": 0, "output_bytes": 0, "alloc_bytes": 0, "unknown_output_ops": 0,
-                           "unknown_alloc_ops": 0, f"peak_{ACTIVATIONS}_bytes": 0, f"peak_{GRADIENTS}_bytes": 0}
+                           "unknown_alloc_ops": 0, f"peak_{ACTIVATIONS_CATEGORY}_bytes": 0,
+                           f"peak_{GRADIENTS_CATEGORY}_bytes": 0}
     return row
 
 
@@ -270,4 +271,4 @@ def _alloc_bytes(trace: OpTrace, sources: List[str]) -> List[Optional[int]]:
 
 
 def _buffer_category(category: str) -> str:
-    return UNATTRIBUTED if category == BEFORE_WINDOW else category
+    return UNATTRIBUTED_CATEGORY if category == BEFORE_WINDOW else category
