@@ -36,9 +36,11 @@ runs MemoryCallback's fits on torch and JAX), which fails if a Keras release cha
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import keras
+
+from tb_modelmem.capture.shadows import Shadows
 
 # The hooks of fit's callback list that FitGuard wraps.
 HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end", "on_epoch_begin",
@@ -80,8 +82,7 @@ class FitGuard:
 
     def __init__(self, on_error: Callable[[BaseException, str], None]) -> None:
         self.on_error = on_error
-        # (id(owner), name) -> (owner, wrapper, whether the owner had the attribute itself)
-        self._wrapped: Dict[Tuple[int, str], Tuple[Any, Callable[..., Any], bool]] = {}
+        self._shadows = Shadows()
 
     def wrap_fit(self, model: Any, callbacks: Any) -> None:
         """Wrap the model's train function and ``evaluate``, and the hooks of fit's list (if known)."""
@@ -92,29 +93,19 @@ class FitGuard:
                 self.wrap(callbacks, name, f"in a callback's {name}")
 
     def wrap(self, owner: Any, name: str, where: str) -> None:
-        original = getattr(owner, name, None)
-        if original is None or not callable(original):
-            return
         on_error = self.on_error
 
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            except BaseException as e:
-                on_error(e, where)
-                raise
+        def guard(original: Callable[..., Any]) -> Callable[..., Any]:
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return original(*args, **kwargs)
+                except BaseException as e:
+                    on_error(e, where)
+                    raise
 
-        setattr(guarded, "__wrapped__", original)
-        own = name in vars(owner)  # an attribute of its own (Keras' train function), else the class's method
-        setattr(owner, name, guarded)  # an instance attribute: it shadows the class's method
-        self._wrapped[(id(owner), name)] = (owner, guarded, own)
+            return guarded
+
+        self._shadows.shadow(owner, name, guard)
 
     def restore(self) -> None:
-        wrapped, self._wrapped = self._wrapped, {}
-        for (_, name), (owner, wrapper, own) in wrapped.items():
-            if getattr(owner, name, None) is not wrapper:
-                continue
-            if own:
-                setattr(owner, name, getattr(wrapper, "__wrapped__"))
-            else:
-                delattr(owner, name)  # the class's method shows again
+        self._shadows.restore()

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import os
 import socket
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable
 
+from tb_modelmem.capture.shadows import Shadows
 from tb_modelmem.readers.torch_trace import LAYER_ANNOTATION, PHASE_ANNOTATION, STEP_ANNOTATION
 from tb_modelmem.rules.layers import layer_paths
 
@@ -25,7 +26,7 @@ class TorchProfiler:
 
     def __init__(self) -> None:
         self._profile: Any = None
-        self._wrapped: List[Tuple[Any, str, Callable[..., Any], bool]] = []  # (owner, attr, wrapper, own)
+        self._shadows = Shadows()
 
     def start(self, folder: str, model: Any = None, optimizer: Any = None) -> None:
         import torch
@@ -71,26 +72,16 @@ class TorchProfiler:
     def _wrap(self, owner: Any, attr: str, label: str) -> None:
         from torch.profiler import record_function
 
-        original: Optional[Callable[..., Any]] = getattr(owner, attr, None)
-        if original is None or not callable(original):
-            return
+        def annotate(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def annotated(*args: Any, **kwargs: Any) -> Any:
+                with record_function(label):
+                    return original(*args, **kwargs)
 
-        @functools.wraps(original)
-        def annotated(*args: Any, **kwargs: Any) -> Any:
-            with record_function(label):
-                return original(*args, **kwargs)
+            return annotated
 
-        own = attr in vars(owner)
-        setattr(owner, attr, annotated)
-        self._wrapped.append((owner, attr, annotated, own))
+        self._shadows.shadow(owner, attr, annotate)
 
     def _restore(self) -> None:
         """Put back what was wrapped (what someone replaced meanwhile stays as it is)."""
-        wrapped, self._wrapped = self._wrapped, []
-        for owner, attr, wrapper, own in reversed(wrapped):
-            if getattr(owner, attr, None) is not wrapper:
-                continue
-            if own:
-                setattr(owner, attr, getattr(wrapper, "__wrapped__"))
-            else:
-                delattr(owner, attr)
+        self._shadows.restore()
