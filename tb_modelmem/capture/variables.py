@@ -209,13 +209,48 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     components = list(storage.values) if distributed else [storage]
     shape = _shape(var, components[0])
     dtype = _dtype(var)
-    elements = 0 if any(d < 0 for d in shape) else math.prod(shape)
-    devices = sorted({str(c.device) for c in components if c is not None and getattr(c, "device", None)})
+    whole = (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
+    placed = _sharded(storage, shape, name_size(dtype)) if not distributed else None
+    if placed is not None:
+        devices, device_bytes, shards = placed
+    else:
+        devices = sorted({_device_name(c.device) for c in components if c is not None and getattr(c, "device", None)})
+        device_bytes, shards = ([whole] * len(devices) if len(devices) > 1 else []), 1
+    copies = len(devices) // shards if placed is not None else len(components)
     return records.VariableRecord(
         name=name, layer=layer, shape=shape, dtype=dtype,
-        bytes=elements * name_size(dtype) * len(components), role=role, device=",".join(devices),
-        replicas=len(components), slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
+        bytes=sum(device_bytes) if placed is not None else whole * len(components), role=role,
+        device=",".join(devices), replicas=max(copies, 1), device_bytes=device_bytes, shards=shards,
+        slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
     )
+
+
+def _sharded(array: Any, shape: List[int], itemsize: int) -> Optional[Tuple[List[str], List[int], int]]:
+    """(devices, bytes on each, distinct pieces) of a JAX array laid over several devices, from its
+    sharding's own index map (what ``addressable_shards`` hold); None for anything else."""
+    sharding = getattr(array, "sharding", None)
+    index_map = getattr(sharding, "devices_indices_map", None)
+    if index_map is None or len(getattr(sharding, "device_set", ())) < 2 or any(d < 0 for d in shape):
+        return None
+    pieces = {}
+    for device, index in sorted(index_map(tuple(shape)).items(), key=lambda kv: kv[0].id):
+        spans = tuple(part.indices(size)[:2] if isinstance(part, slice) else (part, part + 1)
+                      for part, size in zip(index, shape))
+        pieces[_jax_device(device)] = spans
+    device_bytes = [math.prod(high - low for low, high in spans) * itemsize for spans in pieces.values()]
+    return list(pieces), device_bytes, len(set(pieces.values()))
+
+
+def _jax_device(device: Any) -> str:
+    """A JAX device as TensorFlow and the profiler name it: /device:CPU:3."""
+    return f"/device:{str(device.platform).upper()}:{device.id}"
+
+
+def _device_name(device: Any) -> str:
+    """Where one copy lives: TensorFlow's device string, a JAX device by platform and id, else its text."""
+    if hasattr(device, "platform") and isinstance(getattr(device, "id", None), int):
+        return _jax_device(device)
+    return str(device)
 
 
 def _dtype(var: Any) -> str:

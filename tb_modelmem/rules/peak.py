@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from tb_modelmem.rules import roles
+from tb_modelmem.rules import devices, roles
 from tb_modelmem.rules.join import Vocabulary, makes_a_variable
 from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
@@ -28,16 +28,17 @@ def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
                    owned: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, int]]:
     """Bytes of the step's resident state on the traced device, by peak category: the breakdown's
     variables, else what the trace's program says its parameters hold (an XLA step's), else None
-    (unknown). A variable mirrored over ``replicas`` devices counts one copy (its ``bytes`` are all
-    of them together): the trace's peak is one device's count (``allocator_replay.headline_allocators``).
+    (unknown). The variables count as the busiest device holds them (``rules.devices``: one copy of a
+    mirrored variable, its piece of a sharded one): the trace's peak is one device's count
+    (``allocator_replay.headline_allocators``; XLA's plan is each device's).
     ``owned``: the breakdown's ``Vocabulary.variable_layer``, when the caller has it already."""
     state: Iterable[Tuple[str, int, bool]]  # (role, bytes on one device, owned by a layer)
     if breakdown is not None:
         if owned is None:
             owned = Vocabulary.from_breakdown(breakdown).variable_layer
         columns = breakdown.variables.columns
-        state = ((role, size // max(replicas, 1), name in owned) for name, role, size, replicas
-                 in zip(columns["name"], columns["role"], columns["bytes"], columns["replicas"]))
+        held = devices.on_device(columns, devices.busiest(columns) if devices.spread(columns) else None)
+        state = ((role, size, name in owned) for name, role, size in zip(columns["name"], columns["role"], held))
     elif trace.resident:
         state = ((role, size, False) for role, size in trace.resident.items())
     else:

@@ -57,11 +57,15 @@ class VariableRecord(Record):
     bytes: int  # all replicas together: element count x dtype size x replicas
     role: str
     device: str = ""
-    replicas: int = 1  # > 1 for variables mirrored over several devices
+    replicas: int = 1  # copies of each element: > 1 for variables mirrored or replicated over devices
     slot: Optional[str] = None  # optimizer slot name (m, v, momentum, ...)
     slot_of: Optional[str] = None  # name of the weight a slot belongs to
+    # Bytes on each device of ``device`` (comma-separated), in its order; [] where not recorded (one
+    # device, or written before tb_modelmem recorded it): then each of the ``replicas`` holds bytes / replicas.
+    device_bytes: List[int] = dataclasses.field(default_factory=list)
+    shards: int = 1  # distinct pieces the variable is split into (sharded over a mesh axis: > 1)
 
-    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "replicas")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "replicas", "shards", "device_bytes")
 
     @property
     def params(self) -> int:

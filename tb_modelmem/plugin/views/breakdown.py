@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.pager import Pager
 from tb_modelmem.plugin.views.trees import layer_tree
+from tb_modelmem.rules import devices
 from tb_modelmem.rules.join import Vocabulary
 from tb_modelmem.rules.rollup import layer_columns, owner_column
 from tb_modelmem.schema.records import Breakdown, LoadBench, element_counts
 
 VARIABLE_FIELDS = ("name", "layer", "shape", "dtype", "params", "bytes", "role", "slot", "slot_of", "device",
-                   "replicas")
+                   "replicas", "shards", "device_bytes")
 
 
 class BreakdownView:
@@ -54,8 +56,26 @@ class BreakdownView:
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
             "total_params": self.total_params,
-            "layers": self.layer_table,
+            "layers": self.layer_table, "devices": self.devices,
         }
+
+    @functools.cached_property
+    def devices(self) -> Optional[Dict[str, Any]]:
+        """What each device holds, by role, when the variables lie over several (None: one device):
+        the busiest device, and every variable counted once (the global sizes) beside it."""
+        columns = self.record.variables.columns
+        if not devices.spread(columns):
+            return None
+        rows = [{"device": name, "by_role": by_role, "total_bytes": sum(by_role.values())}
+                for name, by_role in devices.per_device(columns).items()]
+        logical: Dict[str, int] = collections.Counter()
+        for role, size in zip(columns["role"], devices.logical_bytes(columns)):
+            logical[role] += size
+        return {"rows": rows, "busiest": devices.busiest(columns), "logical": dict(logical),
+                "logical_total": sum(logical.values()),
+                "sharded_variables": sum(1 for shards in columns["shards"] if shards > 1),
+                "replicated_variables": sum(1 for shards, replicas in zip(columns["shards"], columns["replicas"])
+                                            if shards == 1 and replicas > 1)}
 
 
 MAX_SUMMARY_TEXT = 2000  # characters of an optimizer's one-line summary

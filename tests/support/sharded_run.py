@@ -1,0 +1,130 @@
+"""Keras 3 on JAX over 8 CPU devices, data-parallel or model-parallel, recorded by ``MemoryCallback``;
+prints what JAX itself says of each device as JSON (the ground truth, never tb_modelmem's).
+
+The model is the issue's MLP (784 -> 2048 -> 2048 -> 2048 -> 10, 10.5M parameters) trained with
+Adam. ``LAYOUT`` is ``single`` (one device), ``dp`` (``DataParallel`` over 8), or a model-parallel
+mesh ``2x4`` / ``1x8`` (``ModelParallel``: the dense kernels sharded over the ``model`` axis).
+
+    python -m tests.support.sharded_run LAYOUT LOGDIR [PROFILE_LOGDIR]
+
+With PROFILE_LOGDIR, two more steps are profiled with ``jax.profiler.trace`` alone (no tb_modelmem
+code: what TensorBoard's profile plugin reads) into that log dir.
+
+Truth per device: each variable's ``addressable_shards`` sizes (weights and optimizer state) and
+the compiled training step's ``memory_analysis()`` (XLA's own plan: arguments, outputs, aliases,
+temporaries per device) for the step Keras runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+DEVICES = 8
+BATCH = 64
+
+
+def _configure() -> None:
+    os.environ["KERAS_BACKEND"] = "jax"
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={DEVICES}".strip()
+
+
+def _distribution(layout: str) -> Any:
+    import keras
+
+    if layout == "single":
+        return None
+    if layout == "dp":
+        return keras.distribution.DataParallel()
+    data, model = (int(n) for n in layout.split("x"))
+    mesh = keras.distribution.DeviceMesh((data, model), ("batch", "model"))
+    layouts = keras.distribution.LayoutMap(mesh)
+    layouts[".*big.*kernel"] = (None, "model")
+    layouts[".*big.*bias"] = ("model",)
+    layouts[".*out.*kernel"] = ("model", None)
+    return keras.distribution.ModelParallel(layout_map=layouts, batch_dim_name="batch")
+
+
+def _per_device(variables: list) -> dict[str, int]:
+    """Bytes each device holds of these variables, from JAX's own shards."""
+    held: dict[str, int] = {}
+    for variable in variables:
+        for shard in variable.value.addressable_shards:
+            key = str(shard.device.id)
+            held[key] = held.get(key, 0) + int(shard.data.nbytes)
+    return held
+
+
+def _planned(model: Any, x: Any, y: Any) -> dict[str, int]:
+    """XLA's memory plan of the training step as Keras compiles it (``JAXTrainer.make_train_function``:
+    the state donated, the state's shardings kept), on a batch placed as Keras places it."""
+    import jax
+    import keras
+    from keras.src.backend.jax.trainer import _distribute_data  # how fit() places a batch
+
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in model.optimizer.variables],
+        [v.value for v in model.metrics_variables],
+    )
+    shardings = None
+    if keras.distribution.distribution() is not None:
+        shardings = (None, model._get_state_sharding_spec())
+    step = jax.jit(model.train_step, donate_argnums=0, out_shardings=shardings)
+    data = _distribute_data((x[:BATCH], y[:BATCH], None))
+    analysis = step.lower(state, data).compile().memory_analysis()
+    return {name: int(getattr(analysis, f"{name}_size_in_bytes")) for name in
+            ("argument", "output", "alias", "temp", "generated_code")}
+
+
+def main(layout: str, logdir: str, profile_logdir: str = "") -> None:
+    _configure()
+    import keras
+    import numpy as np
+
+    import tb_modelmem
+
+    distribution = _distribution(layout)
+    if distribution is not None:
+        keras.distribution.set_distribution(distribution)
+    rng = np.random.default_rng(0)
+    x = rng.random((BATCH * 6, 784), dtype=np.float32)
+    y = rng.integers(0, 10, BATCH * 6).astype("int32")
+    model = keras.Sequential([
+        keras.Input((784,)),
+        keras.layers.Dense(2048, activation="relu", name="big0"),
+        keras.layers.Dense(2048, activation="relu", name="big1"),
+        keras.layers.Dense(2048, activation="relu", name="big2"),
+        keras.layers.Dense(10, name="out"),
+    ], name="mlp")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
+              callbacks=[tb_modelmem.MemoryCallback(logdir, profile_steps=(3, 4))])
+    if profile_logdir:
+        import jax
+
+        with jax.profiler.trace(profile_logdir):
+            model.fit(x[:BATCH * 2], y[:BATCH * 2], batch_size=BATCH, epochs=1, verbose=0)
+    print(json.dumps({
+        "layout": layout,
+        "devices": len(__import__("jax").devices()),
+        "count_params": model.count_params(),
+        "weights": _per_device(model.trainable_variables),
+        "non_trainable": _per_device(model.non_trainable_variables),
+        "optimizer": _per_device(model.optimizer.variables),
+        "weights_global": sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables),
+        "optimizer_global": sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in model.optimizer.variables),
+        "variables": {v.path: {"shape": list(v.shape), "per_device": _per_device([v])}
+                      for v in model.trainable_variables},
+        "planned": _planned(model, x, y),
+    }))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
