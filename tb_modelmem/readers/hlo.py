@@ -36,6 +36,10 @@ _BYTES = frozenset({2, 6})  # int8, uint8: a workspace's element type
 # Opcodes that launch no kernel or thunk of their own: they name, alias or order buffers.
 NO_WORK = frozenset({"parameter", "get-tuple-element", "bitcast", "tuple", "constant", "after-all",
                      "add-dependency", "opt-barrier", "partition-id", "replica-id", "domain"})
+# Opcodes that move tensors between devices (their -start/-done halves included).
+COLLECTIVES = frozenset({f"{op}{half}" for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                                  "ragged-all-to-all", "collective-permute", "collective-broadcast",
+                                                  "send", "recv") for half in ("", "-start", "-done")})
 # Opcodes whose output is (part of) an operand's buffer: a buffer stays live while they are used.
 _ALIASING = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier", "add-dependency"})
 _HEAP_ALLOC, _HEAP_FREE, _HEAP_SHARE = 0, 1, 2
@@ -57,6 +61,7 @@ class Instruction:
         self.op_type: str = metadata.op_type  # the TF op type (empty under JAX)
         self.custom_call_target: str = raw.custom_call_target
         self.operand_ids: Tuple[int, ...] = tuple(raw.operand_ids)
+        self.tuple_index: int = raw.tuple_index  # a get-tuple-element's element
         self.called_computation_ids: Tuple[int, ...] = tuple(raw.called_computation_ids)
         self.in_entry = in_entry
         self._shape = raw.shape
@@ -303,6 +308,12 @@ class Program:
                 out.append(Parameter(allocation.parameter_number, instruction.op_name if instruction else "", dims,
                                      allocation.size))
         return out
+
+    def output_bytes(self) -> int:
+        """Bytes of the outputs that are not a parameter's buffer given back (donated state is updated
+        in place): what a run allocates besides its temp allocation."""
+        return sum(a.size for a in self._assignment.buffer_allocations
+                   if a.maybe_live_out and not a.is_entry_computation_parameter and a.color == 0)
 
     def temp_peak(self) -> Optional[TempPeak]:
         """The largest temp allocation and the buffers live in it at its peak (None: the program

@@ -19,15 +19,23 @@ import dataclasses
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.readers.allocator_replay import Event
-from tb_modelmem.readers.hlo import NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
+from tb_modelmem.readers.hlo import COLLECTIVES, NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
 from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
-from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, TEMPORARIES_CATEGORY
+from tb_modelmem.schema.names import (
+    BACKWARD,
+    COLLECTIVE,
+    EXECUTOR,
+    FORWARD,
+    INPUTS_CATEGORY,
+    OPTIMIZER,
+    TEMPORARIES_CATEGORY,
+)
 
 # Stats of an XLA event the attribution reads.
 STATS = frozenset({"hlo_op", "hlo_module", "program_id", "scope_range_id", "correlation_id", "cuda_graph_id",
-                   "cuda_graph_node_id", "run_id"})
+                   "cuda_graph_node_id", "run_id", "device_ordinal"})
 _NODE_INDEX = 0xFFFFFFFF  # the low 32 bits of cuda_graph_node_id: the node's index in its graph
 COMMAND_BUFFER_FLAG = "XLA_FLAGS=--xla_gpu_enable_command_buffer="
 # How an event was tied to its instruction, best first.
@@ -77,6 +85,18 @@ class Unattributed:
     name: str  # the hlo_op they carry (a command buffer's name)
     calls: int
     duration_ps: int
+
+
+def on_their_devices(events: Sequence[XlaEvent]) -> None:
+    """Put each XLA:CPU thunk on the device that ran it (``/device:CPU:3``) when the host ran a program
+    over several: their events all lie on the host's plane, and each carries its ``device_ordinal``."""
+    ordinals = {e.stats.get("device_ordinal") for e in events if e.device.startswith("/host:")}
+    if len(ordinals - {None}) < 2:
+        return
+    for event in events:
+        ordinal = event.stats.get("device_ordinal")
+        if event.device.startswith("/host:") and isinstance(ordinal, int):
+            event.device = f"/device:{event.device.rpartition(':')[2]}:{ordinal}"
 
 
 def attribute(events: Sequence[XlaEvent], programs: Dict[int, Program]) -> None:
@@ -185,6 +205,47 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
         else:
             out += _counted([dataclasses.replace(event, delta=-p.delta, key=p.key) for p in parts_of], event)
     return out
+
+
+PLANNED_NOTE = ("XLA's plan, not a measurement: this device's allocator records no allocation (XLA on a CPU or "
+                "a TPU), so the peak is what the compiled program's buffer assignment reserves on each device that "
+                "runs it: its parameters (the state and the batch), its temp allocation split into the buffers "
+                "live at its fullest moment, and the outputs that are not donated state updated in place")
+
+
+def planned_events(program: Program, span_us: Tuple[float, float], batch: Optional[int] = None,
+                   weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
+    """One run of ``program`` (from ``span_us[0]`` to ``span_us[1]``) as XLA planned it on each device,
+    as allocator events: its batch parameters (inputs) and its temp allocation (``split_temp_allocations``
+    splits it by buffer), then the outputs that are no donated parameter; the other parameters (the
+    state) are resident before it, in every event's count."""
+    start, end = span_us
+    tick = max((end - start) / 1000, 1e-3)
+    resident = 0
+    events: List[Event] = []
+    for parameter in program.parameters():
+        if is_keras_batch(parameter.op_name):
+            shape = "[" + ",".join(map(str, parameter.dims)) + "]"
+            events.append(Event(start, parameter.bytes, ("planned", "parameter", parameter.number),
+                                op=parameter.op_name, category=INPUTS_CATEGORY, shape=shape, region="input",
+                                allocator="xla_plan", requested=parameter.bytes,
+                                batch=carries_batch(shape, batch, weights)))
+        else:
+            resident += parameter.bytes
+    peak = program.temp_peak()
+    if peak is not None:
+        events.append(Event(start + tick, peak.allocation_bytes, ("planned", "temp"), allocator="xla_plan",
+                            requested=peak.allocation_bytes))
+    outputs = program.output_bytes()
+    if outputs:
+        events.append(Event(end - tick, outputs, ("planned", "outputs"), op=f"{program.name} outputs",
+                            category=TEMPORARIES_CATEGORY, region="output", allocator="xla_plan", requested=outputs))
+    events += [dataclasses.replace(e, t_us=end, delta=-e.delta, op="", requested=0) for e in list(events)]
+    in_use = resident
+    for event in sorted(events, key=lambda e: (e.t_us, e.delta)):
+        in_use += event.delta
+        event.in_use = in_use
+    return events
 
 
 def _counted(parts: List[Event], whole: Event) -> List[Event]:
@@ -345,7 +406,9 @@ class Step:
     temp allocation's buffers, the state the entry parameters hold) and the tab's summary."""
 
     def __init__(self, programs: Dict[int, Program], events: List[XlaEvent]) -> None:
+        on_their_devices(events)
         attribute(events, programs)
+        self._events = events
         self.rows, self.unattributed = rows(events)
         time: Dict[int, int] = collections.Counter()
         for row in self.rows:
@@ -354,6 +417,7 @@ class Step:
         self.command_buffers = uses_command_buffers(events)
         self._module_names = collections.Counter(p.name for p in self.programs)
         self._owners: Dict[Tuple[int, int], Dict[int, str]] = {}  # (joiner, program) -> parameter -> layer
+        self._placed: Dict[Tuple[int, int, int], Tuple[str, str]] = {}  # (joiner, program, instruction) -> place
         self._time_by_method: Dict[str, int] = collections.Counter()
         for event in events:
             self._time_by_method[event.method or "unattributed"] += event.duration_ps
@@ -376,9 +440,21 @@ class Step:
         return [self.op_name(r.program, r.instruction) for r in self.rows]
 
     def place(self, joiner: Joiner, program: Program, instruction: Instruction) -> Tuple[str, str]:
+        """``_place``, once per instruction (a slot update is placed through the gradient it reads)."""
+        key = (id(joiner), program.id, instruction.id)
+        found = self._placed.get(key)
+        if found is None:
+            found = self._placed[key] = self._place(joiner, program, instruction)
+        return found
+
+    def _place(self, joiner: Joiner, program: Program, instruction: Instruction) -> Tuple[str, str]:
         """(layer, phase) of an instruction: those of the framework op it implements most. One its
         name leaves on no layer (an optimizer's update, a weight's copy in another layout) takes the
-        layer of the model state it reads, as a TensorFlow op reading a variable does."""
+        layer of the model state it reads, as a TensorFlow op reading a variable does, else (an
+        optimizer's slot update) that of the gradient it reads. A collective (all-reduce, all-gather,
+        ...) is in phase ``collective``, on the layer of the tensor it moves."""
+        if instruction.opcode in COLLECTIVES:
+            return self.moved(joiner, program, instruction)[0], COLLECTIVE
         op_name = self.op_name(program, instruction)
         if not op_name:  # XLA's own work (a layout copy no framework op asked for): the runtime's
             return "", EXECUTOR
@@ -387,7 +463,49 @@ class Step:
             return layer, phase
         owners = self._state_layers(joiner, program)
         found = collections.Counter(owners[o] for o in program.state_read(instruction.id) if o in owners)
-        return (found.most_common(1)[0][0], phase) if found else (layer, phase)
+        if found:
+            return found.most_common(1)[0][0], phase
+        if phase == OPTIMIZER:
+            return self.moved(joiner, program, instruction, (BACKWARD,))[0], phase
+        return layer, phase
+
+    def moved(self, joiner: Joiner, program: Program, instruction: Instruction,
+              phases: Tuple[str, ...] = ()) -> Tuple[str, str]:
+        """(layer, phase) of what an instruction reads (through tuples and bitcasts), by the bytes each
+        operand holds: the layer when they agree on one, else "" (a combined all-reduce of every
+        gradient); ``phases``: only operands made in those."""
+        layers: Dict[str, int] = collections.Counter()
+        made: Dict[str, int] = collections.Counter()
+        for source in self._sources(program, instruction):
+            layer, phase = self.place(joiner, program, source)
+            if phases and phase not in phases:
+                continue
+            layers[layer] += source.bytes
+            made[phase] += source.bytes
+        if not made:
+            return "", ""
+        return (next(iter(layers)) if len(layers) == 1 else ""), max(made, key=lambda p: made[p])
+
+    @staticmethod
+    def _sources(program: Program, instruction: Instruction, depth: int = 0) -> List[Instruction]:
+        """The instructions doing work whose outputs ``instruction`` reads: through tuples, bitcasts
+        and collectives (an all-reduce's element ``i`` is its operand ``i``, moved)."""
+        out = []
+        for operand in instruction.operand_ids:
+            source = program.instructions.get(operand)
+            if source is None or source.opcode == "parameter" or depth > 4:
+                continue
+            if source.opcode == "get-tuple-element":
+                whole = program.instructions.get(source.operand_ids[0]) if source.operand_ids else None
+                if whole is not None and whole.opcode in COLLECTIVES and source.tuple_index < len(whole.operand_ids):
+                    element = program.instructions.get(whole.operand_ids[source.tuple_index])
+                    out += [element] if element is not None and element.opcode not in NO_WORK else []
+                    continue
+            if source.opcode in NO_WORK or source.opcode in COLLECTIVES:
+                out += Step._sources(program, source, depth + 1)
+            else:
+                out.append(source)
+        return out
 
     def _state_layers(self, joiner: Joiner, program: Program) -> Dict[int, str]:
         """Entry parameter id -> the layer whose ops read it, for the state parameters those ops agree on."""
@@ -411,8 +529,18 @@ class Step:
         if buffer is None:
             return "", TEMPORARIES_CATEGORY
         phase = self.place(joiner, program, buffer.instruction)[1]
+        if phase == COLLECTIVE:  # what it moves: a gradient's all-reduce holds a gradient
+            phase = self.moved(joiner, program, buffer.instruction)[1]
         return (self.name(program, buffer.instruction),
                 step_category(phase, "temp" if buffer.scratch else ""))
+
+    def first_run_us(self) -> Tuple[float, float]:
+        """When the main program's first run began and ended (its events' first start, last end)."""
+        main = self.programs[0]
+        events = [e for e in self._events if e.program is main]
+        first = min(events, key=lambda e: e.start_ps)
+        run = [e for e in events if e.stats.get("run_id") == first.stats.get("run_id")]
+        return first.start_ps / 1e6, max(e.start_ps + e.duration_ps for e in run) / 1e6
 
     def executions(self) -> int:
         """How many times the main program ran: the calls most of its instructions made."""

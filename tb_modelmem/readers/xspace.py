@@ -114,11 +114,14 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
     input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
     events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes)
+    allocations, note = _coverage(memory)
+    if not events and step is not None and step.programs and not tf_ops:  # JAX on a CPU or TPU: XLA's plan
+        events = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes)
+        allocations, note = "planned", xla.PLANNED_NOTE + _on_devices(step)
     if step is not None:
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
                                             weight_shapes)
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
-    allocations, note = _coverage(memory)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted(set(ops.column("device"))),
                    steps=max(steps or (step.executions() if step else 0), 1),
@@ -126,6 +129,12 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                    allocations=allocations, allocations_note=note, allocators=replayed.allocators,
                    layers=list(joiner.vocabulary.layers), xla=step.summary() if step else None,
                    resident=step.resident() if step else {}, batch_size=batch)
+
+
+def _on_devices(step: xla.Step) -> str:
+    """How many devices ran the planned program, for its note."""
+    devices = {r.device for r in step.rows if r.program is step.programs[0]}
+    return f" (the same program on each of {len(devices)} devices)." if len(devices) > 1 else "."
 
 
 @dataclasses.dataclass

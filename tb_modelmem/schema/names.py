@@ -23,7 +23,8 @@ LOSS = "loss"  # the loss and its reduction
 METRICS = "metrics"  # metric state updates (accuracy, mean loss trackers)
 INPUT = "input"  # the batch entering the step (iterator, feeds)
 EXECUTOR = "executor"  # function call plumbing: _Arg, _Retval, NoOp, call ops
-PHASES = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS, INPUT, EXECUTOR)
+COLLECTIVE = "collective"  # moving tensors between devices: all-reduce, all-gather, reduce-scatter, send/recv
+PHASES = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS, INPUT, EXECUTOR, COLLECTIVE)
 # The op type of an XLA step's kernel time no rule tied to an instruction (a command buffer's kernels in a
 # profile without node ids): in no phase and on no layer, its own row.
 UNATTRIBUTED_TYPE = "(not attributed)"

@@ -273,7 +273,8 @@ class OpTrace(_Assigned):
     counts_resident: bool = False
     peak_buffers: BufferTable = dataclasses.field(default_factory=BufferTable)
     # Which allocations the trace recorded: "all", "large" (TF's default CPU allocator records only
-    # large ones: set TF_CPU_ALLOCATOR_USE_BFC=true), or "none"; ``allocations_note`` says why.
+    # large ones: set TF_CPU_ALLOCATOR_USE_BFC=true), "none", or "planned" (none recorded: XLA's buffer
+    # assignment stands in, each device's plan: ``readers.xla.planned_events``); ``allocations_note`` says why.
     allocations: str = "all"
     allocations_note: str = ""
     timed: bool = True  # False when the source holds memory only (a TF 2.3-2.10 memory profile): no op times

@@ -21,6 +21,7 @@ def main(logdir: str, truth_path: str) -> None:
 
     import tb_modelmem
     from demo.models import mnist_like, seed001_convnet
+    from tests.support import xla_plan
 
     assert keras.backend.backend() == "jax", keras.backend.backend()
     model = seed001_convnet()
@@ -38,7 +39,8 @@ def main(logdir: str, truth_path: str) -> None:
              "non_trainable_bytes": nbytes(model.non_trainable_weights),
              "optimizer_bytes": nbytes(model.optimizer.variables),
              "slot_bytes": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
-             "layers": [layer.name for layer in model.layers]}
+             "layers": [layer.name for layer in model.layers],
+             "planned": xla_plan.memory_analysis(model, x[:32], y[:32])}
     with open(truth_path, "w") as f:
         json.dump(truth, f)
 

@@ -22,6 +22,8 @@ import os
 import sys
 from typing import Any
 
+from tests.support import xla_plan
+
 DEVICES = 8
 BATCH = 64
 
@@ -57,29 +59,6 @@ def _per_device(variables: list) -> dict[str, int]:
             key = str(shard.device.id)
             held[key] = held.get(key, 0) + int(shard.data.nbytes)
     return held
-
-
-def _planned(model: Any, x: Any, y: Any) -> dict[str, int]:
-    """XLA's memory plan of the training step as Keras compiles it (``JAXTrainer.make_train_function``:
-    the state donated, the state's shardings kept), on a batch placed as Keras places it."""
-    import jax
-    import keras
-    from keras.src.backend.jax.trainer import _distribute_data  # how fit() places a batch
-
-    state = (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in model.optimizer.variables],
-        [v.value for v in model.metrics_variables],
-    )
-    shardings = None
-    if keras.distribution.distribution() is not None:
-        shardings = (None, model._get_state_sharding_spec())
-    step = jax.jit(model.train_step, donate_argnums=0, out_shardings=shardings)
-    data = _distribute_data((x[:BATCH], y[:BATCH], None))
-    analysis = step.lower(state, data).compile().memory_analysis()
-    return {name: int(getattr(analysis, f"{name}_size_in_bytes")) for name in
-            ("argument", "output", "alias", "temp", "generated_code")}
 
 
 def main(layout: str, logdir: str, profile_logdir: str = "") -> None:
@@ -122,7 +101,7 @@ def main(layout: str, logdir: str, profile_logdir: str = "") -> None:
         "optimizer_global": sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in model.optimizer.variables),
         "variables": {v.path: {"shape": list(v.shape), "per_device": _per_device([v])}
                       for v in model.trainable_variables},
-        "planned": _planned(model, x, y),
+        "planned": xla_plan.memory_analysis(model, x[:BATCH], y[:BATCH]),
     }))
 
 
