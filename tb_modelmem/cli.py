@@ -18,7 +18,7 @@ import sys
 from typing import Any, Dict, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
-from tb_modelmem.rules.projection import POLICIES
+from tb_modelmem.rules.projection import POLICIES, SHARDINGS
 from tb_modelmem.rules.rollup import layer_rollup
 from tb_modelmem.schema.names import ROLES
 from tb_modelmem.schema.records import Breakdown, OpTrace, bytes_by_role
@@ -52,14 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3, help="fresh-process loads per format and mode (median)")
     bench.add_argument("--workdir", help="keep the saved files here (default: a temporary folder)")
     est = sub.add_parser("estimate", help="project a logged step's peak to another batch, optimizer, precision "
-                                          "or replica count")
+                                          "device count or sharding")
     est.add_argument("logdir", help="the log dir a run traced a step into (MemoryCallback, trace(), a profile)")
     est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
-    est.add_argument("--batch", type=int, help="the global batch size (split over --replicas)")
+    est.add_argument("--batch", type=int, help="the global batch size (split over --devices)")
     est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum")
     est.add_argument("--policy", choices=list(POLICIES),
                      help="the Keras mixed-precision policy")
-    est.add_argument("--replicas", type=int, default=1, help="data-parallel devices, each with the whole state")
+    est.add_argument("--devices", "--replicas", dest="replicas", type=int, default=1,
+                     help="data-parallel devices the batch is split over (each with the whole state unless --shard)")
+    est.add_argument("--shard", choices=list(SHARDINGS),
+                     help="what else is split over --devices: optimizer (ZeRO-1), gradients (ZeRO-2), "
+                          "weights (ZeRO-3, FSDP); replicated: nothing")
     est.add_argument("--budget", help="a device's memory (16GiB): also find the largest batch that fits")
     est.add_argument("--json", action="store_true", help="print one JSON object (peak_bytes, by_category, ...)")
     return parser
@@ -199,7 +203,8 @@ def _loadbench(args: argparse.Namespace) -> int:
 def _estimate(args: argparse.Namespace) -> int:
     from tb_modelmem.whatif import estimate
 
-    result = estimate(args.logdir, args.run, args.batch, args.optimizer, args.policy, args.replicas, args.budget)
+    result = estimate(args.logdir, args.run, args.batch, args.optimizer, args.policy, args.replicas, args.budget,
+                      args.shard)
     print(json.dumps(result, indent=2) if args.json else format_estimate(result))
     return 0
 
@@ -219,7 +224,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
     peak = result["peak_bytes"]
     per = result["batch_per_replica"]
     out += ["", f"projected peak: {size(peak, ' B')}" + (f" ({peak / 2**20:,.1f} MiB)" if peak is not None else "")
-            + (f" per device, batch {per} on each of {result['replicas']}" if result["replicas"] > 1 else
+            + (f" per device, batch {per} on each of {result['replicas']}"
+               + (f", {SHARDINGS[result['shard']]}" if result.get("shard") else "") if result["replicas"] > 1 else
                f" at batch {per}" if per else "")
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"]
     if result.get("peak_moved"):

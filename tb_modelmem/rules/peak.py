@@ -25,19 +25,24 @@ from tb_modelmem.schema.records import Breakdown, OpTrace
 
 
 def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
-                   owned: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, int]]:
+                   owned: Optional[Mapping[str, str]] = None, whole: bool = False) -> Optional[Dict[str, int]]:
     """Bytes of the step's resident state on the traced device, by peak category: the breakdown's
     variables, else what the trace's program says its parameters hold (an XLA step's), else None
     (unknown). The variables count as the busiest device holds them (``rules.devices``: one copy of a
     mirrored variable, its piece of a sharded one): the trace's peak is one device's count
     (``allocator_replay.headline_allocators``; XLA's plan is each device's).
-    ``owned``: the breakdown's ``Vocabulary.variable_layer``, when the caller has it already."""
+    ``owned``: the breakdown's ``Vocabulary.variable_layer``, when the caller has it already. ``whole``:
+    every variable counted once at its global size instead (``rules.devices.logical_bytes``: what a
+    sharding of the state divides)."""
     state: Iterable[Tuple[str, int, bool]]  # (role, bytes on one device, owned by a layer)
     if breakdown is not None:
         if owned is None:
             owned = Vocabulary.from_breakdown(breakdown).variable_layer
         columns = breakdown.variables.columns
-        held = devices.on_device(columns, devices.busiest(columns) if devices.spread(columns) else None)
+        if whole:
+            held = devices.logical_bytes(columns)
+        else:
+            held = devices.on_device(columns, devices.busiest(columns) if devices.spread(columns) else None)
         state = ((role, size, name in owned) for name, role, size in zip(columns["name"], columns["role"], held))
     elif trace.resident:
         state = ((role, size, False) for role, size in trace.resident.items())

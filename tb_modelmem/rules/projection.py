@@ -24,6 +24,7 @@ from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BEFORE_WINDOW,
     GRADIENTS_CATEGORY,
+    INPUTS_CATEGORY,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
@@ -40,6 +41,11 @@ from tb_modelmem.schema.names import (
 )
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
+# What a data-parallel step splits over its devices besides the batch: nothing (each device holds the whole
+# state), the optimizer's state (ZeRO-1), + the gradients (ZeRO-2), + the weights (ZeRO-3, FSDP).
+SHARDINGS = {"replicated": "replicated (data parallel)", "optimizer": "optimizer state sharded (ZeRO-1)",
+             "gradients": "optimizer state and gradients sharded (ZeRO-2)",
+             "weights": "optimizer state, gradients and weights sharded (ZeRO-3 / FSDP)"}
 # Keras' mixed-precision policies: bytes of one element in the compute dtype (variables stay float32).
 POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 # Categories whose batch-carrying buffers are values in the compute dtype (inputs keep the data's).
@@ -57,7 +63,8 @@ class WhatIf:
     batch: Optional[int] = None  # the global batch (split over ``replicas``)
     optimizer: Optional[str] = None  # a Keras 3 optimizer class ("Adam", "SGD", "AdamW"...), "momentum": SGD with it
     policy: Optional[str] = None  # one of POLICIES
-    replicas: int = 1  # data-parallel devices (MirroredStrategy): each holds the whole state
+    replicas: int = 1  # the devices the step is spread over, data parallel (the batch split over them)
+    shard: Optional[str] = None  # what is split over them too (one of SHARDINGS); None: as traced
 
     def check(self) -> None:
         """ValueError naming what is wrong, before anything is projected."""
@@ -65,6 +72,8 @@ class WhatIf:
             raise ValueError(f"batch must be a positive integer, got {self.batch!r}")
         if not isinstance(self.replicas, int) or self.replicas < 1:
             raise ValueError(f"replicas must be a positive integer, got {self.replicas!r}")
+        if self.shard is not None and self.shard not in SHARDINGS:
+            raise ValueError(f"shard must be one of {', '.join(SHARDINGS)}, got {self.shard!r}")
         if self.policy is not None and self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.optimizer is not None:
@@ -93,13 +102,16 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
                                      "(the profile recorded no shapes: a PyTorch trace records none for what an "
                                      "op allocates; or an older trace)"))
     projected_state = state.projected(what, basis, unknown, unsplit)
+    if what.shard is not None and state.source:
+        state.sharded(projected_state, what, basis)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY,
                            "an update's scratch grows with the optimizer's slots, unknown here")
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state)
+    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state,
+                 1 / what.replicas if what.shard in ("gradients", "weights") else 1.0)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -111,12 +123,53 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         if line["category"] in unknown and line["category"] not in unsplit:
             line.update(projected_bytes=None, how="unknown", formula=unknown[line["category"]])
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
+    synced = _gradient_sync(trace, state, what, by_category, basis, unknown)
+    if synced is not None and peak is not None and synced > peak:
+        peak, peak_index = synced, _gradients_high(trace)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
-            "batch_per_replica": per_replica, "replicas": what.replicas,
+            "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
+            "shard": what.shard,
             "traced": {"batch": traced_batch, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: Dict[str, Optional[int]],
+                   basis: List[Dict[str, Any]], unknown: Dict[str, str]) -> Optional[int]:
+    """A data-parallel step on several devices that was traced on one: after the backward pass every
+    gradient is live at once, and the all-reduce's result beside it (XLA's plan of Keras on 8 devices
+    holds 2x the weights there: measured, docs/ARCHITECTURE.md); a reduce-scatter (ZeRO-2/3) leaves each
+    device its shard of the result. Returns that moment's total when it is the higher one, and then
+    ``by_category`` and ``basis`` say that moment (None: not such a step, or unknown)."""
+    if what.replicas < 2 or len(trace.devices) > 1 or not state.whole or GRADIENTS_CATEGORY in unknown:
+        return None
+    weights = state.whole.get(WEIGHTS_CATEGORY, 0)
+    scattered = what.shard in ("gradients", "weights")
+    reduced = math.ceil(weights / what.replicas) if scattered else weights
+    at_sync = {c: (by_category.get(c) or 0) for c in RESIDENT_CATEGORIES}
+    at_sync.update({c: 0 for c in STEP_ONLY_CATEGORIES}, inputs=by_category.get(INPUTS_CATEGORY) or 0,
+                   gradients=weights + reduced, unattributed=by_category.get(UNATTRIBUTED_CATEGORY) or 0)
+    total = sum(at_sync.values())
+    if total <= sum(v or 0 for v in by_category.values()):
+        return None
+    by_category.update(at_sync)
+    how = (f"the gradients' all-reduce over {what.replicas} devices: all of them at once ({_size(weights)}, the "
+           f"weights' size) + the {'reduce-scatter' if scattered else 'all-reduce'}'s result ({_size(reduced)})")
+    for line in basis:
+        if line["category"] in STEP_ONLY_CATEGORIES:
+            value = at_sync[line["category"]]
+            formula = how if line["category"] == GRADIENTS_CATEGORY else (
+                "the batch, still held at the all-reduce" if line["category"] == INPUTS_CATEGORY
+                else "none in use at the all-reduce, after the backward pass")
+            line.update(projected_bytes=value, how="computed", formula=formula)
+    return total
+
+
+def _gradients_high(trace: OpTrace) -> int:
+    """The timeline point where the traced step held the most gradient bytes (where its all-reduce would be)."""
+    held = trace.timeline.by_category.get(GRADIENTS_CATEGORY) or [0.0]
+    return max(range(len(held)), key=held.__getitem__)
 
 
 def _traced_peak(trace: OpTrace, state: "_State") -> int:
@@ -180,6 +233,7 @@ class _State:
     trainable: List[roles.Weight]  # (name, shape, dtype) of each trainable weight, in the breakdown's order
     optimizer: Tuple[str, Tuple[str, ...], str]  # the traced (class, flags, wrapper): roles.optimizer_plan
     source: str  # "breakdown", "trace" or "" (unknown)
+    whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "_State":
@@ -187,11 +241,12 @@ class _State:
         if totals is None:
             return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "")
         if breakdown is None:
-            return cls(totals, [], ("", (), ""), "trace")
+            return cls(totals, [], ("", (), ""), "trace", dict(totals))
         columns = breakdown.variables.columns
         trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role in zip(
             columns["name"], columns["shape"], columns["dtype"], columns["role"]) if role == WEIGHT]
-        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown")
+        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown",
+                   resident_state(trace, breakdown, whole=True) or {})
 
     def optimizer_label(self) -> str:
         cls, flags, wrapper = self.optimizer
@@ -254,6 +309,33 @@ class _State:
         return out
 
 
+    def sharded(self, out: Dict[str, Optional[int]], what: WhatIf, basis: List[Dict[str, Any]]) -> None:
+        """The state on each of ``what.replicas`` devices when ``what.shard`` splits it: the global state
+        (each variable once) divided where it is sharded, whole where it is replicated. A weight
+        sharded is gathered whole while its layer runs: the largest one is counted whole on top."""
+        devices, shard = what.replicas, what.shard or "replicated"
+        changed = {line["category"]: line for line in basis if line["how"] == "computed"}
+        lines = {line["category"]: line for line in basis}
+        split = {WEIGHTS_CATEGORY: shard == "weights",
+                 OPTIMIZER_SLOTS_CATEGORY: shard in ("optimizer", "gradients", "weights")}
+        for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+            whole = out[category] if category in changed else self.whole.get(category, 0)
+            if whole is None:
+                continue
+            value, formula = whole, f"{_size(whole)}: every variable once, replicated on each device"
+            if split.get(category) and devices > 1:
+                value = math.ceil(whole / devices)
+                formula = f"{_size(whole)} / {devices} devices = {_size(value)}"
+                if category == WEIGHTS_CATEGORY and self.trainable:
+                    gathered = max(_bytes(shape, dtype) for _, shape, dtype in self.trainable)
+                    value += gathered - math.ceil(gathered / devices)
+                    formula += f", + the largest weight gathered whole for its layer ({_size(gathered)})"
+            out[category] = value
+            line = lines.get(category)
+            if line is not None:
+                line.update(projected_bytes=value, how="computed", formula=f"{formula} ({SHARDINGS[shard]})")
+
+
 def _label(cls: str, flags: Sequence[str], wrapper: str) -> str:
     return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
 
@@ -265,7 +347,7 @@ class _Step:
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: _State,
-                 projected_state: Dict[str, Optional[int]]) -> None:
+                 projected_state: Dict[str, Optional[int]], gradient_share: float = 1.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -282,7 +364,8 @@ class _Step:
                            state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY])
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
-            fixed_factor = slot_ratio if category == OPTIMIZER_TEMPORARIES_CATEGORY else 1.0
+            fixed_factor = {OPTIMIZER_TEMPORARIES_CATEGORY: slot_ratio, GRADIENTS_CATEGORY: gradient_share}.get(
+                category, 1.0)
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
             self.series[category] = [(v - b) * fixed_factor + b * factor
                                      for v, b in zip(in_window[category], self.batch[category])]
@@ -313,6 +396,9 @@ class _Step:
                 formula = "none carries the batch"
             if not rest and carries:
                 formula += ", all of it"
+            elif fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
+                formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
+                            "(each device keeps its shard of the gradients)")
             elif fixed_factor != 1.0:
                 after, before = self.slot_sizes
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
@@ -406,4 +492,5 @@ def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Opt
     by_category.update(state)
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
             "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "peak_moved": False,
-            "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas, "traced": {}}
+            "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas, "devices": what.replicas,
+            "shard": what.shard, "traced": {}}

@@ -2,8 +2,10 @@
 prints what JAX itself says of each device as JSON (the ground truth, never tb_modelmem's).
 
 The model is the issue's MLP (784 -> 2048 -> 2048 -> 2048 -> 10, 10.5M parameters) trained with
-Adam. ``LAYOUT`` is ``single`` (one device), ``dp`` (``DataParallel`` over 8), or a model-parallel
-mesh ``2x4`` / ``1x8`` (``ModelParallel``: the dense kernels sharded over the ``model`` axis).
+Adam. ``LAYOUT`` is ``single`` (one device), ``dp`` (``DataParallel`` over 8), a model-parallel
+mesh ``2x4`` / ``1x8`` (``ModelParallel``: the dense kernels sharded over the ``model`` axis), or data
+parallel over 8 with the optimizer's slots sharded over the batch axis (``zero1``: ZeRO-1), or the
+slots and the weights (``fsdp``: ZeRO-3), by a ``LayoutMap`` on the variables' paths.
 
     python -m tests.support.sharded_run LAYOUT LOGDIR [PROFILE_LOGDIR]
 
@@ -42,6 +44,13 @@ def _distribution(layout: str) -> Any:
         return None
     if layout == "dp":
         return keras.distribution.DataParallel()
+    if layout == "zero1":  # data parallel; the slots are sharded after they are built (_shard_slots)
+        return keras.distribution.DataParallel()
+    if layout == "fsdp":  # data parallel over 8, the weights (and so their slots) sharded over the batch axis
+        sharded = keras.distribution.LayoutMap(keras.distribution.DeviceMesh((DEVICES,), ("batch",)))
+        sharded[".*big.*kernel.*"] = sharded[".*out.*kernel.*"] = ("batch", None)
+        sharded[".*big.*bias.*"] = ("batch",)  # out/bias (10 elements) stays whole: 10 does not split 8 ways
+        return keras.distribution.ModelParallel(layout_map=sharded, batch_dim_name="batch")
     data, model = (int(n) for n in layout.split("x"))
     mesh = keras.distribution.DeviceMesh((data, model), ("batch", "model"))
     layouts = keras.distribution.LayoutMap(mesh)
@@ -49,6 +58,19 @@ def _distribution(layout: str) -> Any:
     layouts[".*big.*bias"] = ("model",)
     layouts[".*out.*kernel"] = ("model", None)
     return keras.distribution.ModelParallel(layout_map=layouts, batch_dim_name="batch")
+
+
+def _shard_slots(model: Any) -> None:
+    """ZeRO-1 on Keras: each Adam slot split over the 8 devices along its first axis (Keras gives a slot
+    its weight's layout, replicated under DataParallel); the weights stay whole on every device."""
+    import keras
+
+    mesh = keras.distribution.distribution().device_mesh
+    model.optimizer.build(model.trainable_variables)
+    for slot in model.optimizer.variables:
+        if len(slot.shape) and slot.shape[0] % DEVICES == 0:
+            slot._layout = keras.distribution.TensorLayout(("batch",) + (None,) * (len(slot.shape) - 1), mesh)
+            slot._direct_assign(slot.value)  # Keras' JAX variable lays its value out by its _layout
 
 
 def _per_device(variables: list) -> dict[str, int]:
@@ -83,6 +105,8 @@ def main(layout: str, logdir: str, profile_logdir: str = "") -> None:
     ], name="mlp")
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    if layout == "zero1":
+        _shard_slots(model)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
               callbacks=[tb_modelmem.MemoryCallback(logdir, profile_steps=(3, 4))])
     if profile_logdir:
@@ -92,6 +116,7 @@ def main(layout: str, logdir: str, profile_logdir: str = "") -> None:
             model.fit(x[:BATCH * 2], y[:BATCH * 2], batch_size=BATCH, epochs=1, verbose=0)
     print(json.dumps({
         "layout": layout,
+        "batch": BATCH,
         "devices": len(__import__("jax").devices()),
         "count_params": model.count_params(),
         "weights": _per_device(model.trainable_variables),

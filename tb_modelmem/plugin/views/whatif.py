@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.trace import TraceView
-from tb_modelmem.rules.projection import POLICIES, WhatIf, largest_batch, optimizer_choices, project
+from tb_modelmem.rules.projection import POLICIES, SHARDINGS, WhatIf, largest_batch, optimizer_choices, project
 
 
 def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> Dict[str, Any]:
@@ -13,7 +13,7 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     batch within ``budget_bytes`` (with why there is none) when a budget is asked."""
     breakdown = view.breakdown.record if view.breakdown is not None else None
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
-        "optimizers": optimizer_choices(), "policies": list(POLICIES)}}
+        "optimizers": optimizer_choices(), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
         found, note = largest_batch(view.trace, breakdown, what, budget_bytes)
         body["budget"] = {"bytes": budget_bytes, "largest_batch": found, "note": note}
