@@ -18,4 +18,4 @@ paths=(tests)
 for arg in "$@"; do
   if [ -e "${arg%%::*}" ]; then paths=(); break; fi
 done
-.venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 "$@"
