@@ -191,10 +191,12 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 peak, low = allocator["peak_bytes"], allocator["min_bytes"]
                 rows.append({"host": host, "allocator": allocator["name"], "peak_bytes": peak,
                              "resident_bytes": low if trace.counts_resident else None,
-                             "step_bytes": peak - low if trace.counts_resident else peak})
+                             "step_bytes": peak - low if trace.counts_resident else peak,
+                             "devices": trace.devices, "planned": trace.allocations == "planned"})
             if not trace.allocators:  # a host whose profile recorded no allocation: unknown, not 0
                 rows.append({"host": host, "allocator": None, "peak_bytes": None, "resident_bytes": None,
-                             "step_bytes": None, "note": trace.allocations_note})
+                             "step_bytes": None, "note": trace.allocations_note, "devices": trace.devices,
+                             "planned": False})
         return _respond_json(request, {"run": item.run, "tag": item.tag, "hosts": item.hosts, "rows": rows,
                                        "pending": pending, "errors": failed})
 

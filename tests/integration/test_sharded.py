@@ -5,8 +5,10 @@ the arrays' ``addressable_shards``, the compiled step's ``memory_analysis()``), 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -28,7 +30,9 @@ def runs(tmp_path_factory):
     out = {}
     for layout in LAYOUTS:
         logdir = str(root / layout)
-        result = subprocess.run([sys.executable, "-m", "tests.support.sharded_run", layout, logdir], cwd=REPO,
+        profiled = [str(root / f"{layout}_profile")] if layout in ("dp", "2x4") else []  # jax.profiler alone
+        result = subprocess.run([sys.executable, "-m", "tests.support.sharded_run", layout, logdir, *profiled],
+                                cwd=REPO,
                                 capture_output=True, text=True, timeout=600,
                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO))
         assert result.returncode == 0, result.stderr[-3000:]
@@ -108,3 +112,20 @@ def test_estimate_json_gives_a_sharded_runs_per_device_peak(runs):
     body = json.loads(result.stdout)
     assert body["peak_bytes"] == xla_plan.peak(truth["planned"])
     assert body["by_category"]["weights"] == truth["weights"]["0"]
+
+
+def test_a_multi_host_session_gives_each_hosts_devices_and_planned_peak(runs, tmp_path):
+    """One profile session of two hosts (each file a real 8-device jax.profiler profile, written with no
+    tb_modelmem code): a row per host with its devices and its planned per-device peak."""
+    session = tmp_path / "logs" / "job" / "plugins" / "profile" / "2026_11_28_00_00_00"
+    session.mkdir(parents=True)
+    for host, layout in (("worker0", "dp"), ("worker1", "2x4")):
+        (found,) = glob.glob(os.path.join(runs[layout][0] + "_profile", "**", "*.xplane.pb"), recursive=True)
+        shutil.copy(found, session / f"{host}.xplane.pb")
+    served = Served(str(tmp_path / "logs"))
+    body = served.json("/hosts", run="job", tag="profile/2026_11_28_00_00_00")
+    rows = {row["host"]: row for row in body["rows"]}
+    assert set(rows) == {"worker0", "worker1"} and not body["errors"]
+    for host, layout in (("worker0", "dp"), ("worker1", "2x4")):
+        assert rows[host]["planned"] and len(rows[host]["devices"]) == 8
+        assert rows[host]["peak_bytes"] == xla_plan.peak(runs[layout][1]["planned"])
