@@ -33,6 +33,7 @@ export function floorBytes(bytes, unknownOps, what, why = "") {
 export function allocationWhy(data) {
   if (data?.allocations === "none") return "the trace recorded no allocation event";
   if (data?.allocations === "large") return "the allocator recorded only its large allocations, none of this op's";
+  if (data?.allocations === "planned") return "XLA's buffer assignment plans no buffer of it live at the peak";
   return "the trace recorded no allocation for it";
 }
 
@@ -137,7 +138,7 @@ export function opTimeWords(data) {
  * split undercount (and its unattributed share is large); tracing again with the BFC allocator records them.
  */
 export function allocationsWarning(data) {
-  if (!data?.allocations || data.allocations === "all") return "";
+  if (!data?.allocations || data.allocations === "all" || data.allocations === "planned") return "";
   if (data.allocations === "large") {
     return "To see this peak split to the byte, call tb_modelmem.enable_full_memory_trace() first thing in the"
       + " training script (before TensorFlow runs an op) and trace the step again. Why: "
@@ -146,3 +147,16 @@ export function allocationsWarning(data) {
   }
   return data.allocations_note || "This trace recorded no allocations: the peak and its split are unknown.";
 }
+
+/**
+ * Where no allocation was recorded and XLA's plan stands in (`allocations` "planned"): the figures are complete,
+ * just planned rather than measured. "" for any other answer.
+ */
+export function plannedNote(data) {
+  if (data?.allocations !== "planned") return "";
+  const note = String(data.allocations_note || "").trim();
+  return `Planned by XLA's buffer assignment, per device${note ? `: ${note}` : "."}`;
+}
+
+/** The peak is XLA's plan, not a measurement. */
+export const isPlanned = (data) => data?.allocations === "planned";

@@ -3,18 +3,23 @@
 
 import { formatHuman, formatInt, formatMicros, isKnown } from "./format.js";
 import { CATEGORIES, CATEGORY_LABEL } from "./roles.js";
+import { devicesWords } from "./devices.js";
 
 const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept" };
 
-/** The query a form asks: empty fields and the defaults left out (the server keeps what the trace ran with). */
+/**
+ * The query a form asks: empty fields and the defaults left out (the server keeps what the trace ran with).
+ * The device count goes as `devices` (a form of an older tab may still hold `replicas`: the same question).
+ */
 export function whatifParams(form) {
   const out = {};
   const batch = String(form.batch ?? "").trim();
   if (batch) out.batch = batch;
   if (form.optimizer) out.optimizer = form.optimizer;
   if (form.policy) out.policy = form.policy;
-  const replicas = String(form.replicas ?? "").trim();
-  if (replicas && replicas !== "1") out.replicas = replicas;
+  const devices = String(form.devices ?? form.replicas ?? "").trim();
+  if (devices && devices !== "1") out.devices = devices;
+  if (form.shard) out.shard = form.shard;
   const budget = String(form.budget ?? "").trim();
   if (budget) out.budget = budget;
   return out;
@@ -41,12 +46,16 @@ export function projectionRows(whatif) {
   });
 }
 
-/** "Projected peak 245.9 MiB at batch 128 (traced: 37.6 MiB at batch 16)", or why it is unknown. */
+/**
+ * "Projected peak 245.9 MiB at batch 128 (traced: 37.6 MiB at batch 16)", "... at batch 16 on each of 8 devices,
+ * optimizer state sharded (...)", or why it is unknown. An older answer has `replicas` and no `devices`.
+ */
 export function projectionHeadline(whatif) {
   if (!whatif) return "";
   const traced = whatif.traced || {};
-  const at = whatif.batch_per_replica ? ` at batch ${formatInt(whatif.batch_per_replica)}`
-    + (whatif.replicas > 1 ? ` on each of ${formatInt(whatif.replicas)} devices` : "") : "";
+  const where = devicesWords(whatif.devices ?? whatif.replicas, whatif.shard);
+  const at = whatif.batch_per_replica ? ` at batch ${formatInt(whatif.batch_per_replica)}${where ? ` ${where}` : ""}`
+    : where ? ` ${where}` : "";
   const was = isKnown(traced.peak_bytes)
     ? ` (traced: ${formatHuman(traced.peak_bytes)}${traced.batch ? ` at batch ${formatInt(traced.batch)}` : ""})` : "";
   if (!isKnown(whatif.peak_bytes)) return `Projected peak: unknown${at}${was}`;

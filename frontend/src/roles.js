@@ -22,7 +22,19 @@ export const ROLE_COLOR = {
 };
 
 // The phases of a training step an op belongs to (the backend's schema/names.py PHASES).
-export const PHASES = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor"];
+export const PHASES = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor", "collective"];
+
+// What an op of each phase does: the Phase cell's tooltip.
+export const PHASE_HINT = {
+  forward: "the model's forward pass",
+  backward: "gradients: the backward pass",
+  optimizer: "the weight updates",
+  loss: "the loss",
+  metrics: "metric updates",
+  input: "feeding the batch in",
+  executor: "the framework's own bookkeeping between ops",
+  collective: "moving tensors between devices: all-reduce, all-gather, reduce-scatter, send/recv",
+};
 
 // What a byte in use at the peak is (the backend's peak_by_category keys), in
 // stacking order: what stays resident at the bottom, the step's own buffers

@@ -137,3 +137,15 @@ test("a trace of the default CPU allocator leads with what to do, then why; one 
   assert.equal(allocationsWarning({ allocations: "none", allocations_note: "" }),
     "This trace recorded no allocations: the peak and its split are unknown.");
 });
+
+test("XLA's plan standing in for allocations: an info note, no warning, and why an op has none at the peak", async () => {
+  const { allocationsWarning, allocationWhy, isPlanned, plannedNote } = await import("../src/layer-figures.js");
+  const data = { allocations: "planned", allocations_note: "XLA's plan, not a measurement" };
+  assert.equal(plannedNote(data), "Planned by XLA's buffer assignment, per device: XLA's plan, not a measurement");
+  assert.equal(plannedNote({ allocations: "planned" }), "Planned by XLA's buffer assignment, per device.");
+  assert.equal(allocationsWarning(data), "");
+  assert.ok(isPlanned(data));
+  assert.match(allocationWhy(data), /buffer assignment/);
+  assert.equal(plannedNote({ allocations: "none" }), "");
+  assert.ok(!isPlanned({ allocations: "all" }));
+});

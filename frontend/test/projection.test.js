@@ -11,7 +11,17 @@ test("a form asks only what it changes", () => {
   assert.deepEqual(whatifParams({ batch: " 128 ", optimizer: "", policy: "mixed_bfloat16", replicas: "1", budget: "" }),
     { batch: "128", policy: "mixed_bfloat16" });
   assert.deepEqual(whatifParams({ batch: "", optimizer: "SGD", policy: "", replicas: "4", budget: "16GiB" }),
-    { optimizer: "SGD", replicas: "4", budget: "16GiB" });
+    { optimizer: "SGD", devices: "4", budget: "16GiB" }); // an older form's replicas: the device count
+  assert.deepEqual(whatifParams({ batch: "", devices: "8", shard: "optimizer", replicas: "2" }), { devices: "8", shard: "optimizer" });
+  assert.deepEqual(whatifParams({ devices: "1", shard: "" }), {});
+});
+
+test("the headline says how many devices and what is sharded; an older answer's replicas still read", () => {
+  const whatif = { peak_bytes: 1024 ** 2, batch_per_replica: 16, traced: { peak_bytes: 2 * 1024 ** 2, batch: 16 } };
+  assert.equal(projectionHeadline({ ...whatif, devices: 8, replicas: 8, shard: "optimizer" }),
+    "Projected peak 1.00 MiB at batch 16 on each of 8 devices, optimizer state sharded (traced: 2.00 MiB at batch 16)");
+  assert.equal(projectionHeadline({ ...whatif, replicas: 4 }), "Projected peak 1.00 MiB at batch 16 on each of 4 devices (traced: 2.00 MiB at batch 16)");
+  assert.equal(projectionHeadline({ ...whatif, devices: 1, shard: null }), "Projected peak 1.00 MiB at batch 16 (traced: 2.00 MiB at batch 16)");
 });
 
 test("the traced step projects to itself, every category measured or kept", async () => {

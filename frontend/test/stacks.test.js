@@ -81,3 +81,11 @@ test("only large allocations recorded: the bands pass the allocator's count by t
   assert.equal(countedNote(stackTimeline(lenet)), "");
   assert.equal(stackTimeline({ ...data, allocations: "all" }).counted, null);
 });
+
+test("a planned timeline (XLA's buffer assignment) is complete: no allocator's count drawn beside its bands", () => {
+  const timeline = { t_us: [0, 1, 2], bytes: [0, 0, 0], stacks: { weights: [10, 10, 10], activations: [0, 5, 0] },
+    peak_time_us: 1 };
+  assert.equal(stackTimeline({ ...timeline, allocations: "planned" }, 100).counted, null);
+  assert.deepEqual(stackTimeline({ ...timeline, allocations: "planned" }, 100).total, [10, 15, 10]);
+  assert.notEqual(stackTimeline({ ...timeline, allocations: "large" }, 100).counted, null); // as a large-only trace is not
+});

@@ -3,7 +3,7 @@ import { el, message } from "../dom.js";
 import { UNATTRIBUTED_TYPE } from "../opnames.js";
 import { xlaSummary } from "../xla.js";
 import { untimedNote } from "../framework.js";
-import { allocationsWarning } from "../layer-figures.js";
+import { allocationsWarning, plannedNote } from "../layer-figures.js";
 import { infoBox, warnBox } from "./widgets.js";
 
 /** What kind of step this is and what the data cannot tell, said before any figure. */
@@ -16,9 +16,9 @@ export function banners(data) {
       xla.unattributed ? el("div", { testid: "xla-unattributed" }, `${xla.unattributed} (rows "${UNATTRIBUTED_TYPE}")`) : null,
       xla.note ? el("div", { class: "xla-note", testid: "xla-note" }, message(xla.note)) : null));
   }
-  if (data.allocations && data.allocations !== "all") {
-    out.push(warnBox(allocationsWarning(data), "allocations-note"));
-  }
+  // XLA's plan standing in for allocations nobody recorded: complete figures, said so; missing ones: a warning
+  if (plannedNote(data)) out.push(infoBox(plannedNote(data), "allocations-note"));
+  else if (data.allocations && data.allocations !== "all") out.push(warnBox(allocationsWarning(data), "allocations-note"));
   if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
   return out;
 }

@@ -5,6 +5,7 @@
 import { el, message, name } from "../dom.js";
 import { formatBytesFull, formatHuman, formatMicros } from "../format.js";
 import { peakParts } from "../aggregate.js";
+import { isPlanned } from "../layer-figures.js";
 import { CATEGORY_COLOR, CATEGORY_LABEL, RESIDENT } from "../roles.js";
 import { categoryCard, peakCard, shareBar } from "./widgets.js";
 
@@ -23,7 +24,8 @@ export function createPeakPanel() {
       const peak = data.peak_by_category || {};
       const parts = peakParts(peak);
       const total = peak.total ?? data.peak_bytes ?? 0;
-      title.textContent = `Peak in use: ${formatHuman(total)}`;
+      const planned = isPlanned(data); // XLA's buffer assignment, not a measurement
+      title.textContent = `${planned ? "Planned peak" : "Peak"} in use: ${formatHuman(total)}${planned ? " per device" : ""}`;
       hint.textContent = Number.isFinite(data.peak_time_us) && data.peak_time_us > 0
         ? `at ${formatMicros(data.peak_time_us)} into the trace · every byte in one category; hover a card for what it holds`
         : "every byte in one category; hover a card for what it holds";
@@ -36,7 +38,8 @@ export function createPeakPanel() {
           share: p.share, reason: p.reason,
           from: fromBreakdown && RESIDENT.includes(p.category) && joined ? ["from breakdown ", name(joined)] : undefined,
         })),
-        peakCard("peak-all", { color: CATEGORY_COLOR.total, label: "Peak in use", bytes: total, sub: totalNote(data, peak, joined) }),
+        peakCard("peak-all", { color: CATEGORY_COLOR.total, label: planned ? "Planned peak" : "Peak in use", bytes: total,
+          sub: planned ? "XLA's buffer assignment, on each device that runs the step" : totalNote(data, peak, joined) }),
       );
       // what the peak's window holds (a step that made state) and what the unattributed bytes are
       const notes = data.peak_notes || {};

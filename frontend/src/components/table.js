@@ -39,6 +39,7 @@ export function createTable({
     state: initialSort(sort),
     stood: false, // the sort is a stand-in: its column left with an item, and comes back with the next one
     query: "",
+    scope: "", // a filter term the owner adds to what the user typed (the Ops view's device)
     frame: 0,
     typing: 0,
     cursor: 0, // the row the keyboard is on: the rows' one Tab stop
@@ -87,6 +88,12 @@ function tableApi(t) {
       clearTimeout(t.typing);
       restart(t);
       t.element.scrollIntoView({ behavior: "smooth", block: "nearest" });
+    },
+    /** A filter term added to whatever the user types ("device=/device:CPU:3"); "" for none. */
+    setScope(term) {
+      if ((term || "") === t.scope) return;
+      t.scope = term || "";
+      restart(t);
     },
     /** Swap the column set (e.g. drop a column the data has nothing for); `fallback` sorts when the sorted column went. */
     setColumns(next, fallback = {}) {
@@ -180,7 +187,7 @@ function layout(t) {
 }
 
 function refresh(t) {
-  t.source.update({ query: t.query, sort: t.state, columns: t.columns });
+  t.source.update({ query: [t.query.trim(), t.scope].filter(Boolean).join(" "), sort: t.state, columns: t.columns });
   renderHead(t);
   layout(t);
   paint(t);

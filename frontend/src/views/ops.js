@@ -10,7 +10,7 @@ import {
 } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
 import { noLayersNote, recordsOutputShapes, stepKind } from "../framework.js";
-import { OTHER_COLORS } from "../roles.js";
+import { OTHER_COLORS, PHASE_HINT } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
 import { chartBox, panel, sourceBadge } from "../components/widgets.js";
@@ -20,6 +20,7 @@ import { createHostsPanel } from "../components/hosts.js";
 import { createPeakPanel } from "../components/peak.js";
 import { classCell, classText, treeButtons } from "../components/layer-cells.js";
 import { banners } from "../components/banners.js";
+import { createDevicePicker } from "../components/device-picker.js";
 
 const TOP_N = 12;
 
@@ -75,7 +76,8 @@ const opColumnList = (why) => [
   { key: "fused", label: "Fused ops", width: "minmax(100px, 1.2fr)", minWidth: 100, value: (o) => fusedText(o.fused, o.layer),
     render: fusedCell, title: "the framework ops a fused kernel or an XLA instruction implements" },
   { key: "layer", label: "Layer", width: "minmax(100px, 1fr)", minWidth: 100, cutStart: true, render: (o) => name(o.layer) },
-  { key: "phase", label: "Phase", width: "76px", minWidth: 76 },
+  { key: "phase", label: "Phase", width: "76px", minWidth: 76, text: (o) => (PHASE_HINT[o.phase] ? `${o.phase}: ${PHASE_HINT[o.phase]}` : o.phase),
+    render: (o) => o.phase ?? "" },
   { key: "device", label: "Device", width: "72px", minWidth: 72, text: (o) => o.device, render: (o) => shortDevices(o.device) },
   { key: "calls", label: "Calls", width: "60px", minWidth: 60, numeric: true, text: (o) => formatInt(o.calls) },
   { key: "time_us", label: "Total time", width: "90px", minWidth: 90, numeric: true, text: (o) => formatMicros(o.time_us) },
@@ -171,7 +173,7 @@ export function createOpsView({ api, loader, shared }) {
     sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense",
     rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
-  const opsPanel = panel("Ops", "one row per op or fused kernel; sorted and filtered by the server", ops.element);
+  const { opsPanel, devicePicker } = opsParts(ops);
   const charts = el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel);
   const figures = [peakPanel.element, charts, layersPanel, opsPanel];
   const body = el("div", {}, notes, peakPanel.element, hosts.element, charts, layersPanel, opsPanel);
@@ -216,6 +218,7 @@ export function createOpsView({ api, loader, shared }) {
     ops.setItem(key, (page) => loader.get(`op_rows\u0000${key}\u0000${JSON.stringify(page)}`, () => api.opRows(pinned, page),
       { keep: () => shownKey === key }), data.ops);
     ops.setColumns(opColumns(data), { key: "new_bytes" });
+    devicePicker.show(data.devices);
     return metaLine(data);
   }
 
@@ -225,6 +228,14 @@ export function createOpsView({ api, loader, shared }) {
     listing = next;
     return view.update(next);
   } };
+}
+
+/** The op table's panel, with the device picker over it (its device a filter term beside what the user typed). */
+function opsParts(ops) {
+  const devicePicker = createDevicePicker((term) => ops.setScope(term));
+  const opsPanel = panel("Ops", "one row per op or fused kernel (per device where several ran it); sorted and filtered by the server",
+    devicePicker.element, ops.element);
+  return { opsPanel, devicePicker };
 }
 
 // An XLA step's rows are instructions with short names ("gemm_fusion_dot.96") implementing long framework ops:

@@ -15,6 +15,8 @@ import { createCompare } from "../components/compare.js";
 import { largestLayers, replicaBytes, replicaSpan } from "../aggregate.js";
 import { optimizerSections, sectionHeading } from "../optimizer.js";
 import { sharedMarks } from "../shared.js";
+import { busiestRow, devicesOf, isSharded, layoutText, shardText } from "../devices.js";
+import { createDevicesPanel } from "../components/devices-panel.js";
 
 const CHART_LAYERS = 30;
 const NO_LAYER = "(no layer)"; // variables outside any layer (counters, beta powers, ...)
@@ -36,6 +38,12 @@ const VARIABLE_COLUMNS = [
 // Mirrored variables: the Bytes cell says how its figure is made ("2 × 1,384,448 = 2,768,896"), and needs the room.
 const MIRRORED_COLUMNS = VARIABLE_COLUMNS.map((c) => (c.key === "bytes" ? { ...c, width: "200px", minWidth: 200 }
   : c.key === "device" ? { ...c, width: "minmax(150px, 1fr)", minWidth: 150 } : c));
+// Sharded variables: the Device cell says how a variable is split and what one device holds of it
+// ("4 shards ×2 replicas · 4.00 MiB per device", every device in its tooltip); a replicated one reads as above.
+const SHARDED_COLUMNS = MIRRORED_COLUMNS.map((c) => (c.key !== "device" ? c : { ...c, width: "minmax(260px, 1.6fr)", minWidth: 260,
+  text: (v) => (shardText(v) ? `${shardText(v)}: ${v.device}` : c.text(v)),
+  render: (v) => (shardText(v) ? el("span", { testid: "shard-cell" }, shardText(v)) : c.render(v)) }));
+const variableColumns = (replicas, sharded) => (sharded ? SHARDED_COLUMNS : replicas.max > 1 ? MIRRORED_COLUMNS : VARIABLE_COLUMNS);
 
 
 // A layer shared by two parents (shared.js): its second path's row reads "shared", a parent reaching it "+N shared".
@@ -93,6 +101,7 @@ export function createStorageView({ api, loader, shared }) {
   const cards = el("div", { class: "cards" });
   const replicasNote = el("div", { class: "msg info", testid: "replicas-note" });
   replicasNote.hidden = true;
+  const perDevice = createDevicesPanel();
   const extras = el("div", { class: "grid2", style: { marginBottom: "12px" } });
   const chartEl = chartBox();
   const chart = createChart(chartEl, (layer) => showLayer(layer === NO_LAYER ? "" : layer));
@@ -105,7 +114,7 @@ export function createStorageView({ api, loader, shared }) {
     toolbar: treeButtons(() => layers) });
   const variables = createTable({ testid: "variable-table", mode: "remote", columns: VARIABLE_COLUMNS, label: "Variables",
     sort: { key: "bytes", direction: "desc" }, placeholder: "Filter variables, e.g. conv2d role:slot" });
-  const body = el("div", {}, replicasNote, cards, extras,
+  const body = el("div", {}, replicasNote, cards, perDevice.element, extras,
     chartPanel,
     panel("Layers", "composite layers sum their sublayers; click a layer to list its variables", layers.element),
     panel("Variables", "sorted and filtered by the server; click a header to sort", variables.element));
@@ -115,14 +124,19 @@ export function createStorageView({ api, loader, shared }) {
 
   function render(data, item) {
     const replicas = replicaSpan(data.variables?.rows);
-    replicasNote.replaceChildren(...replicasText(replicas, data));
-    replicasNote.hidden = replicas.max <= 1;
-    variables.setColumns(replicas.max > 1 ? MIRRORED_COLUMNS : VARIABLE_COLUMNS, { key: "bytes" });
+    const devices = devicesOf(data);
+    const sharded = isSharded(devices); // some variable split over devices: not MirroredStrategy's copies
+    replicasNote.replaceChildren(...(sharded ? shardedText(devices) : replicasText(replicas, data)));
+    replicasNote.hidden = !sharded && replicas.max <= 1;
+    perDevice.show(devices);
+    variables.setColumns(variableColumns(replicas, sharded), { key: "bytes" });
     const rows = data.layers || [];
     const marks = sharedMarks(rows);
     for (const row of rows) if (marks.has(row.layer)) SHARED.set(row, marks.get(row.layer));
-    layers.setColumns(layerColumns(noClassKnown(data.layers), replicas.min === replicas.max ? replicas.max : 1, marks.size > 0), { key: "" });
-    renderCards(cards, data, replicas);
+    layers.setColumns(layerColumns(noClassKnown(data.layers), !sharded && replicas.min === replicas.max ? replicas.max : 1, marks.size > 0),
+      { key: "" });
+    if (sharded) renderShardedCards(cards, data, devices);
+    else renderCards(cards, data, replicas);
     extras.replaceChildren(optimizerPanel(data.optimizer, data.optimizer_summary), reconciliationPanel(data));
     const leaves = rows.filter((l) => l.leaf);
     const charted = largestLayers(leaves, CHART_LAYERS);
@@ -164,7 +178,7 @@ function replicasText(replicas, data) {
   if (replicas.max <= 1) return [];
   const devices = shortDevices(data.variables?.rows?.find((r) => r.replicas === replicas.max)?.device);
   const n = replicas.min === replicas.max ? `${replicas.max}` : `${replicas.min} to ${replicas.max}`;
-  return [`Mirrored variables (MirroredStrategy): every variable has ${n} replicas, one per device${devices ? ` (${devices})` : ""}. `,
+  return [`Mirrored variables (MirroredStrategy, or data parallel): every variable has ${n} replicas, one per device${devices ? ` (${devices})` : ""}. `,
     `Every byte figure on this page sums all of them${replicas.min === replicas.max ? `: one device holds 1/${replicas.max} of it` : ""}.`];
 }
 
@@ -182,6 +196,32 @@ function renderCards(container, data, replicas) {
       [optimizerHint(data, totals), mirrored].filter(Boolean).join(" · ")),
     roleCard("total-other", "other", totals.other || 0, share(totals.other || 0)),
     roleCard("total-all", "total", total, [`${formatInt(data.variable_count)} variables`, mirrored].filter(Boolean).join(" · ")),
+  );
+}
+
+/**
+ * Sharded variables: the layer and variable tables sum every piece on every device, the cards count each
+ * variable once (its global size), the Per device panel says what each device holds. Said once, at the top.
+ */
+function shardedText(devices) {
+  return [`Sharded variables over ${formatInt(devices.rows.length)} devices: ${layoutText(devices)} (whole on every device). `,
+    "The cards count every variable once (its global size), with what the busiest device holds; "
+    + "the layer and variable tables sum every piece and copy on every device; Per device shows what each device holds."];
+}
+
+/** The cards of sharded variables: each role's global bytes (every variable once), and on the busiest device. */
+function renderShardedCards(container, data, devices) {
+  const logical = devices.logical || {};
+  const busiest = busiestRow(devices) || {};
+  const on = (role) => `on the busiest device: ${formatHuman(busiest[role] || 0)}`;
+  const total = devices.logical_total ?? ROLES.reduce((s, r) => s + (logical[r] || 0), 0);
+  container.replaceChildren(
+    roleCard("total-weight", "weight", logical.weight || 0, `${formatInt(data.total_params)} params · ${on("weight")}`),
+    roleCard("total-non_trainable", "non_trainable", logical.non_trainable || 0, on("non_trainable")),
+    roleCard("total-optimizer_slot", "optimizer_slot", logical.optimizer_slot || 0,
+      [optimizerHint(data, logical), on("optimizer_slot")].filter(Boolean).join(" · ")),
+    roleCard("total-other", "other", logical.other || 0, on("other")),
+    roleCard("total-all", "total", total, `${formatInt(data.variable_count)} variables, each once · ${on("total_bytes")}`),
   );
 }
 

@@ -101,7 +101,7 @@ export function createTimelineView({ api, loader, shared }) {
       && (c.key !== "requested_bytes" || data.handed_out) && !blank.has(c.key)));
     buffers.setRows(rows);
     const peak = stacked.peak >= 0 ? stacked.total[stacked.peak] : data.peak_bytes;
-    return [`step ${formatIntKnown(data.step)} · peak `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),
+    return [`step ${formatIntKnown(data.step)} · ${data.allocations === "planned" ? "planned peak" : "peak"} `, el("b", { testid: "timeline-peak" }, `${formatInt(peak)} B`),
       ` (${formatHuman(peak)})`, stacked.peak >= 0 ? ` at ${formatMicros(stacked.t[stacked.peak])}` : "",
       ` · ${formatInt(data.t_us?.length || 0)} allocator events`];
   }

@@ -1,5 +1,5 @@
-// "What if": the traced step projected to another batch size, optimizer, precision policy or
-// replica count, and the largest batch that fits a budget. Every figure says how it was made
+// "What if": the traced step projected to another batch size, optimizer, precision policy, or
+// spread over devices (the state replicated or sharded), and the largest batch that fits a budget. Every figure says how it was made
 // (measured, computed, scaled, kept) and what the trace cannot tell is "unknown" with the reason.
 
 import { el, name, option } from "../dom.js";
@@ -8,6 +8,7 @@ import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, 
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
+import { SHARDINGS, SHARDING_LABEL } from "../devices.js";
 
 const COLUMNS = [
   { key: "label", label: "Category", width: "minmax(170px, 1fr)", minWidth: 170, render: (r) => categoryChip(r.category) },
@@ -19,11 +20,11 @@ const COLUMNS = [
 
 export function createWhatIfView({ api, loader, shared }) {
   // The question, kept across item changes and set from outside (an OOM's "What would fit?" sets the budget).
-  const form = Object.assign(shared.whatif, { batch: "", optimizer: "", policy: "", replicas: "1", budget: "",
+  const form = Object.assign(shared.whatif, { batch: "", optimizer: "", policy: "", devices: "1", shard: "", budget: "",
     ...shared.whatif });
   let askedForm = "";
   const fields = formFields();
-  const { batch, optimizer, policy, replicas, budget, controls } = fields;
+  const { batch, optimizer, policy, devices, shard, budget, controls } = fields;
   const out = resultParts();
   const status = el("div");
   const body = el("div", {},
@@ -34,7 +35,8 @@ export function createWhatIfView({ api, loader, shared }) {
   controls.addEventListener("submit", (event) => {
     event.preventDefault();
     Object.assign(form, { batch: batch.value, optimizer: optimizer.value, policy: policy.value,
-      replicas: replicas.value, budget: budget.value });
+      devices: devices.value, shard: shard.value, budget: budget.value });
+    delete form.replicas; // the device count is `devices` now
     if (current) ask(current);
   });
 
@@ -86,23 +88,28 @@ function formFields() {
     placeholder: "as traced" });
   const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
   const policy = el("select", { testid: "whatif-policy", "aria-label": "Precision policy" });
-  const replicas = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-replicas",
-    "aria-label": "Replicas" });
+  const devices = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-devices",
+    "aria-label": "Devices" });
+  const shard = el("select", { testid: "whatif-shard", "aria-label": "Sharding" },
+    option("", "as traced", true), ...SHARDINGS.map((s) => option(s, SHARDING_LABEL[s], false)));
   const budget = el("input", { type: "text", testid: "whatif-budget", "aria-label": "Memory budget per device",
     placeholder: "e.g. 16GiB" });
   const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
   const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
-    el("label", { title: "the global batch size, split over the replicas" }, "Batch", batch),
+    el("label", { title: "the global batch size, split over the devices" }, "Batch", batch),
     el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
-    el("label", { title: "data-parallel devices, each holding the whole state" }, "Replicas", replicas),
+    el("label", { title: "the devices the step is spread over: the batch is split over them" }, "Devices", devices),
+    el("label", { title: "what is split over the devices besides the batch: nothing (each holds the whole state), "
+      + "the optimizer state (ZeRO-1), also the gradients (ZeRO-2), also the weights (ZeRO-3 / FSDP)" }, "Sharding", shard),
     el("label", { title: "a device's memory: find the largest batch that fits" }, "Budget", budget), project);
-  return { batch, optimizer, policy, replicas, budget, controls };
+  return { batch, optimizer, policy, devices, shard, budget, controls };
 }
 
 /** The form's fields as the question `form` says (a select once it has its choices). */
-function showForm({ batch, optimizer, policy, replicas, budget }, form) {
+function showForm({ batch, optimizer, policy, devices, shard, budget }, form) {
   batch.value = form.batch;
-  replicas.value = form.replicas;
+  devices.value = form.devices ?? form.replicas ?? "1";
+  shard.value = form.shard || "";
   budget.value = form.budget;
   for (const [select, value] of [[optimizer, form.optimizer], [policy, form.policy]]) {
     if (select.options.length) select.value = value;
