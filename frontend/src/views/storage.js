@@ -40,7 +40,12 @@ const MIRRORED_COLUMNS = VARIABLE_COLUMNS.map((c) => (c.key === "bytes" ? { ...c
   : c.key === "device" ? { ...c, width: "minmax(150px, 1fr)", minWidth: 150 } : c));
 // Sharded variables: the Device cell says how a variable is split and what one device holds of it
 // ("4 shards ×2 replicas · 4.00 MiB per device", every device in its tooltip); a replicated one reads as above.
-const SHARDED_COLUMNS = MIRRORED_COLUMNS.map((c) => (c.key !== "device" ? c : { ...c, width: "minmax(260px, 1.6fr)", minWidth: 260,
+// Its room comes from the other columns, so that at 1400 px the table still fits without scrolling sideways.
+const SHARDED_WIDTHS = { name: ["minmax(170px, 3fr)", 170], layer: ["minmax(100px, 1.5fr)", 100], dtype: ["70px", 70],
+  params: ["90px", 90], bytes: ["190px", 190], role: ["120px", 120], slot: ["84px", 84], slot_of: ["minmax(100px, 1.5fr)", 100] };
+const SHARDED_COLUMNS = MIRRORED_COLUMNS.map((c) => (SHARDED_WIDTHS[c.key]
+  ? { ...c, width: SHARDED_WIDTHS[c.key][0], minWidth: SHARDED_WIDTHS[c.key][1] }
+  : c.key !== "device" ? c : { ...c, width: "minmax(276px, 2fr)", minWidth: 276,
   text: (v) => (shardText(v) ? `${shardText(v)}: ${v.device}` : c.text(v)),
   render: (v) => (shardText(v) ? el("span", { testid: "shard-cell" }, shardText(v)) : c.render(v)) }));
 const variableColumns = (replicas, sharded) => (sharded ? SHARDED_COLUMNS : replicas.max > 1 ? MIRRORED_COLUMNS : VARIABLE_COLUMNS);
