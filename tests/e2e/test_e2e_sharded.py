@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.support.browser import Tab
+from tests.support.browser import TABLE_FIT, Tab
 from tests.support.tensorboard_process import TensorBoardProcess
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,6 +45,9 @@ def test_storage_per_device_and_the_ops_device_picker(mesh, browser, tmp_path):
         tab.text("total-weight", f"{truth['weights_global']:,} B")
         tab.text("total-weight", "on the busiest device")
         tab.text("replicas-note", "Sharded variables over 8 devices")
+        tab.row("variable-table", "4 shards ×2 replicas")  # a kernel split over the mesh's model axis
+        for table in ("variable-table", "device-table"):  # at 1400 px, no table scrolls sideways
+            assert tab.testid(table).evaluate(TABLE_FIT)["sideways"] == 0, table
 
         tab.view("ops")
         tab.testid("device-select").locator("option").nth(8).wait_for(state="attached", timeout=60_000)
