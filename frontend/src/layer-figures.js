@@ -132,6 +132,13 @@ export function opTimeWords(data) {
     + `${ratio > 1.005 ? ": ops ran side by side" : ""})`;
 }
 
+/** Whose ops the top charts list when one program ran on each of several devices (the answer's top_device). */
+export function topDeviceWords(data) {
+  if (!data?.top_device) return "";
+  const count = (data.devices || []).length;
+  return `the top ops are ${data.top_device}'s: ${count > 1 ? `each of the ${count} devices` : "each device"} ran the same program`;
+}
+
 /**
  * The warning of a trace that missed allocations, leading with what to do: a trace of TensorFlow's default CPU
  * allocator ("large": only its large allocations recorded) counts the small buffers as nothing, so its peak and

@@ -4,7 +4,7 @@ import { readFile } from "node:fs/promises";
 import { rowsOf } from "../src/api.js";
 import {
   allocationsWarning, allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
-  timeTitle,
+  timeTitle, topDeviceWords,
 } from "../src/layer-figures.js";
 import { formatShare } from "../src/format.js";
 
@@ -148,4 +148,10 @@ test("XLA's plan standing in for allocations: an info note, no warning, and why 
   assert.match(allocationWhy(data), /buffer assignment/);
   assert.equal(plannedNote({ allocations: "none" }), "");
   assert.ok(!isPlanned({ allocations: "all" }));
+});
+
+test("topDeviceWords names the device whose ops the top charts list, only when the answer has one", () => {
+  assert.equal(topDeviceWords({ top_device: null, devices: ["cpu"] }), "");
+  assert.equal(topDeviceWords({ top_device: "/device:CPU:3", devices: ["/device:CPU:0", "/device:CPU:3"] }),
+    "the top ops are /device:CPU:3's: each of the 2 devices ran the same program");
 });

@@ -94,7 +94,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     tf_ops = not hlo.written_by_jax(xspace)  # a JAX profile's "a:b" host events are its runtime's, not ops
     calls, memory, xla_events, steps = _read_events(xspace, programs, tf_ops)
     step = xla.Step(programs, xla_events) if xla_events else None
-    weight_shapes = weight_shapes or (step.state_shapes() if step else frozenset())
+    # the variables' global shapes and, under a sharding, the pieces each device's program holds
+    weight_shapes = frozenset(weight_shapes) | (step.state_shapes() if step else frozenset())
     if not calls and step is None:
         warnings.warn("tb_modelmem: the profile has no TensorFlow op events (unknown device, or nothing ran "
                       "while profiling)", RuntimeWarning, stacklevel=2)

@@ -82,6 +82,9 @@ def test_ops_count_steps_per_device_and_collectives_apart(runs, layout):
     served = Served(logdir)
     ops = served.json("/ops", run="train", tag="ops")
     assert ops["steps"] == 2 and ops["devices"] == [f"/device:CPU:{i}" for i in range(8)]
+    # the same program on each device: the top charts list one device's ops, each once
+    assert ops["top_device"] in ops["devices"]
+    assert len({row["name"] for row in ops["top_bytes"]}) == len(ops["top_bytes"]) > 5
     rows = [row for row in served.all_ops("train", "ops") if row["device"] == "/device:CPU:0"]
     assert {row["calls"] for row in rows} == {2}  # the train step, run twice on each device
     collectives = [row for row in rows if row["phase"] == "collective"]
@@ -102,6 +105,15 @@ def test_a_single_device_trace_projects_to_a_real_sharded_run(runs, layout, shar
     real = xla_plan.peak(truth["planned"])
     assert abs(projected["peak_bytes"] - real) <= 0.05 * real, (projected["peak_bytes"], real)
     assert projected["by_category"]["optimizer_slots"] <= truth["optimizer"]["0"]
+
+
+def test_a_weights_piece_is_no_batch(runs):
+    """A (2, 4) mesh's per-device gradient of big1/kernel is [2048, 512]: no weight has that global shape,
+    yet it is a piece of one, so it does not grow with the batch."""
+    logdir, _ = runs["2x4"]
+    whatif = Served(logdir).json("/whatif", run="train", tag="ops", devices=8, shard="optimizer")["whatif"]
+    (gradients,) = [line for line in whatif["basis"] if line["category"] == "gradients"]
+    assert gradients["formula"].startswith("none carries the batch"), gradients
 
 
 def test_estimate_json_gives_a_sharded_runs_per_device_peak(runs):

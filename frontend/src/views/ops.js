@@ -6,7 +6,7 @@ import { el, message, name } from "../dom.js";
 import { isolate } from "../bidi.js";
 import { formatHuman, formatInt, formatIntKnown, formatMicros, isKnown, shortDevices, UNKNOWN } from "../format.js";
 import {
-  allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle,
+  allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle, topDeviceWords,
 } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
 import { noLayersNote, recordsOutputShapes, stepKind } from "../framework.js";
@@ -153,17 +153,7 @@ export function createOpsView({ api, loader, shared }) {
   const notes = el("div", { class: "notes" });
   const peakPanel = createPeakPanel();
   const hosts = createHostsPanel({ api, onPick: (host) => view.pick({ host }) });
-  const timeEl = chartBox(300);
-  const memEl = chartBox(300);
-  const showOp = (op) => op && ops.setFilter(`name=${op}`);
-  const timeChart = createChart(timeEl, showOp);
-  const memChart = createChart(memEl, showOp);
-  const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
-  const memEmpty = el("div", { class: "hint chart-empty" }, "No op allocated new bytes for its output in this trace (or none is known).");
-  const durations = el("div", { class: "hint", testid: "ops-durations" });
-  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; bars name the layer, then the op under it; click a bar to find the op",
-    durations, timeEmpty, timeEl);
-  const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)", memEmpty, memEl);
+  const tops = createTopCharts((op) => op && ops.setFilter(`name=${op}`));
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: layerColumnList({}), label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers), rowAction: "lists the layer's ops",
@@ -174,7 +164,7 @@ export function createOpsView({ api, loader, shared }) {
     rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });
   const layersPanel = panel("Layers", "the model's layer tree; click a layer to list its ops", join, layers.element);
   const { opsPanel, devicePicker } = opsParts(ops);
-  const charts = el("div", { class: "grid2", style: { marginBottom: "12px" } }, timePanel, memPanel);
+  const charts = el("div", { class: "grid2", style: { marginBottom: "12px" } }, tops.timePanel, tops.memPanel);
   const figures = [peakPanel.element, charts, layersPanel, opsPanel];
   const body = el("div", {}, notes, peakPanel.element, hosts.element, charts, layersPanel, opsPanel);
   let treeOf = "";
@@ -200,10 +190,7 @@ export function createOpsView({ api, loader, shared }) {
       return metaLine(data);
     }
     peakPanel.render(data);
-    timePanel.hidden = !data.timed;
-    durations.textContent = opTimeWords(data);
-    if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0], data.op_count);
-    showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1], data.op_count);
+    tops.show(data);
     const joined = joinText(data);
     join.replaceChildren(...joined.parts);
     join.title = joined.title;
@@ -231,6 +218,32 @@ export function createOpsView({ api, loader, shared }) {
 }
 
 /** The op table's panel, with the device picker over it (its device a filter term beside what the user typed). */
+/** The two top-ops charts (by time, by new bytes); a bar click finds its op (``showOp``). */
+function createTopCharts(showOp) {
+  const timeEl = chartBox(300);
+  const memEl = chartBox(300);
+  const timeChart = createChart(timeEl, showOp);
+  const memChart = createChart(memEl, showOp);
+  const timeEmpty = el("div", { class: "hint chart-empty" }, "No op time recorded in this trace.");
+  const memEmpty = el("div", { class: "hint chart-empty" }, "No op allocated new bytes for its output in this trace (or none is known).");
+  const durations = el("div", { class: "hint", testid: "ops-durations" });
+  const timePanel = panel(`Top ${TOP_N} ops by time`, "total over all calls; bars name the layer, then the op under it; click a bar to find the op",
+    durations, timeEmpty, timeEl);
+  const memDevice = el("div", { class: "hint", testid: "ops-top-device" });
+  const memPanel = panel(`Top ${TOP_N} ops by memory`, "bytes newly allocated for outputs (views of variables left out)",
+    memDevice, memEmpty, memEl);
+  function show(data) {
+    timePanel.hidden = !data.timed;
+    const onDevice = topDeviceWords(data);
+    durations.textContent = [opTimeWords(data), onDevice].filter(Boolean).join(" · ");
+    memDevice.textContent = onDevice;
+    memDevice.hidden = !onDevice;
+    if (data.timed) showTop(timeChart, timeEl, timeEmpty, data.top_time, "time_us", formatMicros, OTHER_COLORS[0], data.op_count);
+    showTop(memChart, memEl, memEmpty, data.top_bytes, "new_bytes", formatHuman, OTHER_COLORS[1], data.op_count);
+  }
+  return { timePanel, memPanel, show };
+}
+
 function opsParts(ops) {
   const devicePicker = createDevicePicker((term) => ops.setScope(term));
   const opsPanel = panel("Ops", "one row per op or fused kernel (per device where several ran it); sorted and filtered by the server",

@@ -4,7 +4,9 @@ category, the timeline, and the ops as a pageable table."""
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Optional, Tuple, cast
+import functools
+import heapq
+from typing import Any, Dict, List, Optional, Set, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
@@ -174,9 +176,35 @@ class TraceView:
             "peak_by_category": self.peak, "peak_notes": self.peak_notes, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
             "layers": self.layer_table,
-            "top_time": self.ops.rows(self.ops.top("time_us", top), ("name", "time_us", "layer")),
-            "top_bytes": self.ops.rows(self.ops.top("new_bytes", top), ("name", "new_bytes", "layer")),
+            "top_time": self.ops.rows(self._top("time_us", top), ("name", "time_us", "layer")),
+            "top_bytes": self.ops.rows(self._top("new_bytes", top), ("name", "new_bytes", "layer")),
+            "top_device": self.top_device,
         }
+
+    @functools.cached_property
+    def top_device(self) -> Optional[str]:
+        """The device whose ops the top lists show when one program ran on each of several (an XLA step
+        spread over devices: the same ops on each, listed once), the one with the most op time; None
+        where ops of different devices differ."""
+        devices, names = self.trace.ops.column("device"), self.trace.ops.column("name")
+        if len(set(devices)) < 2 or not all(d.startswith("/device:") for d in devices):
+            return None
+        by_device: Dict[str, Set[str]] = collections.defaultdict(set)
+        time: Dict[str, float] = collections.defaultdict(float)
+        for device, name, spent in zip(devices, names, self.trace.ops.column("time_us")):
+            by_device[device].add(name)
+            time[device] += spent or 0.0
+        if len({frozenset(ops) for ops in by_device.values()}) > 1:
+            return None
+        return max(time, key=lambda device: time[device])
+
+    def _top(self, key: str, n: int) -> List[int]:
+        """The rows of the ``n`` largest ``key`` figures (of ``top_device``'s rows, when there is one)."""
+        if self.top_device is None:
+            return self.ops.top(key, n)
+        values, devices = self.ops.columns[key], self.trace.ops.column("device")
+        mine = [i for i, device in enumerate(devices) if device == self.top_device]
+        return [i for i in heapq.nlargest(n, mine, key=lambda i: values[i] or 0) if (values[i] or 0) > 0]
 
     def timeline(self) -> Dict[str, Any]:
         """Bytes in use over the trace stacked by category, the peak marked, and the buffers in use at it."""
