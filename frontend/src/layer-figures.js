@@ -132,11 +132,11 @@ export function opTimeWords(data) {
     + `${ratio > 1.005 ? ": ops ran side by side" : ""})`;
 }
 
-/** Whose ops the top charts list when one program ran on each of several devices (the answer's top_device). */
+/** Whose ops the top charts list when ops ran on several devices (the answer's top_device, the busiest). */
 export function topDeviceWords(data) {
   if (!data?.top_device) return "";
   const count = (data.devices || []).length;
-  return `the top ops are ${data.top_device}'s: ${count > 1 ? `each of the ${count} devices` : "each device"} ran the same program`;
+  return `the top ops are ${data.top_device}'s, the busiest of ${count > 1 ? `the ${count} devices` : "the devices"} (an XLA step runs the same instructions on each)`;
 }
 
 /**

@@ -153,5 +153,5 @@ test("XLA's plan standing in for allocations: an info note, no warning, and why 
 test("topDeviceWords names the device whose ops the top charts list, only when the answer has one", () => {
   assert.equal(topDeviceWords({ top_device: null, devices: ["cpu"] }), "");
   assert.equal(topDeviceWords({ top_device: "/device:CPU:3", devices: ["/device:CPU:0", "/device:CPU:3"] }),
-    "the top ops are /device:CPU:3's: each of the 2 devices ran the same program");
+    "the top ops are /device:CPU:3's, the busiest of the 2 devices (an XLA step runs the same instructions on each)");
 });

@@ -15,14 +15,24 @@ function bar(value, max) {
   return el("span", { class: "inline-bar" }, fill);
 }
 
+/** A host row's device count ("8"), or its one device's short name; "" where the answer has none. */
+export function hostDevices(row) {
+  const devices = row?.devices || [];
+  if (devices.length > 1) return formatInt(devices.length);
+  return devices.length ? String(devices[0]).replace(/^\/(device|host):/, "") : "";
+}
+
 export function createHostsPanel({ api, onPick }) {
   let max = 0;
   const columns = [
     { key: "host", label: "Host", width: "minmax(160px, 2fr)", minWidth: 160, render: (r) => name(r.host) },
     { key: "allocator", label: "Allocator", width: "minmax(110px, 1fr)", minWidth: 110, render: (r) => name(r.allocator) },
+    { key: "devices", label: "Devices", width: "90px", numeric: true, text: (r) => hostDevices(r),
+      title: "the devices the host's ops ran on; a planned peak is each device's (one program on each)" },
     { key: "peak_bytes", label: "Peak", width: "minmax(220px, 2fr)", minWidth: 220, numeric: true, left: true,
-      text: (r) => formatBytesFull(r.peak_bytes),
-      render: (r) => el("span", { class: "bar-cell" }, bar(r.peak_bytes, max), formatHuman(r.peak_bytes)) },
+      text: (r) => `${formatBytesFull(r.peak_bytes)}${r.planned ? " planned, per device" : ""}`,
+      render: (r) => el("span", { class: "bar-cell" }, bar(r.peak_bytes, max),
+        `${formatHuman(r.peak_bytes)}${r.planned ? " planned, per device" : ""}`) },
     { key: "resident_bytes", label: "Resident", width: "130px", numeric: true,
       text: (r) => (r.resident_bytes === null ? "not counted" : formatInt(r.resident_bytes)),
       title: "bytes in use all through the trace (weights, slots, ...); RunMetadata-style counts start at 0" },

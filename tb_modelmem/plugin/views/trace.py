@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import heapq
-from typing import Any, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
@@ -183,19 +183,15 @@ class TraceView:
 
     @functools.cached_property
     def top_device(self) -> Optional[str]:
-        """The device whose ops the top lists show when one program ran on each of several (an XLA step
-        spread over devices: the same ops on each, listed once), the one with the most op time; None
-        where ops of different devices differ."""
-        devices, names = self.trace.ops.column("device"), self.trace.ops.column("name")
+        """The device whose ops the top lists show when ops ran on several devices (an XLA step spread over
+        devices runs the same instructions on each: listed once, not once per device): the one with the
+        most op time; None on one device, or where the host's ops are among them."""
+        devices = self.trace.ops.column("device")
         if len(set(devices)) < 2 or not all(d.startswith("/device:") for d in devices):
             return None
-        by_device: Dict[str, Set[str]] = collections.defaultdict(set)
         time: Dict[str, float] = collections.defaultdict(float)
-        for device, name, spent in zip(devices, names, self.trace.ops.column("time_us")):
-            by_device[device].add(name)
+        for device, spent in zip(devices, self.trace.ops.column("time_us")):
             time[device] += spent or 0.0
-        if len({frozenset(ops) for ops in by_device.values()}) > 1:
-            return None
         return max(time, key=lambda device: time[device])
 
     def _top(self, key: str, n: int) -> List[int]:
