@@ -8,9 +8,11 @@ tests/unit (marker ``unit``): no TensorFlow, no subprocess, no training; tests/i
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
+
+from tests.support import growth_runs
 
 # TensorFlow turns oneDNN on by default only on some x86 CPUs (Intel's with AVX-512; off on AMD EPYC).
 # It decides which kernels run (_MklNativeFusedConv2D or _FusedConv2D) and whether its default CPU
@@ -30,3 +32,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         if relative[0] not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: a test belongs in one of tests/{{{','.join(TIERS)}}}")
         item.add_marker(getattr(pytest.mark, relative[0]))
+
+
+@pytest.fixture(scope="session")
+def growth_loop(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Tuple[str, Dict[str, Any]]]:
+    """``growth_loop(mode)``: demo/growth_loops.py's (log dir, truth) for ``mode``, run once per session
+    (a loop trains eight models in a fresh TensorFlow process: the tiers share it)."""
+    made: Dict[str, Tuple[str, Dict[str, Any]]] = {}
+
+    def loop(mode: str) -> Tuple[str, Dict[str, Any]]:
+        if mode not in made:
+            made[mode] = growth_runs.run(mode, str(tmp_path_factory.mktemp(f"growth_{mode}")))
+        return made[mode]
+    return loop

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -235,20 +236,15 @@ def test_hostile_names_are_isolated_and_contained(tmp_path, browser, shots):
 
 
 @pytest.fixture(scope="module")
-def growth_logdir(tmp_path_factory):
-    """The seed-004 loops of demo/growth_loops.py, each in a fresh process as tests/integration/test_growth.py runs
-    them: models kept in a list (keep/builds) and freed with clear_session (clear/builds). Returns the
-    log dir and each loop's TRUTH.json (gc counts and the model's own variables, taken without tb_modelmem)."""
-    base = tmp_path_factory.mktemp("growth")
-    logdir, truth = str(base / "logs"), {}
-    for mode in ("keep", "clear"):  # one after the other: one TensorFlow process at a time
-        out = str(base / f"{mode}.json")
-        result = subprocess.run([sys.executable, "-m", "demo.growth_loops", mode, os.path.join(logdir, mode), out],
-                                cwd=ROOT, capture_output=True, text=True, timeout=600,
-                                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-        assert result.returncode == 0, result.stderr[-3000:]
-        with open(out) as f:
-            truth[mode] = json.load(f)
+def growth_logdir(tmp_path_factory, growth_loop):
+    """The seed-004 loops of demo/growth_loops.py (run once per session, tests/conftest.py ``growth_loop``, as
+    tests/integration/test_growth.py reads them): models kept in a list (keep/builds) and freed with
+    clear_session (clear/builds), copied side by side into one log dir. Returns it and each loop's
+    TRUTH.json (gc counts and the model's own variables, taken without tb_modelmem)."""
+    logdir, truth = str(tmp_path_factory.mktemp("growth") / "logs"), {}
+    for mode in ("keep", "clear"):
+        made, truth[mode] = growth_loop(mode)
+        shutil.copytree(made, os.path.join(logdir, mode))
     return logdir, truth
 
 

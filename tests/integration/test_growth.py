@@ -3,10 +3,7 @@ fresh process, figures checked against gc counts taken by the same process witho
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -16,15 +13,8 @@ from tests.support.plugin_harness import Served
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(mode: str, tmp_path_factory):
-    base = tmp_path_factory.mktemp(f"growth_{mode}")
-    logdir, out = str(base / "logs"), str(base / "truth.json")
-    result = subprocess.run([sys.executable, "-m", "demo.growth_loops", mode, logdir, out], cwd=REPO,
-                            capture_output=True, text=True, timeout=600,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    with open(out) as f:
-        truth = json.load(f)
+def _run(mode: str, growth_loop):
+    logdir, truth = growth_loop(mode)
     body = Served(logdir).json("/growth", run="train" if mode == "fit" else "builds", tag="memory")
     return truth, body, {g["series"]: g for g in body["growth"]}
 
@@ -35,13 +25,13 @@ def _increment(values):
 
 
 @pytest.fixture(scope="module")
-def keep(tmp_path_factory):
-    return _run("keep", tmp_path_factory)
+def keep(growth_loop):
+    return _run("keep", growth_loop)
 
 
 @pytest.fixture(scope="module")
-def clear(tmp_path_factory):
-    return _run("clear", tmp_path_factory)
+def clear(growth_loop):
+    return _run("clear", growth_loop)
 
 
 def test_models_kept_in_a_list_grow_22_variables_per_build(keep):
@@ -65,14 +55,14 @@ def test_clear_session_frees_the_variables_but_the_traced_graphs_stay(clear):
     assert functions[0]["name"] == "one_step_on_data"  # Keras' traced train step is what survives
 
 
-def test_tf1_graphs_built_into_the_default_graph_grow_its_operations(tmp_path_factory):
-    truth, _, growth = _run("tf1", tmp_path_factory)
+def test_tf1_graphs_built_into_the_default_graph_grow_its_operations(growth_loop):
+    truth, _, growth = _run("tf1", growth_loop)
     assert growth["graph_ops"]["flagged"]
     assert growth["graph_ops"]["per_step"] == _increment(truth["operations"])
 
 
-def test_a_plain_fit_over_epochs_flags_nothing(tmp_path_factory):
-    _, body, growth = _run("fit", tmp_path_factory)
+def test_a_plain_fit_over_epochs_flags_nothing(growth_loop):
+    _, body, growth = _run("fit", growth_loop)
     assert body["samples"] >= 10
     assert [name for name, g in growth.items() if g["flagged"]] == []
     assert growth["live_variables"]["per_step"] == 0 and growth["graph_ops"]["per_step"] == 0
