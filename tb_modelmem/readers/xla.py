@@ -207,10 +207,10 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
     return out
 
 
-PLANNED_NOTE = ("XLA's plan, not a measurement: this device's allocator records no allocation (XLA on a CPU or "
-                "a TPU), so the peak is what the compiled program's buffer assignment reserves on each device that "
-                "runs it: its parameters (the state and the batch), its temp allocation split into the buffers "
-                "live at its fullest moment, and the outputs that are not donated state updated in place")
+PLANNED_NOTE = ("XLA's plan, not a measurement: this profile records no allocation (JAX on a CPU or a TPU "
+                "records none), so the peak is what the compiled program's buffer assignment reserves on each "
+                "device that runs it: its parameters (the state and the batch), its temp allocation split into "
+                "the buffers live at its fullest moment, and the outputs that are not donated state updated in place")
 
 
 def planned_events(program: Program, span_us: Tuple[float, float], batch: Optional[int] = None,
@@ -477,14 +477,23 @@ class Step:
         layers: Dict[str, int] = collections.Counter()
         made: Dict[str, int] = collections.Counter()
         for source in self._sources(program, instruction):
-            layer, phase = self.place(joiner, program, source)
+            layer, phase = self._named(joiner, program, source)
             if phases and phase not in phases:
                 continue
+            if phase not in (OPTIMIZER, COLLECTIVE):  # those would look further back: one step back only
+                layer, phase = self.place(joiner, program, source)
             layers[layer] += source.bytes
             made[phase] += source.bytes
         if not made:
             return "", ""
         return (next(iter(layers)) if len(layers) == 1 else ""), max(made, key=lambda p: made[p])
+
+    def _named(self, joiner: Joiner, program: Program, instruction: Instruction) -> Tuple[str, str]:
+        """(layer, phase) its framework op's name alone gives (no look at what it reads)."""
+        if instruction.opcode in COLLECTIVES:
+            return "", COLLECTIVE
+        op_name = self.op_name(program, instruction)
+        return joiner.assign(scope_name(op_name), instruction.op_type) if op_name else ("", EXECUTOR)
 
     @staticmethod
     def _sources(program: Program, instruction: Instruction, depth: int = 0) -> List[Instruction]:
@@ -497,6 +506,8 @@ class Step:
                 continue
             if source.opcode == "get-tuple-element":
                 whole = program.instructions.get(source.operand_ids[0]) if source.operand_ids else None
+                if whole is not None and whole.opcode.endswith("-done") and whole.operand_ids:
+                    whole = program.instructions.get(whole.operand_ids[0])  # an async one: its -start's operands
                 if whole is not None and whole.opcode in COLLECTIVES and source.tuple_index < len(whole.operand_ids):
                     element = program.instructions.get(whole.operand_ids[source.tuple_index])
                     out += [element] if element is not None and element.opcode not in NO_WORK else []
@@ -538,8 +549,14 @@ class Step:
         """When the main program's first run began and ended (its events' first start, last end)."""
         main = self.programs[0]
         events = [e for e in self._events if e.program is main]
-        first = min(events, key=lambda e: e.start_ps)
-        run = [e for e in events if e.stats.get("run_id") == first.stats.get("run_id")]
+        events.sort(key=lambda e: e.start_ps)
+        first = events[0]
+        if first.stats.get("run_id") is not None:
+            run = [e for e in events if e.stats.get("run_id") == first.stats.get("run_id")]
+        else:  # no run ids: the run ends where its first instruction runs again on its device
+            again = next((i for i, e in enumerate(events[1:], 1)
+                          if e.instruction is first.instruction and e.device == first.device), len(events))
+            run = events[:again]
         return first.start_ps / 1e6, max(e.start_ps + e.duration_ps for e in run) / 1e6
 
     def executions(self) -> int:

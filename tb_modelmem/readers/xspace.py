@@ -117,8 +117,9 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes)
     allocations, note = _coverage(memory)
     if not events and step is not None and step.programs and not tf_ops:  # JAX on a CPU or TPU: XLA's plan
-        events = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes)
-        allocations, note = "planned", xla.PLANNED_NOTE + _on_devices(step)
+        planned = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes)
+        if planned:  # a program that plans nothing leaves the peak unknown, not 0
+            events, allocations, note = planned, "planned", xla.PLANNED_NOTE + _on_devices(step)
     if step is not None:
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
                                             weight_shapes)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import collections
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from tb_modelmem.schema.dtypes import item_bytes
+from tb_modelmem.schema.records import element_count
+
 Placement = List[Tuple[str, int]]  # (device, bytes there) per device holding part of a variable
 
 
@@ -45,8 +48,8 @@ def per_device(columns: Mapping[str, Sequence]) -> Dict[str, Dict[str, int]]:
 
 
 def busiest(columns: Mapping[str, Sequence]) -> Optional[str]:
-    """The device holding the most variable bytes (the first of equals); None without variables."""
-    totals = {name: sum(roles.values()) for name, roles in per_device(columns).items()}
+    """The named device holding the most variable bytes (the first of equals); None without one."""
+    totals = {name: sum(roles.values()) for name, roles in per_device(columns).items() if name and "," not in name}
     return max(totals, key=lambda name: totals[name]) if totals else None
 
 
@@ -55,16 +58,23 @@ def on_device(columns: Mapping[str, Sequence], device: Optional[str]) -> List[in
     lies on one device or ``device`` is None."""
     out = []
     for placed in placements(columns):
-        if device is None or len(placed) == 1:
+        if device is None or (len(placed) == 1 and placed[0][0] in ("", device)):
             out.append(max(size for _, size in placed))
+        elif len(placed) == 1 and "," in placed[0][0]:  # devices listed without their bytes: one copy each
+            out.append(placed[0][1] if device in placed[0][0].split(",") else 0)
         else:
             out.append(dict(placed).get(device, 0))
     return out
 
 
 def logical_bytes(columns: Mapping[str, Sequence]) -> List[int]:
-    """Each variable's bytes counted once (its global size), however many devices hold copies."""
-    return [size // max(replicas, 1) for size, replicas in zip(columns["bytes"], columns["replicas"])]
+    """Each variable's bytes counted once (its global size: elements x dtype size), however many devices
+    hold copies or pieces; ``bytes / replicas`` where the shape or dtype does not say it."""
+    out = []
+    for shape, dtype, size, replicas in zip(columns["shape"], columns["dtype"], columns["bytes"], columns["replicas"]):
+        whole = element_count(shape) * (item_bytes(dtype) or 0)
+        out.append(whole or size // max(replicas, 1))
+    return out
 
 
 def _device_order(name: str) -> Tuple[str, int]:

@@ -123,9 +123,10 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         if line["category"] in unknown and line["category"] not in unsplit:
             line.update(projected_bytes=None, how="unknown", formula=unknown[line["category"]])
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
-    synced = _gradient_sync(trace, state, what, by_category, basis, unknown)
-    if synced is not None and peak is not None and synced > peak:
-        peak, peak_index = synced, _gradients_high(trace)
+    synced = _gradient_sync(trace, state, what, by_category, unknown)
+    if synced is not None and peak is not None and sum(synced.values()) > peak:
+        peak, peak_index = sum(synced.values()), _gradients_high(trace)
+        _at_the_all_reduce(synced, what, state, by_category, basis)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
@@ -136,34 +137,38 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
 
 
 def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: Dict[str, Optional[int]],
-                   basis: List[Dict[str, Any]], unknown: Dict[str, str]) -> Optional[int]:
+                   unknown: Dict[str, str]) -> Optional[Dict[str, int]]:
     """A data-parallel step on several devices that was traced on one: after the backward pass every
     gradient is live at once, and the all-reduce's result beside it (XLA's plan of Keras on 8 devices
     holds 2x the weights there: measured, docs/ARCHITECTURE.md); a reduce-scatter (ZeRO-2/3) leaves each
-    device its shard of the result. Returns that moment's total when it is the higher one, and then
-    ``by_category`` and ``basis`` say that moment (None: not such a step, or unknown)."""
-    if what.replicas < 2 or len(trace.devices) > 1 or not state.whole or GRADIENTS_CATEGORY in unknown:
+    device its shard of the result. That moment's bytes by category (None: not such a step, or a figure
+    it needs is unknown)."""
+    traced_on = {d for d in trace.devices if d.startswith("/device:")}  # a TF trace lists its host's ops too
+    if what.replicas < 2 or len(traced_on) > 1 or not state.whole or unknown:
         return None
     weights = state.whole.get(WEIGHTS_CATEGORY, 0)
+    reduced = math.ceil(weights / what.replicas) if what.shard in ("gradients", "weights") else weights
+    at_sync = {c: int(by_category.get(c) or 0) for c in RESIDENT_CATEGORIES}
+    at_sync.update({c: 0 for c in STEP_ONLY_CATEGORIES}, inputs=int(by_category.get(INPUTS_CATEGORY) or 0),
+                   gradients=weights + reduced, unattributed=int(by_category.get(UNATTRIBUTED_CATEGORY) or 0))
+    return at_sync
+
+
+def _at_the_all_reduce(at_sync: Dict[str, int], what: WhatIf, state: "_State", by_category: Dict[str, Optional[int]],
+                       basis: List[Dict[str, Any]]) -> None:
+    """Say the all-reduce's moment in ``by_category`` and in the step categories' basis lines."""
+    weights = state.whole.get(WEIGHTS_CATEGORY, 0)
     scattered = what.shard in ("gradients", "weights")
-    reduced = math.ceil(weights / what.replicas) if scattered else weights
-    at_sync = {c: (by_category.get(c) or 0) for c in RESIDENT_CATEGORIES}
-    at_sync.update({c: 0 for c in STEP_ONLY_CATEGORIES}, inputs=by_category.get(INPUTS_CATEGORY) or 0,
-                   gradients=weights + reduced, unattributed=by_category.get(UNATTRIBUTED_CATEGORY) or 0)
-    total = sum(at_sync.values())
-    if total <= sum(v or 0 for v in by_category.values()):
-        return None
     by_category.update(at_sync)
     how = (f"the gradients' all-reduce over {what.replicas} devices: all of them at once ({_size(weights)}, the "
-           f"weights' size) + the {'reduce-scatter' if scattered else 'all-reduce'}'s result ({_size(reduced)})")
+           f"weights' size) + the {'reduce-scatter' if scattered else 'all-reduce'}'s result "
+           f"({_size(at_sync[GRADIENTS_CATEGORY] - weights)})")
     for line in basis:
         if line["category"] in STEP_ONLY_CATEGORIES:
-            value = at_sync[line["category"]]
             formula = how if line["category"] == GRADIENTS_CATEGORY else (
                 "the batch, still held at the all-reduce" if line["category"] == INPUTS_CATEGORY
                 else "none in use at the all-reduce, after the backward pass")
-            line.update(projected_bytes=value, how="computed", formula=formula)
-    return total
+            line.update(projected_bytes=at_sync[line["category"]], how="computed", formula=formula)
 
 
 def _gradients_high(trace: OpTrace) -> int:
