@@ -18,7 +18,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.peak import beyond_the_step, moved_state, resident_state
+from tb_modelmem.rules.peak import beyond_the_step, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
@@ -379,11 +379,7 @@ class _Step:
         state_traced = sum(state.bytes.values())
         # the state, when unknown, stays
         self.series[UNATTRIBUTED_CATEGORY] = [max(r - state_traced, 0.0) for r in resident]
-        # by the step itself, beyond the state it replaces: a variable copied on write (or a slot the step creates)
-        # is in the breakdown already, so only the chunk past its own size is more (``rules.peak.moved_state``)
-        moved = moved_state(trace)
-        self.made = {c: [max(v - moved.get(c, 0), 0.0) for v in in_window[c]]
-                     for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}
+        self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
         for category in RESIDENT_CATEGORIES:
             value = projected_state.get(category)
             made = self.made.get(category, [0.0] * n)
