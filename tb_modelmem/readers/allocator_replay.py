@@ -226,8 +226,7 @@ def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in later:
-            later[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region,
-                                     requested=max(event.requested, 0))  # a free says what its buffer asked
+            later[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
                         bytes_source=MEASURED, requested_bytes=b.requested or None)
            for b in list(live.values()) + list(later.values()) if b.bytes > 0]

@@ -29,18 +29,7 @@ from tb_modelmem.readers.run_metadata import format_shape, fused_ops
 from tb_modelmem.rules.buffers import carries_batch, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
-from tb_modelmem.schema.names import (
-    DERIVED,
-    INPUT,
-    INPUTS_CATEGORY,
-    MEASURED,
-    OPTIMIZER_SLOT,
-    OPTIMIZER_SLOTS_CATEGORY,
-    UNATTRIBUTED_TYPE,
-    UNKNOWN_BYTES,
-    WEIGHT,
-    WEIGHTS_CATEGORY,
-)
+from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
 from tb_modelmem.schema.records import BufferTable, OpTable, OpTrace
 
 Dims = Optional[Tuple[Optional[int], ...]]
@@ -519,7 +508,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.op = _op_name(stats)
             phase = INPUT if m.input_line or event.op in pipeline else joiner.assign(event.op)[1] if event.op else ""
             event.category = (INPUTS_CATEGORY if not event.op and requested in input_sizes
-                              else _state_moved(joiner, event.op) or step_category(phase, event.region))
+                              else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
             event.batch = event.category == INPUTS_CATEGORY or carries_batch(event.shape, batch, weight_shapes)
@@ -528,15 +517,6 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.batch = True
         out.append(event)
     return out
-
-
-def _state_moved(joiner: Joiner, op: str) -> str:
-    """The category of a buffer an op updating a weight or a slot allocates: that variable's storage
-    from then on (TensorFlow copies a variable on write while a read of it is alive), so the state it
-    holds, not the step's scratch; "" for any other op."""
-    variable = joiner.writes(op) if op else None
-    role = joiner.vocabulary.variable_role.get(variable) if variable else None
-    return {WEIGHT: WEIGHTS_CATEGORY, OPTIMIZER_SLOT: OPTIMIZER_SLOTS_CATEGORY}.get(role or "", "")
 
 
 def _fraction(value: Any) -> Optional[float]:

@@ -298,7 +298,6 @@ class GraphAnalysis:
         self.scopes: Dict[str, str] = {}  # traced scope -> layer path
         self.extra: Dict[str, List[int]] = {}  # parent layer path -> [exact, renamed] scope counts
         self.fed: Set[str] = set()  # forward-named ops that only feed the optimizer or metrics
-        self.written: List[Dict[str, str]] = []  # per graph: an op updating a variable -> that variable
         # renaming rule -> (assigned per graph, layer by scope, renamed children): what Joiners following it share
         self.joined: Dict[Tuple[bool, FrozenSet[str]], Tuple[Any, Any, Any]] = {}
         self.per_graph = [self._analyse(g) for g in self.graphs]
@@ -315,7 +314,6 @@ class GraphAnalysis:
                 if source in consumers:
                     consumers[source].append(node)
         reads = self._variable_reads(graph, order)
-        self.written.append(_written(graph, reads))
         phase = self._phases(graph, order, reads, consumers)
         layer: Dict[str, str] = {}
         merged: Set[str] = set()
@@ -462,7 +460,6 @@ class Joiner:
                 del analysis.joined[next(iter(analysis.joined))]
         self._assigned, self._by_scope, self._renamed = shared
         self._found: Dict[str, Optional[Tuple[str, str]]] = {}
-        self._written = analysis.written
 
     @classmethod
     def prepare(cls, vocabulary: Vocabulary, graphs: Sequence[OpGraph]) -> None:
@@ -480,10 +477,6 @@ class Joiner:
         if phase in (INPUT, EXECUTOR):
             return "", phase
         return self._layer_by_name(name, phase), phase
-
-    def writes(self, name: str) -> Optional[str]:
-        """The variable an executed op updates (``_written``), None for any other op."""
-        return node_entry(self._written, name)
 
     # --- graph-based assignment -------------------------------------------------------------
 
@@ -601,22 +594,6 @@ class Joiner:
                     if owner:
                         return owner
         return ""
-
-
-def _written(graph: OpGraph, reads: Mapping[str, FrozenSet[str]]) -> Dict[str, str]:
-    """Each op that updates a variable (its first input is the variable's handle: AssignSubVariableOp,
-    ResourceApplyAdam, ...) -> that variable. TensorFlow copies a variable on write while a read of it
-    is alive: the buffer such an op allocates is the variable's storage from then on."""
-    out = {}
-    for node, kind in graph.types.items():
-        handles = graph.inputs.get(node)
-        if handles and kind.startswith(_WRITE_PREFIXES):
-            held = graph.variables.get(handles[0]) or reads.get(handles[0])
-            if isinstance(held, str):
-                out[node] = held
-            elif held is not None and len(held) == 1:
-                out[node] = next(iter(held))
-    return out
 
 
 def _producers_first(graph: OpGraph) -> bool:

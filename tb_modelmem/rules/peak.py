@@ -13,7 +13,6 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from tb_modelmem.rules import devices, roles
 from tb_modelmem.rules.join import Vocabulary, makes_a_variable
 from tb_modelmem.schema.names import (
-    BEFORE_WINDOW,
     OPTIMIZER_SLOTS_CATEGORY,
     PEAK_CATEGORIES,
     RESIDENT_CATEGORIES,
@@ -97,17 +96,14 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
         elif _state_whole(trace):
             # The allocator's count misses the small variables (TensorFlow's default CPU allocator):
             # the breakdown's state is resident whole, on top of what the count says it holds.
-            moved = moved_state(trace)  # a variable whose storage the window made is counted with that buffer
-            kept = {c: max(resident_parts[c] - moved.get(c, 0), 0) for c in RESIDENT_CATEGORIES}
             for category in RESIDENT_CATEGORIES:
-                parts[category] = kept[category] + in_window_state.get(category, 0)
-            parts[UNATTRIBUTED_CATEGORY] = max(resident - sum(kept.values()), 0)
-            total = seen + sum(kept.values()) + parts[UNATTRIBUTED_CATEGORY]
+                parts[category] = resident_parts[category] + in_window_state.get(category, 0)
+            parts[UNATTRIBUTED_CATEGORY] = max(resident - sum(resident_parts.values()), 0)
+            total = seen + sum(resident_parts.values()) + parts[UNATTRIBUTED_CATEGORY]
         else:
             left = resident
-            moved = moved_state(trace)
             for category in RESIDENT_CATEGORIES:
-                share = min(max(resident_parts[category] - moved.get(category, 0), 0), left)
+                share = min(resident_parts[category], left)
                 parts[category] = share + in_window_state.get(category, 0)
                 left -= share
             parts[UNATTRIBUTED_CATEGORY] = left
@@ -177,31 +173,8 @@ def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
     extra = 100 * (handed - asked) / asked if asked else 0.0
     share = "under 1%" if 0 < extra < 1 else f"{extra:.0f}%"
     more = f" (it handed this trace's buffers {share} more than they asked)" if asked else ""
-    text += (". What earlier steps leave allocated: the chunks the allocator handed the variables beyond "
-             f"their own size{more}, and the input pipeline's prefetched batches")
-    older = [(size, asked) for size, asked, category in zip(trace.peak_buffers.column("bytes"),
-                                                           trace.peak_buffers.column("requested_bytes"),
-                                                           trace.peak_buffers.column("category"))
-             if category == BEFORE_WINDOW and asked and size > asked]
-    if older:  # buffers from before the window, alive at the peak, whose free later in it says what they asked
-        slack = sum(size - asked for size, asked in older)
-        largest = max(older)
-        text += (f". Of it, {slack:,} B is the allocator's rounding of {len(older):,} of those buffers, seen freed "
-                 f"later in the trace (the largest asked {largest[1]:,} B and was handed {largest[0]:,} B)")
-    return text
-
-
-def moved_state(trace: OpTrace) -> Dict[str, int]:
-    """Bytes of the state whose storage is a buffer allocated in the window (a variable TensorFlow copied on
-    write, a slot the step created), by category, as asked (not as handed out): that much of the state is
-    not among what was resident before the window, so it is counted once, with the buffer."""
-    moved: Dict[str, int] = {}
-    buffers = trace.peak_buffers
-    for size, requested, category in zip(buffers.column("bytes"), buffers.column("requested_bytes"),
-                                         buffers.column("category")):
-        if category in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
-            moved[category] = moved.get(category, 0) + (requested or size)
-    return moved
+    return (text + ". What earlier steps leave allocated: the chunks the allocator handed the variables beyond "
+            f"their own size{more}, and the input pipeline's prefetched batches")
 
 
 def _state_whole(trace: OpTrace) -> bool:

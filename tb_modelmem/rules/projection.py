@@ -18,7 +18,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.peak import beyond_the_step, moved_state, resident_state
+from tb_modelmem.rules.peak import beyond_the_step, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
@@ -376,29 +376,14 @@ class _Step:
                                      for v, b in zip(in_window[category], self.batch[category])]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
-        # A variable copied on write (or a slot the step creates) is in the breakdown already: while its buffer
-        # is alive, the part it asked for is state not resident from before (``rules.peak.moved_state``, at the
-        # traced peak; elsewhere in the same proportion), and only the chunk past it is more.
-        replaced = self._replaced(trace, in_window)
         state_traced = sum(state.bytes.values())
         # the state, when unknown, stays
-        self.series[UNATTRIBUTED_CATEGORY] = [max(r - (state_traced - sum(v[i] for v in replaced.values())), 0.0)
-                                              for i, r in enumerate(resident)]
-        self.made = {c: [v - replaced[c][i] for i, v in enumerate(in_window[c])] for c in replaced}
+        self.series[UNATTRIBUTED_CATEGORY] = [max(r - state_traced, 0.0) for r in resident]
+        self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
         for category in RESIDENT_CATEGORIES:
             value = projected_state.get(category)
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
-
-    def _replaced(self, trace: OpTrace, in_window: Dict[str, List[float]]) -> Dict[str, List[float]]:
-        """Per state category, the bytes of its in-window buffers that stand for state the breakdown counts."""
-        moved = moved_state(trace)
-        out = {}
-        for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY):
-            handed = in_window[c][self.traced_index] if in_window[c] else 0.0
-            share = min(moved.get(c, 0) / handed, 1.0) if handed else 1.0
-            out[c] = [v * share for v in in_window[c]]
-        return out
 
     def explain(self, at: int, basis: List[Dict[str, Any]]) -> None:
         """Append each step category's basis line, its arithmetic taken at timeline point ``at`` (where the
@@ -441,8 +426,8 @@ class _Step:
             state, why = line["formula"].split(": ", 1)  # "12.49 MiB: the run's variables ..."
             line["traced_bytes"] += int(round(made[traced]))
             line["projected_bytes"] = int(round(self.series[category][at]))
-            line["formula"] = (f"{_size(self.series[category][at])}: {state}, {why.split(' (')[0]}; "
-                               f"+ {_size(made[at])} made in the step")
+            line["formula"] = (f"{_size(self.series[category][at])}: {state}, {why}; + {_size(made[at])} the step "
+                               "itself created, in use at the peak")
 
 
 def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:
