@@ -453,13 +453,10 @@ class Step:
         layer of the model state it reads, as a TensorFlow op reading a variable does, else (an
         optimizer's slot update) that of the gradient it reads. A collective (all-reduce, all-gather,
         ...) is in phase ``collective``, on the layer of the tensor it moves."""
-        if instruction.opcode in COLLECTIVES:
+        layer, phase = self._named(joiner, program, instruction)
+        if phase == COLLECTIVE:
             return self.moved(joiner, program, instruction)[0], COLLECTIVE
-        op_name = self.op_name(program, instruction)
-        if not op_name:  # XLA's own work (a layout copy no framework op asked for): the runtime's
-            return "", EXECUTOR
-        layer, phase = joiner.assign(scope_name(op_name), instruction.op_type)
-        if layer or phase not in (FORWARD, OPTIMIZER):
+        if layer or phase not in (FORWARD, OPTIMIZER):  # EXECUTOR: XLA's own work (a layout copy)
             return layer, phase
         owners = self._state_layers(joiner, program)
         found = collections.Counter(owners[o] for o in program.state_read(instruction.id) if o in owners)
@@ -489,7 +486,8 @@ class Step:
         return (next(iter(layers)) if len(layers) == 1 else ""), max(made, key=lambda p: made[p])
 
     def _named(self, joiner: Joiner, program: Program, instruction: Instruction) -> Tuple[str, str]:
-        """(layer, phase) its framework op's name alone gives (no look at what it reads)."""
+        """(layer, phase) its framework op's name alone gives (no look at what it reads): a collective's
+        phase, and the runtime's (EXECUTOR) for XLA's own work no framework op asked for."""
         if instruction.opcode in COLLECTIVES:
             return "", COLLECTIVE
         op_name = self.op_name(program, instruction)
