@@ -1,14 +1,15 @@
 """How far the What-if projection is from the peak real runs measure (issue 28), beside a formula estimate.
 
-For each model (seed 002's LeNet, keras-io's transformer, MobileNetV2 96x96 with weights=None), Adam,
-TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation recorded), ``tests/support/projection_run.py`` trains and
-profiles one step at the base batch and at 2x, 4x and 8x, ``--repeats`` runs each in fresh processes
-(the executor's order moves a step's peak from run to run). The base run's trace is projected to each
-larger batch (``tb_modelmem.estimate``) and compared with the median measured peak there; so is the
-formula estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Adam in float32,
-weights + gradients + two slots, activations ignored).
+For each model (seed 002's LeNet, keras-io's transformer, MobileNetV2 96x96 with weights=None: Adam; a
+GPT-style causal LM at batch 8 and 128 tokens: AdamW), TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation
+recorded), ``tests/support/projection_run.py`` trains and profiles one step at the base batch and at 2x, 4x
+and 8x (the LM: 4x the batch, and 2x and 4x the sequence length), ``--repeats`` runs each in fresh
+processes (the executor's order moves a step's peak from run to run). The base run's trace is projected to
+each target (``tb_modelmem.estimate``) and compared with the median measured peak there; so is the formula
+estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Adam in float32, weights +
+gradients + two slots, activations ignored).
 
-    python -m benchmarks.bench_projection [--models lenet transformer mobilenet] [--repeats 2]
+    python -m benchmarks.bench_projection [--models lenet transformer mobilenet causal_lm] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -20,23 +21,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16}
+BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8}
+SEQ = 128  # the causal LM's traced length
+# What each model is projected to, beside its base: (label, what a real run changes, the estimate's arguments)
+Target = Tuple[str, Dict[str, int], Dict[str, int]]
 
 
-def run(folder: str, model: str, batch: int) -> Dict[str, int]:
+def targets(model: str) -> List[Target]:
+    base = BASE[model]
+    if model == "causal_lm":
+        return [(f"batch {4 * base}", {"batch": 4 * base}, {"batch": 4 * base})] + [
+            (f"seq {k * SEQ}", {"seq": k * SEQ}, {"seq": k * SEQ}) for k in (2, 4)]
+    return [(f"batch {k * base}", {"batch": k * base}, {"batch": k * base}) for k in (2, 4, 8)]
+
+
+def run(folder: str, model: str, batch: int, seq: int = SEQ) -> Dict[str, int]:
     """One run in a fresh process: its measured peak and Keras' own figures."""
     truth = os.path.join(folder, "truth.json")
-    subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth],
-                   cwd=ROOT, check=True, capture_output=True, timeout=1200,
+    extra = ["--seq", str(seq), "--optimizer", "adamw"] if model == "causal_lm" else []
+    subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth,
+                    *extra], cwd=ROOT, check=True, capture_output=True, timeout=1200,
                    env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
     from tb_modelmem.readers.logdir import read_run
 
     with open(truth) as f:
         found = json.load(f)
-    found["peak"] = read_run(folder).trace.peak_bytes
+    # TensorFlow's own high-water mark over the step (BFC), else the trace's
+    found["peak"] = found.get("allocator_step_peak") or read_run(folder).trace.peak_bytes
     return found
 
 
@@ -51,25 +65,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for model in args.models:
             base = BASE[model]
-            runs = {b: [run(os.path.join(scratch, f"{model}_{b}_{r}"), model, b) for r in range(args.repeats)]
-                    for b in (base, 2 * base, 4 * base, 8 * base)}
-            params = runs[base][0]["params"]
+            asked: List[Target] = [("as traced", {}, {})] + targets(model)
+            runs = {label: [run(os.path.join(scratch, f"{model}_{n}_{r}"), model, **{"batch": base, **change})
+                            for r in range(args.repeats)] for n, (label, change, _) in enumerate(asked)}
+            params = runs["as traced"][0]["params"]
             formula = 16 * params
-            base_peaks = [r["peak"] for r in runs[base]]
-            for i, source in enumerate(runs[base]):
-                folder = os.path.join(scratch, f"{model}_{base}_{i}")
-                for batch, measured in runs.items():
-                    peaks = [r["peak"] for r in measured]
+            base_peaks = [r["peak"] for r in runs["as traced"]]
+            for i, source in enumerate(runs["as traced"]):
+                folder = os.path.join(scratch, f"{model}_0_{i}")
+                for label, _, question in asked:
+                    peaks = [r["peak"] for r in runs[label]]
                     median = statistics.median(peaks)
-                    projected = tb_modelmem.estimate(folder, batch=batch)["peak_bytes"]
+                    projected = tb_modelmem.estimate(folder, **question)["peak_bytes"]
                     error = (projected - median) / median
-                    rows.append(f"{model:<12} {base:>5} {batch:>6} {source['peak'] / 2**20:>10.1f} "
+                    rows.append(f"{model:<12} {base:>5} {label:>10} {source['peak'] / 2**20:>10.1f} "
                                 f"{projected / 2**20:>10.1f} {median / 2**20:>10.1f} "
                                 f"({min(peaks) / 2**20:.1f}-{max(peaks) / 2**20:.1f}) {100 * error:>+7.1f}% "
                                 f"{formula / 2**20:>9.1f} {100 * (formula - median) / median:>+7.1f}%")
             print(f"# {model}: {params:,} params; base-batch peaks {[round(p / 2**20, 1) for p in base_peaks]} MiB",
                   flush=True)
-    print(f"{'model':<12} {'from':>5} {'batch':>6} {'traced MiB':>10} {'projected':>10} {'measured':>10} "
+    print(f"{'model':<12} {'from':>5} {'to':>10} {'traced MiB':>10} {'projected':>10} {'measured':>10} "
           f"{'(range)':>14} {'error':>8} {'formula':>9} {'error':>8}")
     print("\n".join(rows))
 

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("logdir", help="the log dir a run traced a step into (MemoryCallback, trace(), a profile)")
     est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
     est.add_argument("--batch", type=int, help="the global batch size (split over --devices)")
+    est.add_argument("--seq", type=int, help="tokens per sample (the traced step's input [batch, seq] gives the "
+                                             "length it ran): what carries it grows with it, attention scores "
+                                             "with its square")
     est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum")
     est.add_argument("--policy", choices=list(POLICIES),
                      help="the Keras mixed-precision policy")
@@ -204,7 +207,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from tb_modelmem.whatif import estimate
 
     result = estimate(args.logdir, args.run, args.batch, args.optimizer, args.policy, args.replicas, args.budget,
-                      args.shard)
+                      args.shard, args.seq)
     print(json.dumps(result, indent=2) if args.json else format_estimate(result))
     return 0
 
@@ -227,7 +230,9 @@ def format_estimate(result: Dict[str, Any]) -> str:
             + (f" per device, batch {per} on each of {result['replicas']}"
                + (f", {SHARDINGS[result['shard']]}" if result.get("shard") else "") if result["replicas"] > 1 else
                f" at batch {per}" if per else "")
-            + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"]
+            + (f", sequence {result['seq']}" if result.get("seq") else "")
+            + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"
+            + (f", sequence {traced['seq']}" if traced.get("seq") else "")]
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

@@ -1,5 +1,5 @@
-"""``tb_modelmem.estimate``: what a logged step's peak would be at another batch size, optimizer,
-precision policy, device count or sharding, and the largest batch that fits a budget. The same numbers as
+"""``tb_modelmem.estimate``: what a logged step's peak would be at another batch size, sequence length,
+optimizer, precision policy, device count or sharding, and the largest batch that fits a budget. The same numbers as
 ``tb-modelmem estimate`` and the tab's What-if panel (``rules.projection``). No TF."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from tb_modelmem.rules.projection import WhatIf, largest_batch, parse_size, proj
 
 def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None, optimizer: Optional[str] = None,
              policy: Optional[str] = None, replicas: int = 1,
-             budget: Union[None, int, str] = None, shard: Optional[str] = None) -> Dict[str, Any]:
+             budget: Union[None, int, str] = None, shard: Optional[str] = None,
+             seq: Optional[int] = None) -> Dict[str, Any]:
     """The projection of ``run``'s traced step (``rules.projection.project``): ``{"peak_bytes",
     "by_category", "basis", "unknown", ...}`` on each of ``replicas`` devices (``shard``: what else is
-    split over them, one of ``rules.projection.SHARDINGS``), plus ``"largest_batch"`` and ``"largest_batch_note"``
+    split over them, one of ``rules.projection.SHARDINGS``; ``seq``: tokens per sample), plus ``"largest_batch"`` and ``"largest_batch_note"``
     (why there is none) when a ``budget`` (bytes, or text such as "16GiB") is given.
     ValueError for a bad argument or a log dir with no traced step."""
-    what = WhatIf(batch, optimizer, policy, replicas, shard)
+    what = WhatIf(batch, optimizer, policy, replicas, shard, seq)
     what.check()
     budget_bytes = parse_size(budget) if budget is not None else None
     logged = read_run(logdir, run)

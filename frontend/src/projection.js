@@ -15,6 +15,8 @@ export function whatifParams(form) {
   const out = {};
   const batch = String(form.batch ?? "").trim();
   if (batch) out.batch = batch;
+  const seq = String(form.seq ?? "").trim();
+  if (seq) out.seq = seq;
   if (form.optimizer) out.optimizer = form.optimizer;
   if (form.policy) out.policy = form.policy;
   const devices = String(form.devices ?? form.replicas ?? "").trim();
@@ -54,19 +56,21 @@ export function projectionHeadline(whatif) {
   if (!whatif) return "";
   const traced = whatif.traced || {};
   const where = devicesWords(whatif.devices ?? whatif.replicas, whatif.shard);
-  const at = whatif.batch_per_replica ? ` at batch ${formatInt(whatif.batch_per_replica)}${where ? ` ${where}` : ""}`
+  const seq = (n) => (n ? `, sequence ${formatInt(n)}` : "");
+  const at = whatif.batch_per_replica
+    ? ` at batch ${formatInt(whatif.batch_per_replica)}${seq(whatif.seq)}${where ? ` ${where}` : ""}`
     : where ? ` ${where}` : "";
-  const was = isKnown(traced.peak_bytes)
-    ? ` (traced: ${formatHuman(traced.peak_bytes)}${traced.batch ? ` at batch ${formatInt(traced.batch)}` : ""})` : "";
+  const was = isKnown(traced.peak_bytes) ? ` (traced: ${formatHuman(traced.peak_bytes)}`
+    + `${traced.batch ? ` at batch ${formatInt(traced.batch)}${seq(traced.seq)}` : ""})` : "";
   if (!isKnown(whatif.peak_bytes)) return `Projected peak: unknown${at}${was}`;
   return `Projected peak ${formatHuman(whatif.peak_bytes)}${at}${was}`;
 }
 
-/** What the traced step ran with, in one line: "Adam · float32 · batch 32". */
+/** What the traced step ran with, in one line: "Adam · float32 · batch 32" (" · sequence 128" for a sequence). */
 export function tracedLine(whatif) {
   const traced = whatif?.traced || {};
   return [traced.optimizer || "optimizer not recorded", traced.policy || "", traced.batch ? `batch ${formatInt(traced.batch)}`
-    : "batch not recorded"].filter(Boolean).join(" · ");
+    : "batch not recorded", traced.seq ? `sequence ${formatInt(traced.seq)}` : ""].filter(Boolean).join(" · ");
 }
 
 /** "Largest batch within 16.0 GiB: 1,024", or "none" and why. */

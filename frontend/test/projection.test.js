@@ -14,6 +14,14 @@ test("a form asks only what it changes", () => {
     { optimizer: "SGD", devices: "4", budget: "16GiB" }); // an older form's replicas: the device count
   assert.deepEqual(whatifParams({ batch: "", devices: "8", shard: "optimizer", replicas: "2" }), { devices: "8", shard: "optimizer" });
   assert.deepEqual(whatifParams({ devices: "1", shard: "" }), {});
+  assert.deepEqual(whatifParams({ batch: "", seq: " 512 ", devices: "1" }), { seq: "512" });
+});
+
+test("a sequence model's answer says the length, asked and traced", () => {
+  const whatif = { peak_bytes: 1024 ** 2, batch_per_replica: 8, seq: 512,
+    traced: { peak_bytes: 2 * 1024 ** 2, batch: 8, seq: 128, optimizer: "AdamW", policy: "float32" } };
+  assert.equal(projectionHeadline(whatif), "Projected peak 1.00 MiB at batch 8, sequence 512 (traced: 2.00 MiB at batch 8, sequence 128)");
+  assert.equal(tracedLine(whatif), "AdamW · float32 · batch 8 · sequence 128");
 });
 
 test("the headline says how many devices and what is sharded; an older answer's replicas still read", () => {

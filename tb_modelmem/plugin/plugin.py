@@ -399,12 +399,12 @@ def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
 
 
 def _whatif_args(request: wrappers.Request) -> Tuple[WhatIf, Optional[int]]:
-    """The change a What-if question asks (batch, optimizer, policy, devices or replicas, shard) and its budget
-    in bytes."""
+    """The change a What-if question asks (batch, optimizer, policy, devices or replicas, shard, seq) and its
+    budget in bytes."""
     batch = _int_arg(request, "batch", 0) or None
     devices = _int_arg(request, "devices", 0) or _int_arg(request, "replicas", 1)
     what = WhatIf(batch, _optional(request, "optimizer"), _optional(request, "policy"), devices,
-                  _optional(request, "shard"))
+                  _optional(request, "shard"), _int_arg(request, "seq", 0) or None)
     budget = _optional(request, "budget")
     try:
         what.check()

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set
+from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
+from tb_modelmem.schema.compaction import PER_CATEGORY
 from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
     MEASURED,
@@ -40,6 +41,7 @@ class Event:
     allocator: str = ""
     requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
     batch: bool = False  # the buffer carries the step's batch dimension (``rules.buffers.carries_batch``)
+    seq: int = 0  # and its sequence length this many times (``rules.buffers.sequence_power``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
     fragmentation: Optional[float] = None  # the allocator's own figure after the event (BFC: 0..1), if it reports one
@@ -63,7 +65,39 @@ class _Live:
     dtype: str
     region: str
     batch: bool = False
+    seq: int = 0
     requested: int = 0  # what the buffer's allocation asked for (0: not recorded)
+
+    @property
+    def parts(self) -> Tuple[str, ...]:
+        """The Timeline columns its bytes count in (``_Columns``)."""
+        return _PARTS[(self.batch, self.seq if self.batch else 0)]
+
+
+# Which per-category columns a buffer's bytes count in, by (carries the batch, times it carries the sequence).
+_PARTS = {(False, 0): ("by_category",), (True, 0): ("by_category", "batch_by_category"),
+          (True, 1): ("by_category", "batch_by_category", "seq_by_category"),
+          (True, 2): ("by_category", "batch_by_category", "seq2_by_category")}
+
+
+class _Columns:
+    """Bytes in use now by category, and the parts that carry the batch and the sequence (``PER_CATEGORY``),
+    with each point's figures appended as the replay goes."""
+
+    def __init__(self, categories: Sequence[str]) -> None:
+        self.now = {field: dict.fromkeys(categories, 0.0) for field in PER_CATEGORY}
+        self.points: Dict[str, Dict[str, List[float]]] = {field: {c: [] for c in categories}
+                                                           for field in PER_CATEGORY}
+
+    def add(self, buffer: _Live, size: float) -> None:
+        for field in buffer.parts:
+            now = self.now[field]
+            now[buffer.category] = now.get(buffer.category, 0.0) + size
+
+    def point(self) -> None:
+        for field, now in self.now.items():
+            for category, values in self.points[field].items():
+                values.append(max(now[category], 0.0))
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:
@@ -87,49 +121,38 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     ordered = everything if headline is None else [e for e in everything if e.allocator in headline]
     before = _allocated_before(ordered)
     live: Dict[Hashable, _Live] = {}
-    by_category: Dict[str, float] = {c: 0.0 for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
-    batch_by_category = dict.fromkeys(by_category, 0.0)  # the part that carries the batch
+    columns = _Columns(STEP_CATEGORIES + (BEFORE_WINDOW,) + tuple({b.category for b in before.values()}))
     for b in before.values():
-        by_category[b.category] = by_category.get(b.category, 0.0) + b.bytes
-        if b.batch:
-            batch_by_category[b.category] = batch_by_category.get(b.category, 0.0) + b.bytes
+        columns.add(b, b.bytes)
     allocators: Dict[str, float] = {}  # allocator -> bytes in use now
     first_peak: Dict[str, float] = {}
     counted = 0.0
     t_us: List[float] = []
     total: List[float] = []
     ops: List[str] = []
-    columns: Dict[str, List[float]] = {c: [] for c in by_category}
-    batch_columns: Dict[str, List[float]] = {c: [] for c in by_category}
     peak, peak_index, lifetime_rose = -1.0, -1, 0.0
     for event in ordered:
         entry = live.get(event.key)
         if event.delta > 0:
             if entry is None:
                 entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region,
-                                                event.batch)
+                                                event.batch, event.seq)
             entry.bytes += event.delta
-            by_category[entry.category] += event.delta
-            if entry.batch:
-                batch_by_category[entry.category] += event.delta
+            columns.add(entry, event.delta)
             op = entry.op
         else:
             freed = -event.delta
             if entry is not None:
                 take = min(freed, entry.bytes)
                 entry.bytes -= take
-                by_category[entry.category] -= take
-                if entry.batch:
-                    batch_by_category[entry.category] -= take
+                columns.add(entry, -take)
                 op = entry.op
                 if entry.bytes <= 0:
                     del live[event.key]
             else:
                 pre = before.pop(event.key, None)
                 if pre is not None:
-                    by_category[pre.category] -= pre.bytes
-                    if pre.batch:
-                        batch_by_category[pre.category] -= pre.bytes
+                    columns.add(pre, -pre.bytes)
                 op = ""
         counted += event.delta
         allocators[event.allocator] = _in_use_after(event, allocators)
@@ -141,26 +164,24 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         t_us.append(event.t_us - origin_us)
         total.append(float(now))
         ops.append(op)
-        for category, values in columns.items():
-            values.append(max(by_category[category], 0.0))
-            batch_columns[category].append(max(batch_by_category[category], 0.0))
+        columns.point()
         if now > peak:
             peak, peak_index = now, len(total) - 1
     if peak_index < 0:
         return Replay(Timeline(), 0, 0.0, [])
     buffers = _in_use_at(ordered, peak_index)
     peak_bytes = int(max(peak, lifetime_rose))
-    timeline = _timeline(t_us, total, ops, columns, batch_columns, _downsample(total, peak_index))
+    timeline = _timeline(t_us, total, ops, columns.points, _downsample(total, peak_index))
     return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
 
 
-def _timeline(t_us: List[float], total: List[float], ops: List[str], columns: Dict[str, List[float]],
-              batch_columns: Dict[str, List[float]], keep: List[int]) -> Timeline:
+def _timeline(t_us: List[float], total: List[float], ops: List[str], columns: Dict[str, Dict[str, List[float]]],
+              keep: List[int]) -> Timeline:
     """The replay's points at ``keep`` (``_downsample``), categories that never held a byte left out."""
     # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
     return Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
-                    {c: [v[i] for i in keep] for c, v in columns.items() if any(v)},
-                    {c: [v[i] for i in keep] for c, v in batch_columns.items() if any(v)})
+                    **{field: {c: [v[i] for i in keep] for c, v in per_category.items() if any(v)}
+                       for field, per_category in columns.items()})
 
 
 def _in_use_after(event: Event, in_use: Dict[str, float]) -> float:
@@ -201,7 +222,7 @@ def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in before:
             before[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region,
-                                      event.batch)
+                                      event.batch, event.seq)
     return before
 
 

@@ -26,7 +26,7 @@ from tb_modelmem.readers.allocator_replay import Event, headline_allocators, rep
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
-from tb_modelmem.rules.buffers import carries_batch, step_category
+from tb_modelmem.rules.buffers import carries_batch, sequence_power, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
@@ -114,7 +114,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     batch = batch or (step.batch_size() if step else None)
     pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
     input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
-    events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes)
+    seq = _input_sequence(measured, graph.outputs)
+    events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes, seq)
     allocations, note = _coverage(memory)
     if not events and step is not None and step.programs and not tf_ops:  # JAX on a CPU or TPU: XLA's plan
         planned = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes)
@@ -130,7 +131,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
                    counts_resident=True, peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
                    allocations=allocations, allocations_note=note, allocators=replayed.allocators,
                    layers=list(joiner.vocabulary.layers), xla=step.summary() if step else None,
-                   resident=step.resident() if step else {}, batch_size=batch)
+                   resident=step.resident() if step else {}, batch_size=batch, sequence_length=seq)
 
 
 def _on_devices(step: xla.Step) -> str:
@@ -440,6 +441,24 @@ def _input_batch(measured: Dict[str, _Measured], graph: Mapping[str, List[Output
     return None
 
 
+def _input_sequence(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
+    """Tokens per sample of the profiled steps: the second dimension of the step's input when it is a
+    sequence, token ids [batch, seq] or vectors [batch, seq, features] (an image's [batch, h, w, c] is
+    none), from the shape its graph traced it with, else its measured one."""
+    for name in sorted(filter(_is_iterator_output, set(measured) | set(graph))):
+        specs = node_entry((graph,), name) or []
+        m = measured.get(name)
+        seen = [tuple(int(d) if d.isdigit() else None for d in shape.strip("[]").split(","))
+                for shape in (m.shapes if m else [])]
+        for i, (dims, dtype, _) in enumerate(specs):
+            if dims is None or len(dims) not in (2, 3) or (len(dims) == 2 and not dtype.startswith("int")):
+                continue
+            length = dims[1] or (seen[i][1] if i < len(seen) and len(seen[i]) == len(dims) else None)
+            if length:
+                return length
+    return None
+
+
 def _at_batch(dims: Dims, batch: Optional[int]) -> Dims:
     if dims and dims[0] is None and batch:
         return (batch,) + tuple(dims[1:])
@@ -483,8 +502,9 @@ def _is_iterator_output(name: str) -> bool:
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset(),
             batch: Optional[int] = None, pipeline: AbstractSet[str] = frozenset(),
-            weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
-    """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase.
+            weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None) -> List[Event]:
+    """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase,
+    with whether it carries the ``batch`` and how many times the sequence length ``seq``.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input, and
     so is one made on tf.data's threads or by an op that ran only there (``pipeline``)."""
@@ -512,6 +532,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
             event.batch = event.category == INPUTS_CATEGORY or carries_batch(event.shape, batch, weight_shapes)
+            event.seq = sequence_power(event.shape, batch, seq) if event.batch else 0
         elif requested in input_sizes:
             event.category = INPUTS_CATEGORY  # read only if it was allocated before the window
             event.batch = True

@@ -1,6 +1,7 @@
-"""What a buffer allocated during a traced step is: its peak category (``step_category``) and whether it
-carries the step's batch (``carries_batch``). One rule for every reader, so a byte is categorised the
-same way whatever recorded it (RunMetadata, an XSpace, an XLA program, a memory profile, a torch trace)."""
+"""What a buffer allocated during a traced step is: its peak category (``step_category``), whether it
+carries the step's batch (``carries_batch``) and how many times its sequence length (``sequence_power``).
+One rule for every reader, so a byte is categorised the same way whatever recorded it (RunMetadata, an
+XSpace, an XLA program, a memory profile, a torch trace)."""
 
 from __future__ import annotations
 
@@ -44,14 +45,42 @@ def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[i
     Given the model's ``weights`` shapes: never a buffer shaped like a weight (nor its transpose), and
     also a first dimension that is a multiple of the batch (a sequence model's [batch x time, units]).
     What-if scales exactly these bytes with the batch (``rules.projection``)."""
-    if not batch or not shape.startswith("[") or ";" in shape:
+    if not batch:
         return False
-    texts = shape[1:-1].split(",")
-    if len(texts) < 2 or not all(t.isdigit() for t in texts):
+    dims = _dims(shape)
+    if len(dims) < 2:
         return False
-    dims = tuple(map(int, texts))
-    while len(dims) > 2 and dims[0] == 1:  # XLA's [1,32,200,4,256]: a unit dimension in front of the batch
-        dims = dims[1:]
     if dims in weights or dims[::-1] in weights:
         return False  # a weight's gradient or update, whatever its first dimension
     return dims[0] == batch or (bool(weights) and dims[0] % batch == 0)
+
+
+def sequence_power(shape: str, batch: Optional[int], seq: Optional[int]) -> int:
+    """How many times a batch-carrying buffer of ``shape`` holds the sequence length ``seq``: 1 for
+    [batch, seq, d] or a flattened [batch x seq, vocab], 2 for attention scores [batch, heads, seq, seq]
+    (what grows with the square of the length), 0 for none. The caller says the buffer carries the batch
+    (``carries_batch``) and that ``seq`` is no other dimension of the model (``rules.projection``)."""
+    if not batch or not seq:
+        return 0
+    dims = _dims(shape)
+    if len(dims) < 2:
+        return 0
+    rest = dims[1:]
+    power = sum(d == seq for d in rest)
+    if dims[0] != batch and dims[0] % (batch * seq) == 0:  # [batch x seq, ...] (and [batch x heads x seq, ...])
+        power += 1
+    return min(power, 2)
+
+
+def _dims(shape: str) -> Tuple[int, ...]:
+    """A shape's dimensions ("[32,28,28,32]"), without a unit dimension in front of the batch (XLA's
+    [1,32,200,4,256]); () when it is not one fully known shape."""
+    if not shape.startswith("[") or ";" in shape:
+        return ()
+    texts = shape[1:-1].split(",")
+    if not all(t.isdigit() for t in texts):
+        return ()
+    dims = tuple(map(int, texts))
+    while len(dims) > 2 and dims[0] == 1:
+        dims = dims[1:]
+    return dims

@@ -65,11 +65,14 @@ class WhatIf:
     policy: Optional[str] = None  # one of POLICIES
     replicas: int = 1  # the devices the step is spread over, data parallel (the batch split over them)
     shard: Optional[str] = None  # what is split over them too (one of SHARDINGS); None: as traced
+    seq: Optional[int] = None  # tokens per sample (the traced step's input [batch, seq] says what it ran)
 
     def check(self) -> None:
         """ValueError naming what is wrong, before anything is projected."""
-        if self.batch is not None and (not isinstance(self.batch, int) or self.batch < 1):
-            raise ValueError(f"batch must be a positive integer, got {self.batch!r}")
+        for name in ("batch", "seq"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.replicas, int) or self.replicas < 1:
             raise ValueError(f"replicas must be a positive integer, got {self.replicas!r}")
         if self.shard is not None and self.shard not in SHARDINGS:
@@ -93,8 +96,11 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     traced_size = _traced_compute_bytes(trace)
     dtype_factor = (POLICIES[what.policy] if what.policy else traced_size) / traced_size
     scale = per_replica / traced_batch if traced_batch and per_replica else None
-    changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0
-    if changes_step and scale is None:
+    seq_ratio, seq_unknown = _sequence_ratio(trace, breakdown, what)
+    changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0 or seq_ratio != 1.0
+    if seq_unknown:
+        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, seq_unknown))
+    elif changes_step and scale is None:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "the trace does not say its batch size: trace the "
                                      "step again with this tb_modelmem, or pass batch_size to the trace"))
     elif changes_step and not any(any(v) for v in trace.timeline.batch_by_category.values()):
@@ -111,7 +117,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state,
-                 1 / what.replicas if what.shard in ("gradients", "weights") else 1.0)
+                 1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -130,10 +136,36 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
-            "shard": what.shard,
-            "traced": {"batch": traced_batch, "peak_bytes": _traced_peak(trace, state),
+            "shard": what.shard, "seq": what.seq or trace.sequence_length,
+            "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
+    """(How much longer the asked sequence is than the traced one, why it cannot be projected: "" if it can).
+    A length that is also a weight's dimension or the batch cannot be told apart from it in a buffer's shape:
+    said, not guessed."""
+    traced = trace.sequence_length
+    if what.seq is None or what.seq == traced:
+        return 1.0, ""
+    if not traced:
+        return 1.0, ("the trace does not say its sequence length: its input is no [batch, seq] sequence "
+                     "(or a trace older than this tb_modelmem)")
+    if traced == trace.batch_size:
+        return 1.0, (f"the traced sequence length {traced} is also the batch: which buffers carry which cannot be "
+                     "told; trace at another length or batch")
+    if breakdown is None:
+        return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
+                     "dimension cannot be checked")
+    for name, shape in zip(breakdown.variables.column("name"), breakdown.variables.column("shape")):
+        if traced in shape:
+            return 1.0, (f"the traced sequence length {traced} is also a dimension of {name} {list(shape)}: which "
+                         "buffers carry the sequence cannot be told; trace at a length no weight has")
+    if not any(any(v) for field in (trace.timeline.seq_by_category, trace.timeline.seq2_by_category)
+               for v in field.values()):
+        return 1.0, "no buffer of this trace is known to carry the sequence (its reader records none)"
+    return what.seq / traced, ""
 
 
 def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: Dict[str, Optional[int]],
@@ -352,12 +384,19 @@ class _Step:
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: _State,
-                 projected_state: Dict[str, Optional[int]], gradient_share: float = 1.0) -> None:
+                 projected_state: Dict[str, Optional[int]], gradient_share: float = 1.0,
+                 seq_ratio: float = 1.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
         in_window = {c: timeline.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
         self.batch = {c: timeline.batch_by_category.get(c, [0.0] * n) for c in in_window}
+        self.seq_ratio = seq_ratio
+        self.seq = {c: (timeline.seq_by_category.get(c, [0.0] * n), timeline.seq2_by_category.get(c, [0.0] * n))
+                    for c in in_window}
+        # what carries the batch at the asked sequence length: its sequence part x ratio, its square part x ratio^2
+        self.grown = {c: [b + s1 * (seq_ratio - 1) + s2 * (seq_ratio ** 2 - 1)
+                          for b, s1, s2 in zip(self.batch[c], *self.seq[c])] for c in in_window}
         self.in_window = in_window
         self.traced_index = max(range(n), key=timeline.bytes.__getitem__)
         self.state = state
@@ -372,8 +411,8 @@ class _Step:
             fixed_factor = {OPTIMIZER_TEMPORARIES_CATEGORY: slot_ratio, GRADIENTS_CATEGORY: gradient_share}.get(
                 category, 1.0)
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
-            self.series[category] = [(v - b) * fixed_factor + b * factor
-                                     for v, b in zip(in_window[category], self.batch[category])]
+            self.series[category] = [(v - b) * fixed_factor + g * factor for v, b, g
+                                     in zip(in_window[category], self.batch[category], self.grown[category])]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
         state_traced = sum(state.bytes.values())
@@ -385,6 +424,18 @@ class _Step:
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
 
+    def _at_the_length(self, category: str, at: int) -> str:
+        """How a category's batch-carrying bytes at the traced length became those at the asked one."""
+        ratio = self.seq_ratio
+        s1, s2 = (part[at] for part in self.seq[category])
+        if ratio == 1.0 or not (s1 or s2):
+            return ""
+        carries = self.batch[category][at]
+        parts = [f"{_size(carries - s1 - s2)} as traced"] if carries - s1 - s2 else []
+        parts += [f"{_size(s1)} carry the sequence x {_times(ratio)}"] if s1 else []
+        parts += [f"{_size(s2)} its square x {_times(ratio ** 2)}"] if s2 else []
+        return f" (at the asked sequence length, of {_size(carries)} traced: {', '.join(parts)})"
+
     def explain(self, at: int, basis: List[Dict[str, Any]]) -> None:
         """Append each step category's basis line, its arithmetic taken at timeline point ``at`` (where the
         projected peak falls: the answer's ``peak_time_us`` says when), and add to the state's lines what the
@@ -392,11 +443,12 @@ class _Step:
         ``projected_bytes`` what its formula gives."""
         traced = self.traced_index
         for category in STEP_ONLY_CATEGORIES:
-            carries = self.batch[category][at]
+            carries, grown = self.batch[category][at], self.grown[category][at]
             rest = self.in_window[category][at] - carries
             factor, fixed_factor = self.factor[category], self.fixed_factor[category]
             if carries:
-                formula = f"{_size(carries)} carry the batch x {_times(factor)} = {_size(carries * factor)}"
+                formula = f"{_size(grown)} carry the batch x {_times(factor)} = {_size(grown * factor)}"
+                formula += self._at_the_length(category, at)
             else:
                 formula = "none carries the batch"
             if not rest and carries:

@@ -35,12 +35,17 @@ def decode_column(owner: str, name: str, stored: Any, form: str, base: Optional[
         raise ValueError(f"{owner}.{name}: {e}") from None
 
 
+# A timeline's columns kept per category: bytes in use, and the parts of them that grow with the batch, with
+# the batch and the sequence length, with the batch and the sequence length squared (``schema.records.Timeline``).
+PER_CATEGORY = ("by_category", "batch_by_category", "seq_by_category", "seq2_by_category")
+
+
 def compact_timeline(out: Dict[str, Any]) -> None:
     """A timeline's plain dict, compacted in place: times and bytes in use as steps from the point
     before (they climb and fall in steps), times to 1/TIME_PER_UNIT µs."""
     out["t_us"] = forms.encode(out["t_us"], forms.DELTA, TIME_PER_UNIT)
     out["bytes"] = forms.encode(out["bytes"], forms.DELTA)
-    for field in ("by_category", "batch_by_category"):
+    for field in PER_CATEGORY:
         out[field] = {k: forms.encode(v, forms.DELTA) for k, v in out[field].items()}
 
 
@@ -51,7 +56,7 @@ def expand_timeline(data: Any) -> Any:
         data = dict(data, t_us=decode_column("Timeline", "t_us", data["t_us"], forms.DELTA))
     if isinstance(data, dict) and "bytes" in data:
         data = dict(data, bytes=decode_column("Timeline", "bytes", data["bytes"], forms.DELTA))
-    for field in ("by_category", "batch_by_category"):
+    for field in PER_CATEGORY:
         if isinstance(data, dict) and isinstance(data.get(field), dict):
             data = dict(data, **{field: {k: decode_column("Timeline", f"{field}[{preview(k)}]", v, forms.DELTA)
                                          for k, v in data[field].items()}})

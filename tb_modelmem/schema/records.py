@@ -215,6 +215,10 @@ class Timeline(Record):
     # The part of each category's bytes held by buffers that carry the step's batch dimension (what
     # grows with the batch: ``rules.projection``); empty in traces that do not know it.
     batch_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    # Of those, the part whose buffers also carry the sequence dimension once ([batch, seq, d]) and twice
+    # ([batch, heads, seq, seq]: attention scores), at the trace's ``OpTrace.sequence_length``.
+    seq_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    seq2_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
 
@@ -234,8 +238,8 @@ class Timeline(Record):
         n = len(self.t_us)
         if len(self.bytes) != n or (self.op and len(self.op) != n):
             raise ValueError("Timeline: t_us, bytes and op must have the same length")
-        for field, per_category in (("by_category", self.by_category), ("batch_by_category", self.batch_by_category)):
-            for name, values in per_category.items():
+        for field in compaction.PER_CATEGORY:
+            for name, values in getattr(self, field).items():
                 if (not isinstance(values, list) or len(values) != n
                         or not all(is_number(v) and v >= 0 for v in values)):
                     raise ValueError(f"Timeline.{field}[{preview(name)}]: expected {n} numbers >= 0")
@@ -282,6 +286,7 @@ class OpTrace(_Assigned):
     allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
     batch_size: Optional[int] = None  # the step's batch (on one device), where the trace says it
+    sequence_length: Optional[int] = None  # tokens per sample, where the step's input shows them ([batch, seq])
     # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in
     # command buffers, how much time is tied to instructions and how; None for an op-by-op step.
     xla: Optional[Dict[str, Any]] = None
@@ -291,7 +296,8 @@ class OpTrace(_Assigned):
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
-    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps", "batch_size")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps", "batch_size",
+                                                 "sequence_length")
 
     def _check(self) -> None:
         for role, size in self.resident.items():

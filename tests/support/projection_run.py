@@ -4,8 +4,8 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
     python -m tests.support.projection_run LOGDIR MODEL BATCH [--optimizer adam] [--policy float32] [--truth OUT.json]
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
-transformer, tests/corpus) or "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``:
+transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
+10 classes) or "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``:
 another window), and writes what
 Keras says of the run (model.weights, optimizer.variables) to OUT.json: the ground truth.
 """
@@ -17,8 +17,9 @@ import json
 from typing import Any, Dict, Tuple
 
 
-def build(name: str, samples: int) -> Tuple[Any, Any, Any]:
-    """(model, x, y) of ``name``: ``samples`` of synthetic data in the model's shapes."""
+def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
+    """(model, x, y) of ``name``: ``samples`` of synthetic data in the model's shapes (``seq`` tokens a
+    causal LM's sample)."""
     import keras
     import numpy as np
 
@@ -33,6 +34,9 @@ def build(name: str, samples: int) -> Tuple[Any, Any, Any]:
         return model, rng.random((samples, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, samples)
     if name == "transformer":
         return transformer(), rng.integers(0, 20000, (samples, 200)), rng.integers(0, 2, samples)
+    if name == "causal_lm":
+        tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
+        return causal_lm(), tokens[:, :-1], tokens[:, 1:]
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -68,6 +72,34 @@ def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: i
     return keras.Model(inputs, layers.Dense(2, activation="softmax")(x))
 
 
+CAUSAL_LM_VOCAB = 8000
+
+
+def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, blocks: int = 2, ff: int = 768) -> Any:
+    """A GPT-style decoder of any length: token embedding, sinusoidal positions (no weight sized by the
+    length), ``blocks`` pre-norm blocks of causal self-attention and a GELU MLP, logits over ``vocab``.
+    No dimension of its weights is a power of two, so a length of 64, 128, 256 or 512 is no other axis."""
+    import keras
+    from keras import layers, ops
+
+    class Positions(layers.Layer):
+        def call(self, x: Any) -> Any:
+            length = ops.shape(x)[1]
+            where = ops.cast(ops.arange(length), "float32")[:, None]
+            rate = ops.exp(ops.arange(0, width, 2, dtype="float32") * (-9.210340371976184 / width))[None, :]
+            angles = where * rate
+            return x + ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)[None]
+
+    inputs = layers.Input(shape=(None,), dtype="int32")
+    x = Positions()(layers.Embedding(vocab, width)(inputs))
+    for _ in range(blocks):
+        h = layers.LayerNormalization(epsilon=1e-5)(x)
+        x = x + layers.MultiHeadAttention(num_heads=heads, key_dim=width // heads)(h, h, use_causal_mask=True)
+        h = layers.LayerNormalization(epsilon=1e-5)(x)
+        x = x + layers.Dense(width)(layers.Dense(ff, activation="gelu")(h))
+    return keras.Model(inputs, layers.Dense(vocab)(layers.LayerNormalization(epsilon=1e-5)(x)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("logdir")
@@ -77,6 +109,7 @@ def main() -> None:
     parser.add_argument("--policy", default="float32")
     parser.add_argument("--truth")
     parser.add_argument("--profile-steps", default="3,3", help="first,last step profiled")
+    parser.add_argument("--seq", type=int, default=128, help="tokens per sample (causal_lm)")
     args = parser.parse_args()
     import keras
     import numpy as np
@@ -85,24 +118,31 @@ def main() -> None:
     import tb_modelmem
 
     keras.mixed_precision.set_global_policy(args.policy)
-    model, x, y = build(args.model, 4 * args.batch)
+    model, x, y = build(args.model, 4 * args.batch, args.seq)
     optimizer = (keras.optimizers.SGD(momentum=0.9) if args.optimizer == "momentum"
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model == "lenet")
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model in ("lenet", "causal_lm"))
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, int] = {}
 
     class AllocatorBefore(keras.callbacks.Callback):
-        """What TensorFlow's CPU allocator holds as the traced step 3 begins (BFC only: else unknown)."""
+        """What TensorFlow's CPU allocator holds as the traced step 3 begins, and its own high-water mark
+        over that step (BFC only: else unknown): the peak a projection is checked against, read from
+        TensorFlow rather than from the trace."""
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             if batch == 2:
                 try:
                     before.update(tf.config.experimental.get_memory_info("CPU:0"))
+                    tf.config.experimental.reset_memory_stats("CPU:0")
                 except (ValueError, RuntimeError):
                     pass
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if batch == 2 and before:
+                before["step_peak"] = tf.config.experimental.get_memory_info("CPU:0")["peak"]
 
     first, last = (int(step) for step in args.profile_steps.split(","))
     traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(first, last), memory_every=0)
@@ -115,7 +155,7 @@ def main() -> None:
              "optimizer_slots": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
              "optimizer_scalars": nbytes([v for v in model.optimizer.variables if not len(v.shape)]),
              "optimizer_class": type(model.optimizer).__name__, "params": model.count_params(),
-             "allocator_before_trace": before.get("current"),
+             "allocator_before_trace": before.get("current"), "allocator_step_peak": before.get("step_peak"),
              "optimizer_slot_paths": [v.path for v in model.optimizer.variables if len(v.shape)]}
     if args.truth:
         with open(args.truth, "w") as f:

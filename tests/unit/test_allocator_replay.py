@@ -151,3 +151,26 @@ def test_a_random_trace_peaks_as_the_running_sum_says_with_its_buffers(seed):
     assert result.peak_bytes == peak
     assert sorted(b.bytes for b in result.peak_buffers) == sorted(buffers.values())
     assert sum(b.bytes for b in result.peak_buffers) == sum(buffers.values())
+
+
+def test_each_buffer_counts_in_the_columns_of_what_it_carries():
+    """Per category: all bytes; those carrying the batch; of them, those carrying the sequence once and twice.
+    Shapes and sizes of a causal LM's step at batch 8, sequence 128 (tests/support/projection_run.py)."""
+    from tb_modelmem.rules.buffers import sequence_power
+
+    shapes = {"logits": ("[1024,8000]", 32_768_000), "scores": ("[8,6,128,128]", 3_145_728),
+              "mlp": ("[8,128,768]", 3_145_728), "pooled": ("[8,192]", 6_144), "grad": ("[192,8000]", 6_144_000)}
+    powers = {name: sequence_power(shape, 8, 128) for name, (shape, _) in shapes.items()}
+    assert powers == {"logits": 1, "scores": 2, "mlp": 1, "pooled": 0, "grad": 0}
+    events = [Event(t, size, name, shape=shape, batch=name != "grad", seq=powers[name],
+                    category=GRADIENTS_CATEGORY if name == "grad" else ACTIVATIONS_CATEGORY)
+              for t, (name, (shape, size)) in enumerate(shapes.items())]
+    timeline = replay(events + [Event(9, -3_145_728, "scores")]).timeline
+    at_peak = {field: {c: v[4] for c, v in getattr(timeline, field).items()}
+               for field in ("by_category", "batch_by_category", "seq_by_category", "seq2_by_category")}
+    assert at_peak["by_category"][ACTIVATIONS_CATEGORY] == 32_768_000 + 2 * 3_145_728 + 6_144
+    assert at_peak["by_category"][GRADIENTS_CATEGORY] == 6_144_000
+    assert at_peak["batch_by_category"] == {ACTIVATIONS_CATEGORY: 32_768_000 + 2 * 3_145_728 + 6_144}
+    assert at_peak["seq_by_category"] == {ACTIVATIONS_CATEGORY: 32_768_000 + 3_145_728}
+    assert at_peak["seq2_by_category"] == {ACTIVATIONS_CATEGORY: 3_145_728}
+    assert timeline.seq2_by_category[ACTIVATIONS_CATEGORY][-1] == 0  # the scores freed

@@ -1,4 +1,4 @@
-// "What if": the traced step projected to another batch size, optimizer, precision policy, or
+// "What if": the traced step projected to another batch size, sequence length, optimizer, precision policy, or
 // spread over devices (the state replicated or sharded), and the largest batch that fits a budget. Every figure says how it was made
 // (measured, computed, scaled, kept) and what the trace cannot tell is "unknown" with the reason.
 
@@ -20,11 +20,11 @@ const COLUMNS = [
 
 export function createWhatIfView({ api, loader, shared }) {
   // The question, kept across item changes and set from outside (an OOM's "What would fit?" sets the budget).
-  const form = Object.assign(shared.whatif, { batch: "", optimizer: "", policy: "", devices: "1", shard: "", budget: "",
-    ...shared.whatif });
+  const form = Object.assign(shared.whatif, { batch: "", seq: "", optimizer: "", policy: "", devices: "1", shard: "",
+    budget: "", ...shared.whatif });
   let askedForm = "";
   const fields = formFields();
-  const { batch, optimizer, policy, devices, shard, budget, controls } = fields;
+  const { batch, seq, optimizer, policy, devices, shard, budget, controls } = fields;
   const out = resultParts();
   const status = el("div");
   const body = el("div", {},
@@ -34,7 +34,7 @@ export function createWhatIfView({ api, loader, shared }) {
 
   controls.addEventListener("submit", (event) => {
     event.preventDefault();
-    Object.assign(form, { batch: batch.value, optimizer: optimizer.value, policy: policy.value,
+    Object.assign(form, { batch: batch.value, seq: seq.value, optimizer: optimizer.value, policy: policy.value,
       devices: devices.value, shard: shard.value, budget: budget.value });
     delete form.replicas; // the device count is `devices` now
     if (current) ask(current);
@@ -86,6 +86,8 @@ export function createWhatIfView({ api, loader, shared }) {
 function formFields() {
   const batch = el("input", { type: "number", min: "1", step: "1", testid: "whatif-batch", "aria-label": "Batch size",
     placeholder: "as traced" });
+  const seq = el("input", { type: "number", min: "1", step: "1", testid: "whatif-seq", "aria-label": "Sequence length",
+    placeholder: "as traced" });
   const optimizer = el("select", { testid: "whatif-optimizer", "aria-label": "Optimizer" });
   const policy = el("select", { testid: "whatif-policy", "aria-label": "Precision policy" });
   const devices = el("input", { type: "number", min: "1", step: "1", value: "1", testid: "whatif-devices",
@@ -97,17 +99,20 @@ function formFields() {
   const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
   const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
     el("label", { title: "the global batch size, split over the devices" }, "Batch", batch),
+    el("label", { title: "tokens per sample: what carries the sequence grows with it, attention scores with its square" },
+      "Sequence", seq),
     el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
     el("label", { title: "the devices the step is spread over: the batch is split over them" }, "Devices", devices),
     el("label", { title: "what is split over the devices besides the batch: nothing (each holds the whole state), "
       + "the optimizer state (ZeRO-1), also the gradients (ZeRO-2), also the weights (ZeRO-3 / FSDP)" }, "Sharding", shard),
     el("label", { title: "a device's memory: find the largest batch that fits" }, "Budget", budget), project);
-  return { batch, optimizer, policy, devices, shard, budget, controls };
+  return { batch, seq, optimizer, policy, devices, shard, budget, controls };
 }
 
 /** The form's fields as the question `form` says (a select once it has its choices). */
-function showForm({ batch, optimizer, policy, devices, shard, budget }, form) {
+function showForm({ batch, seq, optimizer, policy, devices, shard, budget }, form) {
   batch.value = form.batch;
+  seq.value = form.seq ?? "";
   devices.value = form.devices ?? form.replicas ?? "1";
   shard.value = form.shard || "";
   budget.value = form.budget;
