@@ -67,9 +67,11 @@ _TEST_TYPES = frozenset({"IsFinite", "IsInf", "IsNan", "All", "Any"})
 _LOSS_SCOPE = re.compile(r"^(compile_loss|loss|losses|total_loss|xent|\w*cross_?entropy\w*|\w*_error|\w*hinge|"
                          r"huber(_loss)?|log_cosh|kl_divergence|kld|poisson|cosine_similarity|ctc|dice|tversky|circle"
                          r")(_\d+)?$", re.I)
-# Scopes optimizers apply gradients under (Keras 3: the optimizer's name; TF1: its class).
+# Scopes optimizers apply gradients under (Keras 3: the optimizer's name, "adam_w" for AdamW; TF1: its class),
+# read without underscores.
 _OPTIMIZER_SCOPE = re.compile(r"^(adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|ftrl|lion|lamb|adafactor|muon|"
-                              r"loss_scale_optimizer|gradientdescent|momentum|proximaladagrad|adagradda)(_\d+)?$", re.I)
+                              r"lossscaleoptimizer|gradientdescent|momentum|proximaladagrad|adagradda)$", re.I)
+_NUMBERED = re.compile(r"_\d+$")
 _METRIC_SCOPE = re.compile(r"^(accuracy|.*_accuracy|div_no_nan|mean|auc|precision|recall|metrics?|compile_metrics)"
                            r"(_\d+)?$", re.I)
 
@@ -229,7 +231,7 @@ def phase_by_name(name: str, op_type: str = "") -> str:
 @functools.lru_cache(maxsize=1 << 12)  # scope names repeat across a graph's ops
 def _scope_phase(part: str) -> str:
     """The phase a scope component names: the optimizer's, the loss's, a metric's; else forward."""
-    if _OPTIMIZER_SCOPE.match(part):
+    if _OPTIMIZER_SCOPE.match(_NUMBERED.sub("", part).replace("_", "")):
         return OPTIMIZER
     if _LOSS_SCOPE.match(part):
         return LOSS

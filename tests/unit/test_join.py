@@ -63,3 +63,17 @@ def test_an_ops_own_name_is_never_taken_for_a_scope():
     joined = Joiner(Vocabulary(["dense"]), [graph])
     assert joined.assign("dense/gradients") == ("dense", BACKWARD)
     assert joined.assign("dense/Mul") == ("dense", FORWARD)
+
+
+def test_an_optimizers_scope_is_read_as_keras_names_it():
+    """Keras 3 names AdamW's scope "adam_w" and LossScaleOptimizer's "loss_scale_optimizer" (names read off a
+    real AdamW step of tests/support/projection_run.py's causal LM): the square of a gradient under it is the
+    optimizer's scratch, not the backward pass, though the gradient is its only input."""
+    from tb_modelmem.rules.join import phase_by_name
+
+    for name in ("StatefulPartitionedCall/adam_w/Square_35", "adam_w_1/Sqrt", "loss_scale_optimizer/mul",
+                 "model/adam_w/sub", "rms_prop/x", "sgd_2/Mul_70"):
+        assert phase_by_name(name, "Square") == OPTIMIZER, name
+    assert phase_by_name("functional_1/dense_4_1/Tensordot/MatMul", "MatMul") == FORWARD
+    assert phase_by_name("gradient_tape/functional_1/dense_4_1/MatMul_1", "MatMul") == BACKWARD
+    assert phase_by_name("adam_width/MatMul", "MatMul") == FORWARD  # a layer that merely starts so
