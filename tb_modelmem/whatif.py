@@ -16,8 +16,9 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
              seq: Optional[int] = None) -> Dict[str, Any]:
     """The projection of ``run``'s traced step (``rules.projection.project``): ``{"peak_bytes",
     "by_category", "basis", "unknown", ...}`` on each of ``replicas`` devices (``shard``: what else is
-    split over them, one of ``rules.projection.SHARDINGS``; ``seq``: tokens per sample), plus ``"largest_batch"`` and ``"largest_batch_note"``
-    (why there is none) when a ``budget`` (bytes, or text such as "16GiB") is given.
+    split over them, one of ``rules.projection.SHARDINGS``; ``seq``: tokens per sample), plus
+    ``"largest_batch"`` and ``"largest_batch_note"`` (why there is none) when a ``budget`` (bytes, or text
+    such as "16GiB") is given.
     ValueError for a bad argument or a log dir with no traced step."""
     what = WhatIf(batch, optimizer, policy, replicas, shard, seq)
     what.check()

@@ -99,6 +99,7 @@ class Parameter:
     op_name: str  # "state[0][3]", "data[0]" under Keras on JAX; "XLA_Args" under TensorFlow
     dims: Tuple[int, ...]
     bytes: int
+    dtype: str = ""  # "int32", "float32"; "" when the program does not say
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,7 +307,7 @@ class Program:
                 instruction = by_number.get(allocation.parameter_number)
                 dims = tuple(self._raw[instruction.id].shape.dimensions) if instruction else ()
                 out.append(Parameter(allocation.parameter_number, instruction.op_name if instruction else "", dims,
-                                     allocation.size))
+                                     allocation.size, instruction.dtype if instruction else ""))
         return out
 
     def output_bytes(self) -> int:

@@ -20,7 +20,7 @@ from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, S
 
 from tb_modelmem.readers.allocator_replay import Event
 from tb_modelmem.readers.hlo import COLLECTIVES, NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
-from tb_modelmem.rules.buffers import carries_batch, step_category
+from tb_modelmem.rules.buffers import carries_batch, sequence_power, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import (
@@ -155,7 +155,8 @@ def uses_command_buffers(events: Iterable[XlaEvent]) -> bool:
 def split_temp_allocations(events: List[Event], programs: Sequence[Program],
                            describe: Callable[[Program, Optional[LiveBuffer]], Tuple[str, str]],
                            batch: Optional[int] = None,
-                           weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
+                           weights: AbstractSet[Tuple[int, ...]] = frozenset(),
+                           seq: Optional[int] = None) -> List[Event]:
     """``events`` with each allocation of a program's temp allocation (and its free) replaced by
     one event per buffer live in it at its peak, and one for the bytes no buffer holds then
     (packing, the allocator's rounding), so the replay's peak splits by buffer.
@@ -178,24 +179,17 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
             for i, buffer in enumerate(peak.live):
                 op, category = describe(program, buffer)
                 shape = _element(buffer.instruction.shape, buffer.shape_index)
+                carries = carries_batch(shape, batch, weights)
                 parts.append(dataclasses.replace(
                     event, delta=buffer.bytes, key=(event.key, i), op=op, category=category, shape=shape,
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
-                    region="temp" if buffer.scratch else "output", batch=carries_batch(shape, batch, weights),
-                    requested=buffer.bytes))
+                    region="temp" if buffer.scratch else "output", batch=carries,
+                    seq=sequence_power(shape, batch, seq) if carries else 0, requested=buffer.bytes))
             slack = event.delta - peak.live_bytes
             if slack < 0:  # more live than the allocation holds: this is not the live set, keep it whole
                 out.append(event)
                 continue
-            # The bytes no buffer holds at the peak grow with the allocation: as its live buffers do.
-            carried = sum(p.delta for p in parts if p.batch)
-            share = carried / peak.live_bytes if peak.live_bytes else 0.0
-            for part, size, batch_part in (("slack", slack - int(slack * share), False),
-                                           ("slack_batch", int(slack * share), True)):
-                if size > 0:
-                    parts.append(dataclasses.replace(event, delta=size, key=(event.key, part), op="", region="padding",
-                                                     category=describe(program, None)[1], batch=batch_part,
-                                                     requested=0))
+            parts += _slack(event, slack, parts, peak.live_bytes, describe(program, None)[1])
             split[event.key] = parts
             out += _counted(parts, event)
             continue
@@ -214,7 +208,7 @@ PLANNED_NOTE = ("XLA's plan, not a measurement: this profile records no allocati
 
 
 def planned_events(program: Program, span_us: Tuple[float, float], batch: Optional[int] = None,
-                   weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> List[Event]:
+                   weights: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None) -> List[Event]:
     """One run of ``program`` (from ``span_us[0]`` to ``span_us[1]``) as XLA planned it on each device,
     as allocator events: its batch parameters (inputs) and its temp allocation (``split_temp_allocations``
     splits it by buffer), then the outputs that are no donated parameter; the other parameters (the
@@ -226,10 +220,11 @@ def planned_events(program: Program, span_us: Tuple[float, float], batch: Option
     for parameter in program.parameters():
         if is_keras_batch(parameter.op_name):
             shape = "[" + ",".join(map(str, parameter.dims)) + "]"
+            carries = carries_batch(shape, batch, weights)
             events.append(Event(start, parameter.bytes, ("planned", "parameter", parameter.number),
                                 op=parameter.op_name, category=INPUTS_CATEGORY, shape=shape, region="input",
-                                allocator="xla_plan", requested=parameter.bytes,
-                                batch=carries_batch(shape, batch, weights)))
+                                allocator="xla_plan", requested=parameter.bytes, batch=carries,
+                                seq=sequence_power(shape, batch, seq) if carries else 0))
         else:
             resident += parameter.bytes
     peak = program.temp_peak()
@@ -246,6 +241,26 @@ def planned_events(program: Program, span_us: Tuple[float, float], batch: Option
         in_use += event.delta
         event.in_use = in_use
     return events
+
+
+def _slack(event: Event, slack: int, parts: List[Event], live_bytes: int, category: str) -> List[Event]:
+    """The bytes no buffer of a temp allocation holds at its peak (packing, rounding), as parts that grow
+    with the allocation as its live buffers do: shared like the live bytes that carry the batch (and the
+    sequence once, twice) and those that do not."""
+    held: Dict[Tuple[bool, int], int] = collections.Counter()
+    for part in parts:
+        held[(part.batch, part.seq)] += part.delta
+    out, left = [], slack
+    for (batch, seq), size in sorted(held.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True):
+        share = int(slack * (size / live_bytes)) if live_bytes and batch else 0
+        if share > 0:
+            out.append(dataclasses.replace(event, delta=share, key=(event.key, "slack", seq), op="", region="padding",
+                                           category=category, batch=True, seq=seq, requested=0))
+            left -= share
+    if left > 0:
+        out.append(dataclasses.replace(event, delta=left, key=(event.key, "slack"), op="", region="padding",
+                                       category=category, batch=False, seq=0, requested=0))
+    return out
 
 
 def _counted(parts: List[Event], whole: Event) -> List[Event]:
@@ -575,6 +590,18 @@ class Step:
             for parameter in sorted(program.parameters(), key=lambda p: p.number):
                 if is_keras_batch(parameter.op_name) and parameter.dims:
                     return parameter.dims[0]
+        return None
+
+    def sequence_length(self) -> Optional[int]:
+        """Tokens per sample: the second dimension of the step's first batch parameter when it is a sequence,
+        token ids [batch, seq] or vectors [batch, seq, features] (``xspace._input_sequence``'s rule)."""
+        for program in self.programs:
+            for parameter in sorted(program.parameters(), key=lambda p: p.number):
+                if is_keras_batch(parameter.op_name) and parameter.dims:
+                    dims = parameter.dims
+                    if len(dims) == 3 or (len(dims) == 2 and parameter.dtype.startswith(("int", "uint"))):
+                        return dims[1]
+                    return None
         return None
 
     def resident(self) -> Dict[str, int]:

@@ -114,16 +114,16 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     batch = batch or (step.batch_size() if step else None)
     pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
     input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
-    seq = _input_sequence(measured, graph.outputs)
+    seq = _input_sequence(measured, graph.outputs) or (step.sequence_length() if step else None)
     events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes, seq)
     allocations, note = _coverage(memory)
     if not events and step is not None and step.programs and not tf_ops:  # JAX on a CPU or TPU: XLA's plan
-        planned = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes)
+        planned = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes, seq)
         if planned:  # a program that plans nothing leaves the peak unknown, not 0
             events, allocations, note = planned, "planned", xla.PLANNED_NOTE + _on_devices(step)
     if step is not None:
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
-                                            weight_shapes)
+                                            weight_shapes, seq)
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted(set(ops.column("device"))),

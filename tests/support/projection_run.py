@@ -5,9 +5,11 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes) or "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens). Fits 4 batches with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``:
-another window), and writes what
-Keras says of the run (model.weights, optimizer.variables) to OUT.json: the ground truth.
+10 classes) or "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens). Fits 4 batches
+with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
+writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
+peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
+plan of the step (``tests/support/xla_plan.py``).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, bl
             where = ops.cast(ops.arange(length), "float32")[:, None]
             rate = ops.exp(ops.arange(0, width, 2, dtype="float32") * (-9.210340371976184 / width))[None, :]
             angles = where * rate
-            return x + ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)[None]
+            return x + ops.cast(ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)[None], x.dtype)
 
     inputs = layers.Input(shape=(None,), dtype="int32")
     x = Positions()(layers.Embedding(vocab, width)(inputs))
@@ -113,7 +115,6 @@ def main() -> None:
     args = parser.parse_args()
     import keras
     import numpy as np
-    import tensorflow as tf
 
     import tb_modelmem
 
@@ -133,7 +134,9 @@ def main() -> None:
         TensorFlow rather than from the trace."""
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if batch == 2:
+            if batch == 2 and keras.backend.backend() == "tensorflow":
+                import tensorflow as tf
+
                 try:
                     before.update(tf.config.experimental.get_memory_info("CPU:0"))
                     tf.config.experimental.reset_memory_stats("CPU:0")
@@ -142,6 +145,8 @@ def main() -> None:
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             if batch == 2 and before:
+                import tensorflow as tf
+
                 before["step_peak"] = tf.config.experimental.get_memory_info("CPU:0")["peak"]
 
     first, last = (int(step) for step in args.profile_steps.split(","))
@@ -157,6 +162,11 @@ def main() -> None:
              "optimizer_class": type(model.optimizer).__name__, "params": model.count_params(),
              "allocator_before_trace": before.get("current"), "allocator_step_peak": before.get("step_peak"),
              "optimizer_slot_paths": [v.path for v in model.optimizer.variables if len(v.shape)]}
+    if keras.backend.backend() == "jax":  # no allocator is recorded: XLA's own plan of the step is the truth
+        from tests.support import xla_plan
+
+        truth["planned"] = xla_plan.memory_analysis(model, x[:args.batch], y[:args.batch])
+        truth["planned_peak"] = xla_plan.peak(truth["planned"])
     if args.truth:
         with open(args.truth, "w") as f:
             json.dump(truth, f)
