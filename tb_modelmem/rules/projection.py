@@ -424,17 +424,19 @@ class _Step:
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
 
-    def _at_the_length(self, category: str, at: int) -> str:
-        """How a category's batch-carrying bytes at the traced length became those at the asked one."""
+    def _carried(self, category: str, at: int) -> str:
+        """The bytes that carry the batch at timeline point ``at``, at the asked sequence length: those that
+        carry the sequence times its ratio, those that carry it twice (attention scores) times the ratio
+        squared, plus the rest ("3.00 MiB x 4 (seq) + 1.50 MiB x 16 (seq²) + 80.00 KiB")."""
         ratio = self.seq_ratio
         s1, s2 = (part[at] for part in self.seq[category])
-        if ratio == 1.0 or not (s1 or s2):
-            return ""
         carries = self.batch[category][at]
-        parts = [f"{_size(carries - s1 - s2)} as traced"] if carries - s1 - s2 else []
-        parts += [f"{_size(s1)} carry the sequence x {_times(ratio)}"] if s1 else []
-        parts += [f"{_size(s2)} its square x {_times(ratio ** 2)}"] if s2 else []
-        return f" (at the asked sequence length, of {_size(carries)} traced: {', '.join(parts)})"
+        if ratio == 1.0 or not (s1 or s2):
+            return _size(carries)
+        terms = [f"{_size(s1)} x {_times(ratio)} (seq)"] if s1 else []
+        terms += [f"{_size(s2)} x {_times(ratio ** 2)} (seq²)"] if s2 else []
+        terms += [_size(carries - s1 - s2)] if carries - s1 - s2 >= 0.5 else []
+        return " + ".join(terms)
 
     def explain(self, at: int, basis: List[Dict[str, Any]]) -> None:
         """Append each step category's basis line, its arithmetic taken at timeline point ``at`` (where the
@@ -447,8 +449,8 @@ class _Step:
             rest = self.in_window[category][at] - carries
             factor, fixed_factor = self.factor[category], self.fixed_factor[category]
             if carries:
-                formula = f"{_size(grown)} carry the batch x {_times(factor)} = {_size(grown * factor)}"
-                formula += self._at_the_length(category, at)
+                formula = (f"{self._carried(category, at)} carry the batch x {_times(factor)} = "
+                           f"{_size(grown * factor)}")
             else:
                 formula = "none carries the batch"
             if not rest and carries:

@@ -898,19 +898,27 @@ def test_an_oom_says_what_it_asked_for_and_what_if_says_what_would_fit(oom_logdi
         tab.close()
 
 
+@pytest.fixture(scope="module")
+def what_if_logdir(tmp_path_factory) -> str:
+    """Two runs What if is asked about (every CPU allocation recorded). LeNet traced at batch 1: its peak is
+    the optimizer's moment, fc1's gradient and update (tens of MB), while its activations are a few hundred
+    KB; at batch 1,024 the moment where the activations peak is higher by far (~70% on 2 cores): a peak that
+    moves, by design rather than by the executor's op order on the day (the demo's batch-32 run sits on the
+    edge). And a causal LM traced at 64 tokens, for the sequence axis."""
+    logdir = str(tmp_path_factory.mktemp("what_if"))
+    env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    for run, args in (("lenet_1", ["lenet", "1"]),
+                      ("lm_64", ["causal_lm", "8", "--seq", "64", "--optimizer", "adamw"])):
+        subprocess.run([sys.executable, "-m", "tests.support.projection_run", os.path.join(logdir, run), *args],
+                       cwd=ROOT, check=True, timeout=600, capture_output=True, env=env)
+    return logdir
+
+
 @pytest.fixture(scope="module", params=[True, False], ids=["rust-data-server", "python-loader"])
-def batch_one_tb(tmp_path_factory, request):
-    """LeNet traced at batch 1 (every CPU allocation recorded): its peak is the optimizer's moment, fc1's
-    gradient and update (tens of MB), while its activations are a few hundred KB. At batch 1,024 the
-    moment where the activations peak is higher by far (~70% on 2 cores): a peak that moves, by design
-    rather than by the executor's op order on the day (the demo's batch-32 run sits on the edge)."""
-    logdir = str(tmp_path_factory.mktemp("moving_peak"))
-    subprocess.run([sys.executable, "-m", "tests.support.projection_run", os.path.join(logdir, "lenet_1"), "lenet",
-                    "1"], cwd=ROOT, check=True, timeout=600, capture_output=True,
-                   env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
-    with TensorBoardProcess(logdir, load_fast=request.param) as tb:
-        tb.wait_for_tab(expect=[("lenet_1/train", "ops")])
-        yield logdir, tb
+def batch_one_tb(what_if_logdir, request):
+    with TensorBoardProcess(what_if_logdir, load_fast=request.param) as tb:
+        tb.wait_for_tab(expect=[("lenet_1/train", "ops"), ("lm_64/train", "ops")])
+        yield what_if_logdir, tb
 
 
 def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_one_tb, browser, shots):
@@ -952,6 +960,43 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
     assert sum(exact for exact, _ in checked.values()) == api["peak_bytes"]
     assert sorted(exact for exact, _ in checked.values()) == sorted(v for v in api["by_category"].values())
     assert sum(how == "scaled" for _, how in checked.values()) >= 3, checked
+    tab.close()
+
+
+def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
+    """Issue 38 item 4 in the tab: the traced line says the length the step ran, the Sequence field asks
+    another, and the headline and every row are the API's figures for it, the attention scores' basis
+    saying they grow with the square of the length."""
+    import tb_modelmem
+
+    logdir, tb = batch_one_tb
+    api = tb_modelmem.estimate(logdir, run="lm_64/train", seq=256)
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lm_64/train", "ops")
+    tab.text("whatif-traced", "AdamW · float32 · batch 8 · sequence 64")
+    tab.testid("whatif-seq").fill("256")
+    tab.testid("whatif-project").click()
+    tab.text("whatif-headline", "at batch 8, sequence 256 (traced: ")
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+    tab.page.screenshot(path=os.path.join(shots, "whatif-seq.png"))
+    rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
+    shown = {}
+    for i in range(rows.count()):
+        cells = [rows.nth(i).locator(".cell").nth(k).inner_text().strip() for k in range(5)]
+        shown[cells[0]] = cells
+        width = rows.nth(i).locator(".cell").nth(4).evaluate("c => [c.scrollWidth, c.clientWidth]")
+        assert width[0] <= width[1] + 1, (cells, width)
+    squared = [cells for cells in shown.values() if "x 16 (seq²)" in cells[4]]
+    assert squared, shown
+    for category, cells in shown.items():  # each Basis cell is whole and gives its Projected cell
+        if category in ("Peak in use", "Unattributed") or "carry the batch" not in cells[4]:
+            continue
+        value, slack = basis_arithmetic(cells[4])
+        assert abs(value - int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
+    figures = [int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
+               if name != "Peak in use"]
+    assert sorted(figures) == sorted(v for v in api["by_category"].values())
+    assert [e for e in tab.errors if "400" not in e] == []
     tab.close()
 
 

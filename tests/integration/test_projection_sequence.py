@@ -66,7 +66,7 @@ def test_four_times_the_length_against_a_real_run_at_it(lm):
         if line["projected_bytes"] is not None and line["category"] != "unattributed":
             value, slack = basis_arithmetic(line["formula"])
             assert abs(value - line["projected_bytes"]) <= slack + 1, line
-    scores = [line for line in longer["basis"] if "its square x 16" in line["formula"]]
+    scores = [line for line in longer["basis"] if "x 16 (seq²)" in line["formula"]]
     assert scores, [line["formula"] for line in longer["basis"]]
     printed = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", traced, "--seq", "256", "--json"],
                              cwd=REPO, capture_output=True, text=True, timeout=300, check=True)
@@ -119,4 +119,4 @@ def test_on_jax_twice_the_length_against_xlas_own_plan_at_it(tmp_path):
     assert answer["unknown"] == {}
     assert abs(answer["peak_bytes"] - real["planned_peak"]) <= 0.03 * real["planned_peak"], (
         answer["peak_bytes"], real["planned_peak"])
-    assert any("its square x 4" in line["formula"] for line in answer["basis"])
+    assert any("x 4 (seq²)" in line["formula"] for line in answer["basis"])

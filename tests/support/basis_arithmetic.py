@@ -12,7 +12,8 @@ UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 def basis_arithmetic(formula: str) -> Tuple[float, float]:
     """(What a basis line's printed arithmetic gives, how far its printed rounding may put that off): a
-    leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g"."""
+    leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g", A
+    at another sequence length "S1 x r (seq) + S2 x r2 (seq²) + S0"."""
     def size(number: str, unit: str) -> Tuple[float, float]:
         return float(number.replace(",", "")) * UNIT[unit], 0.5 if unit == "B" else 0.005 * UNIT[unit]
 
@@ -20,13 +21,21 @@ def basis_arithmetic(formula: str) -> Tuple[float, float]:
     if lead:
         return size(*lead.groups())
     total = slack = 0.0
-    carried = re.search(SIZE + r" carry the batch x ([\d.,]+)", formula)
+    # the batch-carrying bytes: one size, or at another sequence length "A x r (seq) + B x r2 (seq²) + C"
+    term = SIZE + r"(?: x ([\d.,]+) \(seq²?\))?"
+    carried = re.search(f"((?:{term} \\+ )*{term}) carry the batch x ([\\d.,]+)", formula)
     rest = re.search("; " + SIZE + r" do not, (kept|x ([\d.,]+))", formula)
     assert carried or rest, formula
-    for found, factor_text in ((carried, carried and carried.group(3)), (rest, rest and rest.group(4))):
-        if found:
-            value, off = size(found.group(1), found.group(2))
-            factor = float(factor_text.replace(",", "")) if factor_text else 1.0
+    if carried:
+        batch_factor = float(carried.group(carried.lastindex).replace(",", ""))
+        for number, unit, factor_text in re.findall(term, carried.group(1)):
+            value, off = size(number, unit)
+            factor = batch_factor * (float(factor_text.replace(",", "")) if factor_text else 1.0)
             total += value * factor
-            slack += off * factor + (value * factor * 0.0005 if factor_text else 0)  # factors: 4 digits
+            slack += off * factor + value * factor * (0.0005 + (0.0005 if factor_text else 0))  # factors: 4 digits
+    if rest:
+        value, off = size(rest.group(1), rest.group(2))
+        factor = float(rest.group(4).replace(",", "")) if rest.group(4) else 1.0
+        total += value * factor
+        slack += off * factor + (value * factor * 0.0005 if rest.group(4) else 0)
     return total, slack
