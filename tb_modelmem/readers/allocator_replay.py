@@ -82,21 +82,26 @@ _PARTS = {(False, 0): ("by_category",), (True, 0): ("by_category", "batch_by_cat
 
 class _Columns:
     """Bytes in use now by category, and the parts that carry the batch and the sequence (``PER_CATEGORY``),
-    with each point's figures appended as the replay goes."""
+    with each point's figures appended as the replay goes. A part's columns start (zeros before) when a
+    buffer first counts in it: a trace with no batch or sequence known keeps one set of columns, not four."""
 
     def __init__(self, categories: Sequence[str]) -> None:
         self.now = {field: dict.fromkeys(categories, 0.0) for field in PER_CATEGORY}
-        self.points: Dict[str, Dict[str, List[float]]] = {field: {c: [] for c in categories}
-                                                           for field in PER_CATEGORY}
+        self.points: Dict[str, Dict[str, List[float]]] = {"by_category": {c: [] for c in categories}}
+        self.count = 0
 
     def add(self, buffer: _Live, size: float) -> None:
         for field in buffer.parts:
             now = self.now[field]
             now[buffer.category] = now.get(buffer.category, 0.0) + size
+            if field not in self.points:
+                self.points[field] = {c: [0.0] * self.count for c in now}
 
     def point(self) -> None:
-        for field, now in self.now.items():
-            for category, values in self.points[field].items():
+        self.count += 1
+        for field, columns in self.points.items():
+            now = self.now[field]
+            for category, values in columns.items():
                 values.append(max(now[category], 0.0))
 
 
@@ -121,7 +126,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     ordered = everything if headline is None else [e for e in everything if e.allocator in headline]
     before = _allocated_before(ordered)
     live: Dict[Hashable, _Live] = {}
-    columns = _Columns(STEP_CATEGORIES + (BEFORE_WINDOW,) + tuple({b.category for b in before.values()}))
+    columns = _Columns(tuple(dict.fromkeys(STEP_CATEGORIES + (BEFORE_WINDOW,)
+                                           + tuple(b.category for b in before.values()))))
     for b in before.values():
         columns.add(b, b.bytes)
     allocators: Dict[str, float] = {}  # allocator -> bytes in use now

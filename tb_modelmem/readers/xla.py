@@ -20,7 +20,7 @@ from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, S
 
 from tb_modelmem.readers.allocator_replay import Event
 from tb_modelmem.readers.hlo import COLLECTIVES, NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
-from tb_modelmem.rules.buffers import carries_batch, sequence_power, step_category
+from tb_modelmem.rules.buffers import carries_batch, input_sequence, sequence_power, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import (
@@ -593,15 +593,12 @@ class Step:
         return None
 
     def sequence_length(self) -> Optional[int]:
-        """Tokens per sample: the second dimension of the step's first batch parameter when it is a sequence,
-        token ids [batch, seq] or vectors [batch, seq, features] (``xspace._input_sequence``'s rule)."""
+        """Tokens per sample: of the step's first batch parameter, when it is a sequence
+        (``rules.buffers.input_sequence``)."""
         for program in self.programs:
             for parameter in sorted(program.parameters(), key=lambda p: p.number):
                 if is_keras_batch(parameter.op_name) and parameter.dims:
-                    dims = parameter.dims
-                    if len(dims) == 3 or (len(dims) == 2 and parameter.dtype.startswith(("int", "uint"))):
-                        return dims[1]
-                    return None
+                    return input_sequence(parameter.dims, parameter.dtype)
         return None
 
     def resident(self) -> Dict[str, int]:

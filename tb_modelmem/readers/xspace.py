@@ -26,7 +26,7 @@ from tb_modelmem.readers.allocator_replay import Event, headline_allocators, rep
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
-from tb_modelmem.rules.buffers import carries_batch, sequence_power, step_category
+from tb_modelmem.rules.buffers import carries_batch, input_sequence, sequence_power, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
@@ -442,18 +442,22 @@ def _input_batch(measured: Dict[str, _Measured], graph: Mapping[str, List[Output
 
 
 def _input_sequence(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputSpec]]) -> Optional[int]:
-    """Tokens per sample of the profiled steps: the second dimension of the step's input when it is a
-    sequence, token ids [batch, seq] or vectors [batch, seq, features] (an image's [batch, h, w, c] is
-    none), from the shape its graph traced it with, else its measured one."""
+    """Tokens per sample of the profiled steps (``rules.buffers.input_sequence``) from the step's input: the
+    shape its graph traced it with (a dimension it left unknown from the measured shape), else, with no
+    graph, its measured shape and dtype."""
     for name in sorted(filter(_is_iterator_output, set(measured) | set(graph))):
-        specs = node_entry((graph,), name) or []
         m = measured.get(name)
         seen = [tuple(int(d) if d.isdigit() else None for d in shape.strip("[]").split(","))
                 for shape in (m.shapes if m else [])]
-        for i, (dims, dtype, _) in enumerate(specs):
-            if dims is None or len(dims) not in (2, 3) or (len(dims) == 2 and not dtype.startswith("int")):
+        specs = node_entry((graph,), name)
+        candidates = ([(dims, dtype) for dims, dtype, _ in specs] if specs
+                      else list(zip(seen, m.dtypes if m else [])))
+        for i, (dims, dtype) in enumerate(candidates):
+            if dims is None:
                 continue
-            length = dims[1] or (seen[i][1] if i < len(seen) and len(seen[i]) == len(dims) else None)
+            if i < len(seen) and len(seen[i]) == len(dims):  # a dimension the graph left unknown, as measured
+                dims = tuple(d if d is not None else s for d, s in zip(dims, seen[i]))
+            length = input_sequence(dims, dtype)
             if length:
                 return length
     return None
@@ -536,6 +540,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
         elif requested in input_sizes:
             event.category = INPUTS_CATEGORY  # read only if it was allocated before the window
             event.batch = True
+            event.seq = 1 if seq else 0  # a batch of [batch, seq] tokens
         out.append(event)
     return out
 

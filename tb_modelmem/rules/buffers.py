@@ -5,7 +5,7 @@ XSpace, an XLA program, a memory profile, a torch trace)."""
 
 from __future__ import annotations
 
-from typing import AbstractSet, Optional, Tuple
+from typing import AbstractSet, Optional, Sequence, Tuple
 
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
@@ -70,6 +70,17 @@ def sequence_power(shape: str, batch: Optional[int], seq: Optional[int]) -> int:
     if dims[0] != batch and dims[0] % (batch * seq) == 0:  # [batch x seq, ...] (and [batch x heads x seq, ...])
         power += 1
     return min(power, 2)
+
+
+def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:
+    """Tokens per sample of a step's input of ``dims`` and ``dtype``, if it is a sequence: token ids
+    [batch, seq] (integers), or vectors [batch, seq, features] whose two inner sizes differ (a grayscale
+    image's [batch, 28, 28] is no sequence); None otherwise (an image, a [batch, features] table)."""
+    if len(dims) == 2 and dtype.startswith(("int", "uint")):
+        return dims[1] or None
+    if len(dims) == 3 and dims[1] != dims[2]:
+        return dims[1] or None
+    return None
 
 
 def _dims(shape: str) -> Tuple[int, ...]:

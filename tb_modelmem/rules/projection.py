@@ -1,5 +1,5 @@
-"""What a traced step's memory would be at another batch size, optimizer, precision or replica count,
-projected from what the trace measured. No TF.
+"""What a traced step's memory would be at another batch size, sequence length, optimizer, precision or
+replica count, projected from what the trace measured. No TF.
 
 From the trace: bytes in use over the step by category, and the part of each held by buffers that
 carry the batch dimension (``Timeline.batch_by_category``). From the run's breakdown: every variable's
@@ -53,6 +53,7 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
+_MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
 _SCALAR_BYTES = 4
 
 
@@ -69,10 +70,12 @@ class WhatIf:
 
     def check(self) -> None:
         """ValueError naming what is wrong, before anything is projected."""
-        for name in ("batch", "seq"):
+        for name, most in (("batch", None), ("seq", _MOST_SEQ)):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1
+                                      or (most and value > most)):
+                raise ValueError(f"{name} must be a positive integer{f' up to {most:,}' if most else ''}, "
+                                 f"got {str(value)[:40]}")
         if not isinstance(self.replicas, int) or self.replicas < 1:
             raise ValueError(f"replicas must be a positive integer, got {self.replicas!r}")
         if self.shard is not None and self.shard not in SHARDINGS:
@@ -144,24 +147,29 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
     """(How much longer the asked sequence is than the traced one, why it cannot be projected: "" if it can).
-    A length that is also a weight's dimension or the batch cannot be told apart from it in a buffer's shape:
-    said, not guessed."""
-    traced = trace.sequence_length
+    A length that is also the batch, 1, or a weight's dimension (itself, or times the batch: a flattened
+    [batch x seq, d]) cannot be told apart from it in a buffer's shape: said, not guessed."""
+    traced, batch = trace.sequence_length, trace.batch_size
     if what.seq is None or what.seq == traced:
         return 1.0, ""
     if not traced:
-        return 1.0, ("the trace does not say its sequence length: its input is no [batch, seq] sequence "
-                     "(or a trace older than this tb_modelmem)")
-    if traced == trace.batch_size:
-        return 1.0, (f"the traced sequence length {traced} is also the batch: which buffers carry which cannot be "
-                     "told; trace at another length or batch")
+        return 1.0, ("the trace does not say its sequence length: its input is no [batch, seq] sequence, or its "
+                     "reader does not record one (a PyTorch trace, TF1 step stats), or it is older than this "
+                     "tb_modelmem")
+    if not batch:
+        return 1.0, "the trace does not say its batch size: which buffers carry the sequence cannot be told"
+    if traced == 1 or traced == batch:
+        return 1.0, (f"the traced sequence length {traced} is {'a unit dimension' if traced == 1 else 'also the batch'}"
+                     ": which buffers carry it cannot be told; trace at another length")
     if breakdown is None:
         return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
                      "dimension cannot be checked")
     for name, shape in zip(breakdown.variables.column("name"), breakdown.variables.column("shape")):
-        if traced in shape:
-            return 1.0, (f"the traced sequence length {traced} is also a dimension of {name} {list(shape)}: which "
-                         "buffers carry the sequence cannot be told; trace at a length no weight has")
+        for size, what_it_is in ((traced, "the traced sequence length"),
+                                 (traced * batch, f"batch x the traced sequence length ({batch} x {traced})")):
+            if size in shape:
+                return 1.0, (f"{what_it_is}, {size}, is also a dimension of {name} {list(shape)}: which buffers "
+                             "carry the sequence cannot be told; trace at a length no weight has")
     if not any(any(v) for field in (trace.timeline.seq_by_category, trace.timeline.seq2_by_category)
                for v in field.values()):
         return 1.0, "no buffer of this trace is known to carry the sequence (its reader records none)"

@@ -77,7 +77,7 @@ def test_jit_compiled_fit_with_memory_callback_joins_its_layers(tmp_path_factory
         answer = tb_modelmem.estimate(logdir, run="train", seq=400)
         assert answer["traced"]["seq"] == 200 and answer["peak_bytes"] is None
         reason = answer["unknown"]["activations"]
-        assert "the traced sequence length 200 is also a dimension of" in reason and "[200, 32]" in reason, reason
+        assert "the traced sequence length, 200, is also a dimension of" in reason and "[200, 32]" in reason, reason
         assert answer["by_category"]["weights"] is not None
 
 
