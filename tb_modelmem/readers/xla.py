@@ -19,8 +19,17 @@ import dataclasses
 from typing import AbstractSet, Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.readers.allocator_replay import Event
-from tb_modelmem.readers.hlo import COLLECTIVES, NO_WORK, Instruction, LiveBuffer, Program, TempPeak, kernel_name
-from tb_modelmem.rules.buffers import carries_batch, input_sequence, sequence_power, step_category
+from tb_modelmem.readers.hlo import (
+    COLLECTIVES,
+    NO_WORK,
+    Instruction,
+    LiveBuffer,
+    Parameter,
+    Program,
+    TempPeak,
+    kernel_name,
+)
+from tb_modelmem.rules.buffers import carried, input_sequence, step_category
 from tb_modelmem.rules.join import Joiner
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import (
@@ -179,12 +188,12 @@ def split_temp_allocations(events: List[Event], programs: Sequence[Program],
             for i, buffer in enumerate(peak.live):
                 op, category = describe(program, buffer)
                 shape = _element(buffer.instruction.shape, buffer.shape_index)
-                carries = carries_batch(shape, batch, weights)
+                carries, times = carried(shape, batch, weights, seq)
                 parts.append(dataclasses.replace(
                     event, delta=buffer.bytes, key=(event.key, i), op=op, category=category, shape=shape,
                     dtype=_element(buffer.instruction.dtype, buffer.shape_index),
-                    region="temp" if buffer.scratch else "output", batch=carries,
-                    seq=sequence_power(shape, batch, seq) if carries else 0, requested=buffer.bytes))
+                    region="temp" if buffer.scratch else "output", batch=carries, seq=times,
+                    requested=buffer.bytes))
             slack = event.delta - peak.live_bytes
             if slack < 0:  # more live than the allocation holds: this is not the live set, keep it whole
                 out.append(event)
@@ -220,11 +229,10 @@ def planned_events(program: Program, span_us: Tuple[float, float], batch: Option
     for parameter in program.parameters():
         if is_keras_batch(parameter.op_name):
             shape = "[" + ",".join(map(str, parameter.dims)) + "]"
-            carries = carries_batch(shape, batch, weights)
+            carries, times = carried(shape, batch, weights, seq)
             events.append(Event(start, parameter.bytes, ("planned", "parameter", parameter.number),
                                 op=parameter.op_name, category=INPUTS_CATEGORY, shape=shape, region="input",
-                                allocator="xla_plan", requested=parameter.bytes, batch=carries,
-                                seq=sequence_power(shape, batch, seq) if carries else 0))
+                                allocator="xla_plan", requested=parameter.bytes, batch=carries, seq=times))
         else:
             resident += parameter.bytes
     peak = program.temp_peak()
@@ -251,7 +259,7 @@ def _slack(event: Event, slack: int, parts: List[Event], live_bytes: int, catego
     for part in parts:
         held[(part.batch, part.seq)] += part.delta
     out, left = [], slack
-    for (batch, seq), size in sorted(held.items(), key=lambda kv: (kv[0][0], kv[0][1]), reverse=True):
+    for (batch, seq), size in sorted(held.items(), reverse=True):
         share = int(slack * (size / live_bytes)) if live_bytes and batch else 0
         if share > 0:
             out.append(dataclasses.replace(event, delta=share, key=(event.key, "slack", seq), op="", region="padding",
@@ -586,19 +594,20 @@ class Step:
 
     def batch_size(self) -> Optional[int]:
         """The step's batch: the leading dimension of its first batch parameter (Keras on JAX: data[0])."""
-        for program in self.programs:
-            for parameter in sorted(program.parameters(), key=lambda p: p.number):
-                if is_keras_batch(parameter.op_name) and parameter.dims:
-                    return parameter.dims[0]
-        return None
+        parameter = self._first_batch_parameter()
+        return parameter.dims[0] if parameter else None
 
     def sequence_length(self) -> Optional[int]:
         """Tokens per sample: of the step's first batch parameter, when it is a sequence
         (``rules.buffers.input_sequence``)."""
+        parameter = self._first_batch_parameter()
+        return input_sequence(parameter.dims, parameter.dtype) if parameter else None
+
+    def _first_batch_parameter(self) -> Optional[Parameter]:
         for program in self.programs:
             for parameter in sorted(program.parameters(), key=lambda p: p.number):
                 if is_keras_batch(parameter.op_name) and parameter.dims:
-                    return input_sequence(parameter.dims, parameter.dtype)
+                    return parameter
         return None
 
     def resident(self) -> Dict[str, int]:

@@ -26,7 +26,7 @@ from tb_modelmem.readers.allocator_replay import Event, headline_allocators, rep
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
-from tb_modelmem.rules.buffers import carries_batch, input_sequence, sequence_power, step_category
+from tb_modelmem.rules.buffers import carried, input_sequence, sequence_power, step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
@@ -535,8 +535,9 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
                               else step_category(phase, event.region))
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
-            event.batch = event.category == INPUTS_CATEGORY or carries_batch(event.shape, batch, weight_shapes)
-            event.seq = sequence_power(event.shape, batch, seq) if event.batch else 0
+            event.batch, event.seq = carried(event.shape, batch, weight_shapes, seq)
+            if event.category == INPUTS_CATEGORY and not event.batch:  # an input is the batch, whatever its shape
+                event.batch, event.seq = True, sequence_power(event.shape, batch, seq)
         elif requested in input_sizes:
             event.category = INPUTS_CATEGORY  # read only if it was allocated before the window
             event.batch = True

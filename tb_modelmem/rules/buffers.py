@@ -72,6 +72,14 @@ def sequence_power(shape: str, batch: Optional[int], seq: Optional[int]) -> int:
     return min(power, 2)
 
 
+def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset(),
+            seq: Optional[int] = None) -> Tuple[bool, int]:
+    """(Whether a buffer of ``shape`` carries the batch, how many times it holds the sequence length): the
+    two rules above as every reader asks them of a buffer."""
+    batch_carried = carries_batch(shape, batch, weights)
+    return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
+
+
 def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:
     """Tokens per sample of a step's input of ``dims`` and ``dtype``, if it is a sequence: token ids
     [batch, seq] (integers), or vectors [batch, seq, features] whose two inner sizes differ (a grayscale
