@@ -165,7 +165,9 @@ def zip_with_bomb(src, dst, member, gib):
         for item in zin.infolist():
             if item.filename != member:
                 zout.writestr(item.filename, zin.read(item.filename))
-        with zout.open(zipfile.ZipInfo(member), "w", force_zip64=True) as fh:
+        info = zipfile.ZipInfo(member)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with zout.open(info, "w", force_zip64=True) as fh:
             zeros = b"{" + b" " * ((1 << 24) - 1)
             for _ in range(gib * 64):
                 fh.write(zeros)
