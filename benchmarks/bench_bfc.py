@@ -33,7 +33,7 @@ def child(steps: int) -> None:
 
     from tb_modelmem import proto
     from tb_modelmem.capture import opgraph
-    from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.capture.variables import breakdown_of
     from tb_modelmem.plugin.views.peak import peak_by_category
     from tb_modelmem.readers import allocator_replay, xspace
     from tests.support import trace_fixtures
@@ -69,7 +69,7 @@ def child(steps: int) -> None:
 
     xspace.replay = timed_replay
     reduce_times, categorise_times = [], []
-    record = breakdown(model, training.optimizer)
+    record = breakdown_of(model, training.optimizer)
     for _ in range(5):
         replay_seconds.clear()
         started = time.perf_counter()

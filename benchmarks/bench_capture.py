@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras
 
 from benchmarks.timing import median_seconds
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 
 
 def main() -> None:
@@ -34,9 +34,9 @@ def main() -> None:
     variables = list(model.variables) + list(optimizer.variables)
     params = model.count_params()
 
-    capture = median_seconds(lambda: breakdown(model, optimizer), args.repeats)
+    capture = median_seconds(lambda: breakdown_of(model, optimizer), args.repeats)
     values = median_seconds(lambda: [v.numpy() for v in variables], args.repeats)
-    total = sum(v.bytes for v in breakdown(model, optimizer).variables)
+    total = sum(v.bytes for v in breakdown_of(model, optimizer).variables)
     print(f"{args.model} + Adam: {len(variables)} variables, {params:,} model params, {total / 2**20:.1f} MiB in all")
     print(f"breakdown (shapes/dtypes): {capture * 1e3:8.1f} ms")
     print(f"read every value:          {values * 1e3:8.1f} ms")
@@ -49,7 +49,7 @@ def main() -> None:
         opt = keras.optimizers.Adam()
         opt.build(stack.trainable_variables)
         all_vars = list(stack.variables) + list(opt.variables)
-        timings[width] = (median_seconds(lambda: breakdown(stack, opt), args.repeats),
+        timings[width] = (median_seconds(lambda: breakdown_of(stack, opt), args.repeats),
                           median_seconds(lambda: [v.numpy() for v in all_vars], args.repeats))
         print(f"width {width:5d}: {stack.count_params():>12,} params  breakdown {timings[width][0] * 1e3:7.2f} ms"
               f"  values {timings[width][1] * 1e3:7.2f} ms")

@@ -90,7 +90,7 @@ def tf1_run(logdir: str) -> None:
     import tensorflow as tf
 
     from tb_modelmem import summary
-    from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.capture.variables import breakdown_of
     from tb_modelmem.readers.checkpoint import read_checkpoint
     from tb_modelmem.readers.run_metadata import reduce_run_metadata
 
@@ -102,7 +102,7 @@ def tf1_run(logdir: str) -> None:
         run_metadata = traced_step(sess, x, y, train_op)
         writer = v1.summary.FileWriter(run_dir)
         writer.add_run_metadata(run_metadata, "step_1", global_step=1)  # plain TF1: what old log dirs hold
-        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.add_summary(summary.pb("storage", breakdown_of(None, None)).SerializeToString(), 1)
         writer.add_summary(summary.pb("ops", reduce_run_metadata(run_metadata)).SerializeToString(), 1)
         prefix = v1.train.Saver().save(sess, os.path.join(run_dir, "ckpt", "model.ckpt"), global_step=1)
         writer.add_summary(summary.pb("checkpoint", read_checkpoint(prefix)).SerializeToString(), 1)

@@ -108,9 +108,9 @@ def variables(name: str, model: Any = None, optimizer: Any = None, step: Optiona
     dtypes only. In a TF1 session script, pass ``writer=`` your FileWriter.
     """
     def capture() -> Breakdown:
-        from tb_modelmem.capture.variables import breakdown as take
+        from tb_modelmem.capture.variables import breakdown_of
 
-        return take(model, optimizer)
+        return breakdown_of(model, optimizer)
 
     return write(name, capture, step, description, writer)
 
@@ -141,11 +141,11 @@ def _session_graph(graph: Any) -> Tuple[List[Any], Any]:
             return [], None
         graph = tf.compat.v1.get_default_graph()
     from tb_modelmem.capture.opgraph import graph_info
-    from tb_modelmem.capture.variables import breakdown as take
+    from tb_modelmem.capture.variables import breakdown_of
     from tb_modelmem.rules.join import Vocabulary
 
     with graph.as_default():
-        vocabulary = Vocabulary.from_breakdown(take(None, None)) if graph.get_collection("variables") else None
+        vocabulary = Vocabulary.from_breakdown(breakdown_of(None, None)) if graph.get_collection("variables") else None
     return graph_info(graph).graphs, vocabulary
 
 

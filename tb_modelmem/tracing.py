@@ -216,7 +216,7 @@ class Trace:
         here and the tab joins them to the run's breakdown by name. ``profiling``: the profiler
         may still be recording, so None if a variable's shape is only known by running an op."""
         from tb_modelmem.capture.opgraph import model_in, variables_of
-        from tb_modelmem.capture.variables import breakdown, fully_defined, static_dims
+        from tb_modelmem.capture.variables import breakdown_of, fully_defined, static_dims
         from tb_modelmem.rules.join import Vocabulary
 
         model = self.model if self.model is not None else model_in(self.function)
@@ -225,7 +225,7 @@ class Trace:
         variables = variables_of(model, self.optimizer)
         if profiling and not all(map(fully_defined, map(static_dims, variables))):
             return None
-        return Vocabulary.from_breakdown(breakdown(model, self.optimizer)), variables
+        return Vocabulary.from_breakdown(breakdown_of(model, self.optimizer)), variables
 
     def _graph_info(self, variables: List[Any], ran: Set[str]) -> Any:
         """The shapes and dataflow of the traced graphs that ran (``ran``: their function names);

@@ -33,7 +33,7 @@ from tb_modelmem.schema import names, records
 Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 
 
-def breakdown(model: Any = None, optimizer: Any = None) -> records.Breakdown:
+def breakdown_of(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint, a list
     or dict of variables, nested or not, or None for the TF1 default graph) and ``optimizer``."""
     tf = _tf()

@@ -14,6 +14,7 @@ import dataclasses
 import re
 from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
+from tb_modelmem.rules.buffers import LOSS_COPY, STAYS_FLOAT32
 from tb_modelmem.schema.compaction import PER_CATEGORY
 from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
@@ -42,6 +43,7 @@ class Event:
     requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
     batch: bool = False  # the buffer carries the step's batch dimension (``rules.buffers.carries_batch``)
     seq: int = 0  # and its sequence length this many times (``rules.buffers.sequence_power``)
+    mixed: str = ""  # what it is under a mixed policy besides 16-bit (``rules.buffers.under_mixed_policy``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
     fragmentation: Optional[float] = None  # the allocator's own figure after the event (BFC: 0..1), if it reports one
@@ -66,18 +68,23 @@ class _Live:
     region: str
     batch: bool = False
     seq: int = 0
+    mixed: str = ""
     requested: int = 0  # what the buffer's allocation asked for (0: not recorded)
 
     @property
     def parts(self) -> Tuple[str, ...]:
         """The Timeline columns its bytes count in (``_Columns``)."""
-        return _PARTS[(self.batch, self.seq if self.batch else 0)]
+        if not self.batch:
+            return ("by_category",)
+        return _BATCH_PARTS[self.seq] + _MIXED_PARTS.get(self.mixed, ())
 
 
-# Which per-category columns a buffer's bytes count in, by (carries the batch, times it carries the sequence).
-_PARTS = {(False, 0): ("by_category",), (True, 0): ("by_category", "batch_by_category"),
-          (True, 1): ("by_category", "batch_by_category", "seq_by_category"),
-          (True, 2): ("by_category", "batch_by_category", "seq2_by_category")}
+# The per-category columns a batch-carrying buffer's bytes count in, by the times it carries the sequence,
+# and by what it is under a mixed policy.
+_BATCH_PARTS = {0: ("by_category", "batch_by_category"),
+                1: ("by_category", "batch_by_category", "seq_by_category"),
+                2: ("by_category", "batch_by_category", "seq2_by_category")}
+_MIXED_PARTS = {STAYS_FLOAT32: ("float32_by_category",), LOSS_COPY: ("loss_copy_by_category",)}
 
 
 class _Columns:
@@ -142,7 +149,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         if event.delta > 0:
             if entry is None:
                 entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region,
-                                                event.batch, event.seq)
+                                                event.batch, event.seq, event.mixed)
             entry.bytes += event.delta
             columns.add(entry, event.delta)
             op = entry.op

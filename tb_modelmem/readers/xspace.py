@@ -26,7 +26,7 @@ from tb_modelmem.readers.allocator_replay import Event, headline_allocators, rep
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
-from tb_modelmem.rules.buffers import carried, input_sequence, sequence_power, step_category
+from tb_modelmem.rules.buffers import carried, input_sequence, sequence_power, step_category, under_mixed_policy
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
@@ -508,11 +508,14 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             batch: Optional[int] = None, pipeline: AbstractSet[str] = frozenset(),
             weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None) -> List[Event]:
     """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase,
-    with whether it carries the ``batch`` and how many times the sequence length ``seq``.
+    with whether it carries the ``batch``, how many times the sequence length ``seq``, and what it would be
+    under a mixed policy.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input, and
     so is one made on tf.data's threads or by an op that ran only there (``pipeline``)."""
     out = []
+    made: List[Event] = []  # the allocations, and their ops' phases
+    phases: List[str] = []
     last: Dict[str, float] = {}  # allocator -> its count after the previous event
     for m in sorted(memory, key=lambda e: e.time_ps):
         stats = m.stats
@@ -538,11 +541,15 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.batch, event.seq = carried(event.shape, batch, weight_shapes, seq)
             if event.category == INPUTS_CATEGORY and not event.batch:  # an input is the batch, whatever its shape
                 event.batch, event.seq = True, sequence_power(event.shape, batch, seq)
+            made.append(event)
+            phases.append(phase)
         elif requested in input_sizes:
             event.category = INPUTS_CATEGORY  # read only if it was allocated before the window
             event.batch = True
             event.seq = 1 if seq else 0  # a batch of [batch, seq] tokens
         out.append(event)
+    for i, role in under_mixed_policy([e.op for e in made], phases, [e.batch for e in made]).items():
+        made[i].mixed = role
     return out
 
 

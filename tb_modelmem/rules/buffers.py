@@ -1,11 +1,13 @@
 """What a buffer allocated during a traced step is: its peak category (``step_category``), whether it
-carries the step's batch (``carries_batch``) and how many times its sequence length (``sequence_power``).
+carries the step's batch (``carries_batch``), how many times its sequence length (``sequence_power``), and
+what it would be under a Keras mixed-precision policy (``under_mixed_policy``).
 One rule for every reader, so a byte is categorised the same way whatever recorded it (RunMetadata, an
 XSpace, an XLA program, a memory profile, a torch trace)."""
 
 from __future__ import annotations
 
-from typing import AbstractSet, Optional, Sequence, Tuple
+import re
+from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
@@ -25,6 +27,12 @@ from tb_modelmem.schema.names import (
 )
 
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
+# Keras' normalization layers by their default names (layer_normalization_4, batch_normalization,
+# group_normalization, rms_normalization...), in an op's scope ("functional/layer_normalization_4_1/mul").
+_NORMALIZATION_SCOPE = re.compile(r"(?:^|/)[a-z_]*normalization(?:_\d+)*/")
+# What a buffer is under a mixed policy, besides 16-bit (``under_mixed_policy``).
+STAYS_FLOAT32 = "float32"
+LOSS_COPY = "loss_copy"
 
 
 def step_category(phase: str, region: str = "") -> str:
@@ -78,6 +86,22 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
     two rules above as every reader asks them of a buffer."""
     batch_carried = carries_batch(shape, batch, weights)
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
+
+
+def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequence[bool]) -> Dict[int, str]:
+    """What the batch-carrying buffers of a float32 step would be under a Keras mixed policy besides 16-bit,
+    by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, in time
+    order): STAYS_FLOAT32 for the loss's (Keras computes a loss in float32) and a normalization layer's
+    (``ops.layer_normalization``, ``moments`` and BatchNormalization compute in float32, forward and
+    backward); LOSS_COPY for the model's output (the last batch-carrying forward buffer: the output depends
+    on every other), which the loss reads as a float32 copy beside its 16-bit self. Layers are known by
+    Keras' default names: one its user renamed counts as 16-bit."""
+    out = {i: STAYS_FLOAT32 for i, (op, phase, carries) in enumerate(zip(ops, phases, batch))
+           if carries and (phase == LOSS or _NORMALIZATION_SCOPE.search(op))}
+    forward = [i for i, (phase, carries) in enumerate(zip(phases, batch)) if carries and phase == FORWARD]
+    if forward:
+        out[forward[-1]] = LOSS_COPY
+    return out
 
 
 def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:

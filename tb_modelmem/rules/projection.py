@@ -414,13 +414,15 @@ class _Step:
         slot_ratio = _slot_ratio(state, projected_state)
         self.slot_sizes = (state.bytes[WEIGHTS_CATEGORY] + (projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0),
                            state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY])
+        self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
             fixed_factor = {OPTIMIZER_TEMPORARIES_CATEGORY: slot_ratio, GRADIENTS_CATEGORY: gradient_share}.get(
                 category, 1.0)
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
-            self.series[category] = [(v - b) * fixed_factor + g * factor for v, b, g
-                                     in zip(in_window[category], self.batch[category], self.grown[category])]
+            wide = self.wide.get(category, [0.0] * n)
+            self.series[category] = [(v - b) * fixed_factor + g * factor + w for v, b, g, w
+                                     in zip(in_window[category], self.batch[category], self.grown[category], wide)]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
         state_traced = sum(state.bytes.values())
@@ -431,6 +433,26 @@ class _Step:
             value = projected_state.get(category)
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
+
+    def _wide(self, timeline: Any, scale: float, dtype_factor: float) -> Dict[str, List[float]]:
+        """What a change of precision policy leaves wider than ``dtype_factor`` makes it, per computed category
+        at each point (``rules.buffers.under_mixed_policy``): the batch-carrying bytes Keras keeps float32
+        (x 1 - dtype_factor more: none when the policy stays), and, from float32 to a mixed policy, the loss's
+        float32 copy of the model's output (x 1 more). Both grown with the batch and the sequence as their
+        category's batch-carrying bytes are at that point."""
+        if dtype_factor == 1.0:
+            return {}
+        out: Dict[str, List[float]] = {}
+        for category in _COMPUTED:
+            kept = timeline.float32_by_category.get(category)
+            copied = timeline.loss_copy_by_category.get(category) if dtype_factor < 1.0 else None
+            if not kept and not copied:
+                continue
+            n = len(timeline.t_us)
+            kept, copied = kept or [0.0] * n, copied or [0.0] * n
+            out[category] = [scale * (g / b if b else 1.0) * (k * (1.0 - dtype_factor) + c)
+                             for b, g, k, c in zip(self.batch[category], self.grown[category], kept, copied)]
+        return out
 
     def _carried(self, category: str, at: int) -> str:
         """The bytes that carry the batch at timeline point ``at``, at the asked sequence length: those that
@@ -472,6 +494,12 @@ class _Step:
                             f"(weights + slots: {_size(after)} / {_size(before)} traced)")
             else:
                 formula += f"; {_size(rest)} do not, kept"
+            wide = self.wide.get(category, ())
+            if wide and wide[at] >= 0.5:
+                formula += (f"; + {_size(wide[at])} the mixed policy leaves wider (normalization layers and the loss "
+                            "kept float32, the loss's float32 copy of the model's output)")
+            elif wide and wide[at] <= -0.5:
+                formula += f"; - {_size(-wide[at])} not widened (normalization layers and the loss: float32 already)"
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
         held = self.series[UNATTRIBUTED_CATEGORY]

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
 from demo.models import seed001_convnet
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 from tb_modelmem.rules import layers as layer_capture
 from tb_modelmem.schema import names
 from tests.support.capture_models import OPTIMIZERS, small_model, stored_bytes, train_one_step
@@ -34,7 +34,7 @@ def by_role(found):
 
 def test_seed001_convnet_adam_keras3():
     model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
-    found = breakdown(model)
+    found = breakdown_of(model)
     totals = by_role(found)
     assert totals[names.WEIGHT] == SEED001_WEIGHT_BYTES
     assert totals[names.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
@@ -53,7 +53,7 @@ def test_seed001_convnet_adam_keras3():
 
 def test_seed001_layers_and_dtype():
     model = train_one_step(seed001_convnet("convnet"), keras.optimizers.Adam(), (28, 28, 1))
-    found = breakdown(model)
+    found = breakdown_of(model)
     assert {v.dtype for v in found.variables if v.role != names.OTHER} == {"float32"}
     kernel = next(v for v in found.variables if v.name == "convnet/conv1/kernel")
     assert (kernel.layer, kernel.bytes, kernel.replicas) == ("convnet/conv1", 5 * 5 * 1 * 32 * 4, 1)
@@ -65,7 +65,7 @@ def test_every_keras_optimizer_reconciles(key):
     make, slots_per_weight = OPTIMIZERS[key]
     model = train_one_step(small_model(), make(), (6, 6, 2))
     optimizer = model.optimizer
-    found = breakdown(model)
+    found = breakdown_of(model)
 
     assert sum(v.bytes for v in found.variables) == stored_bytes(model.variables + optimizer.variables)
     assert len(found.variables) == len({id(v) for v in model.variables + optimizer.variables})
@@ -91,7 +91,7 @@ def test_slot_of_matches_keras_own_mapping():
     """The optimizer's per-weight lists, indexed with Keras' own _get_variable_index."""
     model = train_one_step(small_model(), keras.optimizers.Adam(), (6, 6, 2))
     optimizer = model.optimizer
-    by_name = {v.name: v for v in breakdown(model).variables}
+    by_name = {v.name: v for v in breakdown_of(model).variables}
     for weight in model.trainable_variables:
         index = optimizer._get_variable_index(weight)
         for kind, slot_list in (("momentum", optimizer._momentums), ("velocity", optimizer._velocities)):
@@ -101,7 +101,7 @@ def test_slot_of_matches_keras_own_mapping():
 
 def test_adafactor_factored_slot_shapes():
     model = train_one_step(small_model(), keras.optimizers.Adafactor(), (6, 6, 2))
-    slots = {(v.slot_of, v.slot): v for v in breakdown(model).variables if v.role == names.OPTIMIZER_SLOT}
+    slots = {(v.slot_of, v.slot): v for v in breakdown_of(model).variables if v.role == names.OPTIMIZER_SLOT}
     kernel = "small/fc1/kernel"  # [64, 5]
     assert slots[(kernel, "r")].shape == [64] and slots[(kernel, "c")].shape == [5]
     assert slots[(kernel, "velocity")].shape == [64, 5]
@@ -120,7 +120,7 @@ def test_custom_optimizer_slots_found_by_keras_naming():
             self.assign_sub(variable, learning_rate * gradient)
 
     model = train_one_step(small_model(), TracingSGD(learning_rate=0.1), (6, 6, 2))
-    slots = [v for v in breakdown(model).variables if v.role == names.OPTIMIZER_SLOT]
+    slots = [v for v in breakdown_of(model).variables if v.role == names.OPTIMIZER_SLOT]
     assert sorted(v.slot_of for v in slots) == sorted(w.path for w in model.trainable_variables)
     assert {v.slot for v in slots} == {"grad_trace"}
 
@@ -138,7 +138,7 @@ def mixed_float16():
 def test_mixed_float16_loss_scale_state_is_other(mixed_float16):
     model = train_one_step(small_model(), keras.optimizers.Adam(), (6, 6, 2))
     assert isinstance(model.optimizer, keras.mixed_precision.LossScaleOptimizer)  # wrapped by compile
-    found = breakdown(model)
+    found = breakdown_of(model)
     roles = {v.name: v.role for v in found.variables}
     assert roles["loss_scale_optimizer/dynamic_scale"] == names.OTHER
     assert roles["loss_scale_optimizer/step_counter"] == names.OTHER
@@ -173,7 +173,7 @@ def test_capture_reads_no_variable_values(monkeypatch):
     for attr in ("numpy", "value", "__array__"):
         watch(keras.Variable, attr, lambda v: v.path)
 
-    found = breakdown(model)
+    found = breakdown_of(model)
     assert len(found.variables) == len(model.variables + model.optimizer.variables) == 28
     learning_rate = model.optimizer._learning_rate.path
     assert set(reads) <= {learning_rate, learning_rate + ":0"}
@@ -193,7 +193,7 @@ def test_tf_module_and_plain_variable_list():
                 self.ema = tf.Variable(tf.zeros([4]), trainable=False, name="ema")
 
     module = Affine()
-    found = breakdown(module)
+    found = breakdown_of(module)
     roles = {v.name: (v.role, v.layer, v.bytes, v.dtype) for v in found.variables}
     assert roles == {
         "affine/w": (names.WEIGHT, "affine", 48, "float32"),
@@ -202,17 +202,17 @@ def test_tf_module_and_plain_variable_list():
         "affine/ema": (names.NON_TRAINABLE, "affine", 16, "float32"),
     }
     assert found.source == "tf.Module" and found.model_name == "affine"
-    listed = breakdown([module.w, module.b])
+    listed = breakdown_of([module.w, module.b])
     assert listed.source == "variables" and [v.bytes for v in listed.variables] == [48, 32]
     with pytest.raises(ValueError, match="executing eagerly"):
-        breakdown(None)  # None means a TF1 graph; eagerly there is none to read
+        breakdown_of(None)  # None means a TF1 graph; eagerly there is none to read
 
 
 def test_checkpoint_walk_finds_model_and_optimizer():
     model = train_one_step(seed001_convnet("ckpt_net"), keras.optimizers.Adam(), (28, 28, 1))
     step = tf.Variable(7, dtype=tf.int64, trainable=False, name="step")
     average = tf.Variable(tf.zeros([10]), trainable=False, name="average")
-    found = breakdown(tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step, average=average))
+    found = breakdown_of(tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step, average=average))
     totals = by_role(found)
     assert totals[names.WEIGHT] == SEED001_WEIGHT_BYTES
     assert totals[names.OPTIMIZER_SLOT] == SEED001_ADAM_SLOT_BYTES
@@ -249,7 +249,7 @@ def test_seed001_tf1_graph_adam(with_optimizer):
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             session.run(train, {x: np.zeros((1, 28, 28, 1)), y: np.zeros((1,))})
-        found = breakdown(None, optimizer if with_optimizer else None)
+        found = breakdown_of(None, optimizer if with_optimizer else None)
     totals = by_role(found)
     assert totals == {names.WEIGHT: SEED001_WEIGHT_BYTES, names.OPTIMIZER_SLOT: SEED001_ADAM_SLOT_BYTES,
                       names.OTHER: 8}
@@ -276,7 +276,7 @@ def test_tf1_optimizers_get_slot(make, slot_names):
         step = v1.train.get_or_create_global_step()
         optimizer = make()
         optimizer.minimize(tf.reduce_sum(w * w), global_step=step)
-        found = breakdown(None, optimizer)
+        found = breakdown_of(None, optimizer)
     slots = [v for v in found.variables if v.role == names.OPTIMIZER_SLOT]
     assert {v.slot for v in slots} == slot_names
     assert all(v.slot_of == "dense/kernel" and v.bytes == 48 and v.layer == "dense" for v in slots)
@@ -351,7 +351,7 @@ def test_nested_models_flatten_to_paths_and_generic_fallback():
     assert found["outer/inner/d"].derivation == "(4+1)*3 = 15"
     assert found["outer/scale"].derivation == "3*2 + 1 = 7"
     assert sum(r.params for r in found.values()) == outer.count_params()
-    variables = breakdown(outer).variables
+    variables = breakdown_of(outer).variables
     assert {v.layer for v in variables} == set(found)  # variables roll up to the same layer paths
     assert [v.layer for v in variables if v.name.endswith("d/kernel")] == ["outer/inner/d"]
 
@@ -374,7 +374,7 @@ def test_variables_with_unknown_static_shape_count_their_current_bytes(monkeypat
 
     for attr in ("numpy", "read_value", "value", "_read_variable_op", "__array__", "read_value_no_copy"):
         monkeypatch.setattr(resource_variable_ops.BaseResourceVariable, attr, no_reads)
-    found = {v.name: (v.shape, v.bytes) for v in breakdown(module).variables}
+    found = {v.name: (v.shape, v.bytes) for v in breakdown_of(module).variables}
     assert found == {"growing/rows": ([2, 3], 24), "growing/any": ([5], 40), "growing/ids": ([4], 16)}
 
 
@@ -383,19 +383,19 @@ def test_tf1_variable_of_unknown_rank_is_recorded_not_fatal():
         v1 = tf.compat.v1
         known = v1.Variable(tf.zeros([3, 4]), name="known")
         v1.Variable(v1.placeholder_with_default(tf.zeros([2]), shape=None), validate_shape=False, name="free")
-        found = {v.name: (v.shape, v.bytes) for v in breakdown().variables}
+        found = {v.name: (v.shape, v.bytes) for v in breakdown_of().variables}
     assert known.shape == [3, 4]
     assert found == {"known": ([3, 4], 48), "free": ([-1], 0)}  # unknown until run: no bytes claimed
 
 
 def test_nested_containers_of_variables_and_clear_errors_for_anything_else():
     w, b = tf.Variable(tf.zeros([3, 4]), name="w"), tf.Variable(tf.zeros([4]), name="b")
-    found = breakdown({"dense": [w, {"bias": b}]})
+    found = breakdown_of({"dense": [w, {"bias": b}]})
     assert [(v.name, v.bytes) for v in found.variables] == [("w", 48), ("b", 16)]
     with pytest.raises(TypeError, match="str"):
-        breakdown("model.keras")
+        breakdown_of("model.keras")
     with pytest.raises(TypeError, match="EagerTensor"):
-        breakdown([w, tf.constant(1.0)])
+        breakdown_of([w, tf.constant(1.0)])
 
 
 def test_scope_layers_of_a_tf1_graph_with_an_unknown_shape_count_only_known_params():
@@ -406,7 +406,7 @@ def test_scope_layers_of_a_tf1_graph_with_an_unknown_shape_count_only_known_para
             v1.Variable(tf.zeros([4]), name="bias")
             v1.Variable(v1.placeholder_with_default(tf.zeros([2, 4]), shape=[None, 4]), validate_shape=False,
                         name="memory")
-        found = breakdown()
+        found = breakdown_of()
     (layer,) = layer_capture.scope_layer_records(found.variables)
     assert (layer.name, layer.params) == ("dense", 16)  # the [?,4] memory holds an unknown count
     assert layer.derivation == "3*4 + 4 + ?*4 = 16 + ?"
@@ -421,6 +421,6 @@ def test_optimizer_whose_get_config_raises_still_gets_its_breakdown():
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="fc")], name="scheduled")
     model = train_one_step(model, keras.optimizers.Adam(learning_rate=Halving(), beta_1=0.8), (4,))
-    found = breakdown(model)
+    found = breakdown_of(model)
     assert by_role(found)[names.OPTIMIZER_SLOT] == 2 * (4 + 1) * 3 * 4
     assert found.optimizer["class_name"] == "Adam" and found.optimizer["config"]["beta_1"] == 0.8

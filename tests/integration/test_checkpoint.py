@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 from tb_modelmem.readers.checkpoint import InspectError, find_prefix, read_checkpoint
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tests.support.checkpoint_models import (
@@ -100,7 +100,7 @@ def test_tf2_legacy_optimizer_slot_variables(tmp_path):
     # A variable is named as it was created (tf.Variable's default "Variable"), as live capture names it.
     assert [(s.slot, s.slot_of, s.bytes) for s in slot] == [("momentum", module.w.name.split(":")[0], 48)]
     assert by_role(bd)[WEIGHT] == 48
-    live = breakdown(checkpoint)
+    live = breakdown_of(checkpoint)
     assert [(v.name, v.role, v.slot, v.slot_of) for v in live.variables if v.role != OTHER] == \
         [(v.name, v.role, v.slot, v.slot_of) for v in bd.variables if v.role != OTHER]
 
@@ -165,7 +165,7 @@ def test_a_step_counter_is_other_live_and_in_the_file(convnet, tmp_path):
     (issue 7 item 8: live capture called it a weight, inspect other)."""
     checkpoint = tf.train.Checkpoint(model=convnet, optimizer=convnet.optimizer, step=tf.Variable(1))
     assert checkpoint.step.trainable
-    live = {v.name: v.role for v in breakdown(checkpoint).variables}
+    live = {v.name: v.role for v in breakdown_of(checkpoint).variables}
     stored = {v.name: v.role for v in read_checkpoint(checkpoint.save(str(tmp_path / "ckpt"))).variables}
     assert live[checkpoint.step.name.split(":")[0]] == stored[checkpoint.step.name.split(":")[0]] == OTHER
     assert by_role_of(live) == by_role_of({k: v for k, v in stored.items() if k != "save_counter"})

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 from tb_modelmem.readers.checkpoint import read_checkpoint
 from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.schema import names, records
@@ -52,7 +52,7 @@ def canonical(bd):
 
 def saved_sources(model, folder):
     """Breakdown of the model from each format; a format Keras cannot write for it is left out."""
-    found = {"live": breakdown(model)}
+    found = {"live": breakdown_of(model)}
     prefix = tf.train.Checkpoint(model=model, optimizer=model.optimizer).save(os.path.join(folder, "ckpt"))
     found["tf2 checkpoint"] = read_checkpoint(prefix)
     for fmt, save in ((".keras", model.save), (".weights.h5", model.save_weights), (".h5", model.save)):
@@ -132,7 +132,7 @@ def gan(tmp_path_factory):
 @pytest.mark.parametrize("source", ["live", "checkpoint file"])
 def test_dcgan_two_optimizers_each_slot_is_its_weights(gan, source):
     checkpoint, prefix, pairs = gan
-    bd = breakdown(checkpoint) if source == "live" else read_checkpoint(prefix)
+    bd = breakdown_of(checkpoint) if source == "live" else read_checkpoint(prefix)
     models = [m for m, _ in pairs]
     optimizers = [o for _, o in pairs]
     totals = records.bytes_by_role(bd.variables)

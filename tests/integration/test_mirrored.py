@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
-    from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.capture.variables import breakdown_of
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
     model.fit(np.zeros((4, 4)), np.zeros((4, 2)), batch_size=4, verbose=0)
     single = sum(int(np.prod(v.shape)) * tf.as_dtype(v.dtype).size
                  for v in model.variables + model.optimizer.variables)
-    print(json.dumps({"single_copy_bytes": single, "breakdown": breakdown(model).to_dict()}))
+    print(json.dumps({"single_copy_bytes": single, "breakdown": breakdown_of(model).to_dict()}))
     """
 )
 

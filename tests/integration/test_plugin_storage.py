@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from demo.models import mnist_like, seed001_convnet, seed001_tf1_graph
 from tb_modelmem import summary
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 from tests.support.plugin_harness import Served, layer_rows
 
 
@@ -32,7 +32,7 @@ def served(tmp_path_factory) -> Served:
     with tf.Graph().as_default():
         seed001_tf1_graph("adam")
         writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tf1"))
-        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.add_summary(summary.pb("storage", breakdown_of(None, None)).SerializeToString(), 1)
         writer.close()
     return Served(logdir)
 
@@ -98,7 +98,7 @@ def test_tf1_variables_of_unknown_shape_are_served_with_no_params(tmp_path):
                         name="memory")
         v1.Variable(v1.placeholder_with_default(tf.zeros([2]), shape=None), validate_shape=False, name="free")
         writer = v1.summary.FileWriter(str(tmp_path / "tf1"))
-        writer.add_summary(summary.pb("storage", breakdown(None, None)).SerializeToString(), 1)
+        writer.add_summary(summary.pb("storage", breakdown_of(None, None)).SerializeToString(), 1)
         writer.close()
     body = Served(str(tmp_path)).json("/breakdown", run="tf1", tag="storage")
     variables = {v["name"]: v for v in body["variables"]["rows"]}

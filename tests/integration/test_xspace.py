@@ -16,7 +16,7 @@ import pytest
 
 from tb_modelmem import proto
 from tb_modelmem.capture.opgraph import graph_info, variables_of
-from tb_modelmem.capture.variables import breakdown
+from tb_modelmem.capture.variables import breakdown_of
 from tb_modelmem.readers import xspace
 from tb_modelmem.rules.join import Vocabulary
 from tb_modelmem.schema import metadata, payload
@@ -40,7 +40,7 @@ def graph_and_vocabulary(profiled: Profiled, function: Any = None) -> Tuple[Any,
     """What tb_modelmem.trace(model=, optimizer=) gives the reducer: the graph and the model's layers."""
     variables = variables_of(profiled.model, profiled.optimizer)
     return (graph_info(function or profiled.train_step, variables),
-            Vocabulary.from_breakdown(breakdown(profiled.model, profiled.optimizer)))
+            Vocabulary.from_breakdown(breakdown_of(profiled.model, profiled.optimizer)))
 
 
 @pytest.fixture(scope="module")

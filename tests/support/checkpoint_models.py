@@ -7,7 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from demo.models import seed001_convnet
+from demo.models import seed001_convnet, seed001_tf1_graph
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 # conv 5x5x1x32, conv 5x5x32x64, dense [3136, 1024], dense [1024, 10] + biases, float32
@@ -28,20 +28,10 @@ def assert_reconciled(bd):
 
 
 def save_tf1_convnet(folder):
-    """The seed-001 TF1 graph: tf.compat.v1 variables, AdamOptimizer, Saver, one training step."""
+    """The seed-001 TF1 graph (demo.models.seed001_tf1_graph: AdamOptimizer) after one training step, saved."""
     v1 = tf.compat.v1
     with tf.Graph().as_default():
-        x = v1.placeholder(tf.float32, [None, 28, 28, 1])
-        y = v1.placeholder(tf.int64, [None])
-        w1, b1 = tf.Variable(v1.truncated_normal([5, 5, 1, 32], stddev=0.1)), tf.Variable(tf.zeros([32]))
-        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME") + b1), 2, 2, "SAME")
-        w2, b2 = tf.Variable(v1.truncated_normal([5, 5, 32, 64], stddev=0.1)), tf.Variable(tf.zeros([64]))
-        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, w2, 1, "SAME") + b2), 2, 2, "SAME")
-        w3, b3 = tf.Variable(v1.truncated_normal([3136, 1024], stddev=0.1)), tf.Variable(tf.zeros([1024]))
-        h = tf.nn.relu(tf.reshape(h, [-1, 3136]) @ w3 + b3)
-        w4, b4 = tf.Variable(v1.truncated_normal([1024, 10], stddev=0.1)), tf.Variable(tf.zeros([10]))
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h @ w4 + b4))
-        train = v1.train.AdamOptimizer(1e-4).minimize(loss)
+        x, y, _, train = seed001_tf1_graph("adam")
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
             sess.run(train, {x: np.zeros([2, 28, 28, 1]), y: [0, 1]})

@@ -122,7 +122,7 @@ def lenet_tf1_traced(partition_graphs: bool = False) -> TracedSession:
     import tensorflow as tf
 
     from tb_modelmem.capture.opgraph import graph_info
-    from tb_modelmem.capture.variables import breakdown
+    from tb_modelmem.capture.variables import breakdown_of
     from tb_modelmem.rules.join import Vocabulary
 
     v1 = tf.compat.v1
@@ -153,7 +153,7 @@ def lenet_tf1_traced(partition_graphs: bool = False) -> TracedSession:
         with v1.variable_scope("flatten"):
             h = tf.reshape(h, [1, 7 * 7 * 64])
         logits = dense(dense(h, "dense", (3136, 1024), True), "dense_1", (1024, 10), False)
-        vocabulary = Vocabulary.from_breakdown(breakdown())
+        vocabulary = Vocabulary.from_breakdown(breakdown_of())
         info = graph_info(graph)
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())

@@ -1,0 +1,73 @@
+"""What a mixed precision policy leaves wider than 16-bit (rules/buffers.py ``under_mixed_policy``, What if's
+policy arithmetic in rules/projection.py): the rule on the op names, phases and order of a real float32 trace
+(tests/support/projection_run.py's causal LM, TF executor, read off its XSpace), and the projection on a
+hand-made one-point trace against figures computed here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_modelmem.rules.buffers import LOSS_COPY, STAYS_FLOAT32, under_mixed_policy
+from tb_modelmem.rules.projection import WhatIf, project
+from tb_modelmem.schema.names import ACTIVATIONS_CATEGORY as ACTIVATIONS
+from tb_modelmem.schema.names import BACKWARD, FORWARD, LOSS, OPTIMIZER
+from tb_modelmem.schema.records import OpTable, OpTrace, Timeline
+
+F = "StatefulPartitionedCall/functional_1/"
+# (op, phase, carries the batch) in the order the causal LM's float32 step allocated them
+STEP = [
+    ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/Cast", LOSS, True),
+    (F + "embedding_1/GatherV2", FORWARD, True),
+    (F + "layer_normalization_1/moments/SquaredDifference", FORWARD, True),
+    (F + "layer_normalization_1/moments/mean", FORWARD, False),
+    (F + "multi_head_attention_1/einsum/Einsum", FORWARD, True),
+    ("StatefulPartitionedCall/gradient_tape/functional_1/dense_1_1/Gelu/Square", BACKWARD, True),
+    (F + "layer_normalization_4_1/mul_1", FORWARD, True),
+    (F + "my_norm/mul", FORWARD, True),  # a normalization its user renamed: not known as one
+    (F + "dense_4_1/Tensordot/MatMul", FORWARD, True),  # the logits: the model's output
+    ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits/"
+     "SparseSoftmaxCrossEntropyWithLogits", LOSS, False),
+    ("StatefulPartitionedCall/gradient_tape/functional_1/layer_normalization_4_1/mul_2/Mul_1", BACKWARD, True),
+    ("StatefulPartitionedCall/gradient_tape/functional_1/dense_2_2/Tensordot/MatMul/MatMul", BACKWARD, True),
+    ("StatefulPartitionedCall/adam_w/Square_35", OPTIMIZER, False),
+]
+
+
+def test_normalization_and_the_loss_stay_float32_and_the_output_is_copied_for_the_loss():
+    ops, phases, batch = zip(*STEP)
+    found = under_mixed_policy(ops, phases, batch)
+    assert found == {0: STAYS_FLOAT32, 2: STAYS_FLOAT32, 6: STAYS_FLOAT32, 8: LOSS_COPY, 10: STAYS_FLOAT32}
+
+
+def test_a_step_with_no_forward_buffer_copies_nothing():
+    assert under_mixed_policy(["a/b"], [BACKWARD], [True]) == {}
+
+
+MiB = 2**20
+CARRIED, KEPT, OUTPUT, FIXED = 40 * MiB, 6 * MiB, 30 * MiB, 2 * MiB  # activations at the peak
+
+
+def _trace() -> OpTrace:
+    total = float(CARRIED + FIXED)
+    timeline = Timeline([0.0], [total], ["x"], {ACTIVATIONS: [total]}, {ACTIVATIONS: [float(CARRIED)]},
+                        float32_by_category={ACTIVATIONS: [float(KEPT)]},
+                        loss_copy_by_category={ACTIVATIONS: [float(OUTPUT)]})
+    return OpTrace(ops=OpTable.from_rows([]), source="xspace", timeline=timeline, peak_bytes=int(total),
+                   batch_size=8, counts_resident=True, allocations="all")
+
+
+@pytest.mark.parametrize("batch", [None, 16])
+def test_a_mixed_policy_halves_what_it_computes_in_16_bits_only(batch):
+    answer = project(_trace(), None, WhatIf(batch=batch, policy="mixed_bfloat16"))
+    scale = (batch or 8) / 8
+    # every batch-carrying byte halved, then the float32-kept ones given their other half back, and the
+    # output's float32 copy added whole; the bytes that do not carry the batch stay
+    expected = scale * (CARRIED * 0.5 + KEPT * 0.5 + OUTPUT) + FIXED
+    assert answer["by_category"][ACTIVATIONS] == round(expected)
+    (line,) = [line for line in answer["basis"] if line["category"] == ACTIVATIONS]
+    assert "mixed policy leaves wider" in line["formula"], line["formula"]
+
+
+def test_float32_as_traced_leaves_the_columns_unused():
+    answer = project(_trace(), None, WhatIf(batch=16))
+    assert answer["by_category"][ACTIVATIONS] == 2 * CARRIED + FIXED
