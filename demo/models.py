@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -31,8 +33,9 @@ def mnist_like(n: int, seed: int = 0):
     return rng.random((n, 28, 28, 1), dtype=np.float32), rng.integers(0, 10, size=(n,))
 
 
-def seed001_tf1_graph(optimizer: str = "adam"):
-    """The same ConvNet in TF1 graph mode, in the current default graph (as in seed 001).
+def seed001_tf1_graph(optimizer: Any = "adam"):
+    """The same ConvNet in TF1 graph mode, in the current default graph (as in seed 001), trained by
+    ``optimizer``: "adam", "momentum", "sgd", or a ``tf.compat.v1.train.Optimizer``.
 
     Returns ``(x, y, loss, train_op)``. Call inside ``tf.Graph().as_default()``.
     """
@@ -59,9 +62,10 @@ def seed001_tf1_graph(optimizer: str = "adam"):
     h = layer("fc1", h, [7 * 7 * 64, 1024], tf.matmul, tf.nn.relu)
     logits = layer("fc2", h, [1024, 10], tf.matmul)
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-    opt = {"adam": lambda: v1.train.AdamOptimizer(1e-4),
-           "momentum": lambda: v1.train.MomentumOptimizer(1e-3, 0.9),
-           "sgd": lambda: v1.train.GradientDescentOptimizer(1e-3)}[optimizer]()
+    opt = optimizer if not isinstance(optimizer, str) else {
+        "adam": lambda: v1.train.AdamOptimizer(1e-4),
+        "momentum": lambda: v1.train.MomentumOptimizer(1e-3, 0.9),
+        "sgd": lambda: v1.train.GradientDescentOptimizer(1e-3)}[optimizer]()
     return x, y, loss, opt.minimize(loss)
 
 

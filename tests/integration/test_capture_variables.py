@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 
-from demo.models import seed001_convnet
+from demo.models import seed001_convnet, seed001_tf1_graph
 from tb_modelmem.capture.variables import breakdown_of
 from tb_modelmem.rules import layers as layer_capture
 from tb_modelmem.schema import names
@@ -223,29 +223,11 @@ def test_checkpoint_walk_finds_model_and_optimizer():
     assert [layer.params for layer in found.layers if layer.params] == [832, 51_264, 3_212_288, 10_250]
 
 
-def seed001_tf1_graph():
-    """The seed-001 ConvNet as a TF1 graph with AdamOptimizer; returns the optimizer and train op."""
-    x = v1.placeholder(tf.float32, [None, 28, 28, 1])
-    y = v1.placeholder(tf.int64, [None])
-    h = x
-    for shape in ([5, 5, 1, 32], [5, 5, 32, 64]):
-        w = v1.Variable(v1.truncated_normal(shape, stddev=0.1))
-        b = v1.Variable(tf.zeros(shape[-1:]))
-        h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, w, 1, "SAME") + b), 2, 2, "SAME")
-    h = tf.reshape(h, [-1, 7 * 7 * 64])
-    for shape in ([3136, 1024], [1024, 10]):
-        w = v1.Variable(v1.truncated_normal(shape, stddev=0.1))
-        b = v1.Variable(tf.zeros(shape[-1:]))
-        h = tf.matmul(h, w) + b
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=h))
-    optimizer = v1.train.AdamOptimizer(1e-4)
-    return optimizer, optimizer.minimize(loss), (x, y)
-
-
 @pytest.mark.parametrize("with_optimizer", [True, False], ids=["get_slot", "name_patterns"])
 def test_seed001_tf1_graph_adam(with_optimizer):
     with tf.Graph().as_default():
-        optimizer, train, (x, y) = seed001_tf1_graph()
+        optimizer = v1.train.AdamOptimizer(1e-4)
+        x, y, _, train = seed001_tf1_graph(optimizer)
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             session.run(train, {x: np.zeros((1, 28, 28, 1)), y: np.zeros((1,))})
@@ -258,9 +240,9 @@ def test_seed001_tf1_graph_adam(with_optimizer):
     assert by_name["beta1_power"].role == by_name["beta2_power"].role == names.OTHER
     assert by_name["beta1_power"].dtype == "float32"
     # One vocabulary: names alone give the slots the names get_slot_names() gives them.
-    assert (by_name["Variable/Adam"].slot, by_name["Variable/Adam_1"].slot) == ("m", "v")
-    assert by_name["Variable_4/Adam_1"].slot_of == "Variable_4"
-    assert by_name["Variable_4/Adam_1"].shape == [3136, 1024]
+    assert (by_name["conv1/kernel/Adam"].slot, by_name["conv1/kernel/Adam_1"].slot) == ("m", "v")
+    assert by_name["fc1/kernel/Adam_1"].slot_of == "fc1/kernel"
+    assert by_name["fc1/kernel/Adam_1"].shape == [3136, 1024]
     assert found.source == "tf1"
     assert (found.optimizer is not None) == with_optimizer
 
