@@ -2,7 +2,7 @@
 
 Builds a keras.applications model (weights=None; nothing downloaded) with a built Adam,
 then times, in this one process and side by side (median of --repeats):
-  breakdown  tb_modelmem.capture.variables.breakdown (shapes and dtypes only)
+  breakdown  tb_modelmem.capture.variables.breakdown_of (shapes and dtypes only)
   values     reading every model and optimizer variable's value (what a naive tool would do)
 and prints the ratio. Then the scaling check: the same 16-layer Dense stack at width 128
 and at width 1024 (64x the parameters, same number of variables); breakdown time should

@@ -88,7 +88,7 @@ def test_capture_failure_warns_and_training_goes_on(tmp_path, monkeypatch):
     def broken(model=None, optimizer=None):
         raise RuntimeError("capture exploded")
 
-    monkeypatch.setattr("tb_modelmem.capture.variables.breakdown", broken)
+    monkeypatch.setattr("tb_modelmem.capture.variables.breakdown_of", broken)
     model = model_and_data()
     with pytest.warns(RuntimeWarning, match="capture exploded"):
         history = fit(model, MemoryCallback(str(tmp_path)), epochs=3)

@@ -161,7 +161,7 @@ def rezip(src, dst, replace=None, compression=zipfile.ZIP_STORED, extra=()):
 def zip_with_bomb(src, dst, member, gib):
     """``src`` with ``member`` replaced by ``gib`` GiB of JSON white space, deflated (a few MB on disk)."""
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compresslevel=1) as zout:
         for item in zin.infolist():
             if item.filename != member:
                 zout.writestr(item.filename, zin.read(item.filename))
