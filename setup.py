@@ -52,8 +52,8 @@ setup(
         "tensorflow": ["tensorflow>=2.16"],
         # the suite runs real TensorFlow, JAX and torch (Keras 3 on each backend); scripts/setup_env.sh
         # installs torch's CPU build first
-        "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "playwright", "grpcio-tools", "xprof", "fsspec", "ruff",
-                 "mypy", "jax[cpu]"],
+        "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "pytest-xdist", "playwright", "grpcio-tools", "xprof",
+                 "fsspec", "ruff", "mypy", "jax[cpu]"],
     },
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],

@@ -18,4 +18,7 @@ paths=(tests)
 for arg in "$@"; do
   if [ -e "${arg%%::*}" ]; then paths=(); break; fi
 done
-.venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 "$@"
+# Two workers (pytest-xdist), one test file each at a time, so a file's module fixtures (a demo log dir, one
+# TensorBoard per loader) are made once; TEST_WORKERS=0 runs in this process, one test after another.
+.venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 \
+  -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
