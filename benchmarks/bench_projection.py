@@ -5,7 +5,8 @@ GPT-style causal LM at batch 8 and 128 tokens: AdamW), TF_CPU_ALLOCATOR_USE_BFC=
 recorded), ``tests/support/projection_run.py`` trains and profiles one step at the base batch and at 2x, 4x
 and 8x (the LM: 4x the batch, and 2x and 4x the sequence length), ``--repeats`` runs each in fresh
 processes (the executor's order moves a step's peak from run to run). The base run's trace is projected to
-each target (``tb_modelmem.estimate``) and compared with the median measured peak there; so is the formula
+each target (``tb_modelmem.estimate``; the LM also to mixed_bfloat16 and to SGD with momentum) and
+compared with the median measured peak there; so is the formula
 estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Adam in float32, weights +
 gradients + two slots, activations ignored).
 
@@ -34,14 +35,18 @@ def targets(model: str) -> List[Target]:
     base = BASE[model]
     if model == "causal_lm":
         return [(f"batch {4 * base}", {"batch": 4 * base}, {"batch": 4 * base})] + [
-            (f"seq {k * SEQ}", {"seq": k * SEQ}, {"seq": k * SEQ}) for k in (2, 4)]
+            (f"seq {k * SEQ}", {"seq": k * SEQ}, {"seq": k * SEQ}) for k in (2, 4)] + [
+            ("bf16", {"policy": "mixed_bfloat16"}, {"policy": "mixed_bfloat16"}),
+            ("momentum", {"optimizer": "momentum"}, {"optimizer": "momentum"})]
     return [(f"batch {k * base}", {"batch": k * base}, {"batch": k * base}) for k in (2, 4, 8)]
 
 
-def run(folder: str, model: str, batch: int, seq: int = SEQ) -> Dict[str, int]:
+def run(folder: str, model: str, batch: int, seq: int = SEQ, policy: str = "float32",
+        optimizer: str = "") -> Dict[str, int]:
     """One run in a fresh process: its measured peak and Keras' own figures."""
     truth = os.path.join(folder, "truth.json")
-    extra = ["--seq", str(seq), "--optimizer", "adamw"] if model == "causal_lm" else []
+    extra = ["--seq", str(seq), "--optimizer", optimizer or "adamw"] if model == "causal_lm" else []
+    extra += ["--policy", policy]
     subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth,
                     *extra], cwd=ROOT, check=True, capture_output=True, timeout=1200,
                    env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))

@@ -1000,6 +1000,38 @@ def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
     tab.close()
 
 
+def test_what_if_under_a_mixed_policy_says_what_stays_float32(batch_one_tb, browser, shots):
+    """Issue 38 item 3 in the tab: the float32 LM asked under mixed_bfloat16; the activations' Basis cell
+    says what the policy leaves wider (normalization, the loss, its float32 copy of the output) and its
+    arithmetic gives the Projected cell; every figure is the API's."""
+    import tb_modelmem
+
+    logdir, tb = batch_one_tb
+    api = tb_modelmem.estimate(logdir, run="lm_64/train", policy="mixed_bfloat16")
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lm_64/train", "ops")
+    tab.text("whatif-traced", "AdamW · float32 · batch 8 · sequence 64")
+    tab.testid("whatif-policy").select_option("mixed_bfloat16")
+    tab.testid("whatif-project").click()
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+    tab.page.screenshot(path=os.path.join(shots, "whatif-policy.png"))
+    rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
+    shown = {}
+    for i in range(rows.count()):
+        cells = [rows.nth(i).locator(".cell").nth(k).inner_text().strip() for k in range(5)]
+        shown[cells[0]] = cells
+    wider = [cells for cells in shown.values() if "mixed policy leaves wider" in cells[4]]
+    assert [cells[0] for cells in wider if cells[0] == "Activations"], shown
+    for cells in wider:  # each such Basis cell gives its Projected cell
+        value, slack = basis_arithmetic(cells[4])
+        assert abs(value - int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
+    figures = [int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
+               if name != "Peak in use"]
+    assert sorted(figures) == sorted(v for v in api["by_category"].values())
+    assert [e for e in tab.errors if "400" not in e] == []
+    tab.close()
+
+
 def test_what_a_new_user_trips_over_reads_plainly(demo_tb, browser, shots):
     """Issue 39 item 5 on the demo log dir: one ticked run in Compare says why nothing is compared; a layer
     row some of whose ops have no figure says the unknown ones are ops; Growth's function names that share a
