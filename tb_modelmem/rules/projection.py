@@ -495,11 +495,9 @@ class _Step:
             else:
                 formula += f"; {_size(rest)} do not, kept"
             wide = self.wide.get(category, ())
-            if wide and wide[at] >= 0.5:
-                formula += (f"; + {_size(wide[at])} the mixed policy leaves wider (normalization layers and the loss "
-                            "kept float32, the loss's float32 copy of the model's output)")
-            elif wide and wide[at] <= -0.5:
-                formula += f"; - {_size(-wide[at])} not widened (normalization layers and the loss: float32 already)"
+            if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
+                formula += (f"; + {_size(wide[at])} kept float32 (norm, loss, output copy)" if wide[at] > 0
+                            else f"; - {_size(-wide[at])} float32 already (norm, loss)")
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
         held = self.series[UNATTRIBUTED_CATEGORY]

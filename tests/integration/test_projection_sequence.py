@@ -97,7 +97,7 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
         if line["projected_bytes"] is not None and line["category"] != "unattributed":
             value, slack = basis_arithmetic(line["formula"])
             assert abs(value - line["projected_bytes"]) <= slack + 1, line
-    assert any("mixed policy leaves wider" in line["formula"] for line in answer["basis"])
+    assert any("kept float32 (norm, loss, output copy)" in line["formula"] for line in answer["basis"])
 
 
 def test_the_tab_asks_the_length_and_gets_the_same_answer(lm):

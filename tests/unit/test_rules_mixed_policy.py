@@ -65,7 +65,7 @@ def test_a_mixed_policy_halves_what_it_computes_in_16_bits_only(batch):
     expected = scale * (CARRIED * 0.5 + KEPT * 0.5 + OUTPUT) + FIXED
     assert answer["by_category"][ACTIVATIONS] == round(expected)
     (line,) = [line for line in answer["basis"] if line["category"] == ACTIVATIONS]
-    assert "mixed policy leaves wider" in line["formula"], line["formula"]
+    assert "kept float32 (norm, loss, output copy)" in line["formula"], line["formula"]
 
 
 def test_float32_as_traced_leaves_the_columns_unused():
