@@ -1,7 +1,8 @@
 """How far the What-if projection is from the peak real runs measure (issue 28), beside a formula estimate.
 
 For each model (seed 002's LeNet, keras-io's transformer, MobileNetV2 96x96 with weights=None: Adam; a
-GPT-style causal LM at batch 8 and 128 tokens: AdamW), TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation
+GPT-style causal LM and, with keras-hub installed, KerasHub's LlamaCausalLM (issue 38's client), at batch 8
+and 128 tokens: AdamW), TF_CPU_ALLOCATOR_USE_BFC=true (every CPU allocation
 recorded), ``tests/support/projection_run.py`` trains and profiles one step at the base batch and at 2x, 4x
 and 8x (the LM: 4x the batch, and 2x and 4x the sequence length), ``--repeats`` runs each in fresh
 processes (the executor's order moves a step's peak from run to run). The base run's trace is projected to
@@ -10,7 +11,7 @@ compared with the median measured peak there; so is the formula
 estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Adam in float32, weights +
 gradients + two slots, activations ignored).
 
-    python -m benchmarks.bench_projection [--models lenet transformer mobilenet causal_lm] [--repeats 2]
+    python -m benchmarks.bench_projection [--models lenet transformer mobilenet causal_lm llama] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import tempfile
 from typing import Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8}
+BASE = {"lenet": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8, "llama": 8}
+LANGUAGE_MODELS = ("causal_lm", "llama")  # AdamW, at SEQ tokens; "llama" needs keras-hub (not a test dependency)
 SEQ = 128  # the causal LM's traced length
 # What each model is projected to, beside its base: (label, what a real run changes, the estimate's arguments)
 Target = Tuple[str, Dict[str, int], Dict[str, int]]
@@ -33,7 +35,7 @@ Target = Tuple[str, Dict[str, int], Dict[str, int]]
 
 def targets(model: str) -> List[Target]:
     base = BASE[model]
-    if model == "causal_lm":
+    if model in LANGUAGE_MODELS:
         return [(f"batch {4 * base}", {"batch": 4 * base}, {"batch": 4 * base})] + [
             (f"seq {k * SEQ}", {"seq": k * SEQ}, {"seq": k * SEQ}) for k in (2, 4)] + [
             ("bf16", {"policy": "mixed_bfloat16"}, {"policy": "mixed_bfloat16"}),
@@ -45,7 +47,7 @@ def run(folder: str, model: str, batch: int, seq: int = SEQ, policy: str = "floa
         optimizer: str = "") -> Dict[str, int]:
     """One run in a fresh process: its measured peak and Keras' own figures."""
     truth = os.path.join(folder, "truth.json")
-    extra = ["--seq", str(seq), "--optimizer", optimizer or "adamw"] if model == "causal_lm" else []
+    extra = ["--seq", str(seq), "--optimizer", optimizer or "adamw"] if model in LANGUAGE_MODELS else []
     extra += ["--policy", policy]
     subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth,
                     *extra], cwd=ROOT, check=True, capture_output=True, timeout=1200,
@@ -61,7 +63,7 @@ def run(folder: str, model: str, batch: int, seq: int = SEQ, policy: str = "floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(BASE))
+    parser.add_argument("--models", nargs="+", default=[m for m in BASE if m != "llama"])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     import tb_modelmem

@@ -548,7 +548,8 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.batch = True
             event.seq = 1 if seq else 0  # a batch of [batch, seq] tokens
         out.append(event)
-    for i, role in under_mixed_policy([e.op for e in made], phases, [e.batch for e in made]).items():
+    for i, role in under_mixed_policy([e.op for e in made], phases, [e.batch for e in made],
+                                      [e.dtype for e in made]).items():
         made[i].mixed = role
     return out
 

@@ -27,11 +27,12 @@ from tb_modelmem.schema.names import (
 )
 
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
-# Keras' normalization layers by their default names (layer_normalization_4, batch_normalization,
-# group_normalization, rms_normalization...), in an op's scope ("functional/layer_normalization_4_1/mul").
-_NORMALIZATION_SCOPE = re.compile(r"(?:^|/)[a-z_]*normalization(?:_\d+)*/")
+# Layers Keras and KerasHub compute in float32 under a mixed policy, by their default names in an op's scope:
+# normalization (layer_normalization_4, batch_normalization, KerasHub's self_attention_layernorm) and
+# softmax (KerasHub's attention_softmax): "functional/layer_normalization_4_1/mul".
+_FLOAT32_SCOPE = re.compile(r"(?:^|/)[a-z_]*(?:normalization|norm|softmax)(?:_\d+)*/")
 # What a buffer is under a mixed policy, besides 16-bit (``under_mixed_policy``).
-STAYS_FLOAT32 = "float32"
+KEEPS_WIDTH = "keeps_width"
 LOSS_COPY = "loss_copy"
 
 
@@ -88,17 +89,22 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
 
 
-def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequence[bool]) -> Dict[int, str]:
+def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequence[bool],
+                       dtypes: Sequence[str]) -> Dict[int, str]:
     """What the batch-carrying buffers of a float32 step would be under a Keras mixed policy besides 16-bit,
-    by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, in time
-    order): STAYS_FLOAT32 for the loss's (Keras computes a loss in float32) and a normalization layer's
-    (``ops.layer_normalization``, ``moments`` and BatchNormalization compute in float32, forward and
-    backward); LOSS_COPY for the model's output (the last batch-carrying forward buffer: the output depends
-    on every other), which the loss reads as a float32 copy beside its 16-bit self. Layers are known by
-    Keras' default names: one its user renamed counts as 16-bit."""
-    out = {i: STAYS_FLOAT32 for i, (op, phase, carries) in enumerate(zip(ops, phases, batch))
-           if carries and (phase == LOSS or _NORMALIZATION_SCOPE.search(op))}
-    forward = [i for i, (phase, carries) in enumerate(zip(phases, batch)) if carries and phase == FORWARD]
+    by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, their
+    ``dtypes``, in time order). KEEPS_WIDTH for what a policy leaves as traced: integers and booleans (a
+    mask, an index), the loss's buffers (Keras computes a loss in float32), a normalization layer's
+    (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms: float32, forward
+    and backward) and a softmax layer's (KerasHub's attention softmax). LOSS_COPY for the model's output
+    (the last floating-point batch-carrying forward buffer: the output depends on every other), which the
+    loss reads as a float32 copy beside its 16-bit self. Layers are known by Keras' and KerasHub's default
+    names: one its user renamed counts as 16-bit."""
+    floating = [not dtype or dtype.startswith(("float", "bfloat", "half")) for dtype in dtypes]
+    out = {i: KEEPS_WIDTH for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
+           if carries and (not real or phase == LOSS or _FLOAT32_SCOPE.search(op))}
+    forward = [i for i, (phase, carries, real) in enumerate(zip(phases, batch, floating))
+               if carries and real and phase == FORWARD]
     if forward:
         out[forward[-1]] = LOSS_COPY
     return out

@@ -436,15 +436,15 @@ class _Step:
 
     def _wide(self, timeline: Any, scale: float, dtype_factor: float) -> Dict[str, List[float]]:
         """What a change of precision policy leaves wider than ``dtype_factor`` makes it, per computed category
-        at each point (``rules.buffers.under_mixed_policy``): the batch-carrying bytes Keras keeps float32
-        (x 1 - dtype_factor more: none when the policy stays), and, from float32 to a mixed policy, the loss's
-        float32 copy of the model's output (x 1 more). Both grown with the batch and the sequence as their
-        category's batch-carrying bytes are at that point."""
+        at each point (``rules.buffers.under_mixed_policy``): the batch-carrying bytes it leaves as traced
+        (float32 Keras keeps, integers, booleans: x 1 - dtype_factor more; none when the policy stays), and,
+        from float32 to a mixed policy, the loss's float32 copy of the model's output (x 1 more). Both grown
+        with the batch and the sequence as their category's batch-carrying bytes are at that point."""
         if dtype_factor == 1.0:
             return {}
         out: Dict[str, List[float]] = {}
         for category in _COMPUTED:
-            kept = timeline.float32_by_category.get(category)
+            kept = timeline.kept_width_by_category.get(category)
             copied = timeline.loss_copy_by_category.get(category) if dtype_factor < 1.0 else None
             if not kept and not copied:
                 continue
@@ -496,8 +496,8 @@ class _Step:
                 formula += f"; {_size(rest)} do not, kept"
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
-                formula += (f"; + {_size(wide[at])} kept float32 (norm, loss, output copy)" if wide[at] > 0
-                            else f"; - {_size(-wide[at])} float32 already (norm, loss)")
+                formula += (f"; + {_size(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
+                            else f"; - {_size(-wide[at])} wide already (norms, loss, ints)")
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
         held = self.series[UNATTRIBUTED_CATEGORY]

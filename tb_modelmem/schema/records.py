@@ -219,9 +219,10 @@ class Timeline(Record):
     # ([batch, heads, seq, seq]: attention scores), at the trace's ``OpTrace.sequence_length``.
     seq_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     seq2_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
-    # Of the batch-carrying bytes of a float32 step, those Keras would keep float32 under a mixed policy, and
-    # the model's output, which a loss under one reads as a float32 copy (``rules.buffers.under_mixed_policy``).
-    float32_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    # Of the batch-carrying bytes of a float32 step, those a mixed policy leaves as traced (what Keras keeps
+    # float32, integers, booleans), and the model's output, which a loss under one reads as a float32 copy
+    # (``rules.buffers.under_mixed_policy``).
+    kept_width_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     loss_copy_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)

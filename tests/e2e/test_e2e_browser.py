@@ -1022,7 +1022,7 @@ def test_what_if_under_a_mixed_policy_says_what_stays_float32(batch_one_tb, brow
         shown[cells[0]] = cells
         width = rows.nth(i).locator(".cell").nth(4).evaluate("c => [c.scrollWidth, c.clientWidth]")
         assert width[0] <= width[1] + 1, (cells, width)  # each Basis cell whole
-    wider = [cells for cells in shown.values() if "kept float32 (norm, loss, output copy)" in cells[4]]
+    wider = [cells for cells in shown.values() if "kept wide (norms, loss, ints, its copy)" in cells[4]]
     assert [cells[0] for cells in wider if cells[0] == "Activations"], shown
     for cells in wider:  # each such Basis cell gives its Projected cell
         value, slack = basis_arithmetic(cells[4])

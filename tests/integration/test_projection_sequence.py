@@ -88,7 +88,7 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
     trace = read_run(traced).trace
     logits = 8 * 128 * 8000 * 4
     assert max(sum(v) for v in zip(*trace.timeline.loss_copy_by_category.values())) >= logits
-    assert max(sum(v) for v in zip(*trace.timeline.float32_by_category.values())) > 0
+    assert max(sum(v) for v in zip(*trace.timeline.kept_width_by_category.values())) > 0
     real = _run(str(tmp_path / "bf16"), 128, policy="mixed_bfloat16")
     answer = tb_modelmem.estimate(traced, policy="mixed_bfloat16")
     measured = real["allocator_step_peak"]
@@ -97,7 +97,7 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
         if line["projected_bytes"] is not None and line["category"] != "unattributed":
             value, slack = basis_arithmetic(line["formula"])
             assert abs(value - line["projected_bytes"]) <= slack + 1, line
-    assert any("kept float32 (norm, loss, output copy)" in line["formula"] for line in answer["basis"])
+    assert any("kept wide (norms, loss, ints, its copy)" in line["formula"] for line in answer["basis"])
 
 
 def test_the_tab_asks_the_length_and_gets_the_same_answer(lm):

@@ -14,7 +14,7 @@ def basis_arithmetic(formula: str) -> Tuple[float, float]:
     """(What a basis line's printed arithmetic gives, how far its printed rounding may put that off): a
     leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g", A
     at another sequence length "S1 x r (seq) + S2 x r2 (seq²) + S0", under another precision policy "; + W kept
-    float32 (norm, loss, output copy)" (or "; - W float32 already")."""
+    wide (norms, loss, ints, its copy)" (or "; - W wide already")."""
     def size(number: str, unit: str) -> Tuple[float, float]:
         return float(number.replace(",", "")) * UNIT[unit], 0.5 if unit == "B" else 0.005 * UNIT[unit]
 
@@ -39,7 +39,7 @@ def basis_arithmetic(formula: str) -> Tuple[float, float]:
         factor = float(rest.group(4).replace(",", "")) if rest.group(4) else 1.0
         total += value * factor
         slack += off * factor + (value * factor * 0.0005 if rest.group(4) else 0)
-    wide = re.search("; ([+-]) " + SIZE + r" (?:kept float32 \(|float32 already)", formula)
+    wide = re.search("; ([+-]) " + SIZE + r" (?:kept wide|wide already) \(", formula)
     if wide:  # a policy's float32-kept bytes and the loss's float32 copy
         value, off = size(wide.group(2), wide.group(3))
         total += value if wide.group(1) == "+" else -value

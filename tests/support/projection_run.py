@@ -5,7 +5,8 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes) or "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens). Fits 4 batches
+10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens) or "llama" (KerasHub's
+LlamaCausalLM, 2 layers, width 256, 8 query and 2 key-value heads; needs ``keras-hub``). Fits 4 batches
 with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
 writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
 peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
@@ -39,6 +40,14 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
     if name == "causal_lm":
         tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
         return causal_lm(), tokens[:, :-1], tokens[:, 1:]
+    if name == "llama":  # issue 38's KerasHub client: needs keras-hub, which the suite does not install
+        import keras_hub
+
+        backbone = keras_hub.models.LlamaBackbone(vocabulary_size=CAUSAL_LM_VOCAB, num_layers=2, num_query_heads=8,
+                                                  num_key_value_heads=2, hidden_dim=256, intermediate_dim=688)
+        tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
+        x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
+        return keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -125,7 +134,7 @@ def main() -> None:
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model in ("lenet", "causal_lm"))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model in ("lenet", "causal_lm", "llama"))
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, int] = {}
 

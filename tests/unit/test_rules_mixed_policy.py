@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_modelmem.rules.buffers import LOSS_COPY, STAYS_FLOAT32, under_mixed_policy
+from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, under_mixed_policy
 from tb_modelmem.rules.projection import WhatIf, project
 from tb_modelmem.schema.names import ACTIVATIONS_CATEGORY as ACTIVATIONS
 from tb_modelmem.schema.names import BACKWARD, FORWARD, LOSS, OPTIMIZER
@@ -23,7 +23,7 @@ STEP = [
     (F + "multi_head_attention_1/einsum/Einsum", FORWARD, True),
     ("StatefulPartitionedCall/gradient_tape/functional_1/dense_1_1/Gelu/Square", BACKWARD, True),
     (F + "layer_normalization_4_1/mul_1", FORWARD, True),
-    (F + "my_norm/mul", FORWARD, True),  # a normalization its user renamed: not known as one
+    (F + "pre_mixer/mul", FORWARD, True),  # a normalization its user renamed: not known as one
     (F + "dense_4_1/Tensordot/MatMul", FORWARD, True),  # the logits: the model's output
     ("StatefulPartitionedCall/compile_loss/sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits/"
      "SparseSoftmaxCrossEntropyWithLogits", LOSS, False),
@@ -35,12 +35,31 @@ STEP = [
 
 def test_normalization_and_the_loss_stay_float32_and_the_output_is_copied_for_the_loss():
     ops, phases, batch = zip(*STEP)
-    found = under_mixed_policy(ops, phases, batch)
-    assert found == {0: STAYS_FLOAT32, 2: STAYS_FLOAT32, 6: STAYS_FLOAT32, 8: LOSS_COPY, 10: STAYS_FLOAT32}
+    found = under_mixed_policy(ops, phases, batch, ["float32"] * len(ops))
+    assert found == {0: KEEPS_WIDTH, 2: KEEPS_WIDTH, 6: KEEPS_WIDTH, 8: LOSS_COPY, 10: KEEPS_WIDTH}
+
+
+def test_kerashubs_norms_and_attention_softmax_stay_float32():
+    """KerasHub's Llama computes its RMS norms and its attention softmax in float32 (llama_layernorm.py; a
+    Softmax with dtype="float32" in llama_attention.py): op names of its real float32 trace."""
+    llama = "StatefulPartitionedCall/llama_causal_lm_1/llama_backbone_1/transformer_layer_0_1/"
+    ops = [llama + "self_attention_layernorm_1/Pow", llama + "self_attention_1/attention_softmax_1/SelectV2_1",
+           llama + "self_attention_1/MatMul",
+           "StatefulPartitionedCall/llama_causal_lm_1/token_embedding_1/Tensordot/MatMul"]
+    found = under_mixed_policy(ops, [FORWARD] * 4, [True] * 4, ["float32"] * 4)
+    assert found == {0: KEEPS_WIDTH, 1: KEEPS_WIDTH, 3: LOSS_COPY}
 
 
 def test_a_step_with_no_forward_buffer_copies_nothing():
-    assert under_mixed_policy(["a/b"], [BACKWARD], [True]) == {}
+    assert under_mixed_policy(["a/b"], [BACKWARD], [True], ["float32"]) == {}
+
+
+def test_integers_and_booleans_keep_their_width_and_are_never_the_output():
+    """A [batch, seq, vocab] int32 BitwiseAnd and a bool mask (KerasHub's Llama step holds 33-48 MB of them at
+    its peak) are no float a policy narrows; the logits before them are still the output."""
+    ops = ["f/token_embedding_1/Tensordot/MatMul", "StatefulPartitionedCall/BitwiseAnd", "StatefulPartitionedCall/Less"]
+    found = under_mixed_policy(ops, [FORWARD] * 3, [True] * 3, ["float32", "int32", "bool"])
+    assert found == {0: LOSS_COPY, 1: KEEPS_WIDTH, 2: KEEPS_WIDTH}
 
 
 MiB = 2**20
@@ -50,7 +69,7 @@ CARRIED, KEPT, OUTPUT, FIXED = 40 * MiB, 6 * MiB, 30 * MiB, 2 * MiB  # activatio
 def _trace() -> OpTrace:
     total = float(CARRIED + FIXED)
     timeline = Timeline([0.0], [total], ["x"], {ACTIVATIONS: [total]}, {ACTIVATIONS: [float(CARRIED)]},
-                        float32_by_category={ACTIVATIONS: [float(KEPT)]},
+                        kept_width_by_category={ACTIVATIONS: [float(KEPT)]},
                         loss_copy_by_category={ACTIVATIONS: [float(OUTPUT)]})
     return OpTrace(ops=OpTable.from_rows([]), source="xspace", timeline=timeline, peak_bytes=int(total),
                    batch_size=8, counts_resident=True, allocations="all")
@@ -60,12 +79,12 @@ def _trace() -> OpTrace:
 def test_a_mixed_policy_halves_what_it_computes_in_16_bits_only(batch):
     answer = project(_trace(), None, WhatIf(batch=batch, policy="mixed_bfloat16"))
     scale = (batch or 8) / 8
-    # every batch-carrying byte halved, then the float32-kept ones given their other half back, and the
+    # every batch-carrying byte halved, then the ones kept wide given their other half back, and the
     # output's float32 copy added whole; the bytes that do not carry the batch stay
     expected = scale * (CARRIED * 0.5 + KEPT * 0.5 + OUTPUT) + FIXED
     assert answer["by_category"][ACTIVATIONS] == round(expected)
     (line,) = [line for line in answer["basis"] if line["category"] == ACTIVATIONS]
-    assert "kept float32 (norm, loss, output copy)" in line["formula"], line["formula"]
+    assert "kept wide (norms, loss, ints, its copy)" in line["formula"], line["formula"]
 
 
 def test_float32_as_traced_leaves_the_columns_unused():
