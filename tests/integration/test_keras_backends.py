@@ -112,7 +112,13 @@ def test_the_summary_api_writes_without_tensorflow(run):
     totals = served.json("/breakdown", run="api", tag="storage")["totals"]
     assert totals["weight"] == truth["trainable_bytes"] and totals["optimizer_slot"] == truth["slot_bytes"]
     body = served.json("/ops", run="api", tag="ops")
-    assert body["steps"] == 1 and body["op_count"] >= 20 and body["join"]["fraction"] >= JOINED[backend], body["join"]
+    assert body["steps"] == 1 and body["op_count"] >= 20
+    # The same layers and phases as the callback's run. Not a time share: one step's share moved from 0.96
+    # to 0.77 in CI when the machine preempted a single unjoined op (55% of torch's calls are unjoined
+    # bookkeeping: AccumulateGrad, aten::to, the foreach updates), so the share is asserted on two steps above.
+    placed = {run: {(row["layer"], row["phase"]) for row in served.all_ops(run, "ops") if row["layer"]}
+              for run in ("api", "train")}
+    assert placed["api"] == placed["train"] and len(placed["api"]) >= 15, placed
     assert body["source"] == ("torch profiler" if backend == "torch" else "xspace")
     series = served.json("/growth", run="api", tag="memory")["series"]
     assert series["live_variables"]["values"] == [truth["live_keras_variables"]]
