@@ -5,7 +5,7 @@ Runs (each a folder of the log dir):
   tf1_convnet_adam      TF1 session: breakdown, plain FileWriter.add_run_metadata (an "old log dir"),
                         the per-op table, and the saved checkpoint inspected to the byte (#2, #3)
   lenet_trace           LeNet batch 1 traced with the TF2 profiler: per-op memory and time (#3)
-  lenet_peak            LeNet batch 32, every CPU allocation recorded: the peak split by category (#3)
+  lenet_peak            LeNet batch 32, steps 3-4, every CPU allocation recorded: the peak by category (#3)
   seed004_kept/builds, seed004_cleared/builds
                         8 model builds in one process, kept in a list / dropped with clear_session():
                         what keeps growing and why (#5, the Growth view)
@@ -124,8 +124,8 @@ def lenet_trace_run(logdir: str) -> None:
 
 
 def lenet_peak_run(logdir: str) -> None:
-    """#3 at batch 32 with Adam, one step profiled with every CPU allocation recorded: the peak by
-    category, to the byte. Runs in a fresh process, so the allocator holds this model alone (the
+    """#3 at batch 32 with Adam, steps 3-4 profiled with every CPU allocation recorded: the peak by
+    category, to the byte, and What if with the two steps' spread. Runs in a fresh process, so the allocator holds this model alone (the
     other runs' models would be resident, unattributed bytes) and the BFC CPU allocator is on."""
     import keras
 
@@ -138,7 +138,7 @@ def lenet_peak_run(logdir: str) -> None:
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x, y = mnist_like(32 * 4)
     model.fit(x, y, batch_size=32, epochs=1, verbose=0,
-              callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="lenet_peak", profile_steps=(3, 3))])
+              callbacks=[tb_modelmem.MemoryCallback(logdir, subdir="lenet_peak", profile_steps=(3, 4))])
 
 
 def growth_runs(logdir: str) -> None:

@@ -233,6 +233,13 @@ def format_estimate(result: Dict[str, Any]) -> str:
             + (f", sequence {result['seq']}" if result.get("seq") else "")
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"
             + (f", sequence {traced['seq']}" if traced.get("seq") else "")]
+    steps = result.get("steps") or []
+    if steps:
+        low, high = min(s["peak_bytes"] for s in steps), max(s["peak_bytes"] for s in steps)
+        out.append(f"the {len(steps)} traced steps peaked at "
+                   + ", ".join(f"{s['traced_peak_bytes'] / 2**20:,.1f}" for s in steps)
+                   + f" MiB: each projects to {low / 2**20:,.1f}-{high / 2**20:,.1f} MiB, a spread of "
+                   f"{100 * (high - low) / high:.1f}% (how far one step's trace can be trusted)")
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

@@ -18,6 +18,10 @@ export function compareTotals(breakdowns) {
   return rows;
 }
 
+// What the allocator held from before the trace, named only where the trace can tell it apart: a zero
+// there says "not this kind of trace" (RunMetadata, a default allocator), not a measured nothing.
+const NAMED_WHEN_HELD = new Set(["earlier_steps", "held_between_steps"]);
+
 /**
  * The peak's parts in display order: [{category, bytes (null = unknown), reason, share}],
  * then any category a newer backend adds. The parts sum to peak.total.
@@ -28,7 +32,8 @@ export function peakParts(peak) {
   const extra = Object.keys(peak || {}).filter((k) => !known.has(k) && !["total", "unknown", "step_peak_bytes"].includes(k)
     && (peak[k] === null || typeof peak[k] === "number"));
   const total = peak?.total ?? 0;
-  return [...CATEGORIES, ...extra].filter((c) => c in (peak || {}) || c in unknown).map((category) => {
+  return [...CATEGORIES, ...extra].filter((c) => (c in (peak || {}) || c in unknown)
+    && !(NAMED_WHEN_HELD.has(c) && !peak[c] && !(c in unknown))).map((category) => {
     const bytes = peak[category] ?? null;
     return { category, bytes, reason: unknown[category] || (bytes === null ? "not in this data" : ""),
       share: bytes !== null && total ? bytes / total : null };

@@ -66,6 +66,22 @@ export function projectionHeadline(whatif) {
   return `Projected peak ${formatHuman(whatif.peak_bytes)}${at}${was}`;
 }
 
+/**
+ * How far apart the traced steps' own peaks project: "The 2 traced steps peaked at 79.8 MiB and 81.1 MiB: each
+ * projects to 114.5–116.7 MiB, a spread of 1.9% (how far one step's trace can be trusted)"; "" for one step.
+ */
+export function stepsLine(whatif) {
+  const steps = (whatif?.steps || []).filter((s) => isKnown(s?.peak_bytes) && isKnown(s?.traced_peak_bytes));
+  if (steps.length < 2) return "";
+  const projected = steps.map((s) => s.peak_bytes);
+  const low = Math.min(...projected);
+  const high = Math.max(...projected);
+  const traced = steps.map((s) => formatHuman(s.traced_peak_bytes));
+  return `The ${steps.length} traced steps peaked at ${traced.slice(0, -1).join(", ")} and ${traced.at(-1)}:`
+    + ` each projects to ${formatHuman(low)}–${formatHuman(high)}, a spread of ${(100 * (high - low) / high).toFixed(1)}%`
+    + " (how far one step's trace can be trusted)";
+}
+
 /** What the traced step ran with, in one line: "Adam · float32 · batch 32" (" · sequence 128" for a sequence). */
 export function tracedLine(whatif) {
   const traced = whatif?.traced || {};

@@ -41,7 +41,7 @@ export const PHASE_HINT = {
 // above it, what nobody could attribute on top.
 export const CATEGORIES = [
   "weights", "non_trainable", "optimizer_slots", "other_state", "inputs", "activations", "gradients",
-  "optimizer_temporaries", "temporaries", "unattributed",
+  "optimizer_temporaries", "temporaries", "earlier_steps", "held_between_steps", "unattributed",
 ];
 
 // The categories of the variables, resident between steps (the backend's RESIDENT_CATEGORIES).
@@ -57,7 +57,10 @@ export const CATEGORY_LABEL = {
   gradients: "Gradients",
   optimizer_temporaries: "Optimizer temporaries",
   temporaries: "Temporaries",
+  earlier_steps: "From earlier steps",
+  held_between_steps: "Held between steps",
   unattributed: "Unattributed",
+  moved_state: "Variable (its new buffer)",
   total: "Peak in use",
 };
 
@@ -71,7 +74,10 @@ export const CATEGORY_HINT = {
   gradients: "gradients of the weights",
   optimizer_temporaries: "scratch of the weight updates",
   temporaries: "scratch space, loss and metric values",
+  earlier_steps: "allocated before the trace by an earlier step, freed during it",
+  held_between_steps: "allocated before the trace, in use all through it beyond the variables: the allocator's chunk slack",
   unattributed: "in use, but no allocation in the trace names it",
+  moved_state: "a variable's value written to a new buffer (copy-on-write), its old one freed: counted with the variables",
 };
 
 // The variables' categories share the role colours above.
@@ -85,7 +91,10 @@ export const CATEGORY_COLOR = {
   gradients: "#d32f2f",
   optimizer_temporaries: "#c2185b",
   temporaries: "#8d6e63",
+  earlier_steps: "#9575cd",
+  held_between_steps: "#78909c",
   unattributed: "#bdbdbd",
+  moved_state: "#5c6bc0",
   total: "#212121",
 };
 

@@ -60,6 +60,15 @@ test("peak parts: display order, unknown parts null with their reason, shares of
   assert.deepEqual(peakParts(null), []);
 });
 
+test("peak parts: what was held from before the trace shows where the trace names it, not as a zero", () => {
+  const runMetadata = { weights: 4, gradients: 6, earlier_steps: 0, held_between_steps: 0, unattributed: 0, total: 10,
+    unknown: {} };
+  assert.deepEqual(peakParts(runMetadata).map((p) => p.category), ["weights", "gradients", "unattributed"]);
+  const bfc = { ...runMetadata, earlier_steps: 2, held_between_steps: 3, total: 15 };
+  assert.deepEqual(peakParts(bfc).map((p) => p.category), ["weights", "gradients", "earlier_steps", "held_between_steps",
+    "unattributed"]);
+});
+
 test("the import-only baseline is split off and subtracted from peak RSS", () => {
   const { baseline, results } = splitBaseline([
     { format: "baseline", mode: "import tensorflow", peak_rss_bytes: 500 },

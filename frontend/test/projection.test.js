@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../src/projection.js";
+import { budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../src/projection.js";
 
 // /whatif answers of a real run: seed 002's LeNet, Adam, batch 32, traced with the BFC CPU allocator
 // (tests/projection_run.py), asked through the plugin; the "unknown" one is the same trace with no breakdown.
@@ -114,4 +114,13 @@ test("a projected peak at another moment: every basis is taken there and gives t
     + `the traced one at ${(whatif.traced.peak_time_us / 1000).toFixed(2)} ms: each Projected figure is what would be in`
     + " use then, and its Basis is taken at that moment; each Traced figure is the traced peak's.");
   assert.equal(movedLine((await fixture("whatif-lenet.json")).whatif), "");
+});
+
+test("the traced steps' spread: each step's peak and what it projects to, said only for two or more", () => {
+  const whatif = { steps: [{ traced_peak_bytes: 80 * 2 ** 20, peak_bytes: 100 * 2 ** 20 },
+    { traced_peak_bytes: 82 * 2 ** 20, peak_bytes: 104 * 2 ** 20 }] };
+  assert.equal(stepsLine(whatif), "The 2 traced steps peaked at 80.00 MiB and 82.00 MiB: each projects to "
+    + "100.00 MiB–104.00 MiB, a spread of 3.8% (how far one step's trace can be trusted)");
+  assert.equal(stepsLine({ steps: whatif.steps.slice(0, 1) }), "");
+  assert.equal(stepsLine({}), "");
 });

@@ -19,12 +19,16 @@ from tb_modelmem.schema.compaction import PER_CATEGORY
 from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
     MEASURED,
+    MOVED_STATE,
     STEP_CATEGORIES,
 )
 from tb_modelmem.schema.records import BufferRecord, Timeline
 
 MAX_TIMELINE_POINTS = 2000
 _DEVICE_ALLOCATOR = re.compile(r"^(GPU|TPU)_(\d+)_bfc$", re.IGNORECASE)  # an accelerator's: "GPU_0_bfc"
+# The ops that write a variable, and may write it into a new buffer (copy-on-write, while its old value is
+# still read): "StatefulPartitionedCall/adam/AssignSubVariableOp_2", "ResourceApplyAdam".
+_ASSIGNS = re.compile(r"(?:^|/)(?:Assign\w*VariableOp|ResourceApply\w+|ResourceScatter\w+)(?:_\d+)?$")
 
 
 @dataclasses.dataclass
@@ -73,7 +77,9 @@ class _Live:
 
     @property
     def parts(self) -> Tuple[str, ...]:
-        """The Timeline columns its bytes count in (``_Columns``)."""
+        """The Timeline columns its bytes count in (``_Columns``): none once it is a variable's (``_moves``)."""
+        if self.category == MOVED_STATE:
+            return ()
         if not self.batch:
             return ("by_category",)
         return _BATCH_PARTS[self.seq] + _MIXED_PARTS.get(self.mixed, ())
@@ -131,7 +137,8 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     """
     everything = sorted(events, key=lambda e: (e.t_us, e.delta))
     ordered = everything if headline is None else [e for e in everything if e.allocator in headline]
-    before = _allocated_before(ordered)
+    moves = _moves(ordered)
+    before = _allocated_before(ordered, moves)
     live: Dict[Hashable, _Live] = {}
     columns = _Columns(tuple(dict.fromkeys(STEP_CATEGORIES + (BEFORE_WINDOW,)
                                            + tuple(b.category for b in before.values()))))
@@ -167,6 +174,10 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
                 if pre is not None:
                     columns.add(pre, -pre.bytes)
                 op = ""
+        moved = live.get(ordered[moves[len(t_us)]].key) if len(t_us) in moves else None
+        if moved is not None:  # a variable's new buffer, its old one just freed: resident state from now
+            columns.add(moved, -moved.bytes)
+            moved.category = MOVED_STATE
         counted += event.delta
         allocators[event.allocator] = _in_use_after(event, allocators)
         now = sum(allocators.values()) if event.in_use is not None else counted
@@ -182,7 +193,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
             peak, peak_index = now, len(total) - 1
     if peak_index < 0:
         return Replay(Timeline(), 0, 0.0, [])
-    buffers = _in_use_at(ordered, peak_index)
+    buffers = _in_use_at(ordered, peak_index, moves)
     peak_bytes = int(max(peak, lifetime_rose))
     timeline = _timeline(t_us, total, ops, columns.points, _downsample(total, peak_index))
     return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
@@ -192,9 +203,9 @@ def _timeline(t_us: List[float], total: List[float], ops: List[str], columns: Di
               keep: List[int]) -> Timeline:
     """The replay's points at ``keep`` (``_downsample``), categories that never held a byte left out."""
     # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
-    return Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
-                    **{field: {c: [v[i] for i in keep] for c, v in per_category.items() if any(v)}
-                       for field, per_category in columns.items()})
+    parts: Dict[str, Any] = {field: {c: [v[i] for i in keep] for c, v in per_category.items() if any(v)}
+                             for field, per_category in columns.items()}
+    return Timeline([round(t_us[i], 6) for i in keep], [total[i] for i in keep], [ops[i] for i in keep], **parts)
 
 
 def _in_use_after(event: Event, in_use: Dict[str, float]) -> float:
@@ -227,40 +238,77 @@ def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) ->
             for name, (low, high) in sorted(extremes.items())]
 
 
-def _allocated_before(ordered: Sequence[Event]) -> Dict[Hashable, _Live]:
-    """Buffers freed in the window that no event allocated in it: in use since before it."""
+def _allocated_before(ordered: Sequence[Event], moves: Dict[int, int]) -> Dict[Hashable, _Live]:
+    """Buffers freed in the window that no event allocated in it: in use since before it. A variable's old
+    buffer, which a copy replaces when it is freed (``moves``), is not one: it is the variable's till then."""
     allocated, before = set(), {}
-    for event in ordered:
+    for i, event in enumerate(ordered):
         if event.delta > 0:
             allocated.add(event.key)
-        elif event.key not in allocated and event.key not in before:
+        elif event.key not in allocated and event.key not in before and i not in moves:
             before[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region,
                                       event.batch, event.seq)
     return before
 
 
-def _in_use_at(ordered: Sequence[Event], index: int) -> List[BufferRecord]:
+def _moves(ordered: Sequence[Event]) -> Dict[int, int]:
+    """Where a variable's buffer moved: {index of the free of its old buffer: index of the allocation that
+    holds it from then on}. An op that writes a variable (``_ASSIGNS``) can write a new buffer when the old
+    value is still read (TensorFlow's copy-on-write); when a buffer of the same requested size that was
+    allocated before the window, or was itself such a copy, is freed, the oldest copy still waiting takes
+    its place (seed 002's LeNet on BFC: conv2's kernel, 204,800 B, each step; fc1's 12.25 MiB in some runs)."""
+    live: Dict[Hashable, int] = {}  # key -> index of its allocation in use
+    waiting: Dict[int, List[int]] = {}  # requested bytes -> copies not yet holding a variable, oldest first
+    holding: Set[int] = set()
+    moves: Dict[int, int] = {}
+    for i, event in enumerate(ordered):
+        size = event.requested or abs(event.delta)
+        if event.delta > 0:
+            live[event.key] = i
+            if _ASSIGNS.search(event.op):
+                waiting.setdefault(size, []).append(i)
+            continue
+        made = live.pop(event.key, None)
+        if made is not None and made not in holding:
+            if made in waiting.get(size, ()):
+                waiting[size].remove(made)  # a copy freed before it held anything: it was the step's own
+            continue
+        if made is None and event.category not in ("", BEFORE_WINDOW):
+            continue  # an input from before the window, not a variable's
+        queue = [k for k in waiting.get(size, ()) if ordered[k].key in live and live[ordered[k].key] == k]
+        if queue:
+            waiting[size].remove(queue[0])
+            holding.add(queue[0])
+            moves[i] = queue[0]
+    return moves
+
+
+def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, int]] = None) -> List[BufferRecord]:
     """Every buffer in use just after event ``index``: allocated in the window and not yet
-    freed, or allocated before it and freed later."""
+    freed, or allocated before it and freed later; a variable's moved buffer (``_moves``) as MOVED_STATE."""
     live: Dict[Hashable, _Live] = {}
-    for event in ordered[:index + 1]:
+    holding = {made for freed, made in (moves or {}).items() if freed <= index}
+    for i, event in enumerate(ordered[:index + 1]):
         entry = live.get(event.key)
         if event.delta > 0:
             if entry is None:
                 entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
             entry.bytes += event.delta
             entry.requested += max(event.requested, 0)
+            if i in holding:
+                entry.category = MOVED_STATE
         elif entry is not None:
             entry.bytes += event.delta
             if entry.bytes <= 0:
                 del live[event.key]
     allocated = {e.key for e in ordered[:index + 1] if e.delta > 0}
     later: Dict[Hashable, _Live] = {}
-    for event in ordered[index + 1:]:
+    for i, event in enumerate(ordered[index + 1:], index + 1):
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in later:
-            later[event.key] = _Live(-event.delta, "", event.category or BEFORE_WINDOW, "", "", event.region)
+            category = MOVED_STATE if i in (moves or {}) else event.category or BEFORE_WINDOW  # a variable's, till then
+            later[event.key] = _Live(-event.delta, "", category, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
                         bytes_source=MEASURED, requested_bytes=b.requested or None)
            for b in list(live.values()) + list(later.values()) if b.bytes > 0]

@@ -125,9 +125,11 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
                                             weight_shapes, seq)
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
+    if len(steps) > 1 and replayed.timeline.t_us:
+        replayed.timeline.step_starts_us = sorted(round((start - origin_ps) / 1e6, 6) for start in steps)
     return OpTrace(source="xspace", ops=ops, peak_bytes=replayed.peak_bytes, peak_time_us=replayed.peak_time_us,
                    timeline=replayed.timeline, devices=sorted(set(ops.column("device"))),
-                   steps=max(steps or (step.executions() if step else 0), 1),
+                   steps=max(len(steps) or (step.executions() if step else 0), 1),
                    counts_resident=True, peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
                    allocations=allocations, allocations_note=note, allocators=replayed.allocators,
                    layers=list(joiner.vocabulary.layers), xla=step.summary() if step else None,
@@ -170,13 +172,13 @@ class _MemoryEvent:
 
 
 def _read_events(xspace: Any, programs: Any, tf_ops: bool
-                 ) -> Tuple[Dict[Tuple[str, str], _Calls], List[_MemoryEvent], List[xla.XlaEvent], int]:
+                 ) -> Tuple[Dict[Tuple[str, str], _Calls], List[_MemoryEvent], List[xla.XlaEvent], List[int]]:
     """The profile's events, read once: the ops' running totals by (op, device), the allocator's events,
-    the events of XLA programs (``programs``), and the steps (outermost Python function calls) that ran."""
+    the events of XLA programs (``programs``), and when each step (an outermost Python function call) began."""
     calls: Dict[Tuple[str, str], _Calls] = {}
     memory: List[_MemoryEvent] = []
     xla_events: List[xla.XlaEvent] = []
-    steps = 0
+    steps: List[int] = []  # when each began (ps)
     for plane in xspace.planes:
         if not plane.name.startswith(("/host:", "/device:")) or plane.name == hlo.METADATA_PLANE:
             continue
@@ -282,14 +284,16 @@ def _host_op(name: str, display_name: str) -> Optional[Tuple[str, str]]:
     return (eager, eager) if eager and not eager.startswith("__") else None
 
 
-def _outermost_function_calls(line: Any, stat_names: Dict[int, str]) -> int:
-    """Steps = tf.function calls from Python that are not nested inside another one."""
+def _outermost_function_calls(line: Any, stat_names: Dict[int, str]) -> List[int]:
+    """Steps = tf.function calls from Python that are not nested inside another one: when each began (ps)."""
     marker = {k for k, name in stat_names.items() if name == "tf_function_call"}
-    count, end_ps = 0, -1
+    starts: List[int] = []
+    end_ps = -1
     for event in sorted(line.events, key=lambda e: e.offset_ps):
         if any(s.metadata_id in marker for s in event.stats) and event.offset_ps >= end_ps:
-            count, end_ps = count + 1, event.offset_ps + event.duration_ps
-    return count
+            starts.append(line.timestamp_ns * 1000 + event.offset_ps)
+            end_ps = event.offset_ps + event.duration_ps
+    return starts
 
 
 _COLUMNS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "fused", "bytes_source",

@@ -13,6 +13,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 from tb_modelmem.rules import devices, roles
 from tb_modelmem.rules.join import Vocabulary, makes_a_variable
 from tb_modelmem.schema.names import (
+    BEFORE_TRACE_CATEGORIES,
+    BEFORE_WINDOW,
+    EARLIER_STEPS_CATEGORY,
+    HELD_CATEGORY,
     OPTIMIZER_SLOTS_CATEGORY,
     PEAK_CATEGORIES,
     RESIDENT_CATEGORIES,
@@ -106,7 +110,11 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
                 share = min(resident_parts[category], left)
                 parts[category] = share + in_window_state.get(category, 0)
                 left -= share
-            parts[UNATTRIBUTED_CATEGORY] = left
+            freed = sum(size for size, category in zip(trace.peak_buffers.column("bytes"),
+                                                       trace.peak_buffers.column("category"))
+                        if category == BEFORE_WINDOW)
+            held = held_through(trace, sum(resident_parts.values()))
+            parts.update(zip(BEFORE_TRACE_CATEGORIES, (int(v) for v in _split_left(left, freed, held))))
     else:
         step_total = max(trace.peak_bytes, seen)
         parts[UNATTRIBUTED_CATEGORY] = step_total - seen
@@ -141,8 +149,21 @@ def peak_notes(trace: OpTrace, state: Optional[Dict[str, int]], peak: Dict[str, 
             "(its slots are made then, and a variable first written is copied). State made inside the trace is "
             "counted with the step's own buffers, not as weights and slots, and the peak may be that step's, "
             "not the steady one's. Profile a later step for that (MemoryCallback(profile_steps=(3, 3)))")
-    if peak.get(UNATTRIBUTED_CATEGORY) and trace.counts_resident and state is not None:
-        notes[UNATTRIBUTED_CATEGORY] = _held_before(trace, peak[UNATTRIBUTED_CATEGORY], sum(state.values()))
+    if trace.counts_resident and state is not None:
+        if peak.get(HELD_CATEGORY):
+            notes[HELD_CATEGORY] = _held_before(trace, f"{peak[HELD_CATEGORY]:,} B allocated before the trace "
+                                                "and in use all through it", sum(state.values()))
+        if peak.get(EARLIER_STEPS_CATEGORY):
+            notes[EARLIER_STEPS_CATEGORY] = (
+                f"{peak[EARLIER_STEPS_CATEGORY]:,} B allocated before the trace and freed during it: what earlier "
+                "steps left for this one (their last buffers, a batch fetched ahead of its step); the trace saw "
+                "them freed, not made. Profile one step earlier to see which ops made them")
+        if peak.get(UNATTRIBUTED_CATEGORY):
+            notes[UNATTRIBUTED_CATEGORY] = (
+                f"{peak[UNATTRIBUTED_CATEGORY]:,} B in use at the peak that no allocation in the trace names, "
+                "beyond what was held all through it" if _splits_before(trace) else
+                _held_before(trace, f"{peak[UNATTRIBUTED_CATEGORY]:,} B in use at the peak that no allocation in the "
+                             "trace names: held since before it", sum(state.values())))
     return notes
 
 
@@ -156,25 +177,21 @@ def handed_out(buffers: Any) -> Optional[Dict[str, int]]:
     return {"buffers": len(pairs), "requested_bytes": sum(r for _, r in pairs), "bytes": sum(b for b, _ in pairs)}
 
 
-def _held_before(trace: OpTrace, unattributed: int, state: int) -> str:
-    """Why a profile's count holds bytes no allocation in it names, with the figures it has: they were
-    allocated before the window, and past the variables' own sizes. Measured on seed 002's LeNet
-    (BFC, a trace of its first step): Adam's slot chunks 4,143,744 B past their size (the fc1 kernel's
-    momentum, 12,845,056 B asked, handed 16,777,216 B), of the 4.2 MB a step-3 peak leaves unnamed."""
+def _held_before(trace: OpTrace, lead: str, state: int) -> str:
+    """Why a profile's count holds bytes no allocation in it made (``lead``: how many, and what is known of
+    them), with the figures it has: they were allocated before the window, past the variables' own sizes."""
     counted = [a for a in trace.allocators or () if a.get("counted", True) and a.get("min_bytes") is not None]
     low = sum(int(a["min_bytes"]) for a in counted)
     given = handed_out(trace.peak_buffers)
     asked, handed = (given["requested_bytes"], given["bytes"]) if given else (0, 0)
-    text = (f"{unattributed:,} B in use at the peak that no allocation in the trace names: held since before "
-            "the trace, which records only the allocations made inside it")
+    text = lead + ", beyond the run's variables"
     if counted:
-        text += (f". The allocator never held less than {low:,} B during the trace; the run's variables are "
-                 f"{state:,} B")
+        text += f" ({state:,} B; the allocator never held less than {low:,} B during the trace)"
     extra = 100 * (handed - asked) / asked if asked else 0.0
     share = "under 1%" if 0 < extra < 1 else f"{extra:.0f}%"
     more = f" (it handed this trace's buffers {share} more than they asked)" if asked else ""
-    return (text + ". What earlier steps leave allocated: the chunks the allocator handed the variables beyond "
-            f"their own size{more}, and the input pipeline's prefetched batches")
+    return (text + ": the chunks the allocator handed the variables beyond their own size" + more
+            + ", and buffers the runtime keeps between steps (an input pipeline's)")
 
 
 def _state_whole(trace: OpTrace) -> bool:
@@ -201,6 +218,9 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     rest = []
     whole = _state_whole(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
     beyond = beyond_the_step(trace)
+    split = _splits_before(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
+    freed = t.by_category.get(BEFORE_WINDOW) or [0.0] * n
+    held = held_through(trace, sum(constants.values())) if split else 0.0
     for i in range(n):
         if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
             for c in RESIDENT_CATEGORIES:
@@ -212,6 +232,10 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
                 share = min(constants[c], left)
                 by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
                 left -= share
+            if split:
+                earlier, kept, left = _split_left(left, freed[i], held)
+                by_category.setdefault(EARLIER_STEPS_CATEGORY, []).append(earlier)
+                by_category.setdefault(HELD_CATEGORY, []).append(kept)
             rest.append(left)
         else:
             for c in RESIDENT_CATEGORIES:
@@ -221,6 +245,46 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
         by_category[c] = list(in_window[c])
     by_category[UNATTRIBUTED_CATEGORY] = rest
     return {c: v for c, v in by_category.items() if any(v)}
+
+
+def before_the_trace(trace: OpTrace, state_total: float, state_known: bool = True) -> Dict[str, List[float]]:
+    """Each timeline point's bytes in the count beyond the step's own buffers and the variables
+    (``state_total``), by ``BEFORE_TRACE_CATEGORIES``: buffers allocated before the trace that it frees (an
+    earlier step's), what stays in use all through it (``held_through``), and the rest, unattributed. Where
+    the count misses small buffers (``_state_whole``) or the state is not known, all of it is unattributed.
+    What-if starts from these."""
+    beyond = beyond_the_step(trace)
+    rest = [max(b - state_total, 0.0) for b in beyond]
+    if not state_known or not _splits_before(trace):
+        return {UNATTRIBUTED_CATEGORY: rest}
+    freed = trace.timeline.by_category.get(BEFORE_WINDOW) or [0.0] * len(rest)
+    held = held_through(trace, state_total)
+    parts = [_split_left(r, f, held) for r, f in zip(rest, freed)]
+    return {category: [p[i] for p in parts] for i, category in enumerate(BEFORE_TRACE_CATEGORIES)}
+
+
+def held_through(trace: OpTrace, state_total: float) -> float:
+    """Bytes the count holds at every point of the trace beyond the variables, the step's own buffers and
+    what earlier steps left for it to free: allocated before the trace and never freed in it. On BFC these
+    are the chunks it handed the variables past their size (it rounds, and leaves a chunk under twice the
+    request unsplit: seed 002's LeNet, 7,971,376 B on its Adam slots and kernels, measured from the
+    allocator's own events while they were made), and buffers the runtime keeps."""
+    beyond = beyond_the_step(trace)
+    freed = trace.timeline.by_category.get(BEFORE_WINDOW) or [0.0] * len(beyond)
+    return max(min((b - state_total - f for b, f in zip(beyond, freed)), default=0.0), 0.0)
+
+
+def _split_left(left: float, freed: float, held: float) -> Tuple[float, float, float]:
+    """``left`` (beyond the state at one moment) as (earlier steps', held all through, unattributed)."""
+    earlier = min(freed, left)
+    kept = min(held, left - earlier)
+    return earlier, kept, left - earlier - kept
+
+
+def _splits_before(trace: OpTrace) -> bool:
+    """Whether the count holds memory from before the trace, every allocation of it counted: only then is
+    what stays in use all through the trace a figure (``held_through``)."""
+    return trace.counts_resident and not _state_whole(trace)
 
 
 def beyond_the_step(trace: OpTrace) -> List[float]:

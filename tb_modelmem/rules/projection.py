@@ -12,18 +12,22 @@ so a peak that moves to another moment is found, not assumed. Each figure says h
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.peak import beyond_the_step, resident_state
+from tb_modelmem.rules.peak import before_the_trace, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
+    BEFORE_TRACE_CATEGORIES,
     BEFORE_WINDOW,
+    EARLIER_STEPS_CATEGORY,
     GRADIENTS_CATEGORY,
+    HELD_CATEGORY,
     INPUTS_CATEGORY,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER_SLOT,
@@ -132,17 +136,35 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         if line["category"] in unknown and line["category"] not in unsplit:
             line.update(projected_bytes=None, how="unknown", formula=unknown[line["category"]])
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
+    steps = _each_step(trace.timeline, totals) if peak is not None else []
     synced = _gradient_sync(trace, state, what, by_category, unknown)
     if synced is not None and peak is not None and sum(synced.values()) > peak:
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
-    return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown,
+        steps = []  # the all-reduce's moment is not one of the traced steps' own
+    return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
             "shard": what.shard, "seq": what.seq or trace.sequence_length,
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
+    """Each traced step's own peak and what it projects to, where the trace holds two or more steps
+    (``Timeline.step_starts_us``): one trace's steps differ as the executor orders their ops differently, and
+    their spread is how far one projection from one of them can be trusted. A point before the second
+    step's start is the first step's."""
+    starts = timeline.step_starts_us
+    if len(starts) < 2 or not totals:
+        return []
+    peaks = [[0.0, 0.0] for _ in starts]
+    for t, traced, projected in zip(timeline.t_us, timeline.bytes, totals):
+        step = peaks[bisect.bisect_right(starts, t, 1) - 1]
+        step[0], step[1] = max(step[0], traced), max(step[1], projected)
+    return [{"traced_peak_bytes": int(round(traced)), "peak_bytes": int(round(projected))}
+            for traced, projected in peaks if traced or projected]
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
@@ -190,7 +212,8 @@ def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: D
     reduced = math.ceil(weights / what.replicas) if what.shard in ("gradients", "weights") else weights
     at_sync = {c: int(by_category.get(c) or 0) for c in RESIDENT_CATEGORIES}
     at_sync.update({c: 0 for c in STEP_ONLY_CATEGORIES}, inputs=int(by_category.get(INPUTS_CATEGORY) or 0),
-                   gradients=weights + reduced, unattributed=int(by_category.get(UNATTRIBUTED_CATEGORY) or 0))
+                   gradients=weights + reduced)
+    at_sync.update({c: int(by_category.get(c) or 0) for c in BEFORE_TRACE_CATEGORIES if c in by_category})
     return at_sync
 
 
@@ -424,10 +447,10 @@ class _Step:
             self.series[category] = [(v - b) * fixed_factor + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
-        resident = beyond_the_step(trace) if trace.counts_resident else [0.0] * n
-        state_traced = sum(state.bytes.values())
-        # the state, when unknown, stays
-        self.series[UNATTRIBUTED_CATEGORY] = [max(r - state_traced, 0.0) for r in resident]
+        if trace.counts_resident:  # the state, when unknown, stays in it
+            self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
+        else:
+            self.series[UNATTRIBUTED_CATEGORY] = [0.0] * n
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
         for category in RESIDENT_CATEGORIES:
             value = projected_state.get(category)
@@ -500,12 +523,16 @@ class _Step:
                             else f"; - {_size(-wide[at])} wide already (norms, loss, ints)")
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at],
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
-        held = self.series[UNATTRIBUTED_CATEGORY]
-        what = (f"{_size(held[at])}: in use before the step, and not one of the run's variables" if self.state.source
-                else f"{_size(held[at])}: in use before the step (the run's variables among it, not split)")
-        if held[at] != held[traced]:
-            what += f"; at the traced peak {_size(held[traced])}"
-        basis.append(_line(UNATTRIBUTED_CATEGORY, held[traced], held[at], "kept", what))
+        for category in BEFORE_TRACE_CATEGORIES:
+            held = self.series.get(category)
+            if held is None or (category != UNATTRIBUTED_CATEGORY and not (held[at] or held[traced])):
+                continue
+            what = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}"
+            if category == UNATTRIBUTED_CATEGORY and not self.state.source:
+                what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"
+            if held[at] != held[traced]:
+                what += f"; at the traced peak {_size(held[traced])}"
+            basis.append(_line(category, held[traced], held[at], "kept", what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)
             line = lines.get(category)
@@ -567,6 +594,12 @@ def _line(category: str, traced: float, projected: Optional[float], how: str, fo
 
 def _times(factor: float) -> str:
     return f"{factor:,.0f}" if factor >= 100 else f"{factor:.4g}"  # 4 digits: 1/32 reads 0.03125
+
+
+# What-if keeps what the allocator held from before the traced step as it was: its basis says what it is.
+_BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
+                       HELD_CATEGORY: "held all through the traced step beyond the variables' own bytes (chunk slack)",
+                       UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
 
 
 def _size(size: float) -> str:

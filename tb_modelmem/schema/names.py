@@ -39,14 +39,24 @@ ACTIVATIONS_CATEGORY = "activations"  # forward outputs still live (kept for the
 OPTIMIZER_TEMPORARIES_CATEGORY = "optimizer_temporaries"
 INPUTS_CATEGORY = "inputs"
 TEMPORARIES_CATEGORY = "temporaries"  # scratch space, loss and metric values, executor buffers
+# What a count that holds memory from before the trace (a TF2 profile's, BFC's) has beyond the variables and
+# the step's own buffers: what earlier steps allocated and this one frees, what stays in use all through the
+# trace (the chunks the allocator handed the variables past their size, buffers the runtime keeps), and the
+# rest, which no event names.
+EARLIER_STEPS_CATEGORY = "earlier_steps"
+HELD_CATEGORY = "held_between_steps"
 UNATTRIBUTED_CATEGORY = "unattributed"
+BEFORE_TRACE_CATEGORIES = (EARLIER_STEPS_CATEGORY, HELD_CATEGORY, UNATTRIBUTED_CATEGORY)
 PEAK_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY,
                    GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
-                   TEMPORARIES_CATEGORY, UNATTRIBUTED_CATEGORY)
+                   TEMPORARIES_CATEGORY) + BEFORE_TRACE_CATEGORIES
 # Categories of buffers allocated inside a trace window; BEFORE_WINDOW: allocated before it, seen being freed.
 STEP_CATEGORIES = (GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
                    TEMPORARIES_CATEGORY, WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
 BEFORE_WINDOW = "before_window"
+# A buffer a variable-assigning op made that became the variable's own once its old buffer was freed
+# (copy-on-write: the update wrote a copy while the old value was still read): resident state from then on.
+MOVED_STATE = "moved_state"
 
 # The variables, which stay resident between steps, by the role the Storage view gives them, in the
 # order the peak split and the Timeline's stacks take them from a breakdown.

@@ -224,6 +224,9 @@ class Timeline(Record):
     # (``rules.buffers.under_mixed_policy``).
     kept_width_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     loss_copy_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    # When each traced step began (its outermost tf.function call), on the points' clock, where the trace
+    # holds two or more: each step's own peak, and the spread of a projection over them (``rules.projection``).
+    step_starts_us: List[float] = dataclasses.field(default_factory=list)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
 

@@ -5,6 +5,7 @@ same model's TF1 RunMetadata. Run in a fresh process: the allocator is chosen wh
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def _buffer(buffers, shape, category):
     return [b for b in buffers if b["shape"] == shape and b["category"] == category]
 
 
-def test_keras_peak_is_split_byte_for_byte(served):
+def test_keras_peak_is_split_byte_for_byte(served, logdir):
     body = served.json("/ops", run="keras", tag="ops")
     peak = body["peak_by_category"]
     assert body["allocations"] == "all"  # the BFC allocator records every allocation
@@ -52,13 +53,20 @@ def test_keras_peak_is_split_byte_for_byte(served):
     assert peak["optimizer_slots"] == 2 * 13_098_536  # m and v, as in the Storage view
     assert peak["other_state"] == 8 + 4  # Adam's iteration (int64) and learning rate (float32)
     assert peak["activations"] > 0 and peak["gradients"] > 0 and peak["optimizer_temporaries"] > 0
-    # What stays unattributed is BFC's rounding of buffers allocated before the window (a 12.25 MiB
-    # kernel can sit in a 16 MiB chunk): a few percent, shown, never hidden. It depends on how BFC
-    # happened to place those chunks, and on what earlier steps left allocated: 0.8-6.4% of the peak over
-    # most runs, 9.5% and 14.0% once each in CI, 15.0% once in eight runs of issue 38 (which is to name
-    # that part and bring it under 2%). Bounded here so that a split that loses a category still fails.
-    share = peak["unattributed"] / peak["total"]
-    assert share <= 0.2, f"unattributed {share:.1%} of the peak: {peak}"
+    # What the allocator held from before the trace is named: what earlier steps left and this one frees,
+    # and what stays all through it, which is the chunks BFC handed the variables past their size. That
+    # chunk slack is measured independently, from BFC's own events while the model and Adam were built
+    # (chunk_slack.json: 7,971,376 B here, fc1's kernel slots in 16 MiB chunks for 12.25 MiB each).
+    # Measured over three runs: held 8,495,996-8,497,020 B, 0.6% of the peak past the slack made at build
+    # time (the copies TensorFlow writes of a variable have chunks of their own); unattributed 0.
+    with open(os.path.join(logdir, "chunk_slack.json")) as f:
+        built = json.load(f)
+    slack = built["handed"] - built["asked"]
+    assert built["variables"] == 13_098_536 * 3 + 12 and slack > 0
+    assert abs(peak["held_between_steps"] - slack) <= 0.01 * peak["total"], (slack, peak)
+    assert peak["unattributed"] <= 0.02 * peak["total"], peak
+    why = body["peak_notes"]["held_between_steps"]
+    assert f"{peak['held_between_steps']:,} B allocated before the trace and in use all through it" in why, why
 
 
 def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(served):

@@ -136,15 +136,16 @@ def main() -> None:
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model in ("lenet", "causal_lm", "llama"))
     model.compile(optimizer=optimizer, loss=loss)
-    before: Dict[str, int] = {}
+    before: Dict[str, Any] = {"step_peaks": []}
+    first, last = (int(step) for step in args.profile_steps.split(","))
 
     class AllocatorBefore(keras.callbacks.Callback):
-        """What TensorFlow's CPU allocator holds as the traced step 3 begins, and its own high-water mark
-        over that step (BFC only: else unknown): the peak a projection is checked against, read from
-        TensorFlow rather than from the trace."""
+        """What TensorFlow's CPU allocator holds as the first traced step begins, and its own high-water mark
+        over each traced step (BFC only: else unknown): the peaks a projection and the trace's own steps are
+        checked against, read from TensorFlow rather than from the trace."""
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if batch == 2 and keras.backend.backend() == "tensorflow":
+            if first <= batch + 1 <= last and keras.backend.backend() == "tensorflow":
                 import tensorflow as tf
 
                 try:
@@ -152,15 +153,15 @@ def main() -> None:
                     tf.config.experimental.reset_memory_stats("CPU:0")  # the peak below is this step's only
                 except (ValueError, RuntimeError):
                     return
-                before.update(info)
+                if batch + 1 == first:
+                    before.update(info)
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if batch == 2 and before:  # the stats were reset as the step began
+            if first <= batch + 1 <= last and "current" in before:  # the stats were reset as the step began
                 import tensorflow as tf
 
-                before["step_peak"] = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+                before["step_peaks"].append(tf.config.experimental.get_memory_info("CPU:0")["peak"])
 
-    first, last = (int(step) for step in args.profile_steps.split(","))
     traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(first, last), memory_every=0)
     model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[AllocatorBefore(), traced])
 
@@ -171,7 +172,9 @@ def main() -> None:
              "optimizer_slots": nbytes([v for v in model.optimizer.variables if len(v.shape)]),
              "optimizer_scalars": nbytes([v for v in model.optimizer.variables if not len(v.shape)]),
              "optimizer_class": type(model.optimizer).__name__, "params": model.count_params(),
-             "allocator_before_trace": before.get("current"), "allocator_step_peak": before.get("step_peak"),
+             "allocator_before_trace": before.get("current"),
+             "allocator_step_peak": before["step_peaks"][0] if before["step_peaks"] else None,
+             "allocator_step_peaks": before["step_peaks"],
              "optimizer_slot_paths": [v.path for v in model.optimizer.variables if len(v.shape)]}
     if keras.backend.backend() == "jax":  # no allocator is recorded: XLA's own plan of the step is the truth
         from tests.support import xla_plan

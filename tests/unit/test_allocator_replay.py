@@ -64,6 +64,29 @@ def test_a_buffer_freed_in_the_window_was_in_use_from_its_start():
     assert {(b.op, b.bytes, b.category) for b in result.peak_buffers} >= {("", 40, BEFORE_WINDOW)}
 
 
+def test_a_variables_copy_holds_it_once_its_old_buffer_is_freed():
+    """TensorFlow's copy-on-write, as seed 002's LeNet does it on BFC: AssignSubVariableOp writes conv2's kernel
+    to a new buffer while the old value is still read, and the old buffer (from before the window) is freed
+    later. From that free the copy is the variable's: resident, in no step column and not "before the
+    window"; a copy of another size, or freed before any buffer is, stays the step's own."""
+    events = [Event(1, 204, "copy", op="adam/AssignSubVariableOp_2", category="optimizer_temporaries", requested=200),
+              Event(2, 96, "other", op="adam/AssignSubVariableOp_3", category="optimizer_temporaries", requested=96),
+              Event(3, -204, "w", category="", requested=200),  # conv2's old kernel, allocated before the trace
+              Event(4, -96, "other")]
+    ordered = sorted(events, key=lambda e: (e.t_us, e.delta))
+    moved = replay(events)
+    columns = moved.timeline.by_category
+    assert columns["optimizer_temporaries"] == [204, 300, 96, 0]  # the copy leaves them at the old one's free
+    assert BEFORE_WINDOW not in columns  # the old buffer was the variable's, not an earlier step's
+    copies = {("adam/AssignSubVariableOp_2", "optimizer_temporaries"),
+              ("adam/AssignSubVariableOp_3", "optimizer_temporaries")}
+    # at the peak (both copies alive) the old buffer is still the variable's
+    assert {(b.op, b.category) for b in moved.peak_buffers} == copies | {("", "moved_state")}
+    after = allocator_replay._in_use_at(ordered, 2, allocator_replay._moves(ordered))  # just after the old's free
+    assert {(b.op, b.category) for b in after} == {("adam/AssignSubVariableOp_2", "moved_state"),
+                                                   ("adam/AssignSubVariableOp_3", "optimizer_temporaries")}
+
+
 def test_the_allocators_own_count_is_used_when_it_reports_one():
     """``in_use`` counts what was allocated before the window too: the peak is the allocator's."""
     events = [Event(0, 100, "a", allocator="GPU_0_bfc", in_use=1100), Event(1, -100, "a", allocator="GPU_0_bfc",

@@ -4,7 +4,7 @@
 
 import { el, name, option } from "../dom.js";
 import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
-import { budgetLine, movedLine, projectionHeadline, projectionRows, tracedLine, whatifParams } from "../projection.js";
+import { budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
@@ -136,22 +136,27 @@ function resultParts() {
   const headline = el("h2", { testid: "whatif-headline" });
   const moved = el("div", { class: "msg info", testid: "whatif-moved" });
   const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
+  const spread = el("div", { class: "msg info", testid: "whatif-steps" });
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories" });
-  const caveat = el("small", {}, "one traced step, replayed: runs of the same step differ (the executor's order), "
-    + "so read it as within about 10-20%; the README's What-if table has the errors measured against real runs");
-  const results = el("section", { class: "panel" }, headline, caveat, moved, fits, table.element);
+  const caveat = el("small", {}, "a traced step, replayed: runs of the same step differ (the executor's order), "
+    + "so read it as within about 10-20% (trace two steps to see how far they differ here); the README's What-if "
+    + "table has the errors measured against real runs");
+  const results = el("section", { class: "panel" }, headline, caveat, spread, moved, fits, table.element);
   moved.hidden = true;
   fits.hidden = true;
-  return { traced, headline, moved, fits, table, results };
+  spread.hidden = true;
+  return { traced, headline, moved, fits, spread, table, results };
 }
 
-function showProjection({ traced, headline, moved, fits, table, results }, data) {
+function showProjection({ traced, headline, moved, fits, spread, table, results }, data) {
   const whatif = data.whatif || {};
   traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
   headline.textContent = projectionHeadline(whatif);
   moved.hidden = !whatif.peak_moved;
   moved.textContent = movedLine(whatif);
+  spread.textContent = stepsLine(whatif);
+  spread.hidden = !spread.textContent;
   fits.hidden = !data.budget;
   fits.textContent = budgetLine(data.budget);
   table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,

@@ -18,6 +18,7 @@ from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BACKWARD,
     BEFORE_WINDOW,
+    EARLIER_STEPS_CATEGORY,
     EXECUTOR,
     FORWARD,
     GRADIENTS_CATEGORY,
@@ -202,6 +203,12 @@ class TraceView:
         mine = [i for i, device in enumerate(devices) if device == self.top_device]
         return [i for i in heapq.nlargest(n, mine, key=lambda i: values[i] or 0) if (values[i] or 0) > 0]
 
+    def _buffer_category(self, category: str) -> str:
+        """A buffer from before the window is an earlier step's where the split names those, else unattributed."""
+        if category != BEFORE_WINDOW:
+            return category
+        return EARLIER_STEPS_CATEGORY if self.peak.get(EARLIER_STEPS_CATEGORY) else UNATTRIBUTED_CATEGORY
+
     def timeline(self) -> Dict[str, Any]:
         """Bytes in use over the trace stacked by category, the peak marked, and the buffers in use at it."""
         t = self.trace.timeline
@@ -211,7 +218,7 @@ class TraceView:
         rows = [{"op": buffers.column("op")[i], "layer": self._layer_of(buffers.column("op")[i]),
                  "bytes": buffers.column("bytes")[i], "shape": buffers.column("shape")[i],
                  "dtype": buffers.column("dtype")[i], "region": buffers.column("region")[i],
-                 "category": _buffer_category(buffers.column("category")[i]),
+                 "category": self._buffer_category(buffers.column("category")[i]),
                  "bytes_source": buffers.column("bytes_source")[i],
                  "requested_bytes": buffers.column("requested_bytes")[i]} for i in listed]
         return {"t_us": t.t_us, "bytes": t.bytes, "op": t.op, "stacks": by_category, "peak_bytes": self.peak["total"],
@@ -292,7 +299,3 @@ def _alloc_bytes(trace: OpTrace, sources: List[str]) -> List[Optional[int]]:
     if trace.allocations == "all":
         return list(alloc)
     return [a if a or s == MEASURED else None for a, s in zip(alloc, sources)]
-
-
-def _buffer_category(category: str) -> str:
-    return UNATTRIBUTED_CATEGORY if category == BEFORE_WINDOW else category
