@@ -41,9 +41,10 @@ export function createPeakPanel() {
         peakCard("peak-all", { color: CATEGORY_COLOR.total, label: planned ? "Planned peak" : "Peak in use", bytes: total,
           sub: planned ? "XLA's buffer assignment, on each device that runs the step" : totalNote(data, peak, joined) }),
       );
-      // what the peak's window holds (a step that made state) and what the unattributed bytes are
+      // what the peak's window holds (a step that made state) and what the bytes from before the trace are
       const notes = data.peak_notes || {};
-      const lines = [notes.window, notes.unattributed ? `Unattributed: ${notes.unattributed}` : ""].filter(Boolean);
+      const lines = [notes.window, ...["earlier_steps", "held_between_steps", "unattributed"]
+        .map((c) => (notes[c] ? `${CATEGORY_LABEL[c]}: ${notes[c]}` : ""))].filter(Boolean);
       why.replaceChildren(...lines.map((line) => el("div", {}, message(`${line}.`))));
       why.hidden = !lines.length;
     },
