@@ -125,8 +125,9 @@ def lenet_trace_run(logdir: str) -> None:
 
 def lenet_peak_run(logdir: str) -> None:
     """#3 at batch 32 with Adam, steps 3-4 profiled with every CPU allocation recorded: the peak by
-    category, to the byte, and What if with the two steps' spread. Runs in a fresh process, so the allocator holds this model alone (the
-    other runs' models would be resident, unattributed bytes) and the BFC CPU allocator is on."""
+    category, to the byte, and What if with the two steps' spread. Runs in a fresh process, so the
+    allocator holds this model alone (the other runs' models would be resident, unattributed bytes) and
+    the BFC CPU allocator is on."""
     import keras
 
     import tb_modelmem

@@ -110,12 +110,16 @@ class _Columns:
             if field not in self.points:
                 self.points[field] = {c: [0.0] * self.count for c in now}
 
+    def shift(self, category: str, size: float) -> None:
+        """``size`` bytes more in ``category``'s own column, owned by no buffer (``MOVED_STATE``'s)."""
+        self.now["by_category"][category] = self.now["by_category"].get(category, 0.0) + size
+
     def point(self) -> None:
         self.count += 1
         for field, columns in self.points.items():
             now = self.now[field]
-            for category, values in columns.items():
-                values.append(max(now[category], 0.0))
+            for category, values in columns.items():  # a moved variable's chunk may be smaller than its old one
+                values.append(now[category] if category == MOVED_STATE else max(now[category], 0.0))
 
 
 def headline_allocators(names: Iterable[str]) -> Optional[Set[str]]:
@@ -140,7 +144,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     moves = _moves(ordered)
     before = _allocated_before(ordered, moves)
     live: Dict[Hashable, _Live] = {}
-    columns = _Columns(tuple(dict.fromkeys(STEP_CATEGORIES + (BEFORE_WINDOW,)
+    columns = _Columns(tuple(dict.fromkeys(STEP_CATEGORIES + (BEFORE_WINDOW, MOVED_STATE)
                                            + tuple(b.category for b in before.values()))))
     for b in before.values():
         columns.add(b, b.bytes)
@@ -178,6 +182,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         if moved is not None:  # a variable's new buffer, its old one just freed: resident state from now
             columns.add(moved, -moved.bytes)
             moved.category = MOVED_STATE
+            columns.shift(MOVED_STATE, moved.bytes + event.delta)  # its chunk's size past the old one's
         counted += event.delta
         allocators[event.allocator] = _in_use_after(event, allocators)
         now = sum(allocators.values()) if event.in_use is not None else counted

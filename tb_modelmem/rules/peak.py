@@ -17,6 +17,7 @@ from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
     EARLIER_STEPS_CATEGORY,
     HELD_CATEGORY,
+    MOVED_STATE,
     OPTIMIZER_SLOTS_CATEGORY,
     PEAK_CATEGORIES,
     RESIDENT_CATEGORIES,
@@ -114,7 +115,8 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
                                                        trace.peak_buffers.column("category"))
                         if category == BEFORE_WINDOW)
             held = held_through(trace, sum(resident_parts.values()))
-            parts.update(zip(BEFORE_TRACE_CATEGORIES, (int(v) for v in _split_left(left, freed, held))))
+            at_peak = held[max(range(len(held)), key=trace.timeline.bytes.__getitem__)] if held else 0.0
+            parts.update(zip(BEFORE_TRACE_CATEGORIES, (int(v) for v in _split_left(left, freed, at_peak))))
     else:
         step_total = max(trace.peak_bytes, seen)
         parts[UNATTRIBUTED_CATEGORY] = step_total - seen
@@ -220,7 +222,7 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     beyond = beyond_the_step(trace)
     split = _splits_before(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
     freed = t.by_category.get(BEFORE_WINDOW) or [0.0] * n
-    held = held_through(trace, sum(constants.values())) if split else 0.0
+    held = held_through(trace, sum(constants.values())) if split else [0.0] * n
     for i in range(n):
         if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
             for c in RESIDENT_CATEGORIES:
@@ -233,7 +235,7 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
                 by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
                 left -= share
             if split:
-                earlier, kept, left = _split_left(left, freed[i], held)
+                earlier, kept, left = _split_left(left, freed[i], held[i])
                 by_category.setdefault(EARLIER_STEPS_CATEGORY, []).append(earlier)
                 by_category.setdefault(HELD_CATEGORY, []).append(kept)
             rest.append(left)
@@ -258,20 +260,24 @@ def before_the_trace(trace: OpTrace, state_total: float, state_known: bool = Tru
     if not state_known or not _splits_before(trace):
         return {UNATTRIBUTED_CATEGORY: rest}
     freed = trace.timeline.by_category.get(BEFORE_WINDOW) or [0.0] * len(rest)
-    held = held_through(trace, state_total)
-    parts = [_split_left(r, f, held) for r, f in zip(rest, freed)]
+    parts = [_split_left(r, f, h) for r, f, h in zip(rest, freed, held_through(trace, state_total))]
     return {category: [p[i] for p in parts] for i, category in enumerate(BEFORE_TRACE_CATEGORIES)}
 
 
-def held_through(trace: OpTrace, state_total: float) -> float:
-    """Bytes the count holds at every point of the trace beyond the variables, the step's own buffers and
-    what earlier steps left for it to free: allocated before the trace and never freed in it. On BFC these
-    are the chunks it handed the variables past their size (it rounds, and leaves a chunk under twice the
-    request unsplit: seed 002's LeNet, 7,971,376 B on its Adam slots and kernels, measured from the
-    allocator's own events while they were made), and buffers the runtime keeps."""
+def held_through(trace: OpTrace, state_total: float) -> List[float]:
+    """At each point, the bytes the count holds beyond the variables, the step's own buffers and what earlier
+    steps left for it to free: allocated before the trace and never freed in it. On BFC these are the chunks
+    it handed the variables past their size (it rounds, and leaves a chunk under twice the request unsplit:
+    seed 002's LeNet, 7,971,376 B on its Adam slots and kernels, measured from the allocator's own events
+    while they were made), and buffers the runtime keeps. Constant but where a variable moved to a copy
+    with a chunk of another size (``allocator_replay._moves``: the Timeline's MOVED_STATE column)."""
+    t = trace.timeline
+    n = len(t.t_us)
     beyond = beyond_the_step(trace)
-    freed = trace.timeline.by_category.get(BEFORE_WINDOW) or [0.0] * len(beyond)
-    return max(min((b - state_total - f for b, f in zip(beyond, freed)), default=0.0), 0.0)
+    freed = t.by_category.get(BEFORE_WINDOW) or [0.0] * n
+    moved = t.by_category.get(MOVED_STATE) or [0.0] * n
+    base = max(min((b - state_total - f - m for b, f, m in zip(beyond, freed, moved)), default=0.0), 0.0)
+    return [max(base + m, 0.0) for m in moved]
 
 
 def _split_left(left: float, freed: float, held: float) -> Tuple[float, float, float]:

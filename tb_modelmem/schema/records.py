@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, U
 from tb_modelmem.schema import compaction
 from tb_modelmem.schema.codec import Record, Table, nested_record
 from tb_modelmem.schema.limits import is_number, preview
-from tb_modelmem.schema.names import MEASURED, OTHER, ROLES, UNKNOWN_DIM
+from tb_modelmem.schema.names import MEASURED, MOVED_STATE, OTHER, ROLES, UNKNOWN_DIM
 
 
 def bytes_by_role(variables: Iterable["VariableRecord"]) -> Dict[str, int]:
@@ -248,9 +248,11 @@ class Timeline(Record):
             raise ValueError("Timeline: t_us, bytes and op must have the same length")
         for field in compaction.PER_CATEGORY:
             for name, values in getattr(self, field).items():
+                signed = field == "by_category" and name == MOVED_STATE  # a variable's copy may have a smaller chunk
                 if (not isinstance(values, list) or len(values) != n
-                        or not all(is_number(v) and v >= 0 for v in values)):
-                    raise ValueError(f"Timeline.{field}[{preview(name)}]: expected {n} numbers >= 0")
+                        or not all(is_number(v) and (signed or v >= 0) for v in values)):
+                    raise ValueError(f"Timeline.{field}[{preview(name)}]: expected {n} numbers"
+                                     + ("" if signed else " >= 0"))
         if not self.op:
             self.op = [""] * n
 

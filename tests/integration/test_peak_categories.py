@@ -58,12 +58,17 @@ def test_keras_peak_is_split_byte_for_byte(served, logdir):
     # chunk slack is measured independently, from BFC's own events while the model and Adam were built
     # (chunk_slack.json: 7,971,376 B here, fc1's kernel slots in 16 MiB chunks for 12.25 MiB each).
     # Measured over three runs: held 8,495,996-8,497,020 B, 0.6% of the peak past the slack made at build
-    # time (the copies TensorFlow writes of a variable have chunks of their own); unattributed 0.
+    # time (the copies TensorFlow writes of a variable have chunks of their own: one of fc1's slots, moved to
+    # a 20.7 MB chunk before the peak, put 7.9 MB more there in another run); unattributed 0.
     with open(os.path.join(logdir, "chunk_slack.json")) as f:
         built = json.load(f)
     slack = built["handed"] - built["asked"]
     assert built["variables"] == 13_098_536 * 3 + 12 and slack > 0
-    assert abs(peak["held_between_steps"] - slack) <= 0.01 * peak["total"], (slack, peak)
+    # a variable TensorFlow moved to a copy before the peak holds its copy's chunk, which may be larger
+    moved = sum(b["bytes"] - (b["requested_bytes"] or b["bytes"])
+                for b in served.json("/timeline", run="keras", tag="ops")["buffers"] if b["category"] == "moved_state")
+    assert slack - 0.01 * peak["total"] <= peak["held_between_steps"] <= slack + 0.01 * peak["total"] + moved, (
+        slack, moved, peak)
     assert peak["unattributed"] <= 0.02 * peak["total"], peak
     why = body["peak_notes"]["held_between_steps"]
     assert f"{peak['held_between_steps']:,} B allocated before the trace and in use all through it" in why, why
