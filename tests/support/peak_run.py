@@ -54,6 +54,7 @@ def _built_with_slack(logdir: str):
             live.pop(stats["addr"], None)
     with open(os.path.join(logdir, "chunk_slack.json"), "w") as f:
         json.dump({"handed": sum(a for a, _ in live.values()), "asked": sum(r for _, r in live.values()),
+                   "chunks": sorted(live.values(), reverse=True),  # (handed, asked) of each
                    "variables": int(sum(v.numpy().nbytes for v in model.variables + optimizer.variables))}, f)
     return model, optimizer
 
