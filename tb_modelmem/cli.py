@@ -234,7 +234,7 @@ def format_estimate(result: Dict[str, Any]) -> str:
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"
             + (f", sequence {traced['seq']}" if traced.get("seq") else "")]
     steps = result.get("steps") or []
-    if steps:
+    if len(steps) > 1:
         low, high = min(s["peak_bytes"] for s in steps), max(s["peak_bytes"] for s in steps)
         out.append(f"the {len(steps)} traced steps peaked at "
                    + ", ".join(f"{s['traced_peak_bytes'] / 2**20:,.1f}" for s in steps)

@@ -60,7 +60,7 @@ export const CATEGORY_LABEL = {
   earlier_steps: "From earlier steps",
   held_between_steps: "Held between steps",
   unattributed: "Unattributed",
-  moved_state: "Variable (its new buffer)",
+  moved_state: "Variable (moved buffer)",
   total: "Peak in use",
 };
 
@@ -75,9 +75,9 @@ export const CATEGORY_HINT = {
   optimizer_temporaries: "scratch of the weight updates",
   temporaries: "scratch space, loss and metric values",
   earlier_steps: "allocated before the trace by an earlier step, freed during it",
-  held_between_steps: "allocated before the trace, in use all through it beyond the variables: the allocator's chunk slack",
+  held_between_steps: "allocated before the trace, in use all through it beyond the variables: the allocator's chunk slack, buffers the runtime keeps",
   unattributed: "in use, but no allocation in the trace names it",
-  moved_state: "a variable's value written to a new buffer (copy-on-write), its old one freed: counted with the variables",
+  moved_state: "a variable's buffer that TensorFlow's copy-on-write replaces by a copy, or that copy once it holds the variable: counted with the variables",
 };
 
 // The variables' categories share the role colours above.

@@ -64,7 +64,8 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
 
     Buffers allocated during the trace take their category from the op that allocated them.
     What was allocated before the window is the run's resident ``state`` (``resident_state``: its
-    weights, non-trainable state and optimizer slots) as far as it goes, the rest ``unattributed``. A
+    weights, non-trainable state and optimizer slots) as far as it goes, the rest split by what the trace
+    saw of it (``before_the_trace``: earlier steps', held all through, unattributed). A
     TF2 profile's count includes that resident memory; RunMetadata counts only the step's
     own allocations, so the breakdown's bytes come on top of its peak. A profile of large
     allocations only (``_state_whole``) counts none of the small variables: the breakdown's
@@ -116,7 +117,9 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
                         if category == BEFORE_WINDOW)
             held = held_through(trace, sum(resident_parts.values()))
             at_peak = held[max(range(len(held)), key=trace.timeline.bytes.__getitem__)] if held else 0.0
-            parts.update(zip(BEFORE_TRACE_CATEGORIES, (int(v) for v in _split_left(left, freed, at_peak))))
+            earlier, kept, _ = _split_left(left, freed, at_peak)
+            earlier, kept = int(round(earlier)), int(round(kept))  # whole bytes, and the parts still sum to total
+            parts.update(zip(BEFORE_TRACE_CATEGORIES, (earlier, kept, left - earlier - kept)))
     else:
         step_total = max(trace.peak_bytes, seen)
         parts[UNATTRIBUTED_CATEGORY] = step_total - seen

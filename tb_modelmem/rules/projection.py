@@ -598,7 +598,7 @@ def _times(factor: float) -> str:
 
 # What-if keeps what the allocator held from before the traced step as it was: its basis says what it is.
 _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
-                       HELD_CATEGORY: "held all through the traced step beyond the variables' own bytes (chunk slack)",
+                       HELD_CATEGORY: "chunk slack and runtime buffers, held all step",
                        UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
 
 

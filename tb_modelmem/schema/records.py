@@ -183,7 +183,7 @@ class BufferRecord(Record):
     shape: str = ""
     dtype: str = ""
     region: str = ""  # allocator region type: output, temp, persist, ... ("" if not recorded)
-    category: str = ""  # one of STEP_CATEGORIES, or BEFORE_WINDOW
+    category: str = ""  # one of STEP_CATEGORIES, BEFORE_WINDOW, or MOVED_STATE (a variable's buffer it moved)
     bytes_source: str = MEASURED
     # what the op asked for (shape x dtype, rounded up to the allocator's alignment); ``bytes`` is the chunk
     # the allocator handed out (these sum to the peak). None: the profile did not record it.
@@ -205,7 +205,9 @@ class Timeline(Record):
 
     ``by_category`` holds, for each point, the bytes in use of buffers allocated inside the
     trace window per STEP_CATEGORIES category (and BEFORE_WINDOW); what ``bytes`` holds beyond
-    their sum was allocated before the window and is still resident (weights, slots, ...).
+    their sum was allocated before the window and is still resident (weights, slots, ...). Its signed
+    MOVED_STATE column is not bytes in use but how much larger the chunks of the variables' moved buffers
+    are than the ones they replaced (``allocator_replay._moves``).
     """
 
     t_us: List[float] = dataclasses.field(default_factory=list)
