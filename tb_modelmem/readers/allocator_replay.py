@@ -155,7 +155,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
     total: List[float] = []
     ops: List[str] = []
     peak, peak_index, lifetime_rose = -1.0, -1, 0.0
-    for event in ordered:
+    for index, event in enumerate(ordered):
         entry = live.get(event.key)
         if event.delta > 0:
             if entry is None:
@@ -178,7 +178,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
                 if pre is not None:
                     columns.add(pre, -pre.bytes)
                 op = ""
-        moved = live.get(ordered[moves[len(t_us)]].key) if len(t_us) in moves else None
+        moved = live.get(ordered[moves[index]].key) if index in moves else None
         if moved is not None:  # a variable's new buffer, its old one just freed: resident state from now
             columns.add(moved, -moved.bytes)
             moved.category = MOVED_STATE
@@ -292,7 +292,8 @@ def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, i
     """Every buffer in use just after event ``index``: allocated in the window and not yet
     freed, or allocated before it and freed later; a variable's moved buffer (``_moves``) as MOVED_STATE."""
     live: Dict[Hashable, _Live] = {}
-    holding = {made for freed, made in (moves or {}).items() if freed <= index}
+    moves = moves or {}
+    holding = {made for freed, made in moves.items() if freed <= index}
     for i, event in enumerate(ordered[:index + 1]):
         entry = live.get(event.key)
         if event.delta > 0:
@@ -312,7 +313,7 @@ def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, i
         if event.delta > 0:
             allocated.add(event.key)
         elif event.key not in allocated and event.key not in later:
-            category = MOVED_STATE if i in (moves or {}) else event.category or BEFORE_WINDOW  # a variable's, till then
+            category = MOVED_STATE if i in moves else event.category or BEFORE_WINDOW  # a variable's, till then
             later[event.key] = _Live(-event.delta, "", category, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
                         bytes_source=MEASURED, requested_bytes=b.requested or None)

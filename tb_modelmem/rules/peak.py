@@ -224,8 +224,7 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     whole = _state_whole(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
     beyond = beyond_the_step(trace)
     split = _splits_before(trace) and not set(RESIDENT_CATEGORIES) & set(peak["unknown"])
-    freed = t.by_category.get(BEFORE_WINDOW) or [0.0] * n
-    held = held_through(trace, sum(constants.values())) if split else [0.0] * n
+    before = before_the_trace(trace, sum(constants.values()), beyond=beyond) if split else {}
     for i in range(n):
         if whole:  # the state is resident whole (``peak_by_category``): constant, past the allocator's count
             for c in RESIDENT_CATEGORIES:
@@ -237,11 +236,9 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
                 share = min(constants[c], left)
                 by_category.setdefault(c, []).append(share + (in_window[c][i] if c in in_window else 0.0))
                 left -= share
-            if split:
-                earlier, kept, left = _split_left(left, freed[i], held[i])
-                by_category.setdefault(EARLIER_STEPS_CATEGORY, []).append(earlier)
-                by_category.setdefault(HELD_CATEGORY, []).append(kept)
-            rest.append(left)
+            for c in (EARLIER_STEPS_CATEGORY, HELD_CATEGORY) if before else ():  # left is the state's rest here too
+                by_category.setdefault(c, []).append(before[c][i])
+            rest.append(before[UNATTRIBUTED_CATEGORY][i] if before else left)
         else:
             for c in RESIDENT_CATEGORIES:
                 by_category.setdefault(c, []).append(constants[c] + (in_window[c][i] if c in in_window else 0.0))
@@ -252,22 +249,23 @@ def stacks(trace: OpTrace, peak: Dict[str, Any]) -> Dict[str, List[float]]:
     return {c: v for c, v in by_category.items() if any(v)}
 
 
-def before_the_trace(trace: OpTrace, state_total: float, state_known: bool = True) -> Dict[str, List[float]]:
+def before_the_trace(trace: OpTrace, state_total: float, state_known: bool = True,
+                     beyond: Optional[List[float]] = None) -> Dict[str, List[float]]:
     """Each timeline point's bytes in the count beyond the step's own buffers and the variables
     (``state_total``), by ``BEFORE_TRACE_CATEGORIES``: buffers allocated before the trace that it frees (an
     earlier step's), what stays in use all through it (``held_through``), and the rest, unattributed. Where
     the count misses small buffers (``_state_whole``) or the state is not known, all of it is unattributed.
-    What-if starts from these."""
-    beyond = beyond_the_step(trace)
+    What-if starts from these; ``beyond``: ``beyond_the_step``'s, when the caller has it."""
+    beyond = beyond if beyond is not None else beyond_the_step(trace)
     rest = [max(b - state_total, 0.0) for b in beyond]
     if not state_known or not _splits_before(trace):
         return {UNATTRIBUTED_CATEGORY: rest}
     freed = trace.timeline.by_category.get(BEFORE_WINDOW) or [0.0] * len(rest)
-    parts = [_split_left(r, f, h) for r, f, h in zip(rest, freed, held_through(trace, state_total))]
+    parts = [_split_left(r, f, h) for r, f, h in zip(rest, freed, held_through(trace, state_total, beyond))]
     return {category: [p[i] for p in parts] for i, category in enumerate(BEFORE_TRACE_CATEGORIES)}
 
 
-def held_through(trace: OpTrace, state_total: float) -> List[float]:
+def held_through(trace: OpTrace, state_total: float, beyond: Optional[List[float]] = None) -> List[float]:
     """At each point, the bytes the count holds beyond the variables, the step's own buffers and what earlier
     steps left for it to free: allocated before the trace and never freed in it. On BFC these are the chunks
     it handed the variables past their size (it rounds, and leaves a chunk under twice the request unsplit:
@@ -276,7 +274,7 @@ def held_through(trace: OpTrace, state_total: float) -> List[float]:
     with a chunk of another size (``allocator_replay._moves``: the Timeline's MOVED_STATE column)."""
     t = trace.timeline
     n = len(t.t_us)
-    beyond = beyond_the_step(trace)
+    beyond = beyond if beyond is not None else beyond_the_step(trace)
     freed = t.by_category.get(BEFORE_WINDOW) or [0.0] * n
     moved = t.by_category.get(MOVED_STATE) or [0.0] * n
     base = max(min((b - state_total - f - m for b, f, m in zip(beyond, freed, moved)), default=0.0), 0.0)
