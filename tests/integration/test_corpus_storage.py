@@ -198,3 +198,24 @@ def test_ops_summary_is_written(corpus, name):
         f"{name}: no ops summary; tags: {sorted(tags)}; harness calls: {_attach_outcomes(result)}; "
         f"tb_modelmem warned: {[w['message'] for w in result['modelmem_warnings']]}")
     assert tags[(result["run"], "ops")]["kind"] == "ops" and not tags[(result["run"], "ops")]["error"]
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_the_peaks_optimizer_slots_are_the_optimizers_own(corpus, name):
+    """Issue 38: one rule for the optimizer slots. The Ops peak's slots (``rules.peak.resident_state``) are
+    the bytes of every slot variable the optimizers made (Keras' add_variable_from_reference, TF1's
+    slots, recorded by the harness), to the byte: the same figure Storage shows."""
+    result = corpus(name)
+    assert result["error"] is None, f"{name} did not run:\n{result['error']['traceback']}"
+    served = Served(result["logdir"])
+    checks = [c for c in result["checks"] if c["run"] == result["run"]]
+    if checks and checks[0].get("tf1"):
+        expected = _tf1_truth(result)["optimizer_slot"]
+    else:
+        optimizers = {key for c in checks for key in c["optimizers"]}
+        expected = sum(s["bytes"] for o in result["optimizers"] if o["key"] in optimizers for s in o["slots"])
+    peak = served.json("/ops", run=result["run"], tag="ops")["peak_by_category"]
+    if "optimizer_slots" in peak["unknown"]:  # a profile with no allocation events: unknown, never 0
+        assert peak["optimizer_slots"] is None and "allocation" in peak["unknown"]["optimizer_slots"], peak
+        return
+    assert peak["optimizer_slots"] == expected, f"{name}: the peak's slots {peak['optimizer_slots']:,} != {expected:,}"
