@@ -210,6 +210,18 @@ class Program:
             found = self._state_read[instruction_id] = self._parameters_under(instruction_id, 0)
         return found
 
+    def copies_state(self, instruction_id: int) -> bool:
+        """Whether an entry instruction is XLA's own copy of state the program writes back in place (no
+        framework op asked for it; it copies, or re-lays out, a parameter whose buffer is also an output):
+        it keeps the variable's old value while the variable's buffer is reused and rewritten (TF
+        ``jit_compile``: fc1's kernel copied, its buffer then holding the kernel's gradient)."""
+        instruction = self.instructions.get(instruction_id)
+        if instruction is None or instruction.op_name or instruction.opcode not in _RELAYOUT - {"fusion"}:
+            return False
+        written = {a.parameter_number for a in self._assignment.buffer_allocations
+                   if a.is_entry_computation_parameter and a.maybe_live_out}
+        return any(self._raw[p].parameter_number in written for p in self.state_read(instruction_id))
+
     def _parameters_under(self, instruction_id: int, depth: int) -> Tuple[int, ...]:
         out: List[int] = []
         for operand in self.instructions[instruction_id].operand_ids:

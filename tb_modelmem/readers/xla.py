@@ -560,6 +560,8 @@ class Step:
         """(op, category) of a buffer of a temp allocation (None: the bytes no buffer holds at its peak)."""
         if buffer is None:
             return "", TEMPORARIES_CATEGORY
+        if program.copies_state(buffer.instruction.id):  # the old value of a variable, not an activation
+            return self.name(program, buffer.instruction), TEMPORARIES_CATEGORY
         phase = self.place(joiner, program, buffer.instruction)[1]
         if phase == COLLECTIVE:  # what it moves: a gradient's all-reduce holds a gradient
             phase = self.moved(joiner, program, buffer.instruction)[1]

@@ -110,6 +110,19 @@ def test_with_the_bfc_allocator_the_xla_peak_splits_to_the_byte(tmp_path):
                  or b["region"] == "padding"]
     allocated = [requested for _, requested in truth.in_use["bfc_cpu_allocator_for_gpu"] if requested == temp]
     assert allocated and peak["activations"] > 0 and len(from_temp) > 5
+    # XLA's copies of the variables it writes back in place (HLO: a copy of such a parameter, no framework op):
+    # the old value kept while the variable's buffer is reused (issue 38: they were counted as activations)
+    module = truth.main()
+    written = {a.parameter_number for a in module.buffer_assignment.buffer_allocations
+               if a.is_entry_computation_parameter and a.maybe_live_out}
+    entry = next(c for c in module.hlo_module.computations if c.id == module.hlo_module.entry_computation_id)
+    by_id = {i.id: i for i in entry.instructions}
+    copies = {i.name for i in entry.instructions if i.opcode == "copy" and not i.metadata.op_name
+              and by_id[i.operand_ids[0]].opcode == "parameter"
+              and by_id[i.operand_ids[0]].parameter_number in written}
+    held = [b for b in timeline["buffers"] if b["op"] in copies]
+    assert held, (sorted(copies), [b["op"] for b in timeline["buffers"]][:40])
+    assert {b["category"] for b in held} == {"temporaries"}, held
 
 
 def test_keras_on_jax_memory_callback_records_storage_and_the_step(tmp_path):
