@@ -222,6 +222,29 @@ class Program:
                    if a.is_entry_computation_parameter and a.maybe_live_out}
         return any(self._raw[p].parameter_number in written for p in self.state_read(instruction_id))
 
+    def reused_state(self) -> List[Tuple[Instruction, int]]:
+        """(instruction, bytes) of each value XLA places in the buffer of a parameter it writes back (a
+        variable's buffer, its old value copied first: ``copies_state``), largest first: neither the
+        parameter nor a value the program returns. Its bytes are the variable's to the allocator."""
+        module = self._hlo.hlo_module
+        entry = self._computations.get(module.entry_computation_id) if self._index else None
+        if entry is None:
+            return []
+        root = self._raw.get(entry.root_id)
+        returned = set(root.operand_ids if root is not None and root.opcode == "tuple" else (entry.root_id,))
+        logical = {b.id: b for b in self._assignment.logical_buffers}
+        found: Dict[int, int] = {}
+        for allocation in self._assignment.buffer_allocations:
+            if not (allocation.is_entry_computation_parameter and allocation.maybe_live_out):
+                continue
+            for assigned in allocation.assigned:
+                buffer = logical.get(assigned.logical_buffer_id)
+                instruction = self.instructions.get(buffer.defined_at.instruction_id) if buffer is not None else None
+                if (instruction is not None and instruction.id not in returned
+                        and instruction.opcode not in _ALIASING | {"parameter"}):
+                    found[instruction.id] = max(found.get(instruction.id, 0), assigned.size)
+        return sorted(((self.instructions[i], size) for i, size in found.items()), key=lambda pair: -pair[1])
+
     def _parameters_under(self, instruction_id: int, depth: int) -> Tuple[int, ...]:
         out: List[int] = []
         for operand in self.instructions[instruction_id].operand_ids:

@@ -123,6 +123,18 @@ def test_with_the_bfc_allocator_the_xla_peak_splits_to_the_byte(tmp_path):
     held = [b for b in timeline["buffers"] if b["op"] in copies]
     assert held, (sorted(copies), [b["op"] for b in timeline["buffers"]][:40])
     assert {b["category"] for b in held} == {"temporaries"}, held
+    # and it then puts its own values in those variables' buffers: the note names the largest one there
+    defined = {b.id: b.defined_at.instruction_id for b in module.buffer_assignment.logical_buffers}
+    names = {i.id: (i.name, i.opcode) for c in module.hlo_module.computations for i in c.instructions}
+    in_state = {names[defined[a.logical_buffer_id]]: a.size
+                for allocation in module.buffer_assignment.buffer_allocations
+                if allocation.is_entry_computation_parameter and allocation.maybe_live_out
+                for a in allocation.assigned}
+    note = body["xla"]["note"]
+    assert "XLA reuses the buffers of the variables" in note, note
+    largest = note.split("the largest: ")[1].split(" ")[0]
+    ((size, opcode),) = [(size, opcode) for (name, opcode), size in in_state.items() if name == largest]
+    assert opcode != "parameter" and f"{size:,} B" in note, (note, size, opcode)
 
 
 def test_keras_on_jax_memory_callback_records_storage_and_the_step(tmp_path):
