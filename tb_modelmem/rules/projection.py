@@ -447,8 +447,14 @@ class _Step:
             self.series[category] = [(v - b) * fixed_factor + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
+        self.held_traced: List[float] = []
+        self.state_sizes = (0.0, 0.0)
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
+            self.held_traced = self.series.get(HELD_CATEGORY, [])
+            self.state_sizes = _state_sizes(state, projected_state)
+            if self.held_traced and self.state_sizes[0] != self.state_sizes[1]:  # the variables' chunk slack
+                self.series[HELD_CATEGORY] = [v * self.state_sizes[0] / self.state_sizes[1] for v in self.held_traced]
         else:
             self.series[UNATTRIBUTED_CATEGORY] = [0.0] * n
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
@@ -527,12 +533,20 @@ class _Step:
             held = self.series.get(category)
             if held is None or (category != UNATTRIBUTED_CATEGORY and not (held[at] or held[traced])):
                 continue
-            what = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}"
+            what, how = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
+            traced_bytes = held[traced]
+            if category == HELD_CATEGORY and held is not self.held_traced:
+                now, was = self.state_sizes
+                traced_bytes = self.held_traced[traced]
+                what = (f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}, {_size(self.held_traced[at])} "
+                        f"traced x {_times(now / was)}, the slack in proportion to the variables "
+                        f"({_size(now)} / {_size(was)} traced)")
+                how = "scaled"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
                 what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"
             if held[at] != held[traced]:
-                what += f"; at the traced peak {_size(held[traced])}"
-            basis.append(_line(category, held[traced], held[at], "kept", what))
+                what += f"; at the traced peak {_size(traced_bytes)}"
+            basis.append(_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)
             line = lines.get(category)
@@ -543,6 +557,15 @@ class _Step:
             line["projected_bytes"] = int(round(self.series[category][at]))
             line["formula"] = (f"{_size(self.series[category][at])}: {state}, {why}; + {_size(made[at])} the step "
                                "itself created, in use at the peak")
+
+
+def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
+    """(The variables' bytes on one device after the change, as traced): what the allocator's chunk slack on
+    them (``HELD_CATEGORY``) grows or shrinks with. Equal where a part is unknown (kept as traced)."""
+    before = float(sum(state.bytes.values()))
+    if not before or any(projected.get(c) is None for c in RESIDENT_CATEGORIES):
+        return before, before
+    return float(sum(projected[c] or 0 for c in RESIDENT_CATEGORIES)), before
 
 
 def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:

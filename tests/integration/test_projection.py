@@ -17,6 +17,7 @@ import tb_modelmem
 from tb_modelmem.cli import format_estimate
 from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, largest_batch, project
+from tb_modelmem.schema.names import STEP_ONLY_CATEGORIES
 from tests.support.basis_arithmetic import SIZE, UNIT, basis_arithmetic
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -158,6 +159,10 @@ def _check_every_basis(result):
         assert line["projected_bytes"] == result["by_category"][line["category"]], line
         value, slack = basis_arithmetic(line["formula"])
         assert abs(value - line["projected_bytes"]) <= slack + 1, (line, value)
+        held = re.search(SIZE + r" traced x ([\d.]+), the slack in proportion", line["formula"])
+        if held:  # the variables' chunk slack, scaled with them: its arithmetic too
+            traced_bytes, factor = float(held.group(1).replace(",", "")) * UNIT[held.group(2)], float(held.group(3))
+            assert abs(traced_bytes * factor - line["projected_bytes"]) <= 0.01 * line["projected_bytes"] + 1, line
 
 
 def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced, tmp_path):
@@ -182,7 +187,8 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
                         at = timeline.t_us.index(result["peak_time_us"])
                         assert result["peak_time_us"] != result["traced"]["peak_time_us"]
                         for line in result["basis"]:
-                            if line["how"] == "scaled" and line["category"] not in result["unknown"]:
+                            if (line["how"] == "scaled" and line["category"] not in result["unknown"]
+                                    and line["category"] in STEP_ONLY_CATEGORIES):
                                 then = sum(float(m.group(1)) * UNIT[m.group(2)] for m in re.finditer(
                                     SIZE + " (?:carry|do not)", line["formula"]))
                                 assert abs(then - timeline.by_category[line["category"]][at]) <= 0.02 * 2**20
