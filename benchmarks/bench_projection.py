@@ -83,16 +83,23 @@ def main() -> None:
                 for label, _, question in asked:
                     peaks = [r["peak"] for r in runs[label]]
                     median = statistics.median(peaks)
-                    projected = tb_modelmem.estimate(folder, **question)["peak_bytes"]
+                    answer = tb_modelmem.estimate(folder, **question)
+                    projected, band = answer["peak_bytes"], answer.get("band")
                     error = (projected - median) / median
+                    # the allocator band (BFC's chunking of the largest buffer): how many real runs fall in it
+                    inside = "no band"
+                    if band:
+                        low, high = band["low_bytes"], band["high_bytes"]
+                        inside = (f"{sum(low <= p <= high for p in peaks)}/{len(peaks)} in "
+                                  f"{low / 2**20:.1f}-{high / 2**20:.1f}")
                     rows.append(f"{model:<12} {base:>5} {label:>10} {source['peak'] / 2**20:>10.1f} "
                                 f"{projected / 2**20:>10.1f} {median / 2**20:>10.1f} "
                                 f"({min(peaks) / 2**20:.1f}-{max(peaks) / 2**20:.1f}) {100 * error:>+7.1f}% "
-                                f"{formula / 2**20:>9.1f} {100 * (formula - median) / median:>+7.1f}%")
+                                f"{formula / 2**20:>9.1f} {100 * (formula - median) / median:>+7.1f}%  {inside}")
             print(f"# {model}: {params:,} params; base-batch peaks {[round(p / 2**20, 1) for p in base_peaks]} MiB",
                   flush=True)
     print(f"{'model':<12} {'from':>5} {'to':>10} {'traced MiB':>10} {'projected':>10} {'measured':>10} "
-          f"{'(range)':>14} {'error':>8} {'formula':>9} {'error':>8}")
+          f"{'(range)':>14} {'error':>8} {'formula':>9} {'error':>8}  real runs in the allocator band")
     print("\n".join(rows))
 
 

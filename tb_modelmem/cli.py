@@ -240,6 +240,14 @@ def format_estimate(result: Dict[str, Any]) -> str:
                    + ", ".join(f"{s['traced_peak_bytes'] / 2**20:,.1f}" for s in steps)
                    + f" MiB: each projects to {low / 2**20:,.1f}-{high / 2**20:,.1f} MiB, a spread of "
                    f"{100 * (high - low) / high:.1f}% (how far one step's trace can be trusted)")
+    band = result.get("band")
+    if band:
+        out.append(f"allocator band: {band['low_bytes'] / 2**20:,.1f}-{band['high_bytes'] / 2**20:,.1f} MiB: a BFC "
+                   "allocator hands a request a free chunk whole when it is under twice the request, so a buffer "
+                   "holds from its size to twice it, and runs of one setting differ by which it gets; the largest "
+                   f"buffer at the traced peak, {band['op'] or 'unnamed'} ({band['shape'] or 'no shape'} as traced), "
+                   f"asks {band['requested_bytes'] / 2**20:,.1f} MiB at this setting and is counted at "
+                   f"{band['counted_bytes'] / 2**20:,.1f} MiB")
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../src/projection.js";
+import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../src/projection.js";
 
 // /whatif answers of a real run: seed 002's LeNet, Adam, batch 32, traced with the BFC CPU allocator
 // (tests/projection_run.py), asked through the plugin; the "unknown" one is the same trace with no breakdown.
@@ -123,4 +123,15 @@ test("the traced steps' spread: each step's peak and what it projects to, said o
     + "100.00 MiB–104.00 MiB, a spread of 3.8% (how far one step's trace can be trusted)");
   assert.equal(stepsLine({ steps: whatif.steps.slice(0, 1) }), "");
   assert.equal(stepsLine({}), "");
+});
+
+test("the allocator band names the largest buffer and its two figures", () => {
+  const whatif = { band: { low_bytes: 411.5 * 1024 ** 2, high_bytes: 536.5 * 1024 ** 2, op: "model/dense_4/MatMul",
+    shape: "[1024,8000]", requested_bytes: 125 * 1024 ** 2, counted_bytes: 125 * 1024 ** 2 } };
+  assert.equal(bandLine(whatif), "Allocator band: 411.50 MiB–536.50 MiB. A BFC allocator hands a request a free chunk "
+    + "whole when it is under twice the request, so a buffer holds from its size to twice it, and runs of one setting "
+    + "differ by which it gets: the largest buffer at the traced peak, model/dense_4/MatMul ([1024,8000] as traced), "
+    + "asks 125.00 MiB here and is counted at 125.00 MiB.");
+  assert.equal(bandLine({ band: null }), "");
+  assert.equal(bandLine({}), "");
 });

@@ -19,6 +19,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
+from tb_modelmem.rules.buffers import carried
 from tb_modelmem.rules.peak import before_the_trace, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
@@ -142,7 +143,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
         steps = []  # the all-reduce's moment is not one of the traced steps' own
+    band = _chunk_band(trace, breakdown, peak, scale or 1.0, dtype_factor, seq_ratio) if peak is not None else None
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
+            "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
             "shard": what.shard, "seq": what.seq or trace.sequence_length,
@@ -165,6 +168,34 @@ def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
         step[0], step[1] = max(step[0], traced), max(step[1], projected)
     return [{"traced_peak_bytes": int(round(traced)), "peak_bytes": int(round(projected))}
             for traced, projected in peaks if traced or projected]
+
+
+def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, scale: float, dtype_factor: float,
+                seq_ratio: float) -> Optional[Dict[str, Any]]:
+    """How far a BFC allocator's chunking alone can move the projected peak: it hands a request a free chunk
+    whole when the chunk is under twice the request (it splits only larger ones), so a buffer holds from its
+    request to twice it, and which it gets depends on what earlier steps left free: runs of one setting
+    differ by it (the causal LM at batch 32: 418 and 528 MiB, its 125 MiB logits handed almost twice
+    that). Taken on the step's largest buffer at the traced peak, at the asked size: ``{"low_bytes",
+    "high_bytes", "op", "shape", "requested_bytes", "counted_bytes"}`` (what the projection counts for it);
+    None where no BFC allocator counted the trace or it recorded no request."""
+    if not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True) for a in trace.allocators or ()):
+        return None
+    buffers = trace.peak_buffers
+    rows = [(requested, handed, op, shape, category, dtype) for requested, handed, op, shape, category, dtype in zip(
+        buffers.column("requested_bytes"), buffers.column("bytes"), buffers.column("op"), buffers.column("shape"),
+        buffers.column("category"), buffers.column("dtype")) if requested and category in STEP_ONLY_CATEGORIES]
+    if not rows:
+        return None
+    requested, handed, op, shape, category, dtype = max(rows, key=lambda row: row[0])
+    weights = frozenset(tuple(s) for s in breakdown.variables.column("shape")) if breakdown is not None else frozenset()
+    carries, power = carried(shape, trace.batch_size, weights, trace.sequence_length)
+    wide = category not in _COMPUTED or not dtype.startswith(("float", "bfloat", "half"))
+    factor = scale * seq_ratio ** power * (1.0 if wide else dtype_factor) if carries else 1.0
+    asked, counted = requested * factor, handed * factor
+    return {"low_bytes": int(round(peak - max(counted - asked, 0.0))),
+            "high_bytes": int(round(peak + max(2 * asked - counted, 0.0))),
+            "op": op, "shape": shape, "requested_bytes": int(round(asked)), "counted_bytes": int(round(counted))}
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:

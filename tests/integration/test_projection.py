@@ -5,6 +5,7 @@ the peak a real run at the other batch measured), never against tb_modelmem itse
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -215,6 +216,14 @@ def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
     assert abs(projected["peak_bytes"] - real) <= 0.25 * real, (projected["peak_bytes"], real)
     grows = {b["category"] for b in projected["basis"] if b["how"] == "scaled"}
     assert {"activations", "inputs"} <= grows
+    # the allocator band: BFC hands the largest buffer at the traced peak (its shape as TensorFlow recorded it)
+    # between its request at the asked batch and twice that
+    band = projected["band"]
+    dims = [int(d) for d in band["shape"].strip("[]").split(",")]
+    asked = math.prod(dims) * 4 * (64 // 32 if dims[0] == 32 else 1)
+    assert band["requested_bytes"] == asked and asked <= band["counted_bytes"] < 2 * asked, band
+    assert band["low_bytes"] == projected["peak_bytes"] - (band["counted_bytes"] - asked)
+    assert band["high_bytes"] == projected["peak_bytes"] + 2 * asked - band["counted_bytes"]
 
 
 def test_replicas_keep_the_state_and_split_the_batch(traced):

@@ -4,7 +4,7 @@
 
 import { el, name, option } from "../dom.js";
 import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
-import { budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../projection.js";
+import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
@@ -137,19 +137,21 @@ function resultParts() {
   const moved = el("div", { class: "msg info", testid: "whatif-moved" });
   const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
   const spread = el("div", { class: "msg info", testid: "whatif-steps" });
+  const band = el("div", { class: "msg info", testid: "whatif-band" });
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories" });
   const caveat = el("small", {}, "a traced step, replayed: runs of the same step differ (the executor's order), "
     + "so read it as within about 10-20% (trace two steps to see how far they differ here); the README's What-if "
     + "table has the errors measured against real runs");
-  const results = el("section", { class: "panel" }, headline, caveat, spread, moved, fits, table.element);
+  const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element);
   moved.hidden = true;
+  band.hidden = true;
   fits.hidden = true;
   spread.hidden = true;
-  return { traced, headline, moved, fits, spread, table, results };
+  return { traced, headline, moved, fits, spread, band, table, results };
 }
 
-function showProjection({ traced, headline, moved, fits, spread, table, results }, data) {
+function showProjection({ traced, headline, moved, fits, spread, band, table, results }, data) {
   const whatif = data.whatif || {};
   traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
   headline.textContent = projectionHeadline(whatif);
@@ -157,6 +159,8 @@ function showProjection({ traced, headline, moved, fits, spread, table, results 
   moved.textContent = movedLine(whatif);
   spread.textContent = stepsLine(whatif);
   spread.hidden = !spread.textContent;
+  band.textContent = bandLine(whatif);
+  band.hidden = !band.textContent;
   fits.hidden = !data.budget;
   fits.textContent = budgetLine(data.budget);
   table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
