@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tb_modelmem import proto
 
@@ -45,6 +45,7 @@ _ALIASING = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier", "
 _HEAP_ALLOC, _HEAP_FREE, _HEAP_SHARE = 0, 1, 2
 # Opcodes that only move an operand's elements: what they make from a parameter is that parameter.
 _RELAYOUT = frozenset({"bitcast", "copy", "transpose", "reshape", "get-tuple-element", "fusion"})
+_NEW_BUFFER_RELAYOUT = frozenset({"copy", "transpose", "reshape"})  # of those, the ones writing a buffer of their own
 _KERNEL_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -210,28 +211,40 @@ class Program:
             found = self._state_read[instruction_id] = self._parameters_under(instruction_id, 0)
         return found
 
+    @functools.cached_property
+    def written_back(self) -> FrozenSet[int]:
+        """Numbers of the entry parameters whose buffer is also an output: state updated in place."""
+        return frozenset(a.parameter_number for a in self._assignment.buffer_allocations
+                         if a.is_entry_computation_parameter and a.maybe_live_out)
+
     def copies_state(self, instruction_id: int) -> bool:
         """Whether an entry instruction is XLA's own copy of state the program writes back in place (no
-        framework op asked for it; it copies, or re-lays out, a parameter whose buffer is also an output):
-        it keeps the variable's old value while the variable's buffer is reused and rewritten (TF
-        ``jit_compile``: fc1's kernel copied, its buffer then holding the kernel's gradient)."""
+        framework op asked for it; it copies, or re-lays out into a buffer of its own, a parameter whose
+        buffer is also an output): it keeps the variable's old value while the variable's buffer is reused
+        and rewritten (TF ``jit_compile``: fc1's kernel copied, its buffer then holding the kernel's gradient)."""
         instruction = self.instructions.get(instruction_id)
-        if instruction is None or instruction.op_name or instruction.opcode not in _RELAYOUT - {"fusion"}:
+        if instruction is None or instruction.op_name or instruction.opcode not in _NEW_BUFFER_RELAYOUT:
             return False
-        written = {a.parameter_number for a in self._assignment.buffer_allocations
-                   if a.is_entry_computation_parameter and a.maybe_live_out}
-        return any(self._raw[p].parameter_number in written for p in self.state_read(instruction_id))
+        return any(self._raw[p].parameter_number in self.written_back for p in self.state_read(instruction_id))
 
     def reused_state(self) -> List[Tuple[Instruction, int]]:
         """(instruction, bytes) of each value XLA places in the buffer of a parameter it writes back (a
-        variable's buffer, its old value copied first: ``copies_state``), largest first: neither the
-        parameter nor a value the program returns. Its bytes are the variable's to the allocator."""
+        variable's buffer, once its old value is read or copied: ``copies_state``), largest first: neither
+        the parameter nor a value the program returns. Its bytes are the variable's to the allocator."""
         module = self._hlo.hlo_module
         entry = self._computations.get(module.entry_computation_id) if self._index else None
         if entry is None:
             return []
-        root = self._raw.get(entry.root_id)
-        returned = set(root.operand_ids if root is not None and root.opcode == "tuple" else (entry.root_id,))
+        returned: Set[int] = set()  # what the root returns, through tuples, their elements and bitcasts
+        waiting = [entry.root_id]
+        while waiting:
+            iid = waiting.pop()
+            raw = self._raw.get(iid)
+            if raw is None or iid in returned:
+                continue
+            returned.add(iid)
+            if raw.opcode in _ALIASING:
+                waiting.extend(raw.operand_ids)
         logical = {b.id: b for b in self._assignment.logical_buffers}
         found: Dict[int, int] = {}
         for allocation in self._assignment.buffer_allocations:

@@ -646,16 +646,16 @@ class Step:
                     f"For exact per-kernel timing run with {COMMAND_BUFFER_FLAG}")
         main = self.programs[0] if self.programs else None
         reused = main.reused_state() if main is not None else []
-        if main is not None and reused:
+        state = sum(p.bytes for p in main.parameters() if p.number in main.written_back) if main is not None else 0
+        if main is not None and reused and reused[0][1] >= 0.01 * state:  # a note where it can matter
             first, size = reused[0]
             what = self.op_name(main, first)
-            copied = any(main.copies_state(i.id) for i in main.entry())
             note = ". ".join(filter(None, [(  # the command-buffer note ends in a flag: last
-                f"XLA reuses the buffers of the variables it updates in place for {len(reused)} of its own values "
-                f"while the step runs (the largest: {first.name}{f' for {what}' if what else ''}, {size:,} B), "
-                + ("after copying their old values (temporaries)" if copied else "once their old values are read")
-                + ": at the peak those bytes are counted with the weights and slots, so a category of the step "
-                "(its gradients) can read less than it made"), note]))
+                f"XLA puts {len(reused)} of its own values in the buffers of the variables it updates in place, "
+                f"while the step runs (the largest: {self.name(main, first)}"
+                f"{f' for {what}' if what else ''}, {size:,} B): to the allocator those bytes are the "
+                "variables', so where one of them is in use at the peak, its category of the step shows less "
+                "than the step made"), note]))
         return {"programs": [{"id": p.id, "name": p.name} for p in self.programs],
                 "executions": self.executions(), "command_buffers": self.command_buffers,
                 "time_us_by_method": {k: v / 1e6 for k, v in sorted(self._time_by_method.items())},

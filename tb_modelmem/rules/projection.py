@@ -479,13 +479,16 @@ class _Step:
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         self.held_traced: List[float] = []
-        self.state_sizes = (0.0, 0.0)
+        self.state_sizes = (0.0, 0.0)  # the weights and slots (after the change, as traced)
+        self.held_factor = 1.0  # what HELD_CATEGORY is multiplied by
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
             self.held_traced = self.series.get(HELD_CATEGORY, [])
             self.state_sizes = _state_sizes(state, projected_state)
-            if self.held_traced and self.state_sizes[0] != self.state_sizes[1]:  # the variables' chunk slack
-                self.series[HELD_CATEGORY] = [v * self.state_sizes[0] / self.state_sizes[1] for v in self.held_traced]
+            now, was = self.state_sizes
+            if self.held_traced and was and abs(now / was - 1) >= 0.001:  # taken as the variables' chunk slack
+                self.held_factor = now / was
+                self.series[HELD_CATEGORY] = [v * self.held_factor for v in self.held_traced]
         else:
             self.series[UNATTRIBUTED_CATEGORY] = [0.0] * n
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
@@ -566,12 +569,12 @@ class _Step:
                 continue
             what, how = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
             traced_bytes = held[traced]
-            if category == HELD_CATEGORY and held is not self.held_traced:
+            if category == HELD_CATEGORY and self.held_factor != 1.0:
                 now, was = self.state_sizes
                 traced_bytes = self.held_traced[traced]
                 what = (f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}, {_size(self.held_traced[at])} "
-                        f"traced x {_times(now / was)}, the slack in proportion to the variables "
-                        f"({_size(now)} / {_size(was)} traced)")
+                        f"traced x {_times(self.held_factor)}: all of it taken as the allocator's slack on the "
+                        f"variables, in proportion to the weights and slots ({_size(now)} / {_size(was)} traced)")
                 how = "scaled"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
                 what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"
@@ -591,12 +594,14 @@ class _Step:
 
 
 def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
-    """(The variables' bytes on one device after the change, as traced): what the allocator's chunk slack on
-    them (``HELD_CATEGORY``) grows or shrinks with. Equal where a part is unknown (kept as traced)."""
-    before = float(sum(state.bytes.values()))
-    if not before or any(projected.get(c) is None for c in RESIDENT_CATEGORIES):
+    """(The weights and slots on one device after the change, as traced): what the allocator's chunk slack
+    on the variables (``HELD_CATEGORY``) grows or shrinks with (counters are a few bytes). Equal where one is
+    unknown (kept as traced)."""
+    parts = (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
+    before = float(sum(state.bytes[c] for c in parts))
+    if any(projected.get(c) is None for c in parts):
         return before, before
-    return float(sum(projected[c] or 0 for c in RESIDENT_CATEGORIES)), before
+    return float(sum(projected[c] or 0 for c in parts)), before
 
 
 def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:
@@ -650,7 +655,8 @@ def _times(factor: float) -> str:
     return f"{factor:,.0f}" if factor >= 100 else f"{factor:.4g}"  # 4 digits: 1/32 reads 0.03125
 
 
-# What-if keeps what the allocator held from before the traced step as it was: its basis says what it is.
+# What the allocator held from before the traced step, in What-if's basis lines: kept as it was, but the held
+# part where the weights and slots change (``_state_sizes``).
 _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
                        HELD_CATEGORY: "chunk slack and runtime buffers, held all step",
                        UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
