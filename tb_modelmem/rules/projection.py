@@ -572,9 +572,8 @@ class _Step:
             if category == HELD_CATEGORY and self.held_factor != 1.0:
                 now, was = self.state_sizes
                 traced_bytes = self.held_traced[traced]
-                what = (f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}, {_size(self.held_traced[at])} "
-                        f"traced x {_times(self.held_factor)}: all of it taken as the allocator's slack on the "
-                        f"variables, in proportion to the weights and slots ({_size(now)} / {_size(was)} traced)")
+                what = (f"{_size(held[at])}: {_size(self.held_traced[at])} traced x {_times(self.held_factor)}, "
+                        f"as weights + slots ({_size(now)} / {_size(was)}): taken as chunk slack on them")
                 how = "scaled"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
                 what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"

@@ -162,7 +162,7 @@ def _check_every_basis(result) -> bool:
         assert line["projected_bytes"] == result["by_category"][line["category"]], line
         value, slack = basis_arithmetic(line["formula"])
         assert abs(value - line["projected_bytes"]) <= slack + 1, (line, value)
-        held = re.search(SIZE + r" traced x ([\d.]+): all of it taken as the allocator's slack", line["formula"])
+        held = re.search(SIZE + r" traced x ([\d.]+), as weights \+ slots", line["formula"])
         if held:  # the variables' chunk slack, scaled with the weights and slots: its arithmetic too
             traced_bytes, factor = float(held.group(1).replace(",", "")) * UNIT[held.group(2)], float(held.group(3))
             assert abs(traced_bytes * factor - line["projected_bytes"]) <= 0.01 * line["projected_bytes"] + 1, line
