@@ -244,10 +244,11 @@ def format_estimate(result: Dict[str, Any]) -> str:
     if band:
         out.append(f"allocator band: {band['low_bytes'] / 2**20:,.1f}-{band['high_bytes'] / 2**20:,.1f} MiB: a BFC "
                    "allocator hands a request a free chunk whole when it is under twice the request, so a buffer "
-                   "holds from its size to twice it, and runs of one setting differ by which it gets; the largest "
-                   f"buffer at the traced peak, {band['op'] or 'unnamed'} ({band['shape'] or 'no shape'} as traced), "
-                   f"asks {band['requested_bytes'] / 2**20:,.1f} MiB at this setting and is counted at "
-                   f"{band['counted_bytes'] / 2**20:,.1f} MiB")
+                   "holds from its size to twice it, and runs of one setting differ by which it gets: from every "
+                   f"buffer at the traced peak handed just its request ({band['slack_bytes'] / 2**20:,.1f} MiB "
+                   f"less) to the largest, {band['op'] or 'unnamed'} ({band['shape'] or 'no shape'} as traced), "
+                   f"asking {band['requested_bytes'] / 2**20:,.1f} MiB here (counted at "
+                   f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed twice that")
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

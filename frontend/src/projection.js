@@ -84,8 +84,7 @@ export function stepsLine(whatif) {
 
 /**
  * How far the allocator's chunking alone can move the figure (a BFC allocator's trace): "Allocator band:
- * 411.61 MiB–536.61 MiB. A BFC allocator hands a request a free chunk whole when it is under twice the request
- * ..."; "" when the answer has none.
+ * 392.78 MiB–536.61 MiB. A BFC allocator hands ..."; "" when the answer has none.
  */
 export function bandLine(whatif) {
   const band = whatif?.band;
@@ -93,8 +92,9 @@ export function bandLine(whatif) {
   const buffer = `${band.op || "an unnamed buffer"}${band.shape ? ` (${band.shape} as traced)` : ""}`;
   return `Allocator band: ${formatHuman(band.low_bytes)}–${formatHuman(band.high_bytes)}. A BFC allocator hands a `
     + "request a free chunk whole when it is under twice the request, so a buffer holds from its size to twice it, "
-    + `and runs of one setting differ by which it gets: the largest buffer at the traced peak, ${buffer}, asks `
-    + `${formatHuman(band.requested_bytes)} here and is counted at ${formatHuman(band.counted_bytes)}.`;
+    + "and runs of one setting differ by which it gets: from every buffer at the traced peak handed just its "
+    + `request (${formatHuman(band.slack_bytes)} less) to the largest, ${buffer}, asking `
+    + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed twice that.`;
 }
 
 /** What the traced step ran with, in one line: "Adam · float32 · batch 32" (" · sequence 128" for a sequence). */

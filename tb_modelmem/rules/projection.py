@@ -176,26 +176,32 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, scale
     whole when the chunk is under twice the request (it splits only larger ones), so a buffer holds from its
     request to twice it, and which it gets depends on what earlier steps left free: runs of one setting
     differ by it (the causal LM at batch 32: 418 and 528 MiB, its 125 MiB logits handed almost twice
-    that). Taken on the step's largest buffer at the traced peak, at the asked size: ``{"low_bytes",
-    "high_bytes", "op", "shape", "requested_bytes", "counted_bytes"}`` (what the projection counts for it);
-    None where no BFC allocator counted the trace or it recorded no request."""
+    that). Low: every step buffer at the traced peak handed just its request at the asked size (what the
+    projection counts beyond that is ``slack_bytes``); high: its largest handed twice its request.
+    ``{"low_bytes", "high_bytes", "slack_bytes", "op", "shape", "requested_bytes", "counted_bytes"}`` (the
+    largest's request and what the projection counts for it); None where no BFC allocator counted the trace
+    or it recorded no request."""
     if not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True) for a in trace.allocators or ()):
         return None
     buffers = trace.peak_buffers
-    rows = [(requested, handed, op, shape, category, dtype) for requested, handed, op, shape, category, dtype in zip(
-        buffers.column("requested_bytes"), buffers.column("bytes"), buffers.column("op"), buffers.column("shape"),
-        buffers.column("category"), buffers.column("dtype")) if requested and category in STEP_ONLY_CATEGORIES]
+    weights = frozenset(tuple(s) for s in breakdown.variables.column("shape")) if breakdown is not None else frozenset()
+    rows = []  # (asked, counted, op, shape) at the asked size
+    for requested, handed, op, shape, category, dtype in zip(
+            buffers.column("requested_bytes"), buffers.column("bytes"), buffers.column("op"), buffers.column("shape"),
+            buffers.column("category"), buffers.column("dtype")):
+        if not requested or category not in STEP_ONLY_CATEGORIES:
+            continue
+        carries, power = carried(shape, trace.batch_size, weights, trace.sequence_length)
+        wide = category not in _COMPUTED or not dtype.startswith(("float", "bfloat", "half"))
+        factor = scale * seq_ratio ** power * (1.0 if wide else dtype_factor) if carries else 1.0
+        rows.append((requested * factor, handed * factor, op, shape))
     if not rows:
         return None
-    requested, handed, op, shape, category, dtype = max(rows, key=lambda row: row[0])
-    weights = frozenset(tuple(s) for s in breakdown.variables.column("shape")) if breakdown is not None else frozenset()
-    carries, power = carried(shape, trace.batch_size, weights, trace.sequence_length)
-    wide = category not in _COMPUTED or not dtype.startswith(("float", "bfloat", "half"))
-    factor = scale * seq_ratio ** power * (1.0 if wide else dtype_factor) if carries else 1.0
-    asked, counted = requested * factor, handed * factor
-    return {"low_bytes": int(round(peak - max(counted - asked, 0.0))),
-            "high_bytes": int(round(peak + max(2 * asked - counted, 0.0))),
-            "op": op, "shape": shape, "requested_bytes": int(round(asked)), "counted_bytes": int(round(counted))}
+    slack = sum(max(counted - asked, 0.0) for asked, counted, _, _ in rows)
+    asked, counted, op, shape = max(rows, key=lambda row: row[0])
+    return {"low_bytes": int(round(peak - slack)), "high_bytes": int(round(peak + max(2 * asked - counted, 0.0))),
+            "slack_bytes": int(round(slack)), "op": op, "shape": shape,
+            "requested_bytes": int(round(asked)), "counted_bytes": int(round(counted))}
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:

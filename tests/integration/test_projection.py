@@ -227,7 +227,8 @@ def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
     dims = [int(d) for d in band["shape"].strip("[]").split(",")]
     asked = math.prod(dims) * 4 * (64 // 32 if dims[0] == 32 else 1)
     assert band["requested_bytes"] == asked and asked <= band["counted_bytes"] < 2 * asked, band
-    assert band["low_bytes"] == projected["peak_bytes"] - (band["counted_bytes"] - asked)
+    assert band["slack_bytes"] >= band["counted_bytes"] - asked  # every buffer at its request: the low end
+    assert band["low_bytes"] == projected["peak_bytes"] - band["slack_bytes"]
     assert band["high_bytes"] == projected["peak_bytes"] + 2 * asked - band["counted_bytes"]
 
 
