@@ -212,6 +212,11 @@ class Program:
         return found
 
     @functools.cached_property
+    def _logical(self) -> Dict[int, Any]:
+        """The buffer assignment's logical buffers by id."""
+        return {b.id: b for b in self._assignment.logical_buffers}
+
+    @functools.cached_property
     def written_back(self) -> FrozenSet[int]:
         """Numbers of the entry parameters whose buffer is also an output: state updated in place."""
         return frozenset(a.parameter_number for a in self._assignment.buffer_allocations
@@ -245,7 +250,7 @@ class Program:
             returned.add(iid)
             if raw.opcode in _ALIASING:
                 waiting.extend(raw.operand_ids)
-        logical = {b.id: b for b in self._assignment.logical_buffers}
+        logical = self._logical
         found: Dict[int, int] = {}
         for allocation in self._assignment.buffer_allocations:
             if not (allocation.is_entry_computation_parameter and allocation.maybe_live_out):
@@ -374,7 +379,7 @@ class Program:
         if not temps:
             return None
         temp = max(temps, key=lambda a: a.size)
-        logical = {b.id: b for b in self._assignment.logical_buffers}
+        logical = self._logical
         placed = {assigned.logical_buffer_id for assigned in temp.assigned}
         traced = self._heap_trace(placed)
         if traced is not None:

@@ -143,7 +143,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
         steps = []  # the all-reduce's moment is not one of the traced steps' own
-    band = _chunk_band(trace, breakdown, peak, scale or 1.0, dtype_factor, seq_ratio) if peak is not None else None
+    band = _chunk_band(trace, breakdown, peak, step.factor, scale or 1.0, seq_ratio) if peak is not None else None
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
@@ -170,7 +170,7 @@ def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
             for traced, projected in peaks if traced or projected]
 
 
-def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, scale: float, dtype_factor: float,
+def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, factors: Dict[str, float], scale: float,
                 seq_ratio: float) -> Optional[Dict[str, Any]]:
     """How far a BFC allocator's chunking alone can move the projected peak: it hands a request a free chunk
     whole when the chunk is under twice the request (it splits only larger ones), so a buffer holds from its
@@ -180,7 +180,8 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, scale
     projection counts beyond that is ``slack_bytes``); high: its largest handed twice its request.
     ``{"low_bytes", "high_bytes", "slack_bytes", "op", "shape", "requested_bytes", "counted_bytes"}`` (the
     largest's request and what the projection counts for it); None where no BFC allocator counted the trace
-    or it recorded no request."""
+    or it recorded no request. ``factors``: what ``_Step`` multiplies each category's batch-carrying bytes by
+    (an integer buffer keeps its width: the batch ``scale`` alone)."""
     if not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True) for a in trace.allocators or ()):
         return None
     buffers = trace.peak_buffers
@@ -192,8 +193,8 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, scale
         if not requested or category not in STEP_ONLY_CATEGORIES:
             continue
         carries, power = carried(shape, trace.batch_size, weights, trace.sequence_length)
-        wide = category not in _COMPUTED or not dtype.startswith(("float", "bfloat", "half"))
-        factor = scale * seq_ratio ** power * (1.0 if wide else dtype_factor) if carries else 1.0
+        floating = dtype.startswith(("float", "bfloat", "half"))
+        factor = (factors[category] if floating else scale) * seq_ratio ** power if carries else 1.0
         rows.append((requested * factor, handed * factor, op, shape))
     if not rows:
         return None
