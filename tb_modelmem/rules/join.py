@@ -46,7 +46,10 @@ _LOOP_PART = re.compile(r"^(body|cond)$")
 _EXECUTOR_TYPES = frozenset({"_Retval", "_DeviceRetval", "NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv",
                              "StatefulPartitionedCall", "PartitionedCall", "_SOURCE", "_SINK", "Const",
                              "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp",
-                             # summaries written between steps (a TensorBoard callback's)
+                             # summaries written between steps (a TensorBoard callback's), and
+                             # TF1's, serialized in the step it logs (a tf.summary.image of the batch)
+                             "ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummary",
+                             "AudioSummaryV2", "TensorSummary", "TensorSummaryV2", "MergeSummary",
                              "WriteSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
                              "WriteRawProtoSummary", "FlushSummaryWriter", "CreateSummaryFileWriter",
                              "SummaryWriter", "CloseSummaryWriter"})

@@ -9,7 +9,7 @@ from typing import Any, Dict, Set
 
 import pytest
 
-from tb_modelmem.schema.names import OPTIMIZER
+from tb_modelmem.schema.names import BACKWARD, FORWARD, OPTIMIZER
 from tests.corpus import SCRIPTS, run
 from tests.support.layer_time import rows_on_layers
 from tests.support.plugin_harness import Served
@@ -49,6 +49,9 @@ def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
     layers = model_layers(result)
     fraction, elsewhere = rows_on_layers(ops, layers)
     assert fraction >= 0.9, f"{name}: {fraction:.1%} of forward and backward op time on layers; elsewhere {elsewhere}"
+    # a summary serialized in the step (TF1's image of the batch: 0.9-4 ms) is logging, not the model's pass
+    logged = [(op["name"], op["phase"]) for op in ops if op["op_type"].endswith("Summary")]
+    assert all(phase not in (FORWARD, BACKWARD) for _, phase in logged), logged
     updates = [op for op in ops if op["phase"] == OPTIMIZER]
     unplaced = [op["name"] for op in updates if op["layer"] not in layers]
     assert len(updates) > 0 and len(unplaced) <= 8, (
