@@ -32,7 +32,7 @@ export const PHASE_HINT = {
   loss: "the loss",
   metrics: "metric updates",
   input: "feeding the batch in",
-  executor: "the framework's own bookkeeping between ops",
+  executor: "the framework's own bookkeeping between ops, and the summaries the step writes",
   collective: "moving tensors between devices: all-reduce, all-gather, reduce-scatter, send/recv",
 };
 

@@ -45,14 +45,14 @@ _LOOP_PART = re.compile(r"^(body|cond)$")
 # Op types that only move a function's arguments and results around.
 _EXECUTOR_TYPES = frozenset({"_Retval", "_DeviceRetval", "NoOp", "_Send", "_Recv", "_HostSend", "_HostRecv",
                              "StatefulPartitionedCall", "PartitionedCall", "_SOURCE", "_SINK", "Const",
-                             "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp",
-                             # summaries written between steps (a TensorBoard callback's), and
-                             # TF1's, serialized in the step it logs (a tf.summary.image of the batch)
-                             "ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummary",
-                             "AudioSummaryV2", "TensorSummary", "TensorSummaryV2", "MergeSummary",
-                             "WriteSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
-                             "WriteRawProtoSummary", "FlushSummaryWriter", "CreateSummaryFileWriter",
-                             "SummaryWriter", "CloseSummaryWriter"})
+                             "VarHandleOp", "VariableV2", "Variable", "VarIsInitializedOp"})
+# The step's logging: summaries written between steps (a TensorBoard callback's), and TF1's, serialized
+# in the step they log (a tf.summary.image of the batch, a histogram of a gradient under "gradients/").
+_SUMMARY_TYPES = frozenset({"ScalarSummary", "HistogramSummary", "ImageSummary", "AudioSummary", "AudioSummaryV2",
+                            "TensorSummary", "TensorSummaryV2", "MergeSummary", "WriteSummary", "WriteScalarSummary",
+                            "WriteHistogramSummary", "WriteImageSummary", "WriteAudioSummary", "WriteRawProtoSummary",
+                            "WriteGraphSummary", "FlushSummaryWriter", "CreateSummaryFileWriter", "SummaryWriter",
+                            "CloseSummaryWriter"})
 _INPUT_TYPES = frozenset({"IteratorGetNext", "OptionalGetValue", "IteratorGetNextSync", "_Arg", "_DeviceArg",
                           "Placeholder", "MultiDeviceIteratorGetNextFromShard", "_EagerConst", "OptionalHasValue",
                           "IteratorGetNextAsOptional", "AnonymousIteratorV3", "MakeIterator"})
@@ -214,6 +214,8 @@ def phase_by_name(name: str, op_type: str = "") -> str:
     to an instruction: it may be any phase's)."""
     if op_type == UNATTRIBUTED_TYPE:
         return ""
+    if op_type in _SUMMARY_TYPES:
+        return EXECUTOR  # whatever scope it logs from
     path = strip_calls(name)
     framed = f"/{path}/"  # scope tests as substring searches: a graph has ~15,000 names, each asked once
     if "/gradient_tape/" in framed or "/gradients/" in framed or "_grad/" in framed:

@@ -22,7 +22,7 @@ OPTIMIZER = "optimizer"  # applying gradients: slot and weight updates
 LOSS = "loss"  # the loss and its reduction
 METRICS = "metrics"  # metric state updates (accuracy, mean loss trackers)
 INPUT = "input"  # the batch entering the step (iterator, feeds)
-EXECUTOR = "executor"  # function call plumbing: _Arg, _Retval, NoOp, call ops
+EXECUTOR = "executor"  # function call plumbing (_Arg, _Retval, NoOp, call ops) and the step's summaries
 COLLECTIVE = "collective"  # moving tensors between devices: all-reduce, all-gather, reduce-scatter, send/recv
 PHASES = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS, INPUT, EXECUTOR, COLLECTIVE)
 # The op type of an XLA step's kernel time no rule tied to an instruction (a command buffer's kernels in a

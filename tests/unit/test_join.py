@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tb_modelmem.rules.join import GraphAnalysis, Joiner, OpGraph, Vocabulary, node_entry
-from tb_modelmem.schema.names import BACKWARD, FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.schema.names import BACKWARD, EXECUTOR, FORWARD, OPTIMIZER, OPTIMIZER_SLOT, WEIGHT
 
 
 def test_a_join_prepared_before_the_names_is_redone_when_the_names_change_the_renaming_rule():
@@ -77,3 +77,13 @@ def test_an_optimizers_scope_is_read_as_keras_names_it():
     assert phase_by_name("functional_1/dense_4_1/Tensordot/MatMul", "MatMul") == FORWARD
     assert phase_by_name("gradient_tape/functional_1/dense_4_1/MatMul_1", "MatMul") == BACKWARD
     assert phase_by_name("adam_width/MatMul", "MatMul") == FORWARD  # a layer that merely starts so
+
+
+def test_a_summary_is_the_steps_logging_whatever_scope_it_logs_from():
+    """TF1 scripts log each gradient under its own name (``tf.summary.histogram(grad.op.name, grad)``): the
+    summary op sits in the "gradients/" scope but encodes a histogram, it computes no gradient."""
+    from tb_modelmem.rules.join import phase_by_name
+
+    assert phase_by_name("gradients/dense/MatMul_grad/MatMul_1", "HistogramSummary") == EXECUTOR
+    assert phase_by_name("train/gradients/fc1/MatMul_grad/MatMul_1", "MatMul") == BACKWARD
+    assert phase_by_name("input_reshape/input", "ImageSummary") == EXECUTOR
