@@ -46,6 +46,7 @@ _HEAP_ALLOC, _HEAP_FREE, _HEAP_SHARE = 0, 1, 2
 # Opcodes that only move an operand's elements: what they make from a parameter is that parameter.
 _RELAYOUT = frozenset({"bitcast", "copy", "transpose", "reshape", "get-tuple-element", "fusion"})
 _NEW_BUFFER_RELAYOUT = frozenset({"copy", "transpose", "reshape"})  # of those, the ones writing a buffer of their own
+_STRICT_RELAYOUT = _NEW_BUFFER_RELAYOUT | {"bitcast"}  # those that surely keep a value as it was (a fusion may not)
 _KERNEL_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -230,7 +231,18 @@ class Program:
         instruction = self.instructions.get(instruction_id)
         if instruction is None or instruction.op_name or instruction.opcode not in _NEW_BUFFER_RELAYOUT:
             return False
-        return any(self._raw[p].parameter_number in self.written_back for p in self.state_read(instruction_id))
+        waiting, seen = list(instruction.operand_ids), set()  # its operand, through re-layouts only: a fusion
+        while waiting:  # may compute a new value from a parameter (``param * decay``), which is no copy of it
+            source = self.instructions.get(waiting.pop())
+            if source is None or source.id in seen:
+                continue
+            seen.add(source.id)
+            if source.opcode == "parameter" and source.in_entry:
+                if self._raw[source.id].parameter_number in self.written_back:
+                    return True
+            elif source.opcode in _STRICT_RELAYOUT and len(source.operand_ids) == 1:
+                waiting.extend(source.operand_ids)
+        return False
 
     def reused_state(self) -> List[Tuple[Instruction, int]]:
         """(instruction, bytes) of each value XLA places in the buffer of a parameter it writes back (a
