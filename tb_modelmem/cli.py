@@ -242,13 +242,16 @@ def format_estimate(result: Dict[str, Any]) -> str:
                    f"{100 * (high - low) / high:.1f}% (how far one step's trace can be trusted)")
     band = result.get("band")
     if band:
+        largest = f"{band['op'] or 'unnamed'} ({band['shape'] or 'no shape'} as traced)"
+        if band.get("copy"):
+            largest = f"the loss's float32 copy of {largest}"
         out.append(f"allocator band: {band['low_bytes'] / 2**20:,.1f}-{band['high_bytes'] / 2**20:,.1f} MiB: a BFC "
-                   "allocator hands a request a free chunk whole when it is under twice the request, so a buffer "
-                   "holds from its size to twice it, and runs of one setting differ by which it gets: from every "
-                   f"buffer at the traced peak handed just its request ({band['slack_bytes'] / 2**20:,.1f} MiB "
-                   f"less) to the largest, {band['op'] or 'unnamed'} ({band['shape'] or 'no shape'} as traced), "
+                   "allocator hands a request a free chunk whole when it is under twice the request and less than "
+                   "128 MiB over it, so a buffer holds from its size to the lesser of twice it and 128 MiB more, "
+                   "and runs of one setting differ by which it gets: from every buffer at the traced peak handed "
+                   f"just its request ({band['slack_bytes'] / 2**20:,.1f} MiB less) to the largest, {largest}, "
                    f"asking {band['requested_bytes'] / 2**20:,.1f} MiB here (counted at "
-                   f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed twice that")
+                   f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed {band['most_bytes'] / 2**20:,.1f} MiB")
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

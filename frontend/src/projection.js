@@ -89,12 +89,15 @@ export function stepsLine(whatif) {
 export function bandLine(whatif) {
   const band = whatif?.band;
   if (!band || !isKnown(band.low_bytes) || !isKnown(band.high_bytes)) return "";
-  const buffer = `${band.op || "an unnamed buffer"}${band.shape ? ` (${band.shape} as traced)` : ""}`;
+  const traced = `${band.op || "an unnamed buffer"}${band.shape ? ` (${band.shape} as traced)` : ""}`;
+  const buffer = band.copy ? `the loss's float32 copy of ${traced}` : traced;
+  const most = isKnown(band.most_bytes) ? formatHuman(band.most_bytes) : "twice that";
   return `Allocator band: ${formatHuman(band.low_bytes)}–${formatHuman(band.high_bytes)}. A BFC allocator hands a `
-    + "request a free chunk whole when it is under twice the request, so a buffer holds from its size to twice it, "
-    + "and runs of one setting differ by which it gets: from every buffer at the traced peak handed just its "
-    + `request (${formatHuman(band.slack_bytes)} less) to the largest, ${buffer}, asking `
-    + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed twice that.`;
+    + "request a free chunk whole when it is under twice the request and less than 128 MiB over it, so a buffer "
+    + "holds from its size to the lesser of twice it and 128 MiB more, and runs of one setting differ by which it "
+    + "gets: from every buffer at the traced peak handed just its request "
+    + `(${formatHuman(band.slack_bytes)} less) to the largest, ${buffer}, asking `
+    + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed ${most}.`;
 }
 
 /** What the traced step ran with, in one line: "Adam · float32 · batch 32" (" · sequence 128" for a sequence). */

@@ -126,13 +126,16 @@ test("the traced steps' spread: each step's peak and what it projects to, said o
 });
 
 test("the allocator band names the largest buffer and its two figures", () => {
-  const whatif = { band: { low_bytes: 392.5 * 1024 ** 2, high_bytes: 536.5 * 1024 ** 2, slack_bytes: 19 * 1024 ** 2,
-    op: "model/dense_4/MatMul", shape: "[1024,8000]", requested_bytes: 125 * 1024 ** 2, counted_bytes: 125 * 1024 ** 2 } };
-  assert.equal(bandLine(whatif), "Allocator band: 392.50 MiB–536.50 MiB. A BFC allocator hands a request a free chunk "
-    + "whole when it is under twice the request, so a buffer holds from its size to twice it, and runs of one setting "
-    + "differ by which it gets: from every buffer at the traced peak handed just its request (19.00 MiB less) to the "
-    + "largest, model/dense_4/MatMul ([1024,8000] as traced), asking 125.00 MiB here (counted at 125.00 MiB), handed "
-    + "twice that.");
+  const band = { low_bytes: 392.5 * 1024 ** 2, high_bytes: 536.5 * 1024 ** 2, slack_bytes: 19 * 1024 ** 2,
+    op: "model/dense_4/MatMul", shape: "[1024,8000]", requested_bytes: 125 * 1024 ** 2, counted_bytes: 125 * 1024 ** 2,
+    most_bytes: 250 * 1024 ** 2, copy: false };
+  assert.equal(bandLine({ band }), "Allocator band: 392.50 MiB–536.50 MiB. A BFC allocator hands a request a free chunk "
+    + "whole when it is under twice the request and less than 128 MiB over it, so a buffer holds from its size to the "
+    + "lesser of twice it and 128 MiB more, and runs of one setting differ by which it gets: from every buffer at the "
+    + "traced peak handed just its request (19.00 MiB less) to the largest, model/dense_4/MatMul ([1024,8000] as "
+    + "traced), asking 125.00 MiB here (counted at 125.00 MiB), handed 250.00 MiB.");
+  assert.match(bandLine({ band: { ...band, copy: true } }),
+    /to the largest, the loss's float32 copy of model\/dense_4\/MatMul \(\[1024,8000\] as traced\), asking/);
   assert.equal(bandLine({ band: null }), "");
   assert.equal(bandLine({}), "");
 });

@@ -298,7 +298,8 @@ def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, i
         entry = live.get(event.key)
         if event.delta > 0:
             if entry is None:
-                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region)
+                entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region,
+                                                event.batch, event.seq, event.mixed)
             entry.bytes += event.delta
             entry.requested += max(event.requested, 0)
             if i in holding:
@@ -316,7 +317,8 @@ def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, i
             category = MOVED_STATE if i in moves else event.category or BEFORE_WINDOW  # a variable's, till then
             later[event.key] = _Live(-event.delta, "", category, "", "", event.region)
     out = [BufferRecord(op=b.op, bytes=b.bytes, shape=b.shape, dtype=b.dtype, region=b.region, category=b.category,
-                        bytes_source=MEASURED, requested_bytes=b.requested or None)
+                        bytes_source=MEASURED, requested_bytes=b.requested or None, batch=b.batch, seq=b.seq,
+                        mixed=b.mixed)
            for b in list(live.values()) + list(later.values()) if b.bytes > 0]
     return sorted(out, key=lambda b: -b.bytes)
 

@@ -19,7 +19,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
-from tb_modelmem.rules.buffers import carried
+from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
 from tb_modelmem.rules.peak import before_the_trace, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
@@ -58,6 +58,7 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
+_MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 _MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
 _SCALAR_BYTES = 4
 
@@ -93,7 +94,8 @@ class WhatIf:
 
 def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dict[str, Any]:
     """The projected peak of one device: ``{"peak_bytes", "by_category", "basis": [lines], "unknown":
-    {category: reason}, "traced": {...}, "peak_moved", "batch_per_replica"}`` (bytes None: unknown)."""
+    {category: reason}, "steps", "band", "peak_moved", "peak_time_us", "batch_per_replica", "replicas",
+    "devices", "shard", "seq", "traced": {...}}`` (bytes None: unknown; ``_unknown_peak`` has the same keys)."""
     what.check()
     state = _State.of(breakdown, trace)
     unknown: Dict[str, str] = {}
@@ -139,11 +141,14 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
     steps = _each_step(trace.timeline, totals) if peak is not None else []
     synced = _gradient_sync(trace, state, what, by_category, unknown)
+    at_all_reduce = False
     if synced is not None and peak is not None and sum(synced.values()) > peak:
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
-        steps = []  # the all-reduce's moment is not one of the traced steps' own
-    band = _chunk_band(trace, breakdown, peak, step.factor, scale or 1.0, seq_ratio) if peak is not None else None
+        steps, at_all_reduce = [], True  # the all-reduce's moment is not one of the traced steps' own
+    # the band is the traced peak's buffers': where the figure is another moment's, it does not say
+    band = (_chunk_band(trace, breakdown, peak, step, seq_ratio)
+            if peak is not None and peak_index == traced_index and not at_all_reduce else None)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
@@ -170,39 +175,52 @@ def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
             for traced, projected in peaks if traced or projected]
 
 
-def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, factors: Dict[str, float], scale: float,
+def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step: "_Step",
                 seq_ratio: float) -> Optional[Dict[str, Any]]:
     """How far a BFC allocator's chunking alone can move the projected peak: it hands a request a free chunk
-    whole when the chunk is under twice the request (it splits only larger ones), so a buffer holds from its
-    request to twice it, and which it gets depends on what earlier steps left free: runs of one setting
-    differ by it (the causal LM at batch 32: 418 and 528 MiB, its 125 MiB logits handed almost twice
-    that). Low: every step buffer at the traced peak handed just its request at the asked size (what the
-    projection counts beyond that is ``slack_bytes``); high: its largest handed twice its request.
-    ``{"low_bytes", "high_bytes", "slack_bytes", "op", "shape", "requested_bytes", "counted_bytes"}`` (the
-    largest's request and what the projection counts for it); None where no BFC allocator counted the trace
-    or it recorded no request. ``factors``: what ``_Step`` multiplies each category's batch-carrying bytes by
-    (an integer buffer keeps its width: the batch ``scale`` alone)."""
-    if not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True) for a in trace.allocators or ()):
+    whole when the chunk is under twice the request and less than 128 MiB over it (it splits the others), so a
+    buffer holds from its request to the lesser of twice it and 128 MiB more, and which it gets depends on what
+    earlier steps left free: runs of one setting differ by it (the causal LM at batch 32: 418 and 528 MiB, its
+    125 MiB logits handed almost twice that). Low: every step buffer at the traced peak handed just its request
+    at the asked size, scaled as ``step`` scales it (what the projection counts beyond that is
+    ``slack_bytes``); high: its largest handed the most BFC would hand it (``most_bytes``).
+    ``{"low_bytes", "high_bytes", "slack_bytes", "op", "shape", "requested_bytes", "counted_bytes",
+    "most_bytes", "copy"}`` (the largest's request, what the projection counts for it, the most it may be handed;
+    ``copy``: it is the loss's float32 copy of that buffer, under a mixed policy).
+    None where no BFC allocator counted the trace, it recorded no request, or the step is XLA's (its program
+    asks for its buffers in one allocation, which the trace splits by buffer)."""
+    if trace.xla or not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True)
+                            for a in trace.allocators or ()):
         return None
     buffers = trace.peak_buffers
     weights = frozenset(tuple(s) for s in breakdown.variables.column("shape")) if breakdown is not None else frozenset()
-    rows = []  # (asked, counted, op, shape) at the asked size
-    for requested, handed, op, shape, category, dtype in zip(
+    rows = []  # (asked, counted, op, shape, whether it is the loss's float32 copy of it) at the asked size
+    for requested, handed, op, shape, category, dtype, batch, seq, mixed in zip(
             buffers.column("requested_bytes"), buffers.column("bytes"), buffers.column("op"), buffers.column("shape"),
-            buffers.column("category"), buffers.column("dtype")):
+            buffers.column("category"), buffers.column("dtype"), buffers.column("batch"), buffers.column("seq"),
+            buffers.column("mixed")):
         if not requested or category not in STEP_ONLY_CATEGORIES:
             continue
-        carries, power = carried(shape, trace.batch_size, weights, trace.sequence_length)
-        floating = dtype.startswith(("float", "bfloat", "half"))
-        factor = (factors[category] if floating else scale) * seq_ratio ** power if carries else 1.0
-        rows.append((requested * factor, handed * factor, op, shape))
+        carries, power = (batch, seq) if batch is not None else carried(  # an older trace: its shape says
+            shape, trace.batch_size, weights, trace.sequence_length)
+        if not carries:
+            factor = step.fixed_factor[category]
+        else:  # as ``_Step`` scales its category's bytes: what a policy keeps wide keeps its width
+            floating = dtype.startswith(("float", "bfloat", "half"))
+            wide = mixed == KEEPS_WIDTH or not floating
+            factor = (step.scale if wide else step.factor[category]) * seq_ratio ** power
+            if mixed == LOSS_COPY and step.dtype_factor < 1.0:  # the loss's float32 copy of the output
+                grown = step.scale * seq_ratio ** power
+                rows.append((requested * grown, handed * grown, op, shape, True))
+        rows.append((requested * factor, handed * factor, op, shape, False))
     if not rows:
         return None
-    slack = sum(max(counted - asked, 0.0) for asked, counted, _, _ in rows)
-    asked, counted, op, shape = max(rows, key=lambda row: row[0])
-    return {"low_bytes": int(round(peak - slack)), "high_bytes": int(round(peak + max(2 * asked - counted, 0.0))),
-            "slack_bytes": int(round(slack)), "op": op, "shape": shape,
-            "requested_bytes": int(round(asked)), "counted_bytes": int(round(counted))}
+    slack = sum(max(counted - asked, 0.0) for asked, counted, *_ in rows)
+    asked, counted, op, shape, copy = max(rows, key=lambda row: row[0])
+    most = asked + min(asked, _MOST_CHUNK_SLACK)
+    return {"low_bytes": int(round(peak - slack)), "high_bytes": int(round(peak + max(most - counted, 0.0))),
+            "slack_bytes": int(round(slack)), "op": op, "shape": shape, "requested_bytes": int(round(asked)),
+            "counted_bytes": int(round(counted)), "most_bytes": int(round(most)), "copy": copy}
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
@@ -458,6 +476,7 @@ class _Step:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
+        self.scale, self.dtype_factor = scale, dtype_factor
         in_window = {c: timeline.by_category.get(c, [0.0] * n) for c in STEP_CATEGORIES + (BEFORE_WINDOW,)}
         self.batch = {c: timeline.batch_by_category.get(c, [0.0] * n) for c in in_window}
         self.seq_ratio = seq_ratio
@@ -472,9 +491,11 @@ class _Step:
         self.factor: Dict[str, float] = {}  # a category's batch-carrying bytes are multiplied by it
         self.fixed_factor: Dict[str, float] = {}  # and the rest by this
         self.series: Dict[str, List[float]] = {}
-        slot_ratio = _slot_ratio(state, projected_state)
-        self.slot_sizes = (state.bytes[WEIGHTS_CATEGORY] + (projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0),
-                           state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY])
+        # the weights and slots (after the change, as traced): an update's scratch reads each weight and its
+        # slots, and the allocator's chunk slack on the variables (HELD_CATEGORY) is on them
+        self.state_sizes = _state_sizes(state, projected_state)
+        now, was = self.state_sizes
+        slot_ratio = now / was if was else 1.0
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
@@ -486,13 +507,10 @@ class _Step:
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
         # What the allocator held besides the step's buffers: the state, and what else was resident.
         self.held_traced: List[float] = []
-        self.state_sizes = (0.0, 0.0)  # the weights and slots (after the change, as traced)
         self.held_factor = 1.0  # what HELD_CATEGORY is multiplied by
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
             self.held_traced = self.series.get(HELD_CATEGORY, [])
-            self.state_sizes = _state_sizes(state, projected_state)
-            now, was = self.state_sizes
             if self.held_traced and was and abs(now / was - 1) >= 0.001:  # taken as the variables' chunk slack
                 self.held_factor = now / was
                 self.series[HELD_CATEGORY] = [v * self.held_factor for v in self.held_traced]
@@ -559,7 +577,7 @@ class _Step:
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
                             "(each device keeps its shard of the gradients)")
             elif fixed_factor != 1.0:
-                after, before = self.slot_sizes
+                after, before = self.state_sizes
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
                             f"(weights + slots: {_size(after)} / {_size(before)} traced)")
             else:
@@ -600,21 +618,14 @@ class _Step:
 
 
 def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
-    """(The weights and slots on one device after the change, as traced): what the allocator's chunk slack
-    on the variables (``HELD_CATEGORY``) grows or shrinks with (counters are a few bytes). Equal where one is
-    unknown (kept as traced)."""
+    """(The weights and slots on one device after the change, as traced): what an update's scratch and the
+    allocator's chunk slack on the variables (``HELD_CATEGORY``) grow or shrink with (counters are a few
+    bytes). Equal where one is unknown (kept as traced)."""
     parts = (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
     before = float(sum(state.bytes[c] for c in parts))
     if any(projected.get(c) is None for c in parts):
         return before, before
     return float(sum(projected[c] or 0 for c in parts)), before
-
-
-def _slot_ratio(state: _State, projected: Dict[str, Optional[int]]) -> float:
-    """How an update's scratch grows with the optimizer's state: it reads each weight and its slots."""
-    before = state.bytes[WEIGHTS_CATEGORY] + state.bytes[OPTIMIZER_SLOTS_CATEGORY]
-    after = state.bytes[WEIGHTS_CATEGORY] + (projected.get(OPTIMIZER_SLOTS_CATEGORY) or 0)
-    return after / before if before else 1.0
 
 
 def _traced_compute_bytes(trace: OpTrace) -> int:
@@ -683,6 +694,6 @@ def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Opt
     by_category: Dict[str, Optional[int]] = dict.fromkeys(step)
     by_category.update(state)
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
-            "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "peak_moved": False,
-            "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas, "devices": what.replicas,
-            "shard": what.shard, "traced": {}}
+            "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "steps": [], "band": None,
+            "peak_moved": False, "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas,
+            "devices": what.replicas, "shard": what.shard, "seq": what.seq, "traced": {}}

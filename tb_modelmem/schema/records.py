@@ -188,9 +188,15 @@ class BufferRecord(Record):
     # what the op asked for (shape x dtype, rounded up to the allocator's alignment); ``bytes`` is the chunk
     # the allocator handed out (these sum to the peak). None: the profile did not record it.
     requested_bytes: Optional[int] = None
+    # Whether it carries the step's batch, and its sequence length ``seq`` times, as the reduction decided
+    # (``rules.buffers.carried``), and what it is under a mixed policy (``rules.buffers.under_mixed_policy``):
+    # what What-if scales it by. None: not recorded (a reader that keeps no such flags, an older trace).
+    batch: Optional[bool] = None
+    seq: int = 0
+    mixed: str = ""
 
-    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "requested_bytes")
-    _repeated: ClassVar[Tuple[str, ...]] = ("shape", "dtype", "region", "category", "bytes_source")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("bytes", "requested_bytes", "seq")
+    _repeated: ClassVar[Tuple[str, ...]] = ("shape", "dtype", "region", "category", "bytes_source", "mixed")
 
 
 class BufferTable(Table[BufferRecord]):

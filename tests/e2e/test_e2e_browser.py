@@ -932,6 +932,7 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
     asked = (1024, None)
     api = tb_modelmem.estimate(logdir, run="lenet_1/train", batch=asked[0])
     assert api["peak_moved"], (api["peak_time_us"], api["traced"])
+    assert api["band"] is None  # the traced peak's buffers do not say another moment's chunking
     tab = Tab(browser, tb, shots, height=1200)
     tab.open("whatif", "lenet_1/train", "ops")
     tab.text("whatif-traced", "Adam · float32 · batch 1")
@@ -942,6 +943,7 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
              f"traced one at {api['traced']['peak_time_us'] / 1000:.2f} ms")
     tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
     tab.page.screenshot(path=os.path.join(shots, "whatif-moved.png"))
+    assert not tab.testid("whatif-band").is_visible()
     rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
     checked = {}
     for i in range(rows.count()):
@@ -1021,6 +1023,10 @@ def test_what_if_under_a_mixed_policy_says_what_stays_float32(batch_one_tb, brow
     tab.testid("whatif-project").click()
     tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
     tab.page.screenshot(path=os.path.join(shots, "whatif-policy.png"))
+    # the band's largest request under the policy is the loss's float32 copy of the logits ([512,8000] traced)
+    band = api["band"]
+    assert band["copy"] and band["requested_bytes"] == 8 * 64 * 8000 * 4, band
+    tab.text("whatif-band", f"to the largest, the loss's float32 copy of {band['op']} ([512,8000] as traced)")
     shown = _whatif_rows(tab)
     wider = [cells for cells in shown.values() if "kept wide (norms, loss, ints, its copy)" in cells[4]]
     assert wider, shown  # on activations or gradients, as the projected peak's moment falls

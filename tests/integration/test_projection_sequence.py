@@ -98,6 +98,11 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
             value, slack = basis_arithmetic(line["formula"])
             assert abs(value - line["projected_bytes"]) <= slack + 1, line
     assert any("kept wide (norms, loss, ints, its copy)" in line["formula"] for line in answer["basis"])
+    # the allocator band's largest request is that float32 copy of the logits, the lesser of twice it and
+    # 128 MiB more the most BFC hands it; the 16-bit logits ask half of it
+    band = answer["band"]
+    assert band["copy"] and band["shape"] == "[1024,8000]" and band["requested_bytes"] == logits, band
+    assert band["most_bytes"] == 2 * logits and band["low_bytes"] <= answer["peak_bytes"] <= band["high_bytes"]
 
 
 def test_the_tab_asks_the_length_and_gets_the_same_answer(lm):

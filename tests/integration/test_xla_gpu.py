@@ -188,6 +188,9 @@ def test_the_temp_allocation_splits_into_buffers_on_layers(served):
     assert activations and {b["layer"] for b in activations} <= layers
     conv1 = [b for b in activations if b["shape"] == "[32,28,28,32]"]  # conv1's output, kept for its backward pass
     assert conv1 and all(b["layer"] == "conv1" and b["bytes"] == 32 * 28 * 28 * 32 * 4 for b in conv1)
+    # BFC hands that allocation out whole, never one of its buffers: What if shows no allocator band for it
+    whatif = served.json("/whatif", run=f"{run}/train", tag=tag, batch=64)["whatif"]
+    assert whatif["peak_bytes"] > body["peak_bytes"] and whatif["band"] is None
 
 
 def test_resnet50_with_command_buffers(served):
