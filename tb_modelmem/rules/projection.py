@@ -58,6 +58,11 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
+# An optimizer whose update assigns each slot a new tensor (Keras' SGD with momentum: ``self.assign(m, ...)``):
+# TensorFlow's AssignVariableOp keeps that tensor's buffer, so the slots move each step. Measured on BFC: what
+# AdamW's or Adam's trace held past the variables' sizes (7.6-16 MiB on the causal LM, 4.4 MiB on LeNet) is
+# 0 B in every momentum run (causal LM 5 of 5, LeNet 1 of 1); plain SGD (assign_sub in place) keeps it.
+_REASSIGNS_SLOTS = ("SGD", ("momentum",))
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 _MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
 _SCALAR_BYTES = 4
@@ -126,7 +131,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state,
+    reassigned = (what.optimizer is not None and _optimizer_class(what.optimizer) == _REASSIGNS_SLOTS
+                  and state.optimizer[:2] != _REASSIGNS_SLOTS)
+    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
@@ -204,7 +211,7 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
         carries, power = (batch, seq) if batch is not None else carried(  # an older trace: its shape says
             shape, trace.batch_size, weights, trace.sequence_length)
         if not carries:
-            factor = step.fixed_factor[category]
+            factor = step.rest_factor(category, step.traced_index)
         else:  # as ``_Step`` scales its category's bytes: what a policy keeps wide keeps its width
             floating = dtype.startswith(("float", "bfloat", "half"))
             wide = mixed == KEEPS_WIDTH or not floating
@@ -471,7 +478,7 @@ class _Step:
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: _State,
-                 projected_state: Dict[str, Optional[int]], gradient_share: float = 1.0,
+                 projected_state: Dict[str, Optional[int]], reassigned: bool = False, gradient_share: float = 1.0,
                  seq_ratio: float = 1.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
@@ -492,10 +499,12 @@ class _Step:
         self.fixed_factor: Dict[str, float] = {}  # and the rest by this
         self.series: Dict[str, List[float]] = {}
         # the weights and slots (after the change, as traced): an update's scratch reads each weight and its
-        # slots, and the allocator's chunk slack on the variables (HELD_CATEGORY) is on them
+        # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
         self.state_sizes = _state_sizes(state, projected_state)
         now, was = self.state_sizes
         slot_ratio = now / was if was else 1.0
+        self.largest_update = (max((_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0)
+                               * gradient_share)
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
@@ -503,17 +512,17 @@ class _Step:
                 category, 1.0)
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
             wide = self.wide.get(category, [0.0] * n)
-            self.series[category] = [(v - b) * fixed_factor + g * factor + w for v, b, g, w
+            self.series[category] = [(v - b) * self.fixed_at(category, v - b) + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
-        # What the allocator held besides the step's buffers: the state, and what else was resident.
+        # What the allocator held besides the step's buffers: the state, and what else was resident (kept as
+        # traced: LeNet's held part read 4.37 MiB under Adam, 4.25 under SGD), but none where the asked optimizer
+        # assigns its slots whole each step (``_REASSIGNS_SLOTS``).
         self.held_traced: List[float] = []
-        self.held_factor = 1.0  # what HELD_CATEGORY is multiplied by
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
-            self.held_traced = self.series.get(HELD_CATEGORY, [])
-            if self.held_traced and was and abs(now / was - 1) >= 0.001:  # taken as the variables' chunk slack
-                self.held_factor = now / was
-                self.series[HELD_CATEGORY] = [v * self.held_factor for v in self.held_traced]
+            if reassigned and HELD_CATEGORY in self.series:
+                self.held_traced = self.series[HELD_CATEGORY]
+                self.series[HELD_CATEGORY] = [0.0] * n
         else:
             self.series[UNATTRIBUTED_CATEGORY] = [0.0] * n
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
@@ -521,6 +530,19 @@ class _Step:
             value = projected_state.get(category)
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
+
+    def fixed_at(self, category: str, rest: float) -> float:
+        """What ``rest`` bytes of ``category`` that carry no batch are multiplied by: its fixed factor, but an
+        optimizer's update scratch keeps at least one buffer of the largest weight's size where the trace had
+        that much (SGD's lr x gradient: LeNet's fc1, 12.25 MiB, where Adam's update held 19.75)."""
+        factor = self.fixed_factor[category]
+        if category != OPTIMIZER_TEMPORARIES_CATEGORY or factor >= 1.0 or rest <= 0:
+            return factor
+        return max(factor, min(1.0, self.largest_update / rest))
+
+    def rest_factor(self, category: str, at: int) -> float:
+        """``fixed_at`` for what of ``category`` carries no batch at timeline point ``at``."""
+        return self.fixed_at(category, self.in_window[category][at] - self.batch[category][at])
 
     def _wide(self, timeline: Any, scale: float, dtype_factor: float) -> Dict[str, List[float]]:
         """What a change of precision policy leaves wider than ``dtype_factor`` makes it, per computed category
@@ -576,6 +598,10 @@ class _Step:
             elif fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
                             "(each device keeps its shard of the gradients)")
+            elif self.fixed_at(category, rest) != fixed_factor:
+                kept = self.fixed_at(category, rest)
+                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (at least one update "
+                            f"buffer the size of the largest weight, {_size(self.largest_update)}: lr x gradient)")
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
@@ -590,16 +616,15 @@ class _Step:
                                "scaled" if carries or fixed_factor != 1.0 else "kept", formula))
         for category in BEFORE_TRACE_CATEGORIES:
             held = self.series.get(category)
-            if held is None or (category != UNATTRIBUTED_CATEGORY and not (held[at] or held[traced])):
+            if held is None or (category != UNATTRIBUTED_CATEGORY and not (held[at] or held[traced])
+                                and not (category == HELD_CATEGORY and self.held_traced)):
                 continue
             what, how = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
             traced_bytes = held[traced]
-            if category == HELD_CATEGORY and self.held_factor != 1.0:
-                now, was = self.state_sizes
-                traced_bytes = self.held_traced[traced]
-                what = (f"{_size(held[at])}: {_size(self.held_traced[at])} traced x {_times(self.held_factor)}, "
-                        f"as weights + slots ({_size(now)} / {_size(was)}): taken as chunk slack on them")
-                how = "scaled"
+            if category == HELD_CATEGORY and self.held_traced:
+                traced_bytes, how = self.held_traced[traced], "computed"
+                what = ("0 B: SGD with momentum assigns each momentum whole every step, and TensorFlow keeps the "
+                        "new value's buffer: what was held past the variables' sizes is not (0 B in every such run)")
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
                 what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"
             if held[at] != held[traced]:
@@ -618,9 +643,8 @@ class _Step:
 
 
 def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
-    """(The weights and slots on one device after the change, as traced): what an update's scratch and the
-    allocator's chunk slack on the variables (``HELD_CATEGORY``) grow or shrink with (counters are a few
-    bytes). Equal where one is unknown (kept as traced)."""
+    """(The weights and slots on one device after the change, as traced): what an update's scratch grows or
+    shrinks with (counters are a few bytes). Equal where one is unknown (kept as traced)."""
     parts = (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
     before = float(sum(state.bytes[c] for c in parts))
     if any(projected.get(c) is None for c in parts):
@@ -672,8 +696,7 @@ def _times(factor: float) -> str:
     return f"{factor:,.0f}" if factor >= 100 else f"{factor:.4g}"  # 4 digits: 1/32 reads 0.03125
 
 
-# What the allocator held from before the traced step, in What-if's basis lines: kept as it was, but the held
-# part where the weights and slots change (``_state_sizes``).
+# What the allocator held from before the traced step, in What-if's basis lines: kept as it was.
 _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
                        HELD_CATEGORY: "chunk slack and runtime buffers, held all step",
                        UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}

@@ -153,21 +153,23 @@ def test_a_profile_of_the_first_step_says_it_made_the_optimizers_state(traced, t
     assert "window" not in TraceView(third.trace, BreakdownView(third.breakdown)).peak_notes
 
 
+FC1_KERNEL = 3136 * 1024 * 4  # LeNet's largest weight (Keras' own shape for fc1), float32
+
+
 def _check_every_basis(result) -> bool:
-    """Every line's arithmetic gives its figure; whether a held line was scaled with the weights and slots."""
-    held_scaled = False
+    """Every line's arithmetic gives its figure; whether an update's scratch was kept at one buffer of the
+    largest weight (fc1's kernel) rather than scaled below it."""
+    floored = False
     for line in result["basis"]:
         if line["category"] in result["unknown"]:
             continue
         assert line["projected_bytes"] == result["by_category"][line["category"]], line
         value, slack = basis_arithmetic(line["formula"])
         assert abs(value - line["projected_bytes"]) <= slack + 1, (line, value)
-        held = re.search(SIZE + r" traced x ([\d.]+), as weights \+ slots", line["formula"])
-        if held:  # the variables' chunk slack, scaled with the weights and slots: its arithmetic too
-            traced_bytes, factor = float(held.group(1).replace(",", "")) * UNIT[held.group(2)], float(held.group(3))
-            assert abs(traced_bytes * factor - line["projected_bytes"]) <= 0.01 * line["projected_bytes"] + 1, line
-            held_scaled = True
-    return held_scaled
+        if "at least one update buffer the size of the largest weight" in line["formula"]:
+            assert abs(line["projected_bytes"] - FC1_KERNEL) <= 1, line
+            floored = True
+    return floored
 
 
 def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced, tmp_path):
@@ -176,16 +178,16 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
     every projection here (and of a first-step trace, whose state the step itself creates) gives, to its
     printed rounding, the figure the API, the CLI and the tab show beside it."""
     _run(str(tmp_path / "lenet_first"), 32, "--profile-steps", "1,1")
-    moved = held_scaled = 0
+    moved = floored = 0
     for logdir in (traced[0], str(tmp_path / "lenet_first")):
         logged = read_run(logdir)
         # 1 and 4096: the batch-carrying buffers shrink to nothing or outweigh the rest, so the projected peak
         # falls where they do, whatever order this run's executor chose (a CI run once moved none of 1..128)
         for batch in (None, 1, 8, 128, 4096):
-            for optimizer in (None, "SGD", "Adafactor"):
+            for optimizer in (None, "SGD", "momentum", "Adafactor"):
                 for policy in (None, "mixed_float16"):
                     result = project(logged.trace, logged.breakdown, WhatIf(batch, optimizer, policy))
-                    held_scaled += _check_every_basis(result)
+                    floored += _check_every_basis(result)
                     if result["peak_moved"]:  # each line's bytes are the trace's at the projected peak's moment
                         moved += 1
                         timeline = logged.trace.timeline
@@ -198,7 +200,22 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
                                     SIZE + " (?:carry|do not)", line["formula"]))
                                 assert abs(then - timeline.by_category[line["category"]][at]) <= 0.02 * 2**20
     assert moved, "no projection moved the peak: nothing here checks the moved case"
-    assert held_scaled, "no projection scaled the held part with another optimizer's slots: nothing checks it"
+    assert floored, "no projection kept an update buffer of the largest weight: nothing checks it"
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "momentum"])
+def test_another_optimizer_against_a_real_run_of_it(traced, tmp_path, optimizer):
+    """Adam's trace asked for SGD, plain and with momentum, against TensorFlow's allocator peak of a real run
+    of each (measured: +1.5% and -5.4%; before the update-scratch floor and the momentum rule -18% and -7%).
+    SGD's update still makes lr x gradient, a buffer of fc1's kernel's size, where Adam's held 19.75 MiB; a
+    momentum run holds nothing past the variables' sizes (its assign takes each new value's buffer)."""
+    logdir, _ = traced
+    real = _run(str(tmp_path / optimizer), 32, "--optimizer", optimizer.lower())
+    answer = tb_modelmem.estimate(logdir, optimizer=optimizer)
+    measured = real["allocator_step_peak"]
+    assert abs(answer["peak_bytes"] - measured) <= 0.12 * measured, (answer["peak_bytes"], measured)
+    assert answer["by_category"]["optimizer_temporaries"] >= FC1_KERNEL - 1
+    assert (answer["by_category"]["held_between_steps"] == 0) == (optimizer == "momentum")
 
 
 def test_the_traced_step_projects_to_itself(traced):
