@@ -15,7 +15,7 @@ import json
 import os
 import signal
 import sys
-from typing import Any, Dict, NoReturn, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
 from tb_modelmem.rules.projection import POLICIES, SHARDINGS
@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--logdir", help="write the results as a summary for the TensorBoard tab")
     bench.add_argument("--repeats", type=int, default=3, help="fresh-process loads per format and mode (median)")
     bench.add_argument("--workdir", help="keep the saved files here (default: a temporary folder)")
-    est = sub.add_parser("estimate", help="project a logged step's peak to another batch, optimizer, precision "
-                                          "device count or sharding")
+    est = sub.add_parser("estimate", help="project a logged step's peak to another batch, sequence length, "
+                                          "optimizer, precision, device count or sharding")
     est.add_argument("logdir", help="the log dir a run traced a step into (MemoryCallback, trace(), a profile)")
     est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
     est.add_argument("--batch", type=int, help="the global batch size (split over --devices)")
@@ -251,13 +251,20 @@ def format_estimate(result: Dict[str, Any]) -> str:
                    "and runs of one setting differ by which it gets: from every buffer at the traced peak handed "
                    f"just its request ({band['slack_bytes'] / 2**20:,.1f} MiB less) to the largest, {largest}, "
                    f"asking {band['requested_bytes'] / 2**20:,.1f} MiB here (counted at "
-                   f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed {band['most_bytes'] / 2**20:,.1f} MiB")
+                   f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed the most BFC would: "
+                   f"{band['most_bytes'] / 2**20:,.1f} MiB")
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "
-                   "and its basis is taken there; the traced figures are the traced peak's")
+                   "and its basis is taken there; the traced figures are the traced peak's (no allocator band: "
+                   "the trace keeps the buffers of its own peak only)")
+    if result.get("allocations_note"):
+        out.append(f"note: {result['allocations_note']}")
+    reasons: Dict[str, List[str]] = {}  # one line per reason, naming every category it leaves unknown
     for category, reason in result["unknown"].items():
-        out.append(f"unknown {category}: {reason}")
+        reasons.setdefault(reason, []).append(category)
+    for reason, categories in reasons.items():
+        out.append(f"unknown {', '.join(categories)}: {reason}")
     if "largest_batch" in result:
         found, note = result["largest_batch"], result.get("largest_batch_note")
         out.append(f"largest batch within {result['budget_bytes']:,} B: "

@@ -26,6 +26,9 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
     logged = read_run(logdir, run)
     result = project(logged.trace, logged.breakdown, what)
     result.update(run=logged.run, trace=logged.source, breakdown=logged.breakdown_source or None)
+    if logged.trace.allocations != "all":  # what the trace missed (TF's default CPU allocator: large ones only)
+        trace = logged.trace
+        result["allocations_note"] = trace.allocations_note or f"allocations recorded: {trace.allocations}"
     if budget_bytes is not None:
         result["budget_bytes"] = budget_bytes
         result["largest_batch"], result["largest_batch_note"] = largest_batch(

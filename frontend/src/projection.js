@@ -91,7 +91,7 @@ export function bandLine(whatif) {
   if (!band || !isKnown(band.low_bytes) || !isKnown(band.high_bytes)) return "";
   const traced = `${band.op || "an unnamed buffer"}${band.shape ? ` (${band.shape} as traced)` : ""}`;
   const buffer = band.copy ? `the loss's float32 copy of ${traced}` : traced;
-  const most = isKnown(band.most_bytes) ? formatHuman(band.most_bytes) : "twice that";
+  const most = isKnown(band.most_bytes) ? `the most BFC would: ${formatHuman(band.most_bytes)}` : "twice that";
   return `Allocator band: ${formatHuman(band.low_bytes)}–${formatHuman(band.high_bytes)}. A BFC allocator hands a `
     + "request a free chunk whole when it is under twice the request and less than 128 MiB over it, so a buffer "
     + "holds from its size to the lesser of twice it and 128 MiB more, and runs of one setting differ by which it "
@@ -124,5 +124,5 @@ export function movedLine(whatif) {
   return `The projected peak falls ${formatMicros(whatif.peak_time_us)} into the trace`
     + (isKnown(traced) ? `, the traced one at ${formatMicros(traced)}` : ", not where the traced one does")
     + ": each Projected figure is what would be in use then, and its Basis is taken at that moment;"
-    + " each Traced figure is the traced peak's.";
+    + " each Traced figure is the traced peak's (no allocator band: the trace keeps the buffers of its own peak only).";
 }

@@ -112,7 +112,8 @@ test("a projected peak at another moment: every basis is taken there and gives t
   assert.ok(activations.traced - then > 2 ** 20, activations.formula);
   assert.equal(movedLine(whatif), `The projected peak falls ${(whatif.peak_time_us / 1000).toFixed(2)} ms into the trace, `
     + `the traced one at ${(whatif.traced.peak_time_us / 1000).toFixed(2)} ms: each Projected figure is what would be in`
-    + " use then, and its Basis is taken at that moment; each Traced figure is the traced peak's.");
+    + " use then, and its Basis is taken at that moment; each Traced figure is the traced peak's (no allocator band: the trace keeps the"
+    + " buffers of its own peak only).");
   assert.equal(movedLine((await fixture("whatif-lenet.json")).whatif), "");
 });
 
@@ -133,7 +134,7 @@ test("the allocator band names the largest buffer and its two figures", () => {
     + "whole when it is under twice the request and less than 128 MiB over it, so a buffer holds from its size to the "
     + "lesser of twice it and 128 MiB more, and runs of one setting differ by which it gets: from every buffer at the "
     + "traced peak handed just its request (19.00 MiB less) to the largest, model/dense_4/MatMul ([1024,8000] as "
-    + "traced), asking 125.00 MiB here (counted at 125.00 MiB), handed 250.00 MiB.");
+    + "traced), asking 125.00 MiB here (counted at 125.00 MiB), handed the most BFC would: 250.00 MiB.");
   assert.match(bandLine({ band: { ...band, copy: true } }),
     /to the largest, the loss's float32 copy of model\/dense_4\/MatMul \(\[1024,8000\] as traced\), asking/);
   assert.equal(bandLine({ band: null }), "");

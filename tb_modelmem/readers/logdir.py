@@ -48,6 +48,8 @@ class _Summary:
 def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     """The traced step of ``run`` (None: the one run that has one). ValueError saying what is there
     when the log dir has no such run, no traced step, or several runs to choose from."""
+    if os.path.isfile(logdir):
+        raise ValueError(f"{logdir}: a file, not a log dir (tb-modelmem inspect reads a model or checkpoint file)")
     if not os.path.isdir(logdir):
         raise ValueError(f"{logdir}: no such log dir")
     if run is not None:
@@ -60,11 +62,14 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     if run is None:
         if len(traced) != 1:
             raise ValueError(f"{logdir}: {'no run has' if not traced else 'several runs have'} a traced step"
-                             + (f" ({', '.join(traced)}): pick one with --run" if traced else
+                             + (f" ({_listed(traced)}): pick one with --run (run= from Python)" if traced else
                                 " (record one with MemoryCallback(profile_steps=...) or tb_modelmem.trace)"))
         run = traced[0]
     if run not in runs or run not in traced:
-        raise ValueError(f"{logdir}: run {run!r} has no traced step (runs with one: {', '.join(traced) or 'none'})")
+        everywhere = _runs(logdir)  # only the asked run was read: list the ones that have a traced step
+        with_one = sorted(name for name, (summaries, sessions) in everywhere.items()
+                          if sessions or any(s.kind == metadata.OPS for s in summaries))
+        raise ValueError(f"{logdir}: run {run!r} has no traced step (runs with one: {_listed(with_one) or 'none'})")
     summaries, sessions = runs[run]
     ops = [s for s in summaries if s.kind == metadata.OPS]
     if ops:
@@ -80,6 +85,12 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         return Logged(run, trace, source, None, "")
     nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
     return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
+
+
+def _listed(names: List[str], most: int = 10) -> str:
+    """Run names for a message: the first ``most``, then how many more."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most:,} more" if len(names) > most else "")
 
 
 def _decode(summary: _Summary, run: str, kind: type) -> Any:

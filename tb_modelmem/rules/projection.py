@@ -88,7 +88,7 @@ class WhatIf:
                 raise ValueError(f"{name} must be a positive integer{f' up to {most:,}' if most else ''}, "
                                  f"got {str(value)[:40]}")
         if not isinstance(self.replicas, int) or self.replicas < 1:
-            raise ValueError(f"replicas must be a positive integer, got {self.replicas!r}")
+            raise ValueError(f"devices (replicas) must be a positive integer, got {str(self.replicas)[:40]}")
         if self.shard is not None and self.shard not in SHARDINGS:
             raise ValueError(f"shard must be one of {', '.join(SHARDINGS)}, got {self.shard!r}")
         if self.policy is not None and self.policy not in POLICIES:
@@ -589,7 +589,10 @@ class _Step:
             rest = self.in_window[category][at] - carries
             factor, fixed_factor = self.factor[category], self.fixed_factor[category]
             if carries:
-                formula = (f"{self._carried(category, at)} carry the batch x {_times(factor)} = "
+                # under another policy the factor is the dtype's, or the batch's times it: said (short: the tab's cell)
+                which = ("" if self.dtype_factor == 1.0 or category not in _COMPUTED
+                         else " (dtype)" if self.scale == 1.0 else " (batch x dtype)")
+                formula = (f"{self._carried(category, at)} carry the batch x {_times(factor)}{which} = "
                            f"{_size(grown * factor)}")
             else:
                 formula = "none carries the batch"
@@ -600,8 +603,8 @@ class _Step:
                             "(each device keeps its shard of the gradients)")
             elif self.fixed_at(category, rest) != fixed_factor:
                 kept = self.fixed_at(category, rest)
-                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (at least one update "
-                            f"buffer the size of the largest weight, {_size(self.largest_update)}: lr x gradient)")
+                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (kept up to one update "
+                            f"buffer of the largest weight, {_size(self.largest_update)}: lr x gradient)")
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
