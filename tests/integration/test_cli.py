@@ -305,7 +305,7 @@ def test_a_logdir_that_is_a_file_is_one_line_naming_it(tf1_prefix, tmp_path, cap
     assert cli.main(["inspect", tf1_prefix, "--logdir", str(logdir)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tb-modelmem: error: {logdir}/model.ckpt: cannot write summaries there (")
-    assert err.endswith(f"{logdir} is not a directory)\n") and err.count("\n") == 1
+    assert "Not a directory" in err and str(logdir) in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("optimizer_config, shown", [

@@ -99,3 +99,25 @@ def test_inspect_without_tensorflow_gives_the_same_figures(files, fmt):
         weights = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
         assert without["by_role"]["weight"] == weights
         assert without["by_role"]["optimizer_slot"] == 2 * weights
+
+
+def test_inspect_writes_a_logdir_without_tensorflow(files, tmp_path):
+    """``inspect --logdir`` writes through the package's own event writer (it imported TensorFlow before: a
+    new user without it got "No module named 'tensorflow'"); TensorBoard's own loader reads the summary back,
+    and the plugin's reader gives the file's figures."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from tb_modelmem.schema import payload
+
+    paths, _, blocker = files
+    logdir = tmp_path / "logs"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([blocker, ROOT]), TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "inspect", paths["keras"], "--logdir",
+                           str(logdir)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = [os.path.join(root, f) for root, _, names in os.walk(logdir) for f in names if "tfevents" in f]
+    assert len(events) == 1
+    values = [v for e in EventFileLoader(events[0]).Load() for v in e.summary.value]
+    assert [v.metadata.plugin_data.plugin_name for v in values] == ["modelmem"]
+    breakdown = payload.decode(values[0].tensor.string_val[0])
+    assert sum(v.bytes for v in breakdown.variables) == inspect_json(paths["keras"])["total_bytes"]
