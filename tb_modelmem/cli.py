@@ -334,12 +334,20 @@ def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
 def _describe_optimizer(opt: Optional[Dict[str, Any]]) -> str:
     if not opt:
         return "none stored"
-    name = opt.get("class_name") or "class not recorded"
-    config = opt.get("config") or {}
-    shown = ", ".join(f"{k}={v}" for k, v in config.items() if v is not None and k != "name")
+    from tb_modelmem.plugin.views.breakdown import optimizer_summary  # the tab's text: float32 rates as 0.001
+
+    summary = optimizer_summary(opt) if opt.get("class_name") else None
+    if summary is not None:
+        described = summary["text"]
+    else:  # a config the tab cannot read either: its plain values, as stored
+        stored = opt.get("config")
+        config: Dict[str, Any] = stored if isinstance(stored, dict) else {}
+        shown = ", ".join(f"{k}={v}" for k, v in config.items() if v is not None and k != "name")
+        name = opt.get("class_name") if isinstance(opt.get("class_name"), str) else ""
+        described = f"{name or 'class not recorded'}({shown})"
     extra = f"; slots: {', '.join(opt['slots'])}" if opt.get("slots") else ""
     where = f"  [{opt['recorded_in']}]" if opt.get("recorded_in") else ""
-    return f"{name}({shown}){extra}{where}"
+    return f"{described}{extra}{where}"
 
 
 if __name__ == "__main__":
