@@ -267,8 +267,11 @@ def format_estimate(result: Dict[str, Any]) -> str:
         out.append(f"unknown {', '.join(categories)}: {reason}")
     if "largest_batch" in result:
         found, note = result["largest_batch"], result.get("largest_batch_note")
+        cautious = result.get("cautious_batch")
         out.append(f"largest batch within {result['budget_bytes']:,} B: "
-                   + ("none" if found is None else f"{found:,}") + (f" ({note})" if note else ""))
+                   + ("none" if found is None else f"{found:,}") + (f" ({note})" if note else "")
+                   + (f"; {cautious:,} with the allocator band's high end within it too" if cautious is not None
+                      and found and cautious < found else ""))
     return "\n".join(out)
 
 

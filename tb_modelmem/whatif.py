@@ -18,7 +18,7 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
     "by_category", "basis", "unknown", ...}`` on each of ``replicas`` devices (``shard``: what else is
     split over them, one of ``rules.projection.SHARDINGS``; ``seq``: tokens per sample), plus
     ``"largest_batch"`` and ``"largest_batch_note"`` (why there is none) when a ``budget`` (bytes, or text
-    such as "16GiB") is given.
+    such as "16GiB") is given, and ``"cautious_batch"``: the largest whose allocator band fits too.
     ValueError for a bad argument or a log dir with no traced step."""
     what = WhatIf(batch, optimizer, policy, replicas, shard, seq)
     what.check()
@@ -33,4 +33,6 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
         result["budget_bytes"] = budget_bytes
         result["largest_batch"], result["largest_batch_note"] = largest_batch(
             logged.trace, logged.breakdown, what, budget_bytes)
+        result["cautious_batch"] = largest_batch(logged.trace, logged.breakdown, what, budget_bytes, cautious=True)[0] \
+            if result["largest_batch"] else None
     return result

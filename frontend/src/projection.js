@@ -111,7 +111,10 @@ export function tracedLine(whatif) {
 export function budgetLine(budget) {
   if (!budget) return "";
   const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
-  return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}`;
+  const cautious = isKnown(budget.cautious_batch) && isKnown(budget.largest_batch)
+    && budget.cautious_batch < budget.largest_batch
+    ? `; ${formatInt(budget.cautious_batch)} with the allocator band's high end within it too` : "";
+  return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}${cautious}`;
 }
 
 /**

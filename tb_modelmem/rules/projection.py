@@ -310,13 +310,17 @@ def _traced_peak(trace: OpTrace, state: "_State") -> int:
 
 
 def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int,
-                  most: int = 1 << 20) -> Tuple[Optional[int], str]:
+                  most: int = 1 << 20, cautious: bool = False) -> Tuple[Optional[int], str]:
     """(The largest global batch whose projected peak on each device fits ``budget_bytes``, a multiple
     of ``replicas``; why, where there is none): 0 if not even one sample per device fits, None if the
-    peak cannot be projected or does not grow with the batch up to ``most`` per device."""
+    peak cannot be projected or does not grow with the batch up to ``most`` per device. ``cautious``:
+    the allocator band's high end must fit too, where the answer has a band."""
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
         result = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))
-        return (None if result["peak_bytes"] is None else result["peak_bytes"] <= budget_bytes), result
+        if result["peak_bytes"] is None:
+            return None, result
+        high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
+        return max(high, result["peak_bytes"]) <= budget_bytes, result
 
     first, result = fits(1)
     if first is None:

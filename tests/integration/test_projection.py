@@ -417,3 +417,25 @@ def test_what_cannot_be_asked_says_so_once_and_names_what_is_there(traced, tmp_p
     unknown = [line for line in text.splitlines() if line.startswith("unknown ")]
     assert len(unknown) == 1 and "activations" in unknown[0] and "gradients" in unknown[0], unknown
     assert "projected peak: unknown" in text
+
+
+def test_a_budget_also_says_the_batch_whose_allocator_band_fits(traced):
+    """A new user took the largest batch within a budget at its word (its peak at 199.9 of 200 MiB): the
+    answer also gives the largest batch whose allocator band's high end fits, each checked against the
+    projection at it and at the next batch."""
+    logdir, _ = traced
+    budget = 200 * 2**20
+    answer = tb_modelmem.estimate(logdir, budget=budget)
+    found, cautious = answer["largest_batch"], answer["cautious_batch"]
+    assert 0 < cautious <= found, (cautious, found)
+    assert tb_modelmem.estimate(logdir, batch=found)["peak_bytes"] <= budget
+    assert tb_modelmem.estimate(logdir, batch=found + 1)["peak_bytes"] > budget
+
+    at, after = (tb_modelmem.estimate(logdir, batch=b) for b in (cautious, cautious + 1))
+    assert max(at["peak_bytes"], at["band"]["high_bytes"] if at["band"] else 0) <= budget
+    if after["band"]:  # none where the next batch's peak moves to another moment than the traced one
+        assert max(after["peak_bytes"], after["band"]["high_bytes"]) > budget
+    text = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--budget", "200MiB"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=True).stdout
+    assert f"largest batch within {budget:,} B: {found:,}" in text
+    assert cautious == found or f"; {cautious:,} with the allocator band's high end within it too" in text

@@ -16,5 +16,6 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
         "optimizers": optimizer_choices(), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
         found, note = largest_batch(view.trace, breakdown, what, budget_bytes)
-        body["budget"] = {"bytes": budget_bytes, "largest_batch": found, "note": note}
+        cautious = largest_batch(view.trace, breakdown, what, budget_bytes, cautious=True)[0] if found else None
+        body["budget"] = {"bytes": budget_bytes, "largest_batch": found, "note": note, "cautious_batch": cautious}
     return body
