@@ -607,8 +607,8 @@ class _Step:
                             "(each device keeps its shard of the gradients)")
             elif self.fixed_at(category, rest) != fixed_factor:
                 kept = self.fixed_at(category, rest)
-                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (kept up to one update "
-                            f"buffer of the largest weight, {_size(self.largest_update)}: lr x gradient)")
+                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (kept up to the "
+                            "largest weight's lr x grad)")  # short: the tab's Basis cell
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "

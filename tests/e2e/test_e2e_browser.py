@@ -977,6 +977,28 @@ def _whatif_rows(tab) -> dict:
     return shown
 
 
+def test_what_if_with_sgd_keeps_an_update_buffer_and_every_basis_whole(batch_one_tb, browser, shots):
+    """Adam's trace asked for SGD in the tab: the optimizer temporaries' Basis says the update keeps up to one
+    buffer of the largest weight (fc1's kernel, [3136,1024] float32 in Keras), whole in its cell as every
+    other; the figures are the API's."""
+    import tb_modelmem
+
+    logdir, tb = batch_one_tb
+    api = tb_modelmem.estimate(logdir, run="lenet_1/train", optimizer="SGD")
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lenet_1/train", "ops")
+    tab.testid("whatif-optimizer").select_option("SGD")
+    tab.testid("whatif-project").click()
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+    tab.page.screenshot(path=os.path.join(shots, "whatif-sgd.png"))
+    shown = _whatif_rows(tab)
+    assert "lr x grad" in shown["Optimizer temporaries"][4], shown["Optimizer temporaries"]
+    assert api["by_category"]["optimizer_temporaries"] <= 3136 * 1024 * 4
+    assert shown["Optimizer slots"][2] == "0 B"
+    assert [e for e in tab.errors if "400" not in e] == []
+    tab.close()
+
+
 def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
     """Issue 38 item 4 in the tab: the traced line says the length the step ran, the Sequence field asks
     another, and the headline and every row are the API's figures for it, the attention scores' basis

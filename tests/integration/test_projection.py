@@ -166,7 +166,7 @@ def _check_every_basis(result) -> bool:
         assert line["projected_bytes"] == result["by_category"][line["category"]], line
         value, slack = basis_arithmetic(line["formula"])
         assert abs(value - line["projected_bytes"]) <= slack + 1, (line, value)
-        if "kept up to one update buffer of the largest weight" in line["formula"]:
+        if "kept up to the largest weight's lr x grad" in line["formula"]:
             assert line["projected_bytes"] <= FC1_KERNEL + 1, line  # never above one buffer of fc1's kernel
             floored = floored or abs(line["projected_bytes"] - FC1_KERNEL) <= 1
     return floored
