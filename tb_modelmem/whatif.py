@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Union
 
 from tb_modelmem.readers.logdir import read_run
-from tb_modelmem.rules.projection import WhatIf, largest_batch, parse_size, project
+from tb_modelmem.rules.projection import WhatIf, budget_answer, parse_size, project
 
 
 def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None, optimizer: Optional[str] = None,
@@ -31,8 +31,7 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
         result["allocations_note"] = trace.allocations_note or f"allocations recorded: {trace.allocations}"
     if budget_bytes is not None:
         result["budget_bytes"] = budget_bytes
-        result["largest_batch"], result["largest_batch_note"] = largest_batch(
-            logged.trace, logged.breakdown, what, budget_bytes)
-        result["cautious_batch"] = largest_batch(logged.trace, logged.breakdown, what, budget_bytes, cautious=True)[0] \
-            if result["largest_batch"] else None
+        answer = budget_answer(logged.trace, logged.breakdown, what, budget_bytes)
+        result.update(largest_batch=answer["largest_batch"], largest_batch_note=answer["note"],
+                      cautious_batch=answer["cautious_batch"])
     return result

@@ -147,15 +147,14 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
             line.update(projected_bytes=None, how="unknown", formula=unknown[line["category"]])
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
     steps = _each_step(trace.timeline, totals) if peak is not None else []
+    # the band is the traced peak's buffers': where the figure is another moment's, it does not say
+    band = (_chunk_band(trace, breakdown, peak, step, seq_ratio)
+            if peak is not None and peak_index == traced_index else None)
     synced = _gradient_sync(trace, state, what, by_category, unknown)
-    at_all_reduce = False
     if synced is not None and peak is not None and sum(synced.values()) > peak:
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
-        steps, at_all_reduce = [], True  # the all-reduce's moment is not one of the traced steps' own
-    # the band is the traced peak's buffers': where the figure is another moment's, it does not say
-    band = (_chunk_band(trace, breakdown, peak, step, seq_ratio)
-            if peak is not None and peak_index == traced_index and not at_all_reduce else None)
+        steps, band = [], None  # the all-reduce's moment is not one of the traced steps' own
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
@@ -337,6 +336,14 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
         middle = (low + high) // 2
         low, high = (middle, high) if fits(middle)[0] else (low, middle)
     return low * what.replicas, ""
+
+
+def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int) -> Dict[str, Any]:
+    """What a budget question gets (the API, the CLI and the tab alike): ``{"largest_batch", "note",
+    "cautious_batch"}``, the last the largest batch whose allocator band fits too (None without a batch)."""
+    found, note = largest_batch(trace, breakdown, what, budget_bytes)
+    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True)[0] if found else None
+    return {"largest_batch": found, "note": note, "cautious_batch": cautious}
 
 
 def parse_size(text: Union[int, str]) -> int:
@@ -592,6 +599,7 @@ class _Step:
             carries, grown = self.batch[category][at], self.grown[category][at]
             rest = self.in_window[category][at] - carries
             factor, fixed_factor = self.factor[category], self.fixed_factor[category]
+            kept = self.fixed_at(category, rest)  # the fixed factor, or the update-scratch floor's
             if carries:
                 # under another policy the factor is the dtype's, or the batch's times it: said (short: the tab's cell)
                 which = ("" if self.dtype_factor == 1.0 or category not in _COMPUTED
@@ -605,8 +613,7 @@ class _Step:
             elif fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
                 formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
                             "(each device keeps its shard of the gradients)")
-            elif self.fixed_at(category, rest) != fixed_factor:
-                kept = self.fixed_at(category, rest)
+            elif kept != fixed_factor:
                 formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (kept up to the "
                             "largest weight's lr x grad)")  # short: the tab's Basis cell
             elif fixed_factor != 1.0:

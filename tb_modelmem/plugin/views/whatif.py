@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.trace import TraceView
-from tb_modelmem.rules.projection import POLICIES, SHARDINGS, WhatIf, largest_batch, optimizer_choices, project
+from tb_modelmem.rules.projection import POLICIES, SHARDINGS, WhatIf, budget_answer, optimizer_choices, project
 
 
 def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> Dict[str, Any]:
@@ -15,7 +15,5 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
         "optimizers": optimizer_choices(), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
-        found, note = largest_batch(view.trace, breakdown, what, budget_bytes)
-        cautious = largest_batch(view.trace, breakdown, what, budget_bytes, cautious=True)[0] if found else None
-        body["budget"] = {"bytes": budget_bytes, "largest_batch": found, "note": note, "cautious_batch": cautious}
+        body["budget"] = {"bytes": budget_bytes, **budget_answer(view.trace, breakdown, what, budget_bytes)}
     return body
