@@ -12,6 +12,7 @@ estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Ada
 gradients + two slots, activations ignored).
 
     python -m benchmarks.bench_projection [--models lenet transformer mobilenet causal_lm llama] [--repeats 2]
+        [--runs DIR]
 """
 
 from __future__ import annotations
@@ -45,13 +46,20 @@ def targets(model: str) -> List[Target]:
 
 def run(folder: str, model: str, batch: int, seq: int = SEQ, policy: str = "float32",
         optimizer: str = "") -> Dict[str, int]:
-    """One run in a fresh process: its measured peak and Keras' own figures."""
+    """One run in a fresh process (none where ``folder`` holds one already): its measured peak and Keras'
+    own figures."""
     truth = os.path.join(folder, "truth.json")
+    if os.path.exists(truth):
+        return _measured(folder, truth)
     extra = ["--seq", str(seq), "--optimizer", optimizer or "adamw"] if model in LANGUAGE_MODELS else []
     extra += ["--policy", policy]
     subprocess.run([sys.executable, "-m", "tests.support.projection_run", folder, model, str(batch), "--truth", truth,
                     *extra], cwd=ROOT, check=True, capture_output=True, timeout=1200,
                    env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT))
+    return _measured(folder, truth)
+
+
+def _measured(folder: str, truth: str) -> Dict[str, int]:
     from tb_modelmem.readers.logdir import read_run
 
     with open(truth) as f:
@@ -65,11 +73,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=[m for m in BASE if m != "llama"])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--runs", help="keep the runs in this folder, and project the ones already there again "
+                                       "rather than run them (a projection change measured in seconds)")
     args = parser.parse_args()
     import tb_modelmem
 
     rows: List[str] = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as temporary:
+        scratch = args.runs or temporary
         for model in args.models:
             base = BASE[model]
             asked: List[Target] = [("as traced", {}, {})] + targets(model)

@@ -148,7 +148,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     peak = None if set(unknown) - set(unsplit) else int(round(totals[peak_index]))
     steps = _each_step(trace.timeline, totals) if peak is not None else []
     # the band is the traced peak's buffers': where the figure is another moment's, it does not say
-    band = (_chunk_band(trace, breakdown, peak, step, seq_ratio)
+    band = (_chunk_band(trace, breakdown, peak, step)
             if peak is not None and peak_index == traced_index else None)
     synced = _gradient_sync(trace, state, what, by_category, unknown)
     if synced is not None and peak is not None and sum(synced.values()) > peak:
@@ -181,8 +181,7 @@ def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
             for traced, projected in peaks if traced or projected]
 
 
-def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step: "_Step",
-                seq_ratio: float) -> Optional[Dict[str, Any]]:
+def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step: "_Step") -> Optional[Dict[str, Any]]:
     """How far a BFC allocator's chunking alone can move the projected peak: it hands a request a free chunk
     whole when the chunk is under twice the request and less than 128 MiB over it (it splits the others), so a
     buffer holds from its request to the lesser of twice it and 128 MiB more, and which it gets depends on what
@@ -209,15 +208,9 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
             continue
         carries, power = (batch, seq) if batch is not None else carried(  # an older trace: its shape says
             shape, trace.batch_size, weights, trace.sequence_length)
-        if not carries:
-            factor = step.rest_factor(category, step.traced_index)
-        else:  # as ``_Step`` scales its category's bytes: what a policy keeps wide keeps its width
-            floating = dtype.startswith(("float", "bfloat", "half"))
-            wide = mixed == KEEPS_WIDTH or not floating
-            factor = (step.scale if wide else step.factor[category]) * seq_ratio ** power
-            if mixed == LOSS_COPY and step.dtype_factor < 1.0:  # the loss's float32 copy of the output
-                grown = step.scale * seq_ratio ** power
-                rows.append((requested * grown, handed * grown, op, shape, True))
+        factor, copy = step.buffer_factors(category, dtype, carries, power, mixed)
+        if copy:
+            rows.append((requested * copy, handed * copy, op, shape, True))
         rows.append((requested * factor, handed * factor, op, shape, False))
     if not rows:
         return None
@@ -550,6 +543,19 @@ class _Step:
         if category != OPTIMIZER_TEMPORARIES_CATEGORY or factor >= 1.0 or rest <= 0:
             return factor
         return max(factor, min(1.0, self.largest_update / rest))
+
+    def buffer_factors(self, category: str, dtype: str, carries: bool, power: int, mixed: str) -> Tuple[float, float]:
+        """What one step buffer of ``category`` is multiplied by, as its category's bytes are (what carries no
+        batch at the traced peak's factor; what a policy keeps wide keeps its width), and what the loss's
+        float32 copy of it is, where a mixed policy makes one (0: none)."""
+        if category not in STEP_ONLY_CATEGORIES:
+            return 1.0, 0.0
+        if not carries:
+            return self.rest_factor(category, self.traced_index), 0.0
+        wide = mixed == KEEPS_WIDTH or not dtype.startswith(("float", "bfloat", "half"))
+        grown = self.seq_ratio ** power
+        factor = (self.scale if wide else self.factor[category]) * grown
+        return factor, self.scale * grown if mixed == LOSS_COPY and self.dtype_factor < 1.0 else 0.0
 
     def rest_factor(self, category: str, at: int) -> float:
         """``fixed_at`` for what of ``category`` carries no batch at timeline point ``at``."""
