@@ -231,18 +231,10 @@ class Program:
         instruction = self.instructions.get(instruction_id)
         if instruction is None or instruction.op_name or instruction.opcode not in _NEW_BUFFER_RELAYOUT:
             return False
-        waiting, seen = list(instruction.operand_ids), set()  # its operand, through re-layouts only: a fusion
-        while waiting:  # may compute a new value from a parameter (``param * decay``), which is no copy of it
-            source = self.instructions.get(waiting.pop())
-            if source is None or source.id in seen:
-                continue
-            seen.add(source.id)
-            if source.opcode == "parameter" and source.in_entry:
-                if self._raw[source.id].parameter_number in self.written_back:
-                    return True
-            elif source.opcode in _STRICT_RELAYOUT and len(source.operand_ids) == 1:
-                waiting.extend(source.operand_ids)
-        return False
+        # its operand, through re-layouts only: a fusion may compute a new value from a parameter
+        # (``param * decay``), which is no copy of it
+        return any(self._raw[p].parameter_number in self.written_back
+                   for p in self._parameters_under(instruction_id, 0, strict=True))
 
     def reused_state(self) -> List[Tuple[Instruction, int]]:
         """(instruction, bytes) of each value XLA places in the buffer of a parameter it writes back (a
@@ -275,7 +267,9 @@ class Program:
                     found[instruction.id] = max(found.get(instruction.id, 0), assigned.size)
         return sorted(((self.instructions[i], size) for i, size in found.items()), key=lambda pair: -pair[1])
 
-    def _parameters_under(self, instruction_id: int, depth: int) -> Tuple[int, ...]:
+    def _parameters_under(self, instruction_id: int, depth: int, strict: bool = False) -> Tuple[int, ...]:
+        """The entry parameters an instruction's operands are, through up to three one-operand re-layouts (and
+        instructions no framework op asked for); ``strict``: through those that surely keep the value only."""
         out: List[int] = []
         for operand in self.instructions[instruction_id].operand_ids:
             source = self.instructions.get(operand)
@@ -283,8 +277,9 @@ class Program:
                 continue
             if source.opcode == "parameter" and source.in_entry:
                 out.append(operand)
-            elif depth < 3 and len(source.operand_ids) == 1 and (source.opcode in _RELAYOUT or not source.op_name):
-                out += self._parameters_under(operand, depth + 1)
+            elif depth < 3 and len(source.operand_ids) == 1 and (
+                    source.opcode in _STRICT_RELAYOUT if strict else source.opcode in _RELAYOUT or not source.op_name):
+                out += self._parameters_under(operand, depth + 1, strict)
         return tuple(dict.fromkeys(out))
 
     def kernel_names(self) -> Dict[str, Instruction]:

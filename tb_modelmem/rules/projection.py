@@ -302,13 +302,19 @@ def _traced_peak(trace: OpTrace, state: "_State") -> int:
 
 
 def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int,
-                  most: int = 1 << 20, cautious: bool = False) -> Tuple[Optional[int], str]:
+                  most: int = 1 << 20, cautious: bool = False,
+                  answers: Optional[Dict[int, Dict[str, Any]]] = None) -> Tuple[Optional[int], str]:
     """(The largest global batch whose projected peak on each device fits ``budget_bytes``, a multiple
     of ``replicas``; why, where there is none): 0 if not even one sample per device fits, None if the
     peak cannot be projected or does not grow with the batch up to ``most`` per device. ``cautious``:
-    the allocator band's high end must fit too, where the answer has a band."""
+    the allocator band's high end must fit too, where the answer has a band. ``answers``: the projections
+    already made, by batch per device (another search's), filled in as this one goes."""
+    made = {} if answers is None else answers
+
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
-        result = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))
+        if per_replica not in made:
+            made[per_replica] = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))
+        result = made[per_replica]
         if result["peak_bytes"] is None:
             return None, result
         high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
@@ -334,8 +340,9 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
 def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int) -> Dict[str, Any]:
     """What a budget question gets (the API, the CLI and the tab alike): ``{"largest_batch", "note",
     "cautious_batch"}``, the last the largest batch whose allocator band fits too (None without a batch)."""
-    found, note = largest_batch(trace, breakdown, what, budget_bytes)
-    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True)[0] if found else None
+    answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches
+    found, note = largest_batch(trace, breakdown, what, budget_bytes, answers=answers)
+    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True, answers=answers)[0] if found else None
     return {"largest_batch": found, "note": note, "cautious_batch": cautious}
 
 
