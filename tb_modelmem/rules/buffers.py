@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
+from tb_modelmem.rules.join import strip_calls
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BACKWARD,
@@ -28,9 +29,13 @@ from tb_modelmem.schema.names import (
 
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
 # Layers Keras and KerasHub compute in float32 under a mixed policy, by their default names in an op's scope:
-# normalization (layer_normalization_4, batch_normalization, KerasHub's self_attention_layernorm) and
-# softmax (KerasHub's attention_softmax): "functional/layer_normalization_4_1/mul".
-_FLOAT32_SCOPE = re.compile(r"(?:^|/)[a-z_]*(?:normalization|norm|softmax)(?:_\d+)*/")
+# normalization (layer_normalization_4, batch_normalization, KerasHub's self_attention_layernorm), softmax
+# (KerasHub's attention_softmax), and an embedding table's (Keras' Embedding, its ReversibleEmbedding, KerasHub's
+# token_embedding: they do not autocast the table, so the lookup and a tied LM head's logits stay float32, as
+# a real mixed_bfloat16 Llama step's `token_embedding_1/Tensordot/MatMul` [1024,8000] is; a rotary or a
+# position embedding autocasts): "functional/layer_normalization_4_1/mul".
+_FLOAT32_SCOPE = re.compile(
+    r"(?:^|/)(?:[a-z_]*(?:normalization|norm|softmax)|(?:token_|reversible_)?embedding)(?:_\d+)*/")
 # What a buffer is under a mixed policy, besides 16-bit (``under_mixed_policy``).
 KEEPS_WIDTH = "keeps_width"
 LOSS_COPY = "loss_copy"
@@ -98,14 +103,16 @@ def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequenc
     (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms: float32, forward
     and backward) and a softmax layer's (KerasHub's attention softmax). LOSS_COPY for the model's output
     (the last floating-point batch-carrying forward buffer: the output depends on every other), which the
-    loss reads as a float32 copy beside its 16-bit self. Layers are known by Keras' and KerasHub's default
-    names: one its user renamed counts as 16-bit."""
+    loss reads as a float32 copy beside its 16-bit self (none where it is float32 already: a tied LM head's
+    logits). The output is a layer's: an op in no scope (TensorFlow's "sub_2", a gradient's helper it hoists
+    into the forward pass) is not it. Layers are known by Keras' and KerasHub's default names: one its user
+    renamed counts as 16-bit."""
     floating = [not dtype or dtype.startswith(("float", "bfloat", "half")) for dtype in dtypes]
     out = {i: KEEPS_WIDTH for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
            if carries and (not real or phase == LOSS or _FLOAT32_SCOPE.search(op))}
-    forward = [i for i, (phase, carries, real) in enumerate(zip(phases, batch, floating))
-               if carries and real and phase == FORWARD]
-    if forward:
+    forward = [i for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
+               if carries and real and phase == FORWARD and "/" in strip_calls(op)]
+    if forward and forward[-1] not in out:
         out[forward[-1]] = LOSS_COPY
     return out
 

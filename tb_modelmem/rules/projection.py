@@ -643,11 +643,10 @@ class _Step:
                             f"(weights + slots: {_size(after)} / {_size(before)} traced)")
             else:
                 formula += f"; {_size(rest)} do not, kept"
-            scaled = rest * kept + grown * factor
-            if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.early_update > scaled:
+            if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.early_update > rest * kept + grown * factor:
                 formula = (f"{_size(self.early_update)}: m x momentum for every slot, made as the step starts (it "
-                           f"needs no gradient) and held until its weight's gradient arrives (the traced scratch "
-                           f"scaled: {_size(scaled)})")
+                           "needs no gradient) and held until its weight's gradient arrives; more than the traced "
+                           f"scratch scaled: {formula}")
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {_size(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0

@@ -22,9 +22,10 @@ from tests.support.basis_arithmetic import basis_arithmetic
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(logdir: str, seq: int, batch: int = 8, backend: str = "tensorflow", policy: str = "float32") -> Dict[str, Any]:
+def _run(logdir: str, seq: int, batch: int = 8, backend: str = "tensorflow", policy: str = "float32",
+         model: str = "causal_lm") -> Dict[str, Any]:
     truth = logdir + ".json"
-    result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "causal_lm", str(batch),
+    result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, model, str(batch),
                              "--seq", str(seq), "--optimizer", "adamw", "--policy", policy, "--truth", truth], cwd=REPO,
                             capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
@@ -103,6 +104,29 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
     band = answer["band"]
     assert band["copy"] and band["shape"] == "[1024,8000]" and band["requested_bytes"] == logits, band
     assert band["most_bytes"] == 2 * logits and band["low_bytes"] <= answer["peak_bytes"] <= band["high_bytes"]
+
+
+def test_logits_by_the_embeddings_own_table_stay_float32_under_a_mixed_policy(tmp_path):
+    """Keras' Embedding does not autocast its table, so a tied head's logits (Keras' ReversibleEmbedding, as
+    KerasHub's LMs make them) are float32 under mixed_bfloat16: a real run's profile says so (the premise,
+    read from TensorFlow), the float32 trace keeps them wide and makes no float32 copy of them for the loss,
+    and the real run's peak lies in the projection's allocator band (one run measured: projected 113.4 MiB,
+    band 107.4-144.6, real 136.1, whose activations were handed 14.5 MiB past their requests)."""
+    traced, bf16 = str(tmp_path / "tied_f32"), str(tmp_path / "tied_bf16")
+    _run(traced, 128, model="tied_lm")
+    real = _run(bf16, 128, model="tied_lm", policy="mixed_bfloat16")
+    logits = 8 * 128 * 8000 * 4
+    ops = read_run(bf16).trace.ops.columns
+    head = [(shape, dtype) for name, shape, dtype in zip(ops["name"], ops["output_shape"], ops["output_dtype"])
+            if "/reversible_embedding" in name and name.endswith("MatMul") and "gradient_tape" not in name]
+    assert head == [("[1024,8000]", "float32")], head
+    trace = read_run(traced).trace
+    assert not trace.timeline.loss_copy_by_category  # nothing in the step is the loss's float32 copy
+    assert max(sum(v) for v in zip(*trace.timeline.kept_width_by_category.values())) >= logits
+    answer = tb_modelmem.estimate(traced, policy="mixed_bfloat16")
+    band, measured = answer["band"], real["allocator_step_peak"]
+    assert band["requested_bytes"] == logits and not band["copy"], band
+    assert band["low_bytes"] <= measured <= band["high_bytes"], (band, measured)
 
 
 def test_the_tab_asks_the_length_and_gets_the_same_answer(lm):

@@ -5,8 +5,9 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens) or "llama" (KerasHub's
-LlamaCausalLM, 2 layers, width 256, 8 query and 2 key-value heads; needs ``keras-hub``). Fits 4 batches
+10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens), "tied_lm" (the same,
+its logits by the embedding's own table) or "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query
+and 2 key-value heads; needs ``keras-hub``). Fits 4 batches
 with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
 writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
 peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
@@ -37,9 +38,9 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
         return model, rng.random((samples, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, samples)
     if name == "transformer":
         return transformer(), rng.integers(0, 20000, (samples, 200)), rng.integers(0, 2, samples)
-    if name == "causal_lm":
+    if name in ("causal_lm", "tied_lm"):
         tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
-        return causal_lm(), tokens[:, :-1], tokens[:, 1:]
+        return causal_lm(tied=name == "tied_lm"), tokens[:, :-1], tokens[:, 1:]
     if name == "llama":  # issue 38's KerasHub client: needs keras-hub, which the suite does not install
         import keras_hub
 
@@ -86,9 +87,11 @@ def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: i
 CAUSAL_LM_VOCAB = 8000
 
 
-def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, blocks: int = 2, ff: int = 768) -> Any:
+def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, blocks: int = 2, ff: int = 768,
+              tied: bool = False) -> Any:
     """A GPT-style decoder of any length: token embedding, sinusoidal positions (no weight sized by the
-    length), ``blocks`` pre-norm blocks of causal self-attention and a GELU MLP, logits over ``vocab``.
+    length), ``blocks`` pre-norm blocks of causal self-attention and a GELU MLP, logits over ``vocab``
+    (``tied``: by the embedding's own table, Keras' ReversibleEmbedding, as KerasHub's LMs do).
     No dimension of its weights (8000, 192, 768, 6, 32) is 64, 128, 256 or 512, so a length of those, nor
     batch 8 times one, is no other axis."""
     import keras
@@ -103,13 +106,15 @@ def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, bl
             return x + ops.cast(ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)[None], x.dtype)
 
     inputs = layers.Input(shape=(None,), dtype="int32")
-    x = Positions()(layers.Embedding(vocab, width)(inputs))
+    embedding = layers.ReversibleEmbedding(vocab, width) if tied else layers.Embedding(vocab, width)
+    x = Positions()(embedding(inputs))
     for _ in range(blocks):
         h = layers.LayerNormalization(epsilon=1e-5)(x)
         x = x + layers.MultiHeadAttention(num_heads=heads, key_dim=width // heads)(h, h, use_causal_mask=True)
         h = layers.LayerNormalization(epsilon=1e-5)(x)
         x = x + layers.Dense(width)(layers.Dense(ff, activation="gelu")(h))
-    return keras.Model(inputs, layers.Dense(vocab)(layers.LayerNormalization(epsilon=1e-5)(x)))
+    x = layers.LayerNormalization(epsilon=1e-5)(x)
+    return keras.Model(inputs, embedding(x, reverse=True) if tied else layers.Dense(vocab)(x))
 
 
 def main() -> None:
@@ -134,7 +139,8 @@ def main() -> None:
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=args.model in ("lenet", "causal_lm", "llama"))
+    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama")
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=logits)
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, Any] = {"step_peaks": []}
     first, last = (int(step) for step in args.profile_steps.split(","))
