@@ -5,6 +5,8 @@ import { formatHuman, formatInt, formatMicros, isKnown } from "./format.js";
 import { CATEGORIES, CATEGORY_LABEL } from "./roles.js";
 import { devicesWords } from "./devices.js";
 
+// What-if's rows: the peak's categories, then how far the allocator band's middle is from the chunks scaled.
+const ROWS = [...CATEGORIES, "allocator_chunking"];
 const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept" };
 
 /**
@@ -35,7 +37,7 @@ export function projectionRows(whatif) {
   const basis = new Map((whatif?.basis || []).map((b) => [b.category, b]));
   const byCategory = whatif?.by_category || {};
   const unknown = whatif?.unknown || {};
-  return CATEGORIES.filter((c) => c in byCategory || basis.has(c)).map((category) => {
+  return ROWS.filter((c) => c in byCategory || basis.has(c)).map((category) => {
     const line = basis.get(category);
     const projected = isKnown(byCategory[category]) ? byCategory[category] : null;
     return {
@@ -97,7 +99,10 @@ export function bandLine(whatif) {
     + "holds from its size to the lesser of twice it and 128 MiB more, and runs of one setting differ by which it "
     + "gets: from every buffer at the traced peak handed just its request "
     + `(${formatHuman(band.slack_bytes)} less) to the largest, ${buffer}, asking `
-    + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed ${most}.`;
+    + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed ${most}.`
+    + (isKnown(whatif.by_category?.allocator_chunking)
+      ? " At a size other than the traced one, the projected peak is the band's middle (the Allocator chunking row)."
+      : "");
 }
 
 /** What the traced step ran with, in one line: "Adam · float32 · batch 32" (" · sequence 128" for a sequence). */

@@ -54,6 +54,20 @@ test("another batch and optimizer: slots computed, batch-carrying bytes scaled, 
   assert.equal(budgetLine(answer.budget), `Largest batch within 300.00 MiB: ${answer.budget.largest_batch.toLocaleString("en-US")}`);
 });
 
+test("at another size the band's middle is the figure: its signed chunking row comes last, and the band says so", () => {
+  const whatif = { peak_bytes: 100, by_category: { activations: 90, unattributed: 30, allocator_chunking: -20 },
+    basis: [{ category: "allocator_chunking", traced_bytes: 0, projected_bytes: -20, how: "computed", formula: "-20 B: the middle" }],
+    band: { low_bytes: 60, high_bytes: 140, slack_bytes: 60, op: "MatMul", shape: "[8,10]", requested_bytes: 40,
+      counted_bytes: 60, most_bytes: 80, copy: false }, traced: {} };
+  const rows = projectionRows(whatif);
+  assert.deepEqual(rows.map((r) => r.category), ["activations", "unattributed", "allocator_chunking"]);
+  assert.equal(rows.reduce((sum, r) => sum + r.projected, 0), whatif.peak_bytes);
+  assert.equal(rows.at(-1).label, "Allocator chunking");
+  assert.equal(rows.at(-1).how, "computed");
+  assert.match(bandLine(whatif), /the projected peak is the band's middle \(the Allocator chunking row\)\.$/);
+  assert.doesNotMatch(bandLine({ ...whatif, by_category: { activations: 90 } }), /middle/);
+});
+
 test("what the trace cannot tell reads unknown, with the reason, never 0", async () => {
   const { whatif } = await fixture("whatif-lenet-unknown.json");
   const rows = Object.fromEntries(projectionRows(whatif).map((r) => [r.category, r]));

@@ -952,7 +952,7 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
         if category == "Peak in use":
             assert f"{api['peak_time_us'] / 1000:.2f} ms into the trace" in basis
             continue
-        exact = int(re.match(r"([\d,]+) B", projected).group(1).replace(",", ""))
+        exact = int(re.match(r"(-?[\d,]+) B", projected).group(1).replace(",", ""))
         value, slack = basis_arithmetic(basis)
         assert abs(value - exact) <= slack + 1, (category, basis, projected)
         # what a user reads is whole: the Basis cell is not cut at the column's edge
@@ -1022,8 +1022,8 @@ def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
         if category in ("Peak in use", "Unattributed") or "carry the batch" not in cells[4]:
             continue
         value, slack = basis_arithmetic(cells[4])
-        assert abs(value - int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
-    figures = [int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
+        assert abs(value - int(re.match(r"(-?[\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
+    figures = [int(re.match(r"(-?[\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
                if name != "Peak in use"]
     assert sorted(figures) == sorted(v for v in api["by_category"].values())
     assert [e for e in tab.errors if "400" not in e] == []
@@ -1054,8 +1054,8 @@ def test_what_if_under_a_mixed_policy_says_what_stays_float32(batch_one_tb, brow
     assert wider, shown  # on activations or gradients, as the projected peak's moment falls
     for cells in wider:  # each such Basis cell gives its Projected cell
         value, slack = basis_arithmetic(cells[4])
-        assert abs(value - int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
-    figures = [int(re.match(r"([\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
+        assert abs(value - int(re.match(r"(-?[\d,]+) B", cells[2]).group(1).replace(",", ""))) <= slack + 1, cells
+    figures = [int(re.match(r"(-?[\d,]+) B", cells[2]).group(1).replace(",", "")) for name, cells in shown.items()
                if name != "Peak in use"]
     assert sorted(figures) == sorted(v for v in api["by_category"].values())
     assert [e for e in tab.errors if "400" not in e] == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Tuple
 
-SIZE = r"([\d,]+(?:\.\d+)?) (B|KiB|MiB|GiB)"
+SIZE = r"(-?[\d,]+(?:\.\d+)?) (B|KiB|MiB|GiB)"
 UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 

@@ -154,5 +154,8 @@ def test_the_frontend_names_what_the_backend_names():
     assert _js_list(source, "RESIDENT") == list(names.RESIDENT_CATEGORIES)
     for table in ("ROLE_LABEL", "ROLE_COLOR"):
         assert _js_keys(source, table) - {"total"} == set(names.ROLES), table
-    for table in ("CATEGORY_LABEL", "CATEGORY_COLOR", "CATEGORY_HINT"):  # and a buffer's own: a variable's moved one
-        assert _js_keys(source, table) - {"total"} == set(names.PEAK_CATEGORIES) | {names.MOVED_STATE}, table
+    # and a buffer's own (a variable's moved one), and What-if's chunking row (labelled and hinted, not stacked)
+    for table in ("CATEGORY_LABEL", "CATEGORY_COLOR", "CATEGORY_HINT"):
+        shown = set(names.PEAK_CATEGORIES) | {names.MOVED_STATE}
+        shown |= {names.CHUNKING_CATEGORY} if table != "CATEGORY_COLOR" else set()
+        assert _js_keys(source, table) - {"total"} == shown, table

@@ -141,7 +141,7 @@ function resultParts() {
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories" });
   const caveat = el("small", {}, "a traced step, replayed: runs of the same step differ (the executor's order, the "
-    + "allocator's chunks), so read it as within about 10-25% (trace two steps to see how far they differ here; the "
+    + "allocator's chunks), so read it as within about 5-15% (trace two steps to see how far they differ here; the "
     + "allocator band, where shown, says how far chunking alone moves it); the README's What-if table has the errors "
     + "measured against real runs");
   const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element);
