@@ -253,9 +253,9 @@ def format_estimate(result: Dict[str, Any]) -> str:
                    f"asking {band['requested_bytes'] / 2**20:,.1f} MiB here (counted at "
                    f"{band['counted_bytes'] / 2**20:,.1f} MiB), handed the most BFC would: "
                    f"{band['most_bytes'] / 2**20:,.1f} MiB"
-                   + ("; at a size other than the traced one the projected peak is the band's middle (the "
-                      "allocator_chunking line)" if result["by_category"].get("allocator_chunking") is not None
-                      else ""))
+                   + ("; where the asked setting changes the step or the state, the projected peak is the band's "
+                      "middle (the allocator_chunking line)"
+                      if result["by_category"].get("allocator_chunking") is not None else ""))
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "

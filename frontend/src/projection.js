@@ -101,7 +101,7 @@ export function bandLine(whatif) {
     + `(${formatHuman(band.slack_bytes)} less) to the largest, ${buffer}, asking `
     + `${formatHuman(band.requested_bytes)} here (counted at ${formatHuman(band.counted_bytes)}), handed ${most}.`
     + (isKnown(whatif.by_category?.allocator_chunking)
-      ? " At a size other than the traced one, the projected peak is the band's middle (the Allocator chunking row)."
+      ? " Where the asked setting changes the step or the state, the projected peak is the band's middle (the Allocator chunking row)."
       : "");
 }
 

@@ -79,7 +79,7 @@ export const CATEGORY_HINT = {
   held_between_steps: "allocated before the trace, in use all through it beyond the variables: the allocator's chunk slack, buffers the runtime keeps",
   unattributed: "in use, but no allocation in the trace names it",
   moved_state: "a variable's buffer that TensorFlow's copy-on-write replaces by a copy, or that copy once it holds the variable: counted with the variables",
-  allocator_chunking: "at another size than the traced one, the figure is the allocator band's middle: this row is how far that is from the traced chunks scaled (which chunk BFC hands each buffer there, the trace does not say)",
+  allocator_chunking: "where the asked setting changes the step or the state, the figure is the allocator band's middle: this row is how far that is from the traced chunks scaled (which chunk BFC hands each buffer then, the trace does not say)",
 };
 
 // The variables' categories share the role colours above.

@@ -64,7 +64,7 @@ test("at another size the band's middle is the figure: its signed chunking row c
   assert.equal(rows.reduce((sum, r) => sum + r.projected, 0), whatif.peak_bytes);
   assert.equal(rows.at(-1).label, "Allocator chunking");
   assert.equal(rows.at(-1).how, "computed");
-  assert.match(bandLine(whatif), /the projected peak is the band's middle \(the Allocator chunking row\)\.$/);
+  assert.match(bandLine(whatif), /changes the step or the state, the projected peak is the band's middle \(the Allocator chunking row\)\.$/);
   assert.doesNotMatch(bandLine({ ...whatif, by_category: { activations: 90 } }), /middle/);
 });
 

@@ -28,14 +28,15 @@ from tb_modelmem.schema.names import (
 )
 
 _SCRATCH_REGIONS = frozenset({"temp", "scratch", "dynamic"})
-# Layers Keras and KerasHub compute in float32 under a mixed policy, by their default names in an op's scope:
+# What Keras and KerasHub compute in float32 under a mixed policy, by default names in an op's scope:
 # normalization (layer_normalization_4, batch_normalization, KerasHub's self_attention_layernorm), softmax
-# (KerasHub's attention_softmax), and an embedding table's (Keras' Embedding, its ReversibleEmbedding, KerasHub's
-# token_embedding: they do not autocast the table, so the lookup and a tied LM head's logits stay float32, as
-# a real mixed_bfloat16 Llama step's `token_embedding_1/Tensordot/MatMul` [1024,8000] is; a rotary or a
-# position embedding autocasts): "functional/layer_normalization_4_1/mul".
-_FLOAT32_SCOPE = re.compile(
-    r"(?:^|/)(?:[a-z_]*(?:normalization|norm|softmax)|(?:token_|reversible_)?embedding)(?:_\d+)*/")
+# (KerasHub's attention_softmax): "functional/layer_normalization_4_1/mul"; and the product of an embedding
+# table (Keras' Embedding, its ReversibleEmbedding, KerasHub's token_embedding do not autocast the table, so a
+# tied LM head's logits stay float32, as a real mixed_bfloat16 Llama step's `token_embedding_1/Tensordot/
+# MatMul` [1024,8000] is; its lookup is cast to 16 bits in the layer, and a rotary or a position embedding
+# autocasts).
+_FLOAT32_SCOPE = re.compile(r"(?:^|/)(?:[a-z_]*(?:normalization|norm|softmax)(?:_\d+)*/"
+                            r"|(?:token_|reversible_)?embedding(?:_\d+)*/(?:[^/]+/)*(?:Tensordot|MatMul|[Ee]insum))")
 # What a buffer is under a mixed policy, besides 16-bit (``under_mixed_policy``).
 KEEPS_WIDTH = "keeps_width"
 LOSS_COPY = "loss_copy"
@@ -101,12 +102,12 @@ def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequenc
     ``dtypes``, in time order). KEEPS_WIDTH for what a policy leaves as traced: integers and booleans (a
     mask, an index), the loss's buffers (Keras computes a loss in float32), a normalization layer's
     (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms: float32, forward
-    and backward) and a softmax layer's (KerasHub's attention softmax). LOSS_COPY for the model's output
-    (the last floating-point batch-carrying forward buffer: the output depends on every other), which the
-    loss reads as a float32 copy beside its 16-bit self (none where it is float32 already: a tied LM head's
-    logits). The output is a layer's: an op in no scope (TensorFlow's "sub_2", a gradient's helper it hoists
-    into the forward pass) is not it. Layers are known by Keras' and KerasHub's default names: one its user
-    renamed counts as 16-bit."""
+    and backward), a softmax layer's (KerasHub's attention softmax) and an embedding table's product (a tied
+    LM head's logits). LOSS_COPY for the model's output (the last floating-point batch-carrying forward
+    buffer: the output depends on every other), which the loss reads as a float32 copy beside its 16-bit
+    self (none where it is float32 already). The output is a layer's: an op in no scope (TensorFlow's
+    "sub_2", a gradient's helper it hoists into the forward pass) is not it. Layers are known by Keras' and
+    KerasHub's default names: one its user renamed counts as 16-bit."""
     floating = [not dtype or dtype.startswith(("float", "bfloat", "half")) for dtype in dtypes]
     out = {i: KEEPS_WIDTH for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
            if carries and (not real or phase == LOSS or _FLOAT32_SCOPE.search(op))}

@@ -65,6 +65,7 @@ _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 # 0 B in every momentum run (causal LM 5 of 5, LeNet 1 of 1); plain SGD (assign_sub in place) keeps it.
 _REASSIGNS_SLOTS = ("SGD", ("momentum",))
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
+_TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 _MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
 _SCALAR_BYTES = 4
 
@@ -151,14 +152,18 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     # the band is the traced peak's buffers': where the figure is another moment's, it does not say
     band = (_chunk_band(trace, breakdown, peak, step)
             if peak is not None and peak_index == traced_index else None)
+    # another setting's chunks are not in the trace: the band's middle (the step's or the state's sizes change)
+    changed = step.changes or any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
+    middle = (band["low_bytes"] + band["high_bytes"]) // 2 if band is not None and changed else None
     synced = _gradient_sync(trace, state, what, by_category, unknown)
-    if synced is not None and peak is not None and sum(synced.values()) > peak:
+    if synced is not None and peak is not None and sum(synced.values()) > (peak if middle is None else middle):
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
         _at_the_all_reduce(synced, what, state, by_category, basis)
         steps, band = [], None  # the all-reduce's moment is not one of the traced steps' own
-    if band is not None and peak is not None and peak != _traced_peak(trace, state):  # the chunks are not traced
-        scaled, peak = peak, _chunking(band, peak, by_category, basis)
-        steps = [dict(s, peak_bytes=s["peak_bytes"] + peak - scaled) for s in steps]  # each moved alike
+    elif middle is not None and peak is not None:
+        _chunking(peak, middle, by_category, basis)
+        steps = [dict(s, peak_bytes=s["peak_bytes"] + middle - peak) for s in steps]  # each moved alike
+        peak = middle
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
@@ -191,10 +196,11 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
     buffer holds from its request to the lesser of twice it and 128 MiB more, and which it gets depends on what
     earlier steps left free: runs of one setting differ by it (the causal LM at batch 32: 418 and 528 MiB, its
     125 MiB logits handed almost twice that). Low: every step buffer at the traced peak handed just its request
-    at the asked size, scaled as ``step`` scales it (what the projection counts beyond that is
-    ``slack_bytes``); high: its largest handed the most BFC would hand it (``most_bytes``).
+    at the asked size, scaled as ``step`` scales it (what the traced chunks scaled count beyond that is
+    ``slack_bytes``); high: its largest handed the most BFC would hand it (``most_bytes``). ``peak`` is the
+    traced chunks scaled; at another size the figure is the band's middle (``_chunking``).
     ``{"low_bytes", "high_bytes", "slack_bytes", "op", "shape", "requested_bytes", "counted_bytes",
-    "most_bytes", "copy"}`` (the largest's request, what the projection counts for it, the most it may be handed;
+    "most_bytes", "copy"}`` (the largest's request, what the chunks scaled count for it, the most it may be handed;
     ``copy``: it is the loss's float32 copy of that buffer, under a mixed policy).
     None where no BFC allocator counted the trace, it recorded no request, or the step is XLA's (its program
     asks for its buffers in one allocation, which the trace splits by buffer)."""
@@ -226,20 +232,16 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
             "counted_bytes": int(round(counted)), "most_bytes": int(round(most)), "copy": copy}
 
 
-def _chunking(band: Dict[str, Any], scaled: int, by_category: Dict[str, Optional[int]],
-              basis: List[Dict[str, Any]]) -> int:
-    """The figure at another size than the traced one: the middle of the allocator band, with what moves it
-    from the traced chunks scaled as its own signed row. Which free chunk BFC hands a buffer depends on what
-    earlier steps left free, so a trace's chunks say little of another size's: real runs at 2-4x the size
-    hand their largest buffers 1.2-1.9x their requests where most traced steps had them at 1.0x, and the
-    middle read within 5% of the median of three real runs in 24 and 20 of 30 cases on two sets (a transformer
-    LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled in 16 and 15."""
-    low, high = band["low_bytes"], band["high_bytes"]
-    middle = (low + high) // 2
+def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> None:
+    """The figure where the asked setting changes it: the allocator band's ``middle``, with how far that is
+    from the traced chunks ``scaled`` as its own signed row. Which free chunk BFC hands a buffer depends on
+    what earlier steps left free, so a trace's chunks say little of another setting's: real runs at 2-4x the
+    size hand their largest buffers 1.2-1.9x their requests where most traced steps had them at 1.0x. The
+    middle read within 5% of the median of three real runs in 22, 24 and 20 of 30 cases on three sets (a
+    transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled in 15, 16, 15."""
     by_category[CHUNKING_CATEGORY] = middle - scaled
     basis.append(_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
                        f"{_size(middle - scaled)}: the band's middle, {_size(middle)}, less the chunks scaled"))
-    return middle
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
@@ -537,10 +539,12 @@ class _Step:
         self.largest_update = (max((_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0)
                                * gradient_share)
         # SGD with momentum's m x momentum reads no gradient, so TensorFlow's executor makes it for every slot
-        # as the step starts and holds each until its weight's gradient arrives: one buffer of the slots' size
-        # (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91, as many as the slots)
+        # as the step starts and holds each until its weight's gradient arrives: one buffer per slot, as many
+        # bytes as the slots (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91)
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
-                             if reassigned and not trace.xla else 0.0)
+                             if reassigned and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
+        # the step's buffers change size (the state's change is ``projected_state``'s)
+        self.changes = scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
