@@ -679,8 +679,7 @@ class _Step:
             basis.append(_line(category, self.in_window[category][traced], self.series[category][at], how, formula))
         for category in BEFORE_TRACE_CATEGORIES:
             held = self.series.get(category)
-            if held is None or (category != UNATTRIBUTED_CATEGORY and not (held[at] or held[traced])
-                                and not (category == HELD_CATEGORY and self.held_traced)):
+            if held is None:  # a row with no line reads "unknown" in the tab: a 0 B one is said too
                 continue
             what, how = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
             traced_bytes = held[traced]
