@@ -152,9 +152,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     # the band is the traced peak's buffers': where the figure is another moment's, it does not say
     band = (_chunk_band(trace, breakdown, peak, step)
             if peak is not None and peak_index == traced_index else None)
-    # another setting's chunks are not in the trace: the band's middle (the step's or the state's sizes change)
-    changed = step.changes or any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
-    middle = (band["low_bytes"] + band["high_bytes"]) // 2 if band is not None and changed else None
+    # another setting's chunks are not in the trace: the band's middle
+    middle = (band["low_bytes"] + band["high_bytes"]) // 2 if band is not None and step.changes else None
     synced = _gradient_sync(trace, state, what, by_category, unknown)
     if synced is not None and peak is not None and sum(synced.values()) > (peak if middle is None else middle):
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
@@ -544,8 +543,9 @@ class _Step:
         # bytes as the slots (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91)
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
                              if reassigned and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
-        # the step's buffers change size (the state's change is ``projected_state``'s)
-        self.changes = scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
+        # the asked setting changes the step's buffers' sizes or a known part of the state
+        self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
+                        or any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items()))
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
@@ -555,9 +555,9 @@ class _Step:
             wide = self.wide.get(category, [0.0] * n)
             self.series[category] = [(v - b) * self.fixed_at(category, v - b) + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
+        self.scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]  # the traced update scratch, scaled
         if self.early_update:
-            scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]
-            self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in scratch]
+            self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in self.scratch]
         # What the allocator held besides the step's buffers: the state, and what else was resident (kept as
         # traced: LeNet's held part read 4.37 MiB under Adam, 4.25 under SGD), but none where the asked optimizer
         # assigns its slots whole each step (``_REASSIGNS_SLOTS``).
@@ -669,7 +669,7 @@ class _Step:
             else:
                 formula += f"; {_size(rest)} do not, kept"
             how = "scaled" if carries or fixed_factor != 1.0 else "kept"
-            if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.early_update > rest * kept + grown * factor:
+            if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
                 formula = f"{_size(self.early_update)}: m x momentum per slot, from the step's start to its grad"
             wide = self.wide.get(category, ())
