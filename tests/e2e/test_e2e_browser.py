@@ -885,9 +885,12 @@ def test_an_oom_says_what_it_asked_for_and_what_if_says_what_would_fit(oom_logdi
         tab.text("whatif-headline", "at batch 262,144 (traced: ")
         tab.text("whatif-budget-line", f"Largest batch within 16.00 GiB: {api['largest_batch']:,}")
         tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
-        activations = tab.row("whatif-table", "Activations")
-        assert f"{api['by_category']['activations']:,} B" in activations.inner_text()
-        assert "scaled" in activations.inner_text() and api["by_category"]["activations"] >= truth["requested_bytes"]
+        # The tiled [32, 262,144] buffer is at the traced peak as the layer's output or as its gradient (which
+        # one the executor keeps there differs from machine to machine); either way it carries the batch.
+        category = max(("activations", "gradients"), key=lambda c: api["by_category"][c])
+        carried = tab.row("whatif-table", category.capitalize())
+        assert f"{api['by_category'][category]:,} B" in carried.inner_text()
+        assert "scaled" in carried.inner_text() and api["by_category"][category] >= truth["requested_bytes"]
         tab.page.screenshot(path=os.path.join(shots, "whatif.png"))
         # A question that is no question: its error, and the figures of the last answer hidden, not left standing
         tab.testid("whatif-budget").fill("lots")
