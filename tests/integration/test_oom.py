@@ -44,11 +44,13 @@ def test_a_step_out_of_memory_is_recorded_and_still_raised(tmp_path):
     assert report["shape"] == f"[{','.join(map(str, truth['shape']))}]" and report["dtype"] == "float32"
     assert "expand" in report["op"]
     # What would have fit: the traced batch-32 step, projected to the failing batch, asks for at least
-    # the allocation that failed in its activations, and the largest batch within 16 GiB is below it.
+    # the allocation that failed, and the largest batch within 16 GiB is below it. The tiled buffer is at the
+    # traced peak as the layer's output or as its gradient: which one the executor keeps differs by machine.
     tag = [t["tag"] for r in served.json("/runs")["runs"] if r["run"] == "train" for t in r["tags"]
            if t["kind"] == "ops"][0]
     whatif = served.json("/whatif", run="train", tag=tag, batch=2**18, budget="16GiB")
-    assert whatif["whatif"]["by_category"]["activations"] >= report["requested_bytes"]
+    parts = whatif["whatif"]["by_category"]
+    assert max(parts["activations"], parts["gradients"]) >= report["requested_bytes"]
     assert 32 < whatif["budget"]["largest_batch"] < 2**18
 
 
