@@ -135,7 +135,7 @@ def test_a_multi_host_session_gives_each_hosts_devices_and_planned_peak(runs, tm
         (found,) = glob.glob(os.path.join(runs[layout][0] + "_profile", "**", "*.xplane.pb"), recursive=True)
         shutil.copy(found, session / f"{host}.xplane.pb")
     served = Served(str(tmp_path / "logs"))
-    body = served.json("/hosts", run="job", tag="profile/2026_11_28_00_00_00")
+    body = served.hosts("job", "profile/2026_11_28_00_00_00")  # each host reduced, not only the first
     rows = {row["host"]: row for row in body["rows"]}
     assert set(rows) == {"worker0", "worker1"} and not body["errors"]
     for host, layout in (("worker0", "dp"), ("worker1", "2x4")):

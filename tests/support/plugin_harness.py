@@ -99,6 +99,16 @@ class Served:
         assert response.status_code == 200, (response.status_code, response.get_data(as_text=True))
         return json.loads(response.get_data())
 
+    def hosts(self, run: str, tag: str, timeout: float = 120.0) -> Any:
+        """``/hosts`` once no host is still reducing, asking again as the tab does: it answers at once with the
+        hosts done so far and the others ``pending``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.json("/hosts", run=run, tag=tag)
+            if not body["pending"] or time.monotonic() > deadline:
+                return body
+            time.sleep(0.3)
+
     def all_ops(self, run: str, tag: str, **params: Any) -> List[dict]:
         """Every row of an op table, page by page as the tab reads it."""
         return self._all("/op_rows", run, tag, **params)
