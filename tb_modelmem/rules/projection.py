@@ -236,9 +236,9 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
     from the traced chunks ``scaled`` as its own signed row. Which free chunk BFC hands a buffer depends on
     what earlier steps left free, so a trace's chunks say little of another setting's: real runs at 2-4x the
     size hand their largest buffers 1.2-1.9x their requests where most traced steps had them at 1.0x. The
-    middle read within 5% of the median of three real runs in 21, 22, 24 and 20 of 30 cases on four sets of
-    traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled in
-    16, 15, 16 and 15 (README's What-if table)."""
+    middle read within 5% of the median of three real runs in 21, 22, 24, 20 and 19 of 30 cases on five sets
+    of traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled
+    in 16, 15, 16, 15 and 16 (README's What-if table)."""
     by_category[CHUNKING_CATEGORY] = middle - scaled
     basis.append(_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
                        f"{_size(middle - scaled)}: the band's middle, {_size(middle)}, less the chunks scaled"))
