@@ -21,6 +21,7 @@ class Tab:
 
     def __init__(self, browser, tb: TensorBoardProcess, shots: str, height: int = 1000):
         self.page = browser.new_page(viewport={"width": 1400, "height": height})
+        self.shots = shots
         self.errors, self.responses, self.requests = [], [], []
         self.in_flight, self.most_in_flight = {}, {}  # URL -> requests on the wire (now, at most)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
@@ -72,7 +73,21 @@ class Tab:
         self.pick("tag-select", tag, exact=True)
 
     def text(self, testid: str, contains, timeout: int = WAIT) -> None:
-        self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)
+        try:
+            self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)
+        except Exception:
+            self.said_instead(testid, contains)
+            raise
+
+    def said_instead(self, testid: str, wanted) -> None:
+        """What the tab showed where ``wanted`` never came (printed into the test's report, and a screenshot
+        beside its others): a timeout alone does not say whether the view was loading, erred or showed another
+        item."""
+        self.page.screenshot(path=os.path.join(self.shots, f"never-{testid}.png"))
+        shown = self.testid(testid).all_inner_texts() if self.testid(testid).count() else "(none on the page)"
+        status = [(r.status, r.url.split(API, 1)[-1]) for r in self.responses[-12:]]
+        print(f"{testid!r} never showed {wanted!r}; it showed {shown}; the last answers {status}; "
+              f"page errors {self.errors}; the frame said: {self.frame.locator('body').inner_text()[:3000]!r}")
 
     def filter(self, table: str, query: str) -> None:
         self.testid(f"{table}-filter").fill(query)

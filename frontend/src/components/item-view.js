@@ -111,18 +111,19 @@ function stepsKey(selection, info) {
 }
 
 /** The step picker's choices (`steps`) and the `key` they are for; `fetch` asks the server for them
- * and says false when `keep()` says a newer update began meanwhile. */
-function createStepList(api, loader) {
+ * and says false when `keep()` says a newer update began meanwhile, leaving the list as it was: an older
+ * item's steps, answered last, must not replace the newer item's. */
+export function createStepList(api, loader) {
   const list = { steps: [], key: "" };
   list.fetch = async (key, selection, keep) => {
+    let steps = [];
     try {
-      const answer = await loader.get(key, () => api.steps(selection), { keep });
-      list.steps = answer.steps || [];
+      steps = (await loader.get(key, () => api.steps(selection), { keep })).steps || [];
     } catch {
-      list.steps = []; // the data request reports the problem for this item
+      steps = []; // the data request reports the problem for this item
     }
     if (!keep()) return false;
-    list.key = key;
+    Object.assign(list, { steps, key });
     return true;
   };
   return list;
