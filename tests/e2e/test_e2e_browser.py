@@ -15,6 +15,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import pytest
@@ -457,6 +458,7 @@ model.fit(np.zeros((8, 28, 28, 1), "float32"), np.zeros((8,), "int64"), batch_si
 """
 PROFILER_TAKEN_SCRIPT = r"""
 import sys
+import time
 import keras, numpy as np
 import tb_modelmem
 model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, name="hidden"),
@@ -1030,6 +1032,32 @@ def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
                if name != "Peak in use"]
     assert sorted(figures) == sorted(v for v in api["by_category"].values())
     assert [e for e in tab.errors if "400" not in e] == []
+    tab.close()
+
+
+def test_a_tag_picked_while_the_new_runs_steps_load_keeps_the_new_run(batch_one_tb, browser, shots):
+    """A run picked and then a tag before that run's steps have come (CI's browser once picked that quickly):
+    the view shows the picked run's step, not the run it replaced. The new run's steps are held until the
+    tag is picked, so the order is the same on every machine."""
+    _, tb = batch_one_tb
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.view("whatif")
+    tab.text("whatif-traced", "Adam · float32 · batch 1")  # the first run's step
+    held, released = [], []
+    tab.page.route(lambda url: "/steps?run=lm_64" in url,
+                   lambda route: route.continue_() if released else held.append(route))
+    tab.pick("run-select", "lm_64/train", exact=True)
+    deadline = time.monotonic() + WAIT / 1000
+    while not held and time.monotonic() < deadline:
+        tab.page.wait_for_timeout(50)
+    assert held, "the new run's steps were never asked for"
+    tab.pick("tag-select", "ops", exact=True)
+    released.append(True)
+    for route in held:
+        route.continue_()
+    tab.text("whatif-traced", "AdamW · float32 · batch 8 · sequence 64")
+    assert tab.testid("run-select").input_value() == "lm_64/train"
+    assert tab.errors == []
     tab.close()
 
 

@@ -84,7 +84,7 @@ class Tab:
         beside its others): a timeout alone does not say whether the view was loading, erred or showed another
         item."""
         self.page.screenshot(path=os.path.join(self.shots, f"never-{testid}.png"))
-        shown = self.testid(testid).all_inner_texts() if self.testid(testid).count() else "(none on the page)"
+        shown = self.testid(testid).all_inner_texts() or "(none on the page)"
         status = [(r.status, r.url.split(API, 1)[-1]) for r in self.responses[-12:]]
         print(f"{testid!r} never showed {wanted!r}; it showed {shown}; the last answers {status}; "
               f"page errors {self.errors}; the frame said: {self.frame.locator('body').inner_text()[:3000]!r}")

@@ -25,7 +25,12 @@ export function createSelector(onChange, { joins = false, steps: stepPicker = tr
   joinLabel.hidden = true;
   let current = {};
 
-  const emit = (change) => onChange({ ...current, ...change });
+  // Each pick builds on the one before it, not on the last selection shown: a tag picked while the new
+  // run's steps are on the way must not put back the run it replaced.
+  const emit = (change) => {
+    current = { ...current, ...change };
+    onChange(current);
+  };
   runSelect.addEventListener("change", () => emit({ run: runSelect.value, tag: "", step: "", host: "", breakdown: "" }));
   tagSelect.addEventListener("change", () => emit({ tag: tagSelect.value, step: "", host: "" }));
   stepSelect.addEventListener("change", () => emit({ step: stepSelect.value === "" ? "" : Number(stepSelect.value) }));
