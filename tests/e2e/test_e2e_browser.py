@@ -1061,6 +1061,28 @@ def test_a_tag_picked_while_the_new_runs_steps_load_keeps_the_new_run(batch_one_
     tab.close()
 
 
+def test_a_poll_leaves_the_batch_being_typed_in_the_what_if_form(batch_one_tb, browser, shots):
+    """The tab asks for the runs every 20 s while it is open; one coming between typing a batch and pressing
+    Project (here the reload button's) leaves the typed batch in its field, and Project asks that batch."""
+    import tb_modelmem
+
+    logdir, tb = batch_one_tb
+    api = tb_modelmem.estimate(logdir, run="lenet_1/train", batch=64)
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lenet_1/train", "ops")
+    tab.text("whatif-traced", "Adam · float32 · batch 1")
+    tab.testid("whatif-batch").fill("64")
+    with tab.page.expect_response(lambda r: r.url.endswith(f"{API}/runs"), timeout=WAIT):
+        tab.testid("reload").click()
+    tab.page.wait_for_timeout(1000)  # the listing is applied once its answer is parsed
+    assert tab.testid("whatif-batch").input_value() == "64"
+    tab.testid("whatif-project").click()
+    tab.text("whatif-headline", "at batch 64 (traced: ")
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{api['peak_bytes']:,} B").wait_for(timeout=WAIT)
+    assert tab.errors == []
+    tab.close()
+
+
 def test_what_if_under_a_mixed_policy_says_what_stays_float32(batch_one_tb, browser, shots):
     """Issue 38 item 3 in the tab: the float32 LM asked under mixed_bfloat16; the activations' Basis cell
     says what the policy leaves wider (normalization, the loss, its float32 copy of the output) and its

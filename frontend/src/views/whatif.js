@@ -23,6 +23,7 @@ export function createWhatIfView({ api, loader, shared }) {
   const form = Object.assign(shared.whatif, { batch: "", seq: "", optimizer: "", policy: "", devices: "1", shard: "",
     budget: "", ...shared.whatif });
   let askedForm = "";
+  let shownForm = ""; // the question the fields were last set to: a poll must not undo what is being typed
   const fields = formFields();
   const { batch, seq, optimizer, policy, devices, shard, budget, controls } = fields;
   const out = resultParts();
@@ -37,6 +38,7 @@ export function createWhatIfView({ api, loader, shared }) {
     Object.assign(form, { batch: batch.value, seq: seq.value, optimizer: optimizer.value, policy: policy.value,
       devices: devices.value, shard: shard.value, budget: budget.value });
     delete form.replicas; // the device count is `devices` now
+    shownForm = JSON.stringify(form);
     if (current) ask(current);
   });
 
@@ -76,7 +78,10 @@ export function createWhatIfView({ api, loader, shared }) {
   const view = createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body,
     render, shared: shared.ops, joins: true });
   return { ...view, update(listing) {
-    showForm(fields, form);
+    if (JSON.stringify(form) !== shownForm) { // first shown, or set from outside meanwhile
+      showForm(fields, form);
+      shownForm = JSON.stringify(form);
+    }
     if (current && JSON.stringify(whatifParams(form)) !== askedForm) ask(current); // set from outside meanwhile
     view.update(listing);
   } };
