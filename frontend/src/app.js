@@ -80,7 +80,8 @@ export function createApp(root, api) {
     } finally {
       busy = false;
     }
-    problems.replaceChildren(...problemBoxes(tagErrors(listing)));
+    const unfolded = Boolean(problems.querySelector("details.more-problems")?.open); // a poll leaves it as it was
+    problems.replaceChildren(...problemBoxes(tagErrors(listing), unfolded));
     oom.update(listing);
     const list = availableViews(listing);
     const ids = list.map((v) => v.id).join();
@@ -102,11 +103,11 @@ export function createApp(root, api) {
   }, POLL_MS);
 }
 
-/** One box per unreadable item; past a few, the rest behind a "N more" toggle. */
-function problemBoxes(errors) {
+/** One box per unreadable item; past a few, the rest behind a "N more" toggle (open when `unfolded`). */
+function problemBoxes(errors, unfolded) {
   const boxes = errors.map((t) => errorBox(t.error, t.run, t.tag));
   if (boxes.length <= PROBLEMS_SHOWN) return boxes;
   const rest = boxes.slice(PROBLEMS_SHOWN);
   return [...boxes.slice(0, PROBLEMS_SHOWN),
-    el("details", { class: "more-problems" }, el("summary", {}, `${rest.length} more unreadable items`), rest)];
+    el("details", { class: "more-problems", open: unfolded }, el("summary", {}, `${rest.length} more unreadable items`), rest)];
 }

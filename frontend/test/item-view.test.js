@@ -18,3 +18,20 @@ test("an older item's steps answered last do not replace the newer item's", asyn
   assert.deepEqual(list.steps, [{ step: 7 }]);
   assert.equal(list.key, "steps b");
 });
+
+test("a failed steps request keeps the item's steps and is asked again; another item's shows none", async () => {
+  let fail = false;
+  const api = { steps: async () => {
+    if (fail) throw new Error("503");
+    return { steps: [{ step: 1 }, { step: 5 }] };
+  } };
+  const list = createStepList(api, createLoader());
+  assert.equal(await list.fetch("steps a@5", { run: "a", tag: "t" }, () => true), true);
+  fail = true; // training wrote step 6; asking for the new list fails once
+  assert.equal(await list.fetch("steps a@6", { run: "a", tag: "t" }, () => true), true);
+  assert.deepEqual(list.steps, [{ step: 1 }, { step: 5 }]); // step 5 stays pickable
+  assert.equal(list.key, "steps a@5"); // so the next update asks for a@6 again
+  assert.equal(await list.fetch("steps b@2", { run: "b", tag: "t" }, () => true), true);
+  assert.deepEqual(list.steps, []); // a's steps never stand under b
+  assert.equal(list.key, "");
+});

@@ -15,7 +15,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 import urllib.parse
 
 import pytest
@@ -722,6 +721,42 @@ def test_growth_opens_on_what_is_flagged_and_says_where_to_look(demo_tb, browser
     tab.close()
 
 
+def test_a_poll_during_growths_first_scan_still_opens_on_what_is_flagged(demo_tb, browser, shots):
+    """Growth opens on the item that flags most once it has scanned them all; the tab's poll (here the
+    reload button) coming while that scan waits on the flagged run's answer must not open the first run."""
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    held = tab.hold("/growth?run=seed004_kept")
+    tab.view("growth")
+    held.wait()
+    tab.reload()
+    held.release()
+    tab.text("growth-summary", "Keeps growing")
+    assert tab.testid("run-select").input_value() == "seed004_kept/builds"
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
+def test_a_comparison_unticked_while_it_loads_stays_away(demo_tb, browser, shots):
+    """Two runs ticked in Compare, the second unticked before its breakdown came: the answer, when it comes,
+    is not drawn, and the hint says one run is ticked."""
+    tab = Tab(browser, demo_tb, shots, height=1200)
+    tab.view("storage")
+    boxes = tab.testid("compare-run")
+    boxes.nth(1).wait_for(timeout=WAIT)
+    first, second = (boxes.nth(i).get_attribute("value") for i in (0, 1))
+    boxes.first.check()
+    tab.text("compare-hint", f"Only {first} is ticked")
+    held = tab.hold(f"/breakdown?run={urllib.parse.quote(second, safe='')}&")
+    boxes.nth(1).check()
+    held.wait()
+    boxes.nth(1).uncheck()
+    held.release()
+    assert tab.testid("compare-hint").is_visible()
+    assert not tab.testid("compare-table").is_visible()
+    assert not tab.errors, tab.errors
+    tab.close()
+
+
 def test_a_checkpoints_layers_read_class_unknown(demo_tb, browser, shots):
     """Issue 30 item 4: the Class column was empty for every layer of a checkpoint."""
     tab = Tab(browser, demo_tb, shots, height=1200)
@@ -1037,26 +1072,38 @@ def test_what_if_at_another_sequence_length(batch_one_tb, browser, shots):
 
 def test_a_tag_picked_while_the_new_runs_steps_load_keeps_the_new_run(batch_one_tb, browser, shots):
     """A run picked and then a tag before that run's steps have come (CI's browser once picked that quickly):
-    the view shows the picked run's step, not the run it replaced. The new run's steps are held until the
-    tag is picked, so the order is the same on every machine."""
+    the view shows the picked run's step, not the run it replaced."""
     _, tb = batch_one_tb
     tab = Tab(browser, tb, shots, height=1200)
     tab.view("whatif")
     tab.text("whatif-traced", "Adam · float32 · batch 1")  # the first run's step
-    held, released = [], []
-    tab.page.route(lambda url: "/steps?run=lm_64" in url,
-                   lambda route: route.continue_() if released else held.append(route))
+    held = tab.hold("/steps?run=lm_64")
     tab.pick("run-select", "lm_64/train", exact=True)
-    deadline = time.monotonic() + WAIT / 1000
-    while not held and time.monotonic() < deadline:
-        tab.page.wait_for_timeout(50)
-    assert held, "the new run's steps were never asked for"
+    held.wait()
     tab.pick("tag-select", "ops", exact=True)
-    released.append(True)
-    for route in held:
-        route.continue_()
+    held.release()
     tab.text("whatif-traced", "AdamW · float32 · batch 8 · sequence 64")
     assert tab.testid("run-select").input_value() == "lm_64/train"
+    assert tab.errors == []
+    tab.close()
+
+
+def test_the_item_picked_back_while_another_loads_stays_shown(batch_one_tb, browser, shots):
+    """lm_64 picked, then lenet_1 again before lm_64's answer came: lenet_1's figures show again at once,
+    and lm_64's answer, when it comes, is not drawn under lenet_1's pickers."""
+    _, tb = batch_one_tb
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lenet_1/train", "ops")
+    tab.text("whatif-traced", "Adam · float32 · batch 1")
+    held = tab.hold("/whatif?run=lm_64")
+    tab.pick("run-select", "lm_64/train", exact=True)
+    held.wait()
+    tab.pick("run-select", "lenet_1/train", exact=True)
+    tab.text("whatif-traced", "Adam · float32 · batch 1")
+    held.release()
+    assert tab.testid("whatif-traced").inner_text() == "Traced step: Adam · float32 · batch 1"
+    assert tab.testid("run-select").input_value() == "lenet_1/train"
+    assert not tab.frame.locator(".loading").is_visible()
     assert tab.errors == []
     tab.close()
 
@@ -1072,9 +1119,7 @@ def test_a_poll_leaves_the_batch_being_typed_in_the_what_if_form(batch_one_tb, b
     tab.open("whatif", "lenet_1/train", "ops")
     tab.text("whatif-traced", "Adam · float32 · batch 1")
     tab.testid("whatif-batch").fill("64")
-    with tab.page.expect_response(lambda r: r.url.endswith(f"{API}/runs"), timeout=WAIT):
-        tab.testid("reload").click()
-    tab.page.wait_for_timeout(1000)  # the listing is applied once its answer is parsed
+    tab.reload()
     assert tab.testid("whatif-batch").input_value() == "64"
     tab.testid("whatif-project").click()
     tab.text("whatif-headline", "at batch 64 (traced: ")

@@ -89,6 +89,17 @@ class Tab:
         print(f"{testid!r} never showed {wanted!r}; it showed {shown}; the last answers {status}; "
               f"page errors {self.errors}; the frame said: {self.frame.locator('body').inner_text()[:3000]!r}")
 
+    def hold(self, part: str) -> "Held":
+        """Hold the tab's requests whose URL contains ``part`` until ``release()``: a slow answer, or one that
+        comes after the user's next pick, in the same order on every machine."""
+        return Held(self.page, part)
+
+    def reload(self) -> None:
+        """Ask for the runs again, as the tab's 20 s poll does, and wait until the answer is in."""
+        with self.page.expect_response(lambda r: r.url.endswith(f"{API}/runs"), timeout=WAIT):
+            self.testid("reload").click()
+        self.page.wait_for_timeout(500)  # the listing is applied once its answer is parsed
+
     def filter(self, table: str, query: str) -> None:
         self.testid(f"{table}-filter").fill(query)
 
@@ -127,3 +138,33 @@ TABLE_FIT = """t => {
       .map(c => c.textContent),
   };
 }"""
+
+
+class Held:
+    """Requests of one page held back (``Tab.hold``): the first ``wait()`` for, then all let through."""
+
+    def __init__(self, page, part: str):
+        self.page, self.part = page, part
+        self.routes: list = []
+        self.released = False
+        page.route(lambda url: part in url, self._route)
+
+    def _route(self, route) -> None:
+        if self.released:
+            route.continue_()
+        else:
+            self.routes.append(route)
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + WAIT / 1000
+        while not self.routes and time.monotonic() < deadline:
+            self.page.wait_for_timeout(50)
+        assert self.routes, f"no request for {self.part!r} was made"
+
+    def release(self) -> None:
+        """Let the held requests through and wait until their answers are in and applied."""
+        self.released = True
+        with self.page.expect_response(lambda r: self.part in r.url, timeout=WAIT):
+            for route in self.routes:
+                route.continue_()
+        self.page.wait_for_timeout(500)  # applied once parsed

@@ -63,6 +63,7 @@ export function createCompare({ api, loader }) {
     hint.replaceChildren(...(runs.length === 1 ? ["Only ", name(runs[0]), " is ticked: a comparison needs two runs or more;"
       + " tick another to see them side by side (the figures below are the run picked above)."] : []));
     if (runs.length < 2) {
+      ++token; // a comparison still on its way is no longer wanted
       result.hidden = true;
       errors.replaceChildren();
       loadedKey = "";
@@ -71,8 +72,8 @@ export function createCompare({ api, loader }) {
     const items = runs.map((run) => ({ run, tag: compareTag(listing, run, preferredTag) })).filter((i) => i.tag);
     const stamp = (i) => runsOfKind(listing, "breakdown").find((r) => r.run === i.run)?.tags.find((t) => t.tag === i.tag)?.max_step;
     const key = JSON.stringify(items.map((i) => [i.run, i.tag, stamp(i)]));
+    const mine = ++token; // the newest ticks win over a comparison still on its way
     if (key === loadedKey) return;
-    const mine = ++token;
     // Through the loader: one request per run at a time, asked again while the server reduces it.
     const settled = await Promise.allSettled(items.map((i) => loader.get(
       `compare\u0000${i.run}\u0000${i.tag}\u0000${stamp(i)}`, () => api.breakdown({ run: i.run, tag: i.tag }),
@@ -100,8 +101,11 @@ export function createCompare({ api, loader }) {
       renderRunList();
       load();
     },
+    /** The tag picked above: each run is compared at the same tag name where it has one. */
     prefer(tag) {
+      if (tag === preferredTag) return;
       preferredTag = tag;
+      if (listing) load();
     },
   };
 }

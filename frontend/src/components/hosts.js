@@ -55,7 +55,9 @@ export function createHostsPanel({ api, onPick }) {
     try {
       answer = await api.hosts(item);
     } catch (e) {
-      if (key === shownFor) notes.replaceChildren(errorBox(e.message, item.run, item.tag));
+      if (key !== shownFor) return;
+      table.setRows([]);
+      notes.replaceChildren(errorBox(e.message, item.run, item.tag));
       return;
     }
     if (key !== shownFor) return;
@@ -84,6 +86,8 @@ export function createHostsPanel({ api, onPick }) {
       const key = JSON.stringify([item.run, item.tag, data.step]);
       if (key === shownFor) return;
       shownFor = key;
+      table.setRows([]); // the last item's hosts must not stand under this one
+      notes.replaceChildren(el("div", { class: "loading" }, "Loading the hosts…"));
       load(key, { run: item.run, tag: item.tag, step: data.step ?? "" });
     },
   };

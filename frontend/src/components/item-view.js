@@ -30,13 +30,17 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   const steps = createStepList(api, loader);
   shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
 
-  const selector = createSelector((next) => {
-    shared.selection = next;
+  let picks = 0;
+  /** A change to the newest selection, whoever made the one before it (a picker, a link, another view). */
+  function pick(change) {
+    picks += 1;
+    shared.selection = { ...shared.selection, ...change };
     update(listing);
-  }, { joins, steps: stepPicker });
+  }
+  const selector = createSelector(pick, { joins, steps: stepPicker });
   const meta = el("div", { class: "meta", testid: "meta" });
-  const progress = progressBox();
   const status = el("div", { class: "status" });
+  const shown = createShownItem(body, meta, status);
   selector.element.append(meta);
   const element = el("div", {}, selector.element, status, body);
   body.hidden = true;
@@ -56,32 +60,32 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   }
 
   async function load(item, key) {
-    if (key === loadedKey || key === loadingKey) return; // shown, or on its way: never ask twice
-    loadingKey = key;
-    if (!sameItem(current, item)) { // another item's figures must not stand under this one's pickers
-      body.hidden = true;
-      meta.replaceChildren();
+    if (key === loadingKey) return; // on its way: never ask twice
+    if (key === loadedKey) { // shown: an item picked meanwhile and still on its way is no longer wanted
+      if (loadingKey) shown.again(Boolean(current));
+      loadingKey = "";
+      return;
     }
-    if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
+    loadingKey = key;
+    if (!sameItem(current, item)) shown.hide(); // another item's figures must not stand under this one's pickers
+    shown.loading();
     let data;
     try {
       data = await loader.get(key, () => fetch(item), { keep: () => loadingKey === key,
-        onProgress: (state) => { if (loadingKey === key) showProgress(progress, status, state); } });
+        onProgress: (state) => { if (loadingKey === key) shown.progress(state); } });
     } catch (e) {
       if (loadingKey !== key || e?.name === "Cancelled") return;
       loadingKey = "";
       loadedKey = "";
       current = null;
-      body.hidden = true;
-      meta.replaceChildren();
-      status.replaceChildren(errorBox(e.message, item.run, item.tag));
+      shown.failed(e.message, item);
       return;
     }
     if (loadingKey !== key) return; // another item was picked meanwhile
     loadingKey = "";
     loadedKey = key;
     current = item;
-    showData({ body, meta, status }, render, data, item);
+    shown.show(render, data, item);
     const picked = data?.breakdown?.tag || "";
     if (joins && picked !== auto) {
       auto = picked;
@@ -90,13 +94,10 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   }
 
   return {
-    element, update,
+    element, update, pick,
     item: () => current,
-    /** Change part of the selection, as a picker would (e.g. a host picked in a table). */
-    pick(change) {
-      shared.selection = { ...shared.selection, ...change };
-      update(listing);
-    },
+    /** How many picks were made here: a view that picks for the user checks nobody picked meanwhile. */
+    picks: () => picks,
   };
 }
 
@@ -112,36 +113,64 @@ function stepsKey(selection, info) {
 
 /** The step picker's choices (`steps`) and the `key` they are for; `fetch` asks the server for them
  * and says false when `keep()` says a newer update began meanwhile, leaving the list as it was: an older
- * item's steps, answered last, must not replace the newer item's. */
+ * item's steps, answered last, must not replace the newer item's. A failed request keeps the item's
+ * steps known so far (none for another item) and its key, so the next update asks again: one failure
+ * must not send a picked step back to the latest. */
 export function createStepList(api, loader) {
-  const list = { steps: [], key: "" };
+  const list = { steps: [], key: "", item: "" };
   list.fetch = async (key, selection, keep) => {
-    let steps = [];
+    const item = `${selection.run}\u0000${selection.tag}`;
     try {
-      steps = (await loader.get(key, () => api.steps(selection), { keep })).steps || [];
+      const steps = (await loader.get(key, () => api.steps(selection), { keep })).steps || [];
+      if (!keep()) return false;
+      Object.assign(list, { steps, key, item });
     } catch {
-      steps = []; // the data request reports the problem for this item
+      if (!keep()) return false;
+      if (item !== list.item) Object.assign(list, { steps: [], key: "", item }); // the data request says why
     }
-    if (!keep()) return false;
-    Object.assign(list, { steps, key });
     return true;
   };
   return list;
 }
 
-function showProgress(progress, status, state) {
-  progress.update(formatProgress(state), state.progress);
-  status.replaceChildren(progress.element);
-}
-
-/** The loaded item's figures in the body and its meta line; what `render` throws is said in the status box. */
-function showData({ body, meta, status }, render, data, item) {
-  status.replaceChildren();
-  body.hidden = false;
-  try {
-    meta.replaceChildren(...render(data, item));
-  } catch (e) {
-    status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
-    console.error(e);
-  }
+/** Where one item is shown: its figures (body), its meta line, and the status box between them (loading,
+ * progress, errors). */
+function createShownItem(body, meta, status) {
+  const progress = progressBox();
+  const hide = () => {
+    body.hidden = true;
+    meta.hidden = true;
+  };
+  return {
+    hide,
+    loading() {
+      if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
+    },
+    progress(state) {
+      progress.update(formatProgress(state), state.progress);
+      status.replaceChildren(progress.element);
+    },
+    failed(message, item) {
+      hide();
+      status.replaceChildren(errorBox(message, item.run, item.tag));
+    },
+    /** The loaded item's figures and meta line; what `render` throws is said in the status box. */
+    show(render, data, item) {
+      status.replaceChildren();
+      body.hidden = false;
+      meta.hidden = false;
+      try {
+        meta.replaceChildren(...render(data, item));
+      } catch (e) {
+        status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
+        console.error(e);
+      }
+    },
+    /** The figures still in the body (if any), shown again in place of an item no longer wanted. */
+    again(loaded) {
+      status.replaceChildren();
+      body.hidden = !loaded;
+      meta.hidden = !loaded;
+    },
+  };
 }

@@ -8,7 +8,8 @@ import { el, option } from "../dom.js";
 import { formatInt, formatWallTime } from "../format.js";
 import { breakdownTags, runsOfKind, tagLabel } from "../selection.js";
 
-/** steps: false for data read over all its steps at once (memory samples): no step picker. */
+/** onChange(change): the fields a picker changed. steps: false for data read over all its steps at once
+ * (memory samples): no step picker. */
 export function createSelector(onChange, { joins = false, steps: stepPicker = true } = {}) {
   const runSelect = el("select", { testid: "run-select", "aria-label": "Run" });
   const tagSelect = el("select", { testid: "tag-select", "aria-label": "Tag" });
@@ -23,25 +24,19 @@ export function createSelector(onChange, { joins = false, steps: stepPicker = tr
     joins ? [hostLabel, joinLabel] : null);
   hostLabel.hidden = true;
   joinLabel.hidden = true;
-  let current = {};
 
-  // Each pick builds on the one before it, not on the last selection shown: a tag picked while the new
-  // run's steps are on the way must not put back the run it replaced.
-  const emit = (change) => {
-    current = { ...current, ...change };
-    onChange(current);
-  };
-  runSelect.addEventListener("change", () => emit({ run: runSelect.value, tag: "", step: "", host: "", breakdown: "" }));
-  tagSelect.addEventListener("change", () => emit({ tag: tagSelect.value, step: "", host: "" }));
-  stepSelect.addEventListener("change", () => emit({ step: stepSelect.value === "" ? "" : Number(stepSelect.value) }));
-  hostSelect.addEventListener("change", () => emit({ host: hostSelect.value }));
-  joinSelect.addEventListener("change", () => emit({ breakdown: joinSelect.value }));
+  // Each picker says only what it changed: the owner of the selection applies it to the newest one, so a tag
+  // picked while the new run's steps are on the way does not put back the run it replaced.
+  runSelect.addEventListener("change", () => onChange({ run: runSelect.value, tag: "", step: "", host: "", breakdown: "" }));
+  tagSelect.addEventListener("change", () => onChange({ tag: tagSelect.value, step: "", host: "" }));
+  stepSelect.addEventListener("change", () => onChange({ step: stepSelect.value === "" ? "" : Number(stepSelect.value) }));
+  hostSelect.addEventListener("change", () => onChange({ host: hostSelect.value }));
+  joinSelect.addEventListener("change", () => onChange({ breakdown: joinSelect.value }));
 
   return {
     element,
     /** auto: the breakdown the server picked for "" (shown in that option's label). */
     update(listing, kind, selection, steps, auto = "") {
-      current = selection;
       const runs = runsOfKind(listing, kind);
       runSelect.replaceChildren(...runs.map((r) => option(r.run, r.run, r.run === selection.run)));
       const tags = runs.find((r) => r.run === selection.run)?.tags || [];

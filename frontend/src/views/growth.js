@@ -114,22 +114,28 @@ export function createGrowthView({ api, loader, shared }) {
   }
 
   let lastScan = null;
+  let opening = false; // the first scan is under way: it opens the view, on the newest listing
+  let newest = null;
   return {
     element: view.element,
     async update(listing) {
+      newest = listing;
+      if (opening) return; // a poll or a return to the view meanwhile: the first scan must finish to pick
       if (!opened) {
         opened = true;
-        const before = shared.memory.selection;
+        opening = true;
+        const picksBefore = view.picks();
         const looking = el("div", { class: "loading", testid: "growth-scanning" },
           `Looking for what keeps growing in ${formatInt(runsOfKind(listing, "memory").length)} runs…`);
         view.element.insertBefore(looking, view.element.children[1]);
         lastScan = await scan(listing);
         looking.remove();
+        opening = false;
         const best = mostFlagged(lastScan?.found);
-        if (best && shared.memory.selection === before) { // nobody picked meanwhile
-          shared.memory.selection = { ...before, run: best.run, tag: best.tag, step: "" };
+        if (best && view.picks() === picksBefore) { // nobody picked meanwhile
+          shared.memory.selection = { ...shared.memory.selection, run: best.run, tag: best.tag, step: "" };
         }
-        view.update(listing);
+        view.update(newest);
         showElsewhere(lastScan);
         return;
       }

@@ -70,6 +70,7 @@ export function createWhatIfView({ api, loader, shared }) {
     current = item;
     show(data);
     if (Object.keys(whatifParams(form)).length) ask(item); // the question asked of the last item, asked of this one
+    else ++asked; // an answer about the last item, still on its way, must not be drawn over this one
     const whatif = data.whatif || {};
     return [`step ${formatIntKnown(data.step)} · traced peak `,
       el("b", {}, `${formatInt(whatif.traced?.peak_bytes)} B`)];
