@@ -102,7 +102,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
 }
 
 /** The same item, maybe at another step: its older figures may stay up while the new ones load. */
-function sameItem(a, b) {
+export function sameItem(a, b) {
   return Boolean(a) && ["run", "tag", "host", "breakdown"].every((k) => (a[k] || "") === (b[k] || ""));
 }
 

@@ -33,29 +33,38 @@ export function createSelector(onChange, { joins = false, steps: stepPicker = tr
   hostSelect.addEventListener("change", () => onChange({ host: hostSelect.value }));
   joinSelect.addEventListener("change", () => onChange({ breakdown: joinSelect.value }));
 
+  // A picker's options are rebuilt only when they change: rebuilt on every poll, an open dropdown can close.
+  const shown = new Map(); // select -> its options, as last built
+  const fill = (select, options, value) => {
+    const key = JSON.stringify(options);
+    if (shown.get(select) !== key) {
+      shown.set(select, key);
+      select.replaceChildren(...options.map(([v, label]) => option(v, label, v === value)));
+    }
+    if (select.value !== value && options.some(([v]) => v === value)) select.value = value;
+  };
+
   return {
     element,
     /** auto: the breakdown the server picked for "" (shown in that option's label). */
     update(listing, kind, selection, steps, auto = "") {
       const runs = runsOfKind(listing, kind);
-      runSelect.replaceChildren(...runs.map((r) => option(r.run, r.run, r.run === selection.run)));
+      fill(runSelect, runs.map((r) => [r.run, r.run]), selection.run);
       const tags = runs.find((r) => r.run === selection.run)?.tags || [];
-      tagSelect.replaceChildren(...tags.map((t) => option(t.tag, tagLabel(t), t.tag === selection.tag)));
+      fill(tagSelect, tags.map((t) => [t.tag, tagLabel(t)]), selection.tag);
       const numbered = steps.filter((s) => s.step !== null && s.step !== undefined);
       const latest = numbered.length ? numbered[numbered.length - 1].step : null;
-      stepSelect.replaceChildren(
-        option("", latest === null ? "latest" : `latest (step ${formatInt(latest)})`, selection.step === ""),
-        ...[...numbered].reverse().map((s) => option(String(s.step), `step ${formatInt(s.step)} · ${formatWallTime(s.wall_time)}`,
-          selection.step === s.step)),
-      );
+      fill(stepSelect, [["", latest === null ? "latest" : `latest (step ${formatInt(latest)})`],
+        ...[...numbered].reverse().map((s) => [String(s.step), `step ${formatInt(s.step)} · ${formatWallTime(s.wall_time)}`])],
+      String(selection.step ?? ""));
       if (!joins) return;
       const hosts = tags.find((t) => t.tag === selection.tag)?.hosts || [];
       hostLabel.hidden = hosts.length < 2;
-      hostSelect.replaceChildren(...hosts.map((h) => option(h, h, (selection.host || hosts[0]) === h)));
+      fill(hostSelect, hosts.map((h) => [h, h]), selection.host || hosts[0] || "");
       const joinable = breakdownTags(listing, selection.run);
       joinLabel.hidden = joinable.length < 2;
-      joinSelect.replaceChildren(option("", auto ? `nearest step (${auto})` : "nearest step", selection.breakdown === ""),
-        ...joinable.map((t) => option(t, t, selection.breakdown === t)));
+      fill(joinSelect, [["", auto ? `nearest step (${auto})` : "nearest step"], ...joinable.map((t) => [t, t])],
+        selection.breakdown || "");
     },
   };
 }

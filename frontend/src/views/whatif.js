@@ -7,7 +7,7 @@ import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../fo
 import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
-import { createItemView } from "../components/item-view.js";
+import { createItemView, sameItem } from "../components/item-view.js";
 import { SHARDINGS, SHARDING_LABEL } from "../devices.js";
 
 const COLUMNS = [
@@ -67,9 +67,12 @@ export function createWhatIfView({ api, loader, shared }) {
   }
 
   function render(data, item) {
+    const asking = Object.keys(whatifParams(form)).length > 0;
+    // A new step of the item shown keeps its last answer up until the question's comes; any other item's
+    // as-traced answer is drawn at once, so no figure stands under pickers it is not of.
+    if (!asking || !sameItem(current, item)) show(data);
     current = item;
-    show(data);
-    if (Object.keys(whatifParams(form)).length) ask(item); // the question asked of the last item, asked of this one
+    if (asking) ask(item); // the question asked of the last item, asked of this one
     else ++asked; // an answer about the last item, still on its way, must not be drawn over this one
     const whatif = data.whatif || {};
     return [`step ${formatIntKnown(data.step)} · traced peak `,
