@@ -128,9 +128,12 @@ export function createGrowthView({ api, loader, shared }) {
         const looking = el("div", { class: "loading", testid: "growth-scanning" },
           `Looking for what keeps growing in ${formatInt(runsOfKind(listing, "memory").length)} runs…`);
         view.element.insertBefore(looking, view.element.children[1]);
-        lastScan = await scan(listing);
-        looking.remove();
-        opening = false;
+        try {
+          lastScan = await scan(listing);
+        } finally {
+          looking.remove();
+          opening = false;
+        }
         const best = mostFlagged(lastScan?.found);
         if (best && view.picks() === picksBefore) { // nobody picked meanwhile
           shared.memory.selection = { ...shared.memory.selection, run: best.run, tag: best.tag, step: "" };
