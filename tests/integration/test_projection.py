@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 from typing import Any, Dict
@@ -211,18 +212,21 @@ def test_another_optimizer_against_a_real_run_of_it(traced, tmp_path, optimizer)
     below had fc1's alone: +0.4%); before the update-scratch floor and the momentum rule -18% and -7%. SGD's
     update still makes lr x gradient, a buffer of fc1's kernel's size, where Adam's held 19.75 MiB; a momentum
     run holds nothing past the variables' sizes (its assign takes each new value's buffer), and holds every
-    m x momentum at its peak: those the asserts below check, whatever the executor's order did to the peaks."""
+    m x momentum at its peak: those the asserts below check, whatever the executor's order did to the peaks.
+    Against the median of three real runs, as the README's What-if table measures: one real SGD run in CI
+    read 42.85 MiB, an executor order no other run here showed, 20.4% under the projection."""
     logdir, _ = traced
-    real = _run(str(tmp_path / optimizer), 32, "--optimizer", optimizer.lower())
+    runs = [_run(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower()) for i in range(3)]
+    real = runs[0]
     answer = tb_modelmem.estimate(logdir, optimizer=optimizer)
-    measured = real["allocator_step_peak"]
+    measured = statistics.median(run["allocator_step_peak"] for run in runs)
     assert abs(answer["peak_bytes"] - measured) <= 0.20 * measured, (answer["peak_bytes"], measured)
     assert answer["by_category"]["optimizer_temporaries"] >= FC1_KERNEL - 1
     assert (answer["by_category"]["held_between_steps"] == 0) == (optimizer == "momentum")
     if optimizer == "momentum":
         # m x momentum needs no gradient: the real run's peak holds one for every slot Keras built (TF's own
         # record of the requests, against Keras' own slot bytes), and the projection counts them all
-        buffers = read_run(str(tmp_path / optimizer)).trace.peak_buffers
+        buffers = read_run(str(tmp_path / f"{optimizer}_0")).trace.peak_buffers
         early = [asked for op, asked in zip(buffers.column("op"), buffers.column("requested_bytes"))
                  if re.search(r"/sgd/Mul(_\d+)?$", op)]
         assert len(early) == 8 and sum(early) == real["optimizer_slots"], early
