@@ -243,12 +243,13 @@ def test_the_traced_step_projects_to_itself(traced):
 
 def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
     """Batch 32 projected to 64, against a real run at 64 (the executor's order moves a LeNet step's BFC
-    peak by up to ~15% from run to run: benchmarks/bench_projection.py measures the error over runs)."""
+    peak by up to ~15% from run to run: benchmarks/bench_projection.py measures the error over runs), the
+    median of three runs' traced peaks."""
     logdir, _ = traced
-    measured = _run(str(tmp_path / "lenet_64"), 64)
-    assert measured["weights"] == 13_098_536
+    for i in range(3):
+        assert _run(str(tmp_path / f"lenet_64_{i}"), 64)["weights"] == 13_098_536
     projected = tb_modelmem.estimate(logdir, batch=64)
-    real = read_run(str(tmp_path / "lenet_64")).trace.peak_bytes
+    real = statistics.median(read_run(str(tmp_path / f"lenet_64_{i}")).trace.peak_bytes for i in range(3))
     assert projected["peak_bytes"] > tb_modelmem.estimate(logdir)["peak_bytes"]
     assert abs(projected["peak_bytes"] - real) <= 0.25 * real, (projected["peak_bytes"], real)
     grows = {b["category"] for b in projected["basis"] if b["how"] == "scaled"}

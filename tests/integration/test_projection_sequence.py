@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from typing import Any, Dict
@@ -35,13 +36,20 @@ def _run(logdir: str, seq: int, batch: int = 8, backend: str = "tensorflow", pol
         return json.load(f)
 
 
+def _median_peak(runs) -> float:
+    """The median of real runs' allocator step peaks: one run is one draw of the executor's order (a real
+    LeNet SGD run in CI once read 20% under every other), so a projection is compared with three, as the
+    README's What-if table does."""
+    return statistics.median(run["allocator_step_peak"] for run in runs)
+
+
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory):
-    """The decoder traced at 128 tokens, and a real run of it at 256."""
+    """The decoder traced at 128 tokens, and three real runs of it at 256."""
     folder = tmp_path_factory.mktemp("seq")
     traced = str(folder / "lm_128")
     _run(traced, 128)
-    return traced, _run(str(folder / "lm_256"), 256)
+    return traced, [_run(str(folder / f"lm_256_{i}"), 256) for i in range(3)]
 
 
 def test_the_trace_reads_its_length_from_the_steps_input(lm):
@@ -55,15 +63,15 @@ def test_the_trace_reads_its_length_from_the_steps_input(lm):
 
 
 def test_twice_the_length_against_a_real_run_at_it(lm):
-    """2x the traced length: within 20% of the allocator peak of one real run there. One trace against one
-    run, each moved by the executor's order on 2 cores: three traces projected -5% to -11% from the median
+    """2x the traced length: within 20% of the median allocator peak of three real runs there. One trace,
+    moved by the executor's order on 2 cores: three traces projected -5% to -11% from the median
     of three real runs, which spread 266-300 MB (bench_projection has the figures; keeping the traced peak
     would be -40%). Each basis line's arithmetic gives its figure, the attention scores grown with the square
     of the length; the command line gives the same numbers."""
-    traced, real = lm
+    traced, reals = lm
     longer = tb_modelmem.estimate(traced, seq=256)
     assert longer["unknown"] == {} and longer["seq"] == 256 and longer["traced"]["seq"] == 128
-    measured = real["allocator_step_peak"]
+    measured = _median_peak(reals)
     assert abs(longer["peak_bytes"] - measured) <= 0.20 * measured, (longer["peak_bytes"], measured)
     for line in longer["basis"]:  # each basis's printed arithmetic gives the figure beside it
         if line["projected_bytes"] is not None and line["category"] != "unattributed":
@@ -82,7 +90,7 @@ def test_twice_the_length_against_a_real_run_at_it(lm):
 def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
     """From the float32 trace to mixed_bfloat16: the normalization layers and the loss kept float32, the
     loss's float32 copy of the logits beside their 16-bit selves (what the real run's peak buffers hold).
-    What those rules decide, the traced chunks scaled, within 20% of one real run's allocator peak: real runs
+    What those rules decide, the traced chunks scaled, within 20% of three real runs' median peak: real runs
     spread 143-161 MiB (BFC hands the 16-bit logits a 16 or a 28 MiB chunk), five traces projected 155-166
     MiB (bench_projection has the figures); halving every computed byte, as before, gave 121-131 MiB. The
     figure itself is the allocator band's middle, whose largest buffer here is that float32 copy: it reads
@@ -93,9 +101,9 @@ def test_mixed_bfloat16_against_a_real_run_under_it(lm, tmp_path):
     logits = 8 * 128 * 8000 * 4
     assert max(sum(v) for v in zip(*trace.timeline.loss_copy_by_category.values())) >= logits
     assert max(sum(v) for v in zip(*trace.timeline.kept_width_by_category.values())) > 0
-    real = _run(str(tmp_path / "bf16"), 128, policy="mixed_bfloat16")
+    reals = [_run(str(tmp_path / f"bf16_{i}"), 128, policy="mixed_bfloat16") for i in range(3)]
     answer = tb_modelmem.estimate(traced, policy="mixed_bfloat16")
-    measured = real["allocator_step_peak"]
+    measured = _median_peak(reals)
     scaled = answer["peak_bytes"] - answer["by_category"]["allocator_chunking"]
     assert abs(scaled - measured) <= 0.20 * measured, (scaled, answer["peak_bytes"], measured)
     for line in answer["basis"]:
@@ -114,12 +122,12 @@ def test_logits_by_the_embeddings_own_table_stay_float32_under_a_mixed_policy(tm
     """Keras' Embedding does not autocast its table, so a tied head's logits (Keras' ReversibleEmbedding, as
     KerasHub's LMs make them) are float32 under mixed_bfloat16: a real run's profile says so (the premise,
     read from TensorFlow), the float32 trace keeps them wide and makes no float32 copy of them for the loss,
-    and the projection is within 20% of the real run's peak (two pairs of runs measured: the band's middle
+    and the projection is within 20% of three real runs' median peak (two pairs of runs measured: the band's middle
     126.0 and 128.1 MiB, bands 107.4-144.6 and 112.2-144.0, real runs 136.1 and 141.1, whose activations were
     handed 14.5 MiB and more past their requests)."""
     traced, bf16 = str(tmp_path / "tied_f32"), str(tmp_path / "tied_bf16")
     _run(traced, 128, model="tied_lm")
-    real = _run(bf16, 128, model="tied_lm", policy="mixed_bfloat16")
+    reals = [_run(bf16 if i == 0 else f"{bf16}_{i}", 128, model="tied_lm", policy="mixed_bfloat16") for i in range(3)]
     logits = 8 * 128 * 8000 * 4
     ops = read_run(bf16).trace.ops.columns
     head = [(shape, dtype) for name, shape, dtype in zip(ops["name"], ops["output_shape"], ops["output_dtype"])
@@ -129,7 +137,7 @@ def test_logits_by_the_embeddings_own_table_stay_float32_under_a_mixed_policy(tm
     assert not trace.timeline.loss_copy_by_category  # nothing in the step is the loss's float32 copy
     assert max(sum(v) for v in zip(*trace.timeline.kept_width_by_category.values())) >= logits
     answer = tb_modelmem.estimate(traced, policy="mixed_bfloat16")
-    band, measured = answer["band"], real["allocator_step_peak"]
+    band, measured = answer["band"], _median_peak(reals)
     assert band["requested_bytes"] == logits and not band["copy"], band
     assert abs(answer["peak_bytes"] - measured) <= 0.20 * measured, (answer["peak_bytes"], band, measured)
 
