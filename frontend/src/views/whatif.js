@@ -82,9 +82,10 @@ export function createWhatIfView({ api, loader, shared }) {
   const view = createItemView({ api, loader, kind: "ops", route: "whatif", fetch: (item) => api.whatif(item, {}), body,
     render, shared: shared.ops, joins: true });
   return { ...view, update(listing) {
-    if (JSON.stringify(form) !== shownForm) { // first shown, or set from outside meanwhile
+    const question = JSON.stringify(form);
+    if (question !== shownForm) { // first shown, or set from outside meanwhile
       showForm(fields, form);
-      shownForm = JSON.stringify(form);
+      shownForm = question;
     }
     if (current && JSON.stringify(whatifParams(form)) !== askedForm) ask(current); // set from outside meanwhile
     view.update(listing);
