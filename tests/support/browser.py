@@ -72,6 +72,12 @@ class Tab:
         self.pick("run-select", run, exact=True)
         self.pick("tag-select", tag, exact=True)
 
+    def shown(self, run: str, tag: str | None = None) -> None:
+        """Wait until the view shows the item at (run, tag) and loads nothing else: after a pick, the figures
+        on the page may still be the item's before it, or hidden while the picked one loads."""
+        item = f'[data-run="{run}"]' + (f'[data-tag="{tag}"]' if tag else "")
+        self.frame.locator(f".item-view{item}:not([aria-busy])").filter(visible=True).first.wait_for(timeout=WAIT)
+
     def text(self, testid: str, contains, timeout: int = WAIT) -> None:
         try:
             self.testid(testid).filter(has_text=contains).first.wait_for(timeout=timeout)

@@ -40,9 +40,9 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   const selector = createSelector(pick, { joins, steps: stepPicker });
   const meta = el("div", { class: "meta", testid: "meta" });
   const status = el("div", { class: "status" });
-  const shown = createShownItem(body, meta, status);
   selector.element.append(meta);
-  const element = el("div", {}, selector.element, status, body);
+  const element = el("div", { class: "item-view" }, selector.element, status, body);
+  const shown = createShownItem(element, body, meta, status);
   body.hidden = true;
 
   async function update(next) {
@@ -62,7 +62,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   async function load(item, key) {
     if (key === loadingKey) return; // on its way: never ask twice
     if (key === loadedKey) { // shown: an item picked meanwhile and still on its way is no longer wanted
-      if (loadingKey) shown.again(Boolean(current));
+      if (loadingKey) shown.again(Boolean(current), current);
       loadingKey = "";
       return;
     }
@@ -135,15 +135,28 @@ export function createStepList(api, loader) {
 
 /** Where one item is shown: its figures (body), its meta line, and the status box between them (loading,
  * progress, errors). */
-function createShownItem(body, meta, status) {
+function createShownItem(element, body, meta, status) {
   const progress = progressBox();
   const hide = () => {
     body.hidden = true;
     meta.hidden = true;
   };
+  // aria-busy while an item loads, and which item the figures are (data-run, data-tag): a screen
+  // reader waits for the region, and a test for the item it picked rather than the one shown before.
+  const settle = (item) => {
+    element.removeAttribute("aria-busy");
+    if (item) {
+      element.dataset.run = item.run;
+      element.dataset.tag = item.tag;
+    } else {
+      delete element.dataset.run;
+      delete element.dataset.tag;
+    }
+  };
   return {
     hide,
     loading() {
+      element.setAttribute("aria-busy", "true");
       if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
     },
     progress(state) {
@@ -152,6 +165,7 @@ function createShownItem(body, meta, status) {
     },
     failed(message, item) {
       hide();
+      settle(null);
       status.replaceChildren(errorBox(message, item.run, item.tag));
     },
     /** The loaded item's figures and meta line; what `render` throws is said in the status box. */
@@ -159,6 +173,7 @@ function createShownItem(body, meta, status) {
       status.replaceChildren();
       body.hidden = false;
       meta.hidden = false;
+      settle(item);
       try {
         meta.replaceChildren(...render(data, item));
       } catch (e) {
@@ -167,10 +182,11 @@ function createShownItem(body, meta, status) {
       }
     },
     /** The figures still in the body (if any), shown again in place of an item no longer wanted. */
-    again(loaded) {
+    again(loaded, item) {
       status.replaceChildren();
       body.hidden = !loaded;
       meta.hidden = !loaded;
+      settle(loaded ? item : null);
     },
   };
 }
