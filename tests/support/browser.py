@@ -67,10 +67,11 @@ class Tab:
         select.select_option(found[0])
 
     def open(self, view: str, run: str, tag: str) -> None:
-        """Show ``view`` of the item at (run, tag), picked as a user picks it."""
+        """Show ``view`` of the item at (run, tag), picked as a user picks it, once it is shown."""
         self.view(view)
         self.pick("run-select", run, exact=True)
         self.pick("tag-select", tag, exact=True)
+        self.shown(run, tag)
 
     def shown(self, run: str, tag: str | None = None) -> None:
         """Wait until the view shows the item at (run, tag) and loads nothing else: after a pick, the figures
