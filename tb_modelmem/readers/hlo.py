@@ -204,6 +204,10 @@ class Program:
                     self._read_by[operand].append(iid)
         return self._read_by
 
+    def readers(self, instruction_id: int) -> List[Instruction]:
+        """The instructions that take ``instruction_id``'s output as an operand."""
+        return [self.instructions[i] for i in self._readers().get(instruction_id, ()) if i in self.instructions]
+
     def state_read(self, instruction_id: int) -> Tuple[int, ...]:
         """The entry parameters an entry instruction reads, directly or through instructions that
         only re-lay them out (bitcasts, copies, transposes made from them alone)."""

@@ -30,7 +30,7 @@ from tb_modelmem.readers.hlo import (
     kernel_name,
 )
 from tb_modelmem.rules.buffers import carried, input_sequence, step_category
-from tb_modelmem.rules.join import Joiner
+from tb_modelmem.rules.join import Joiner, backward_by_producers
 from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import (
     BACKWARD,
@@ -479,6 +479,9 @@ class Step:
         layer, phase = self._named(joiner, program, instruction)
         if phase == COLLECTIVE:
             return self.moved(joiner, program, instruction)[0], COLLECTIVE
+        if phase == FORWARD and backward_by_producers(instruction.op_type, (
+                self._named(joiner, program, s)[1] for s in self._made_from(program, instruction)), fused=True):
+            return layer or self._summed_for(joiner, program, instruction), BACKWARD
         if layer or phase not in (FORWARD, OPTIMIZER):  # EXECUTOR: XLA's own work (a layout copy)
             return layer, phase
         owners = self._state_layers(joiner, program)
@@ -488,6 +491,28 @@ class Step:
         if phase == OPTIMIZER:
             return self.moved(joiner, program, instruction, (BACKWARD,))[0], phase
         return layer, phase
+
+    def _made_from(self, program: Program, instruction: Instruction) -> List[Instruction]:
+        """The instructions whose values ``instruction`` takes: an element of a multi-output fusion stands
+        for itself when XLA names the op it carries (a loss's sum fused beside a gradient's), else it is
+        the instruction that made it."""
+        out: List[Instruction] = []
+        for operand in instruction.operand_ids:
+            source = program.instructions.get(operand)
+            if source is None or source.opcode in ("parameter", "constant"):
+                continue
+            out += [source] if source.op_name or source.opcode not in NO_WORK else self._sources(program, source)
+        return out
+
+    def _summed_for(self, joiner: Joiner, program: Program, instruction: Instruction) -> str:
+        """The layer of backward work no name places (``join.backward_by_producers``: a gradient sum):
+        the one whose backward pass reads it (the layer that made the tensor), as ``join`` places such a
+        TensorFlow op by its consumers, else the one its operands' gradients agree on."""
+        readers = {self._named(joiner, program, r) for r in program.readers(instruction.id) if r.opcode not in NO_WORK}
+        layers = {layer for layer, phase in readers if phase == BACKWARD and layer}
+        if len(layers) == 1:
+            return layers.pop()
+        return self.moved(joiner, program, instruction, (BACKWARD,))[0]
 
     def moved(self, joiner: Joiner, program: Program, instruction: Instruction,
               phases: Tuple[str, ...] = ()) -> Tuple[str, str]:

@@ -209,6 +209,19 @@ def makes_a_variable(name: str) -> bool:
     return "/Initializer/" in name
 
 
+def backward_by_producers(op_type: str, producer_phases: Iterable[str], fused: bool = False) -> bool:
+    """Whether an op its name puts in the forward pass is backward work, by the phases of the ops whose
+    outputs it takes (constants left out): forward work never reads a gradient. TensorFlow names the
+    tape's sum of a tensor's gradients ``AddN_2``, outside every scope; it is backward when it has
+    producers and each one is. A fused XLA instruction also takes the forward values its computation
+    re-reads (a layer norm's gradient reads the norm's mean), so one gradient among them is enough. An
+    op that tests gradients (a LossScaleOptimizer's IsFinite) computes none."""
+    if op_type in _TEST_TYPES:
+        return False
+    backward = [p == BACKWARD for p in producer_phases]
+    return bool(backward) and (any(backward) if fused else all(backward))
+
+
 def phase_by_name(name: str, op_type: str = "") -> str:
     """The phase an op's name and type show, when no graph says more ("" for kernel time no rule tied
     to an instruction: it may be any phase's)."""
@@ -372,16 +385,9 @@ class GraphAnalysis:
                     verdict = said[key] = self._state_phase(*key)
                 if verdict:
                     phase[node] = verdict
-            elif phase[node] == FORWARD and types[node] not in _TEST_TYPES:  # a gradient sum outside the tape's
-                # scope is still backward
-                backward = False  # backward when it has producers (a Const aside) and each one is
-                for source in inputs.get(node, ()):
-                    if types.get(source) != "Const":
-                        backward = phase.get(source) == BACKWARD  # one outside the graph is not
-                        if not backward:
-                            break
-                if backward:
-                    phase[node] = BACKWARD
+            elif phase[node] == FORWARD and backward_by_producers(types[node], (  # one outside the graph: not backward
+                    phase.get(source, "") for source in inputs.get(node, ()) if types.get(source) != "Const")):
+                phase[node] = BACKWARD
         for node in reversed(order):  # what only feeds the optimizer (or metrics) is part of it...
             if phase[node] == FORWARD and node not in reads:
                 seen = {phase[c] for c in consumers[node]}

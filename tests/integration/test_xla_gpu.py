@@ -148,6 +148,15 @@ def test_forward_and_backward_time_is_on_the_model_layers(served, run):
         assert {"conv1", "conv2", "fc1", "logits"} <= layers
     else:
         assert {"transformer_block", "transformer_block_1/multi_head_attention_1"} <= layers
+    # Forward work never reads a gradient: an instruction that takes a value JAX names transpose(jvp(...))
+    # (read off the proto, through the tuple element it takes) is not forward, whatever op names it most
+    # (a layer norm's gradient fused with the norm's own sums: input_reduce_select_fusion.2 on the transformer).
+    instructions = _profile(run)["instructions"]
+    by_id = {i.id: i for i in instructions.values()}
+    rows = {row["name"]: row for row in served.all_ops(f"{run}/train", tag)}
+    reads_gradient = [name for name in rows if name in instructions and any(
+        "transpose(jvp(" in by_id[o].metadata.op_name for o in instructions[name].operand_ids if o in by_id)]
+    assert reads_gradient and not [n for n in reads_gradient if rows[n]["phase"] == "forward"], reads_gradient
 
 
 @pytest.mark.parametrize("run", RUNS)
