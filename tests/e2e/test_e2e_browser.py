@@ -69,6 +69,7 @@ def test_storage_view_shows_the_seed_convnet_to_the_byte(demo_tb, browser, shots
     tab.text("total-optimizer_slot", "26,197,072")
     tab.text("total-all", "37.48 MiB")
     tab.pick("run-select", "convnet_adam/train", exact=True)
+    tab.shown("convnet_adam/train", "storage")  # tf1_convnet_adam's figures read the same until then
     tab.text("total-optimizer_slot", "26,197,072")
     layers = tab.testid("layer-table")
     for derivation in ("(5*5*1+1)*32 = 832", "(5*5*32+1)*64 = 51,264", "(3136+1)*1024 = 3,212,288",
@@ -305,6 +306,7 @@ def test_growth_view_flags_what_models_kept_in_a_list_leave_alive(growth_tb, gro
     assert clear["variables"] == [0] * len(clear["variables"])
     assert all(b > a for a, b in zip(clear["operations"], clear["operations"][1:]))
     tab.pick("run-select", "clear/builds", exact=True)
+    tab.shown("clear/builds")
     tab.testid("growth-flag-graph_ops").wait_for(timeout=WAIT)
     chart = tab.testid("growth-chart-live_variables")
     chart.wait_for(timeout=WAIT)
@@ -595,8 +597,8 @@ def test_every_action_is_reachable_by_keyboard(demo_tb, browser, shots):
     tab.text("peak-weights", "13,098,536")
     # From the last picker, Tab reaches the chart of the top ops by time; the arrow keys pick a bar, Enter finds its op.
     tab.pick("breakdown-select", "storage", exact=True)
+    tab.shown("tf1_convnet_adam", "step_1")  # the item joined with the other breakdown, drawn
     chart = tab.frame.locator('[role="listbox"]').first
-    chart.wait_for(timeout=WAIT)  # the item joined with the other breakdown, drawn
     tab.testid("breakdown-select").focus()
     tab.page.keyboard.press("Tab")
     playwright.expect(chart).to_be_focused()
