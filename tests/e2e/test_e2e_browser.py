@@ -1117,6 +1117,28 @@ def test_the_item_picked_back_while_another_loads_stays_shown(batch_one_tb, brow
     tab.close()
 
 
+def test_the_last_items_figures_go_while_the_picked_ones_steps_come(batch_one_tb, browser, shots):
+    """lm_64 picked while lenet_1 shows: until lm_64's steps come, the region is busy and lenet_1's figures
+    are not under lm_64's pickers; lenet_1 picked back before they come shows again at once."""
+    _, tb = batch_one_tb
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lenet_1/train", "ops")
+    held = tab.hold("/steps?run=lm_64")
+    tab.pick("run-select", "lm_64/train", exact=True)
+    held.wait()
+    playwright.expect(tab.frame.locator(".item-view").filter(visible=True)).to_have_attribute("aria-busy", "true")
+    assert not tab.testid("whatif-traced").is_visible()
+    tab.pick("run-select", "lenet_1/train", exact=True)
+    tab.shown("lenet_1/train", "ops")
+    tab.text("whatif-traced", "Adam · float32 · batch 1")
+    held.release()
+    tab.pick("run-select", "lm_64/train", exact=True)
+    tab.shown("lm_64/train", "ops")
+    tab.text("whatif-traced", "AdamW · float32 · batch 8 · sequence 64")
+    assert tab.errors == []
+    tab.close()
+
+
 def test_a_poll_leaves_the_batch_being_typed_in_the_what_if_form(batch_one_tb, browser, shots):
     """The tab asks for the runs every 20 s while it is open; one coming between typing a batch and pressing
     Project (here the reload button's) leaves the typed batch in its field, and Project asks that batch."""

@@ -22,15 +22,12 @@ import { errorBox, progressBox } from "./widgets.js";
  */
 export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false, steps: stepPicker = true }) {
   let listing = null;
-  let loadedKey = "";
-  let loadingKey = "";
+  let loadedKey = "", loadingKey = ""; // the item shown, the one on its way
   let current = null; // the item whose data the body shows
   let auto = ""; // the breakdown the server joined when none was picked
-  let token = 0;
+  let token = 0, picks = 0; // updates begun, picks made here
   const steps = createStepList(api, loader);
   shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
-
-  let picks = 0;
   /** A change to the newest selection, whoever made the one before it (a picker, a link, another view). */
   function pick(change) {
     picks += 1;
@@ -53,7 +50,10 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     const info = tagInfo(listing, kind, selection.run, selection.tag);
     if (!info) return;
     const wantSteps = stepsKey(selection, info);
-    if (stepPicker && wantSteps !== steps.key && !(await steps.fetch(wantSteps, selection, () => mine === token))) return;
+    if (stepPicker && wantSteps !== steps.key) {
+      if (!sameItem(current, selection)) shown.pending(); // not the last item's figures while this one's steps come
+      if (!(await steps.fetch(wantSteps, selection, () => mine === token))) return;
+    }
     if (selection.step !== "" && !steps.steps.some((s) => s.step === selection.step)) selection.step = "";
     selector.update(listing, kind, selection, steps.steps, auto);
     load({ ...selection }, itemKey(route, selection, info, listing));
@@ -62,7 +62,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   async function load(item, key) {
     if (key === loadingKey) return; // on its way: never ask twice
     if (key === loadedKey) { // shown: an item picked meanwhile and still on its way is no longer wanted
-      if (loadingKey) shown.again(Boolean(current), current);
+      if (loadingKey || shown.busy()) shown.again(Boolean(current), current);
       loadingKey = "";
       return;
     }
@@ -153,12 +153,19 @@ function createShownItem(element, body, meta, status) {
       delete element.dataset.tag;
     }
   };
+  const loading = () => {
+    element.setAttribute("aria-busy", "true");
+    if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
+  };
   return {
     hide,
-    loading() {
-      element.setAttribute("aria-busy", "true");
-      if (body.hidden) status.replaceChildren(el("div", { class: "loading" }, "Loading…"));
+    loading,
+    /** Another item picked: its steps come first, then its figures. */
+    pending() {
+      hide();
+      loading();
     },
+    busy: () => element.hasAttribute("aria-busy"),
     progress(state) {
       progress.update(formatProgress(state), state.progress);
       status.replaceChildren(progress.element);
