@@ -208,6 +208,20 @@ class Program:
         """The instructions that take ``instruction_id``'s output as an operand."""
         return [self.instructions[i] for i in self._readers().get(instruction_id, ()) if i in self.instructions]
 
+    def element(self, instruction: Instruction) -> Optional[Instruction]:
+        """The instruction that made the value a get-tuple-element takes: the tuple's operand at its index,
+        inside the fusion when a multi-output fusion made the tuple (XLA gives the element the fusion's
+        op_name, which may be another element's op). None where it cannot be told."""
+        if instruction.opcode != "get-tuple-element" or not instruction.operand_ids:
+            return None
+        whole = self.instructions.get(instruction.operand_ids[0])
+        if whole is not None and whole.opcode == "fusion" and whole.called_computation_ids:
+            computation = self._computations.get(whole.called_computation_ids[0])
+            whole = self.instructions.get(computation.root_id) if computation is not None else None
+        if whole is None or whole.opcode != "tuple" or instruction.tuple_index >= len(whole.operand_ids):
+            return None
+        return self.instructions.get(whole.operand_ids[instruction.tuple_index])
+
     def state_read(self, instruction_id: int) -> Tuple[int, ...]:
         """The entry parameters an entry instruction reads, directly or through instructions that
         only re-lay them out (bitcasts, copies, transposes made from them alone)."""

@@ -493,12 +493,14 @@ class Step:
         return layer, phase
 
     def _made_from(self, program: Program, instruction: Instruction) -> List[Instruction]:
-        """The instructions whose values ``instruction`` takes: an element of a multi-output fusion stands
-        for itself when XLA names the op it carries (a loss's sum fused beside a gradient's), else it is
-        the instruction that made it."""
+        """The instructions whose values ``instruction`` takes: a tuple's element is the instruction that
+        made it (inside a multi-output fusion: a loss's sum fused beside a gradient is the loss's), else,
+        where that cannot be told, what the element moves."""
         out: List[Instruction] = []
         for operand in instruction.operand_ids:
             source = program.instructions.get(operand)
+            if source is not None and source.opcode == "get-tuple-element":
+                source = program.element(source) or source
             if source is None or source.opcode in ("parameter", "constant"):
                 continue
             out += [source] if source.op_name or source.opcode not in NO_WORK else self._sources(program, source)

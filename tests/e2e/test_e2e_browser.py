@@ -1139,6 +1139,29 @@ def test_the_last_items_figures_go_while_the_picked_ones_steps_come(batch_one_tb
     tab.close()
 
 
+def test_an_item_no_longer_wanted_is_not_drawn_while_the_picked_ones_steps_come(batch_one_tb, browser, shots):
+    """lm_64 picked and loading, then lenet_1 picked: lm_64's answer, coming before lenet_1's steps, is not drawn
+    under lenet_1's pickers (a review of the change above found it)."""
+    _, tb = batch_one_tb
+    tab = Tab(browser, tb, shots, height=1200)
+    tab.open("whatif", "lenet_1/train", "ops")
+    answer = tab.hold("/whatif?run=lm_64")
+    tab.pick("run-select", "lm_64/train", exact=True)
+    answer.wait()
+    steps = tab.hold("/steps?run=lenet_1")
+    tab.pick("run-select", "lenet_1/train", exact=True)
+    steps.wait()
+    answer.release()
+    region = tab.frame.locator(".item-view").filter(visible=True)
+    playwright.expect(region).to_have_attribute("aria-busy", "true")
+    assert not tab.testid("whatif-traced").is_visible() and region.get_attribute("data-run") != "lm_64/train"
+    steps.release()
+    tab.shown("lenet_1/train", "ops")
+    tab.text("whatif-traced", "Adam · float32 · batch 1")
+    assert tab.errors == []
+    tab.close()
+
+
 def test_a_poll_leaves_the_batch_being_typed_in_the_what_if_form(batch_one_tb, browser, shots):
     """The tab asks for the runs every 20 s while it is open; one coming between typing a batch and pressing
     Project (here the reload button's) leaves the typed batch in its field, and Project asks that batch."""

@@ -84,6 +84,7 @@ def _profile(run: str) -> Dict[str, Any]:
             state[i.metadata.op_name[:8]] += dense(i.shape)
     in_use = {name: [allocated for allocated, _ in events] for name, events in truth.in_use.items()}
     return {"time": truth.time, "instructions": instructions, "dense": dense, "in_use": in_use, "state": state,
+            "computations": list(main.hlo_module.computations),
             "allocations": list(main.buffer_assignment.buffer_allocations)}
 
 
@@ -148,15 +149,35 @@ def test_forward_and_backward_time_is_on_the_model_layers(served, run):
         assert {"conv1", "conv2", "fc1", "logits"} <= layers
     else:
         assert {"transformer_block", "transformer_block_1/multi_head_attention_1"} <= layers
-    # Forward work never reads a gradient: an instruction that takes a value JAX names transpose(jvp(...))
-    # (read off the proto, through the tuple element it takes) is not forward, whatever op names it most
-    # (a layer norm's gradient fused with the norm's own sums: input_reduce_select_fusion.2 on the transformer).
-    instructions = _profile(run)["instructions"]
+    # Forward work never reads a gradient: an instruction that takes a value JAX names transpose(jvp(...)) is not
+    # forward, whatever op names it most (a layer norm's gradient fused with the norm's own sums:
+    # input_reduce_select_fusion.2 on the transformer). Read off the proto: a tuple element is the tuple's
+    # operand at its index, inside a multi-output fusion too, where XLA gives the element the fusion's name
+    # (the loss's sum beside dense_5's gradient, which the loss tracker's update reads: not backward).
+    profile = _profile(run)
+    instructions = profile["instructions"]
     by_id = {i.id: i for i in instructions.values()}
+    computations = {c.id: c for c in profile["computations"]}
+
+    def made(operand):
+        source = by_id[operand]
+        if source.opcode == "get-tuple-element":
+            whole = by_id[source.operand_ids[0]]
+            if whole.opcode == "fusion":
+                whole = by_id[computations[whole.called_computation_ids[0]].root_id]
+            source = by_id[whole.operand_ids[source.tuple_index]] if whole.opcode == "tuple" else source
+        return source
+
     rows = {row["name"]: row for row in served.all_ops(f"{run}/train", tag)}
-    reads_gradient = [name for name in rows if name in instructions and any(
-        "transpose(jvp(" in by_id[o].metadata.op_name for o in instructions[name].operand_ids if o in by_id)]
+    reads = {name: [made(o) for o in instructions[name].operand_ids if o in by_id]
+             for name in rows if name in instructions}
+    reads_gradient = [name for name, sources in reads.items()
+                      if any("transpose(jvp(" in source.metadata.op_name for source in sources)]
     assert reads_gradient and not [n for n in reads_gradient if rows[n]["phase"] == "forward"], reads_gradient
+    metric_updates = [name for name, sources in reads.items() if name not in reads_gradient
+                      and any(source.opcode == "parameter" and source.metadata.op_name.startswith("state[3]")
+                              for source in sources)]
+    assert not [n for n in metric_updates if rows[n]["phase"] == "backward"], metric_updates
 
 
 @pytest.mark.parametrize("run", RUNS)

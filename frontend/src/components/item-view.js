@@ -21,11 +21,10 @@ import { errorBox, progressBox } from "./widgets.js";
  * Returns {element, update(listing), item()}.
  */
 export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false, steps: stepPicker = true }) {
-  let listing = null;
   let loadedKey = "", loadingKey = ""; // the item shown, the one on its way
-  let current = null; // the item whose data the body shows
+  let current = null, loading = null; // the items whose data the body shows, and is on its way
   let auto = ""; // the breakdown the server joined when none was picked
-  let token = 0, picks = 0; // updates begun, picks made here
+  let listing = null, token = 0, picks = 0; // the runs' listing, updates begun, picks made here
   const steps = createStepList(api, loader);
   shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
   /** A change to the newest selection, whoever made the one before it (a picker, a link, another view). */
@@ -51,6 +50,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     if (!info) return;
     const wantSteps = stepsKey(selection, info);
     if (stepPicker && wantSteps !== steps.key) {
+      if (loadingKey && !sameItem(loading, selection)) loadingKey = ""; // its answer and progress: not wanted
       if (!sameItem(current, selection)) shown.pending(); // not the last item's figures while this one's steps come
       if (!(await steps.fetch(wantSteps, selection, () => mine === token))) return;
     }
@@ -66,7 +66,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
       loadingKey = "";
       return;
     }
-    loadingKey = key;
+    [loadingKey, loading] = [key, item];
     if (!sameItem(current, item)) shown.hide(); // another item's figures must not stand under this one's pickers
     shown.loading();
     let data;
@@ -137,6 +137,7 @@ export function createStepList(api, loader) {
  * progress, errors). */
 function createShownItem(element, body, meta, status) {
   const progress = progressBox();
+  let renderError = null; // what the shown item's render threw, said again if it is shown again
   const hide = () => {
     body.hidden = true;
     meta.hidden = true;
@@ -173,6 +174,7 @@ function createShownItem(element, body, meta, status) {
     failed(message, item) {
       hide();
       settle(null);
+      renderError = null;
       status.replaceChildren(errorBox(message, item.run, item.tag));
     },
     /** The loaded item's figures and meta line; what `render` throws is said in the status box. */
@@ -181,16 +183,18 @@ function createShownItem(element, body, meta, status) {
       body.hidden = false;
       meta.hidden = false;
       settle(item);
+      renderError = null;
       try {
         meta.replaceChildren(...render(data, item));
       } catch (e) {
-        status.replaceChildren(errorBox(`could not show this item (${e.message})`, item.run, item.tag));
+        renderError = errorBox(`could not show this item (${e.message})`, item.run, item.tag);
+        status.replaceChildren(renderError);
         console.error(e);
       }
     },
     /** The figures still in the body (if any), shown again in place of an item no longer wanted. */
     again(loaded, item) {
-      status.replaceChildren();
+      status.replaceChildren(...(loaded && renderError ? [renderError] : []));
       body.hidden = !loaded;
       meta.hidden = !loaded;
       settle(loaded ? item : null);
