@@ -73,11 +73,16 @@ class Tab:
         self.pick("tag-select", tag, exact=True)
         self.shown(run, tag)
 
+    def region(self, item: str = ""):
+        """The shown view's item region (``.item-view``, ``item``: more of its selector): ``aria-busy`` while
+        an item loads, ``data-run`` and ``data-tag`` the item its figures are."""
+        return self.frame.locator(f".item-view{item}").filter(visible=True)
+
     def shown(self, run: str, tag: str | None = None) -> None:
         """Wait until the view shows the item at (run, tag) and loads nothing else: after a pick, the figures
         on the page may still be the item's before it, or hidden while the picked one loads."""
         item = f'[data-run="{run}"]' + (f'[data-tag="{tag}"]' if tag else "")
-        self.frame.locator(f".item-view{item}:not([aria-busy])").filter(visible=True).first.wait_for(timeout=WAIT)
+        self.region(f"{item}:not([aria-busy])").first.wait_for(timeout=WAIT)
 
     def text(self, testid: str, contains, timeout: int = WAIT) -> None:
         try:
@@ -100,6 +105,14 @@ class Tab:
         """Hold the tab's requests whose URL contains ``part`` until ``release()``: a slow answer, or one that
         comes after the user's next pick, in the same order on every machine."""
         return Held(self.page, part)
+
+    def pick_held(self, part: str, testid: str, wanted: str) -> "Held":
+        """Pick ``wanted`` in a picker with the requests whose URL contains ``part`` held, once one is: the
+        answer the pick asked for has not come when this returns."""
+        held = self.hold(part)
+        self.pick(testid, wanted, exact=True)
+        held.wait()
+        return held
 
     def reload(self) -> None:
         """Ask for the runs again, as the tab's 20 s poll does, and wait until the answer is in."""
