@@ -11,7 +11,7 @@ from typing import Any
 from tensorboard.plugins import base_plugin
 
 from tb_modelmem.plugin.plugin import ModelMemPlugin
-from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES
+from tb_modelmem.plugin.sources.logdir_files import DEFAULT_MAX_PROFILE_BYTES
 from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES
 
 

@@ -23,12 +23,13 @@ from werkzeug import wrappers
 
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.plugin.sources import LISTING_SECONDS, MAX_NAME, Item, Located, Source
+from tb_modelmem.plugin.sources.logdir_files import DEFAULT_MAX_PROFILE_BYTES, LogdirFiles
 from tb_modelmem.plugin.sources.model_info import RunModel
-from tb_modelmem.plugin.sources.profiles import DEFAULT_MAX_PROFILE_BYTES, ProfileLocated, ProfileSource
+from tb_modelmem.plugin.sources.profiles import ProfileLocated, ProfileSource
 from tb_modelmem.plugin.sources.run_metadata import PLUGINS as RUN_METADATA_PLUGINS
 from tb_modelmem.plugin.sources.run_metadata import RunMetadataSource
 from tb_modelmem.plugin.sources.summaries import SummarySource
-from tb_modelmem.plugin.sources.torch_snapshots import TorchFileSource
+from tb_modelmem.plugin.sources.torch_files import TorchFileSource
 from tb_modelmem.plugin.store import DEFAULT_CACHE_BYTES, Pending, Store, UnreadableError
 from tb_modelmem.plugin.views import pager
 from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, loadbench_view
@@ -57,8 +58,9 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         flags = getattr(context, "flags", None)
         reload_seconds = float(getattr(flags, "reload_interval", 5) or 5)
         model = RunModel(context.data_provider)
-        self._profiles = ProfileSource(context.logdir or "", model, reload_seconds, max_profile_bytes)
-        self._torch = TorchFileSource(context.logdir or "", reload_seconds, max_profile_bytes)
+        files = LogdirFiles(context.logdir or "", reload_seconds, max_profile_bytes)
+        self._profiles = ProfileSource(files, model)
+        self._torch = TorchFileSource(files)
         self._sources: List[Source] = [
             SummarySource(context.data_provider),
             RunMetadataSource(context.data_provider, model),

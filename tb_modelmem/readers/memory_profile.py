@@ -10,10 +10,10 @@ phase like every other source (``tb_modelmem.rules.join``, ``readers.allocator_r
 from __future__ import annotations
 
 import json
-import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
+from tb_modelmem.readers.bounded import maybe_gunzip
 from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.rules.join import Joiner, Vocabulary
 from tb_modelmem.schema.names import BEFORE_WINDOW, MEASURED
@@ -62,9 +62,7 @@ def reduce_memory_profile(data: bytes, vocabulary: Optional[Vocabulary] = None) 
 
 
 def _load(data: bytes) -> Dict[str, Any]:
-    raw = _gunzip(data) if data[:2] == b"\x1f\x8b" else data
-    if len(raw) > MAX_JSON_BYTES:
-        raise ValueError(f"{len(raw):,} bytes of JSON, over the {MAX_JSON_BYTES:,}-byte limit")
+    raw = maybe_gunzip(data, MAX_JSON_BYTES, "the memory profile's JSON")  # InspectError is a ValueError
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -72,24 +70,6 @@ def _load(data: bytes) -> Dict[str, Any]:
     if not isinstance(doc, dict):
         raise ValueError("not a memory profile (not a JSON object)")
     return doc
-
-
-def _gunzip(data: bytes) -> bytes:
-    """The gzip member's bytes. Its size is counted first, in 16 MiB pieces that are dropped,
-    so a bomb is refused for the price of inflating it, not of holding it."""
-    inflater, size, rest = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), 0, data
-    try:
-        while not inflater.eof:
-            piece = inflater.decompress(rest, 16 * 2**20)
-            rest = inflater.unconsumed_tail
-            if not piece and not rest and not inflater.eof:
-                raise ValueError("corrupt gzip (cut short)")
-            size += len(piece)
-            if size > MAX_JSON_BYTES:
-                raise ValueError(f"inflates past the {MAX_JSON_BYTES:,}-byte limit of a memory profile's JSON")
-        return zlib.decompress(data, wbits=16 + zlib.MAX_WBITS)
-    except zlib.error as e:
-        raise ValueError(f"corrupt gzip ({e})") from None
 
 
 def _dict(obj: Dict[str, Any], key: str) -> Dict[str, Any]:

@@ -22,7 +22,6 @@ slot shaped as its parameter; otherwise its parameter is unknown (``slot_of`` No
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import struct
@@ -30,8 +29,16 @@ import zipfile
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
-from tb_modelmem.readers.bounded import InspectError, file_size, read_range
-from tb_modelmem.readers.safe_pickle import UnsafePickle, load_restricted
+from tb_modelmem.readers.bounded import InspectError, Opened
+from tb_modelmem.readers.safe_pickle import (
+    UnsafePickle,
+    checked_frozenset,
+    checked_ordered_dict,
+    checked_set,
+    describe,
+    load_restricted,
+    text,
+)
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
@@ -59,7 +66,10 @@ _DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16
            "complex64", "complex128", "float", "double", "half", "long", "int")
 
 
-@dataclasses.dataclass(frozen=True)
+MAX_DIMS = 64  # torch allows 64 dimensions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)  # no __dict__: nothing a pickle's BUILD could change
 class _StorageType:
     name: str
     dtype: str
@@ -93,9 +103,22 @@ class _Tensor:
 def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any = None, *rest: Any) -> _Tensor:
     if not isinstance(storage, _Storage):
         raise InspectError("a tensor whose storage is not a saved storage")
-    if (not isinstance(size, (tuple, list)) or not all(type(d) is int and d >= 0 for d in size)
-            or type(offset) is not int):
+    if (not isinstance(size, (tuple, list)) or len(size) > MAX_DIMS or not all(type(d) is int and d >= 0 for d in size)
+            or type(offset) is not int or offset < 0):
         raise InspectError("a tensor with a malformed shape or offset")
+    if stride is None:  # torch._utils._rebuild_tensor: contiguous
+        stride, step = [], 1
+        for d in reversed(size):
+            stride.insert(0, step)
+            step *= d
+    if (not isinstance(stride, (tuple, list)) or len(stride) != len(size)
+            or not all(type(s) is int and s >= 0 for s in stride)):
+        raise InspectError("a tensor with a malformed stride")
+    if all(size):  # the last element it views must lie in its storage
+        last = offset + sum((d - 1) * s for d, s in zip(size, stride))
+        if last >= storage.numel:
+            raise InspectError(f"a tensor of shape {list(size)} at offset {offset:,} views element {last:,} of a "
+                               f"storage of {storage.numel:,} (corrupt or crafted)")
     return _Tensor(storage, offset, tuple(size))
 
 
@@ -115,15 +138,17 @@ def _encode(text: Any, encoding: str = "latin1") -> bytes:  # protocol 2's bytes
 class _Dtype(str):
     """torch.float32 and its kin, as their names."""
 
+    __slots__ = ()
+
 
 _ALLOWED: Dict[Tuple[str, str], Any] = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "OrderedDict"): checked_ordered_dict,
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("_codecs", "encode"): _encode,
-    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
+    ("builtins", "set"): checked_set, ("builtins", "frozenset"): checked_frozenset,
     **{("torch", name): _StorageType(name, dtype, item_bytes(dtype)) for name, dtype in _STORAGES.items()},
     **{("torch", name): _Dtype(name) for name in _DTYPES},
 }
@@ -137,34 +162,36 @@ def is_checkpoint_name(name: str) -> bool:
 
 
 def read_torch_checkpoint(path: str) -> Breakdown:
-    """Breakdown of a ``torch.save`` file (zip or legacy), to the byte."""
-    size = file_size(path)
-    head = read_range(path, 0, min(4, size))
-    if head == b"PK\x03\x04":
-        return _read_zip(path, size)
-    if head[:1] == b"\x80":
-        return _read_legacy(path, size)
+    """Breakdown of a ``torch.save`` file (zip or legacy), to the byte, read through ``bounded.Opened``
+    (local or remote)."""
+    with Opened(path) as f:
+        head = f.read_exactly(0, min(4, f.size))
+        if head == b"PK\x03\x04":
+            return _read_zip(f)
+        if head[:1] == b"\x80":
+            return _read_legacy(f)
     raise InspectError(f"{path}: not a PyTorch checkpoint (neither a torch.save zip nor its legacy format)")
 
 
-def _storage_loader(storages: Dict[str, _Storage], where: str) -> Any:
+def _storage_loader(storages: Dict[str, _Storage]) -> Any:
     def persistent_load(pid: Any) -> _Storage:
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
-            raise UnsafePickle(f"{where}: refused: an unknown persistent id {str(pid)[:80]!r}")
-        storage_type, key, location, numel = pid[1], str(pid[2]), str(pid[3])[:100], pid[4]
-        if not isinstance(storage_type, _StorageType) or type(numel) is not int or numel < 0:
-            raise InspectError(f"{where}: a storage of unknown type or size")
+            raise UnsafePickle(f"an unknown persistent id ({describe(pid)})")
+        storage_type, key, location, numel = pid[1], text(pid[2], 100), text(pid[3], 100), pid[4]
+        if not isinstance(storage_type, _StorageType) or type(numel) is not int or not 0 <= numel < 1 << 62:
+            raise InspectError("a storage of unknown type or size")
         if key not in storages:
             if len(storages) >= MAX_STORAGES:
-                raise InspectError(f"{where}: more than {MAX_STORAGES:,} storages")
+                raise InspectError(f"more than {MAX_STORAGES:,} storages")
             storages[key] = _Storage(key, storage_type.dtype, storage_type.itemsize, numel, location)
         return storages[key]
     return persistent_load
 
 
-def _read_zip(path: str, size: int) -> Breakdown:
+def _read_zip(f: Opened) -> Breakdown:
+    path, size = f.path, f.size
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(f.view()) as zf:
             members = zf.infolist()
             pickles = [m for m in members if m.filename.endswith("/data.pkl") or m.filename == "data.pkl"]
             if len(pickles) != 1:
@@ -175,15 +202,15 @@ def _read_zip(path: str, size: int) -> Breakdown:
             if pkl.file_size > PICKLE_LIMIT:
                 raise InspectError(f"{path}: data.pkl of {pkl.file_size:,} bytes, more than the {PICKLE_LIMIT:,} "
                                    "this tool reads")
-            with zf.open(pkl) as f:
-                data = f.read(PICKLE_LIMIT + 1)
+            with zf.open(pkl) as pickled:
+                data = pickled.read(PICKLE_LIMIT + 1)
     except zipfile.BadZipFile as e:
         raise InspectError(f"{path}: corrupt zip ({e})") from None
     except (OSError, EOFError, zlib.error) as e:
         raise InspectError(f"{path}: unreadable zip ({type(e).__name__}: {e})") from None
     prefix = pkl.filename[:-len("data.pkl")]
     storages: Dict[str, _Storage] = {}
-    obj = load_restricted(data, path, _ALLOWED, _storage_loader(storages, path), _REFUSAL)
+    obj = load_restricted(data, path, _ALLOWED, _storage_loader(storages), _REFUSAL)
     entries = {m.filename[len(prefix) + len("data/"):]: m for m in members
                if m.filename.startswith(prefix + "data/")}
     on_disk: Dict[str, int] = {}
@@ -203,8 +230,9 @@ def _read_zip(path: str, size: int) -> Breakdown:
     return bd
 
 
-def _read_legacy(path: str, size: int) -> Breakdown:
-    data = read_range(path, 0, min(size, PICKLE_LIMIT))
+def _read_legacy(f: Opened) -> Breakdown:
+    path, size = f.path, f.size
+    data = f.read_exactly(0, min(size, PICKLE_LIMIT))
     values, start = [], 0
     for what in ("magic number", "protocol version", "system info"):
         values.append(load_restricted(data[start:], path, {}, None))
@@ -212,7 +240,7 @@ def _read_legacy(path: str, size: int) -> Breakdown:
         if what == "magic number" and values[0] != _LEGACY_MAGIC:
             raise InspectError(f"{path}: not a PyTorch checkpoint (a pickle without torch.save's magic number)")
     storages: Dict[str, _Storage] = {}
-    obj = load_restricted(data[start:], path, _ALLOWED, _storage_loader(storages, path), _REFUSAL)
+    obj = load_restricted(data[start:], path, _ALLOWED, _storage_loader(storages), _REFUSAL)
     offset = start + _pickle_length(data[start:], path, "the checkpoint")
     keys = load_restricted(data[offset:], path, {}, None)
     offset += _pickle_length(data[offset:], path, "the storage keys")
@@ -222,7 +250,7 @@ def _read_legacy(path: str, size: int) -> Breakdown:
     on_disk: Dict[str, int] = {}
     for key in map(str, keys):
         storage = storages[key]
-        (count,) = struct.unpack("<q", read_range(path, offset, 8))
+        (count,) = struct.unpack("<q", f.read_exactly(offset, 8))
         if count != storage.numel:
             raise InspectError(f"{path}: storage {key!r} holds {count:,} elements, its pickle says {storage.numel:,}")
         on_disk[key] = count * storage.itemsize
@@ -300,10 +328,11 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
     params: List[Tuple[str, _Tensor]] = []
     if model is not None:
         for name, tensor in model.items():
-            buffer = str(name).rsplit(".", 1)[-1] in _BUFFER_NAMES
-            add(str(name), tensor, NON_TRAINABLE if buffer else WEIGHT, _layer(str(name)))
+            name = text(name)
+            buffer = name.rsplit(".", 1)[-1] in _BUFFER_NAMES
+            add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, _layer(name))
             if not buffer:
-                params.append((str(name), tensor))
+                params.append((name, tensor))
     notes: List[Dict[str, Any]] = []
     class_name = None
     if optimizer is not None:
@@ -314,7 +343,7 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
     if isinstance(obj, dict) and model is not obj:  # tensors anywhere else: other
         for key, value in obj.items():
             if id(value) not in seen:
-                for name, tensor in _tensors(value, str(key)):
+                for name, tensor in _tensors(value, text(key)):
                     add(name, tensor, OTHER, "")
     # storage on disk no tensor views (a saved slice of a larger tensor): overhead, never hidden
     beyond = sum(on_disk[k] - viewed.get(k, 0) for k in on_disk)
@@ -350,7 +379,7 @@ def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor
              else [])
     out: List[Tuple[str, _Tensor]] = []
     for key, item in items:
-        out += _tensors(item, f"{prefix}.{key}", depth + 1)
+        out += _tensors(item, f"{prefix}.{text(key)}", depth + 1)
     return out
 
 
@@ -383,14 +412,17 @@ def _optimizer_records(optimizer: Dict[str, Any], params: List[Tuple[str, _Tenso
             if not owner:
                 break
     keys: set = set()
-    for index, slots in sorted(state.items(), key=lambda kv: (str(type(kv[0])), kv[0])):
+    def order(kv: Tuple[Any, Any]) -> Tuple[int, int, str]:  # indices, then any other key as text
+        return (0, kv[0], "") if type(kv[0]) is int else (1, 0, text(kv[0]))
+
+    for index, slots in sorted(state.items(), key=order):
         for key, tensor in (slots.items() if isinstance(slots, dict) else []):
             if not isinstance(tensor, _Tensor):
                 continue
-            keys.add(str(key))
+            keys.add(text(key))
             param = owner.get(index)
-            add(f"optimizer.state.{index}.{key}", tensor, OTHER if key in _COUNTERS else OPTIMIZER_SLOT,
-                _layer(param[0]) if param else "", str(key), param[0] if param else None)
+            add(f"optimizer.state.{text(index)}.{text(key)}", tensor, OTHER if key in _COUNTERS else OPTIMIZER_SLOT,
+                _layer(param[0]) if param else "", text(key), param[0] if param else None)
     groups = optimizer["param_groups"]
     decoupled = any(isinstance(g, dict) and g.get("decoupled_weight_decay") for g in groups)
     class_name = ("AdamW" if decoupled else "Adam") if {"exp_avg", "exp_avg_sq"} <= keys else \

@@ -25,14 +25,15 @@ the user's own code, with the bytes and allocations made there.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
-from tb_modelmem.readers.bounded import InspectError, read_file
-from tb_modelmem.readers.safe_pickle import GZIP_MAGIC, gunzip, load_plain
+from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
+from tb_modelmem.readers.safe_pickle import describe, load_plain, text
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BACKWARD,
@@ -56,7 +57,7 @@ SOURCE = "torch memory snapshot"
 SUFFIXES = (".pickle", ".pickle.gz")
 MiB = 1 << 20
 SNAPSHOT_LIMIT = 1024 * MiB  # a snapshot file, and what a .gz one inflates to
-MAX_EVENTS = 20_000_000  # trace entries of one snapshot (torch keeps a few KB each: far fewer fit in the cap)
+MAX_EVENTS = 5_000_000  # trace entries of one snapshot (torch's max_entries is often 100,000)
 MAX_FRAMES = 512  # frames of one entry looked at (a deep Python stack is ~100)
 _MAX_INT = 1 << 63
 NO_STACK = "(no stack recorded)"
@@ -98,15 +99,14 @@ def is_snapshot_name(name: str) -> bool:
 
 def load_snapshot(data: bytes, where: str, limit: int = SNAPSHOT_LIMIT) -> Dict[str, Any]:
     """The snapshot dict of a file's bytes (gzipped or not); ``InspectError`` if it is not one."""
-    if data[:2] == GZIP_MAGIC:
-        data = gunzip(data, limit, where)
-    value = load_plain(data, where)
+    value = load_plain(maybe_gunzip(data, limit, where), where)
     if isinstance(value, list):  # torch.cuda.memory_snapshot(): segments only, as memory_viz accepts
         value = {"segments": value, "device_traces": []}
     if not isinstance(value, dict) or not isinstance(value.get("segments"), list):
+        found = f"a dict whose 'segments' is {describe(value.get('segments'))}" if isinstance(value, dict) else \
+            describe(value)
         raise InspectError(f"{where}: not a PyTorch memory snapshot (expected a dict with 'segments' and "
-                           "'device_traces', as torch.cuda.memory._dump_snapshot writes; found "
-                           f"{type(value).__name__})")
+                           f"'device_traces', as torch.cuda.memory._dump_snapshot writes; found {found})")
     traces = value.get("device_traces", [])
     if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
         raise InspectError(f"{where}: 'device_traces' is not a list of lists")
@@ -121,7 +121,7 @@ def _int(entry: Dict[str, Any], key: str, where: str, default: Optional[int] = N
     if type(value) is not int or not 0 <= value < _MAX_INT:
         if value is None and default is not None:
             return default
-        raise InspectError(f"{where}: '{key}' is {str(value)[:40]!r}, expected bytes >= 0")
+        raise InspectError(f"{where}: '{key}' is {describe(value)}, expected bytes >= 0")
     return value
 
 
@@ -134,7 +134,7 @@ def _frames(raw: Any) -> List[Tuple[str, int, str]]:
     for f in raw[:MAX_FRAMES]:
         if not isinstance(f, dict):
             continue
-        name, filename, line = str(f.get("name", ""))[:300], str(f.get("filename", ""))[:300], f.get("line", 0)
+        name, filename, line = text(f.get("name", "")), text(f.get("filename", "")), f.get("line", 0)
         found = _PROFILER_FRAME.match(name) if filename in ("", "none") else None
         if found:
             filename, line, name = found.group(1), int(found.group(2)), found.group(3)
@@ -407,8 +407,11 @@ def _series(window: _Window, at_start: int, through_sites: List[Tuple[Dict[str, 
         t_us.append(t)
         total.append(float(running))
         ops.append(op)
-        for category in set(by_category) | set(columns):
-            columns.setdefault(category, [0.0] * position).append(float(max(by_category.get(category, 0), 0)))
+        for category in by_category:  # a category first met here: zeros before it
+            if category not in columns:
+                columns[category] = [0.0] * position
+        for category, column in columns.items():
+            column.append(float(max(by_category.get(category, 0), 0)))
         if running > peak:
             peak, peak_index = running, position
     origin = t_us[0] if t_us else 0.0
@@ -453,25 +456,32 @@ def _categorise(blocks: List[_Block], events: List[Tuple[str, int, int, float, A
         for block, category in zip(blocks, torch_categories):
             block.category = _TORCH_CATEGORIES.get(str(category), UNATTRIBUTED_CATEGORY)
         return
-    # each backward pass: from its first allocation to its last (frees do not end it)
-    passes: List[Tuple[int, int]] = []
+    # each backward pass: from its first allocation to its last (frees do not end it); blocks are in
+    # allocation order, so a pass goes on while no other phase allocates in between
+    passes: List[List[int]] = []  # [first, last] allocation index of each pass
+    pass_of: Dict[int, int] = {}  # id of a backward block -> index of its pass
+    in_pass = False
     for block in blocks:
-        if block.site.phase == BACKWARD:
-            if passes and all(b.site.phase == BACKWARD for b in blocks if passes[-1][1] < b.start < block.start):
-                passes[-1] = (passes[-1][0], block.start)
-            else:
-                passes.append((block.start, block.start))
+        if block.site.phase != BACKWARD:
+            in_pass = False
+            continue
+        if in_pass:
+            passes[-1][1] = block.start
+        else:
+            passes.append([block.start, block.start])
+            in_pass = True
+        pass_of[id(block)] = len(passes) - 1
+    starts = [p[0] for p in passes]
     for block in blocks:
         phase = block.site.phase
         end = block.end if block.end is not None else 1 << 62
         if phase == OPTIMIZER:
             block.category = OPTIMIZER_SLOTS_CATEGORY if block.site.state else OPTIMIZER_TEMPORARIES_CATEGORY
         elif phase == BACKWARD:
-            span = next((p for p in passes if p[0] <= block.start <= p[1]), (block.start, block.start))
-            block.category = GRADIENTS_CATEGORY if end > span[1] else TEMPORARIES_CATEGORY
+            block.category = GRADIENTS_CATEGORY if end > passes[pass_of[id(block)]][1] else TEMPORARIES_CATEGORY
         elif phase == FORWARD:
-            following = next((p for p in passes if p[0] > block.start), None)
-            kept = following is not None and end > following[0]  # still live when the next pass starts
+            following = bisect.bisect_right(starts, block.start)  # the first pass after it
+            kept = following < len(starts) and end > starts[following]  # still live when the next pass starts
             block.category = ACTIVATIONS_CATEGORY if kept else TEMPORARIES_CATEGORY
         elif phase == INPUT:
             block.category = INPUTS_CATEGORY
@@ -495,8 +505,13 @@ def _category_of_state(site: _Site) -> str:
 def _frames_key(frames: Any) -> Any:
     if not isinstance(frames, list):
         return ()
-    return tuple((str(f.get("filename")), f.get("line"), str(f.get("name"))) if isinstance(f, dict) else ()
-                 for f in frames[:MAX_FRAMES])
+    return tuple((_atom(f.get("filename")), _atom(f.get("line")), _atom(f.get("name"))) if isinstance(f, dict)
+                 else () for f in frames[:MAX_FRAMES])
+
+
+def _atom(value: Any) -> Any:
+    """A frame's field as a dict key: a str or an int as it is, anything else (unhashable, crafted) as None."""
+    return value if type(value) is str or type(value) is int else None
 
 
 def _op_table(blocks: List[_Block], device: str) -> OpTable:

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
-import io
-import zlib
+import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import orjson
 
 from tb_modelmem.readers.allocator_replay import Event, replay
+from tb_modelmem.readers.bounded import InspectError, maybe_gunzip
 from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, MEASURED, METRICS, OPTIMIZER
@@ -38,6 +37,11 @@ _BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 _PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
 _OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")  # torch.optim's own ranges
 _CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
+MAX_BYTES = 1 << 50  # one allocation, or a device's total in use (1 PiB): past it, a field no real trace has
+MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
+MAX_DEVICES = 1 << 16
+_KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
+_ARG_KEYS = ("correlation", "Addr", "Device Id")
 
 
 def is_trace_name(name: str) -> bool:
@@ -51,14 +55,10 @@ class TraceError(ValueError):
 
 def load(data: bytes) -> Dict[str, Any]:
     """The trace's JSON object, from the file's bytes (gzipped or not), bounded in size."""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            reader = gzip.GzipFile(fileobj=io.BytesIO(data))
-            data = reader.read(MAX_TRACE_BYTES + 1)
-        except (OSError, EOFError, zlib.error) as e:
-            raise TraceError(f"not a readable gzip file: {e}") from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise TraceError(f"the trace is over {MAX_TRACE_BYTES:,} bytes of JSON")
+    try:
+        data = maybe_gunzip(data, MAX_TRACE_BYTES, "the trace")
+    except InspectError as e:
+        raise TraceError(str(e)) from None
     try:
         trace = orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -90,7 +90,7 @@ class _Op:
 
 def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     """The per-op table, timeline and peak of a PyTorch profiler trace (see the module docstring)."""
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+    events, skipped = _valid_events(trace["traceEvents"])
     by_thread: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)
     kernels: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)  # correlation -> kernels
     steps = 0
@@ -103,7 +103,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
                     steps += 1
         elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
             kernels[_args(e).get("correlation")].append(e)
-        elif ph == "i" and e.get("name") == "[memory]":
+        elif ph == "i" and e.get("name") == "[memory]" and "ts" in e:
             by_thread[(e.get("pid"), e.get("tid"))].append(e)
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
@@ -121,7 +121,45 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         for op in ops:
             if not op.in_step and not op.phase:
                 op.phase = INPUT
-    return _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+    reduced = _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+    if skipped:
+        reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (
+            f"{skipped:,} malformed events skipped (a field of the wrong type or out of any real range)")]))
+    return reduced
+
+
+def _valid_events(raw: Any) -> Tuple[List[Dict[str, Any]], int]:
+    """The events whose fields this reader uses have the types and ranges a real trace gives them,
+    and how many others were skipped (each is that event's fault alone, never the trace's)."""
+    kept: List[Dict[str, Any]] = []
+    for e in raw:
+        if isinstance(e, dict) and _valid(e):
+            kept.append(e)
+    return kept, len(raw) - len(kept)
+
+
+def _valid(e: Dict[str, Any]) -> bool:
+    if not all(_atom(e.get(k)) for k in _KEYS) or not isinstance(e.get("name", ""), str):
+        return False
+    if ("ts" in e and not _time(e["ts"])) or ("dur" in e and not _time(e["dur"])):
+        return False
+    args = e.get("args")
+    if args is None:
+        return True
+    if not isinstance(args, dict) or not all(_atom(args.get(k)) for k in _ARG_KEYS):
+        return False
+    size, total, device = args.get("Bytes"), args.get("Total Allocated"), args.get("Device Id")
+    return ((device is None or (type(device) is int and -1 <= device < MAX_DEVICES))  # -1: the CPU
+            and (size is None or (_number(size) and abs(size) <= MAX_BYTES))
+            and (total is None or (_number(total) and 0 <= total <= MAX_BYTES)))
+
+
+def _atom(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _time(value: Any) -> bool:
+    return _number(value) and math.isfinite(value) and abs(value) <= MAX_TIME_US
 
 
 def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]]

@@ -16,9 +16,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
-import sys
-import time
 import zipfile
 
 import h5py
@@ -27,10 +24,8 @@ import pytest
 import tensorflow as tf
 
 from tb_modelmem import proto
+from tests.support.inspect_runner import report_worst, run_inspect
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ADDRESS_SPACE = 1 << 30  # RLIMIT_AS of each run: inspect of a real 300 MB ResNet50 .keras peaks at ~50 MB RSS
-TIMEOUT_S = 30  # the run is killed past this
 BUDGET_S = 10.0  # and must end well within it
 BUDGET_RSS = 256 << 20  # plus 6x the file inspected: HDF5 attributes are read whole before their size is known
 MEASURED = {}  # case -> (seconds, peak RSS bytes)
@@ -488,43 +483,6 @@ def _cases():
 CASES = _cases()
 
 
-# The CLI under its limits, reporting its own peak RSS (VmHWM of its process image: getrusage
-# in the parent would also count the pytest process the child was forked from) on fd REPORT.
-LAUNCHER = """
-import os, resource, sys
-report, limit = int(sys.argv[1]), int(sys.argv[2])
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-from tb_modelmem import cli
-try:
-    code = cli.main(sys.argv[3:])
-finally:
-    with open("/proc/self/status") as f:
-        os.write(report, next(l for l in f if l.startswith("VmHWM")).split()[1].encode())
-sys.exit(code)
-"""
-
-
-def run_inspect(path):
-    """(exit code, stdout, stderr, seconds, peak RSS bytes) of ``tb-modelmem inspect path`` in a
-    fresh process limited to ADDRESS_SPACE and killed after TIMEOUT_S."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-    read_end, write_end = os.pipe()
-    start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(write_end), str(ADDRESS_SPACE), "inspect", path],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_end,))
-    os.close(write_end)
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    seconds = time.monotonic() - start
-    with os.fdopen(read_end, "rb") as report:
-        peak_kib = report.read()
-    return proc.returncode, out.decode(), err.decode(), seconds, int(peak_kib or 0) * 1024
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_crafted_file_is_one_line_naming_it_exit_2(name, real, tmp_path):
     path = CASES[name](str(tmp_path / name), real)
@@ -551,13 +509,5 @@ def test_the_real_files_are_fine(real):
 def test_worst_time_and_memory_are_reported():
     if not MEASURED:
         pytest.skip("no case ran")
-    worst_time = max(MEASURED.items(), key=lambda kv: kv[1][0])
-    worst_rss = max(MEASURED.items(), key=lambda kv: kv[1][1])
-    sys.stderr.write(f"\ncrafted inspect, {len(MEASURED)} runs: worst time {worst_time[1][0]:.2f} s "
-                     f"({worst_time[0]}), worst peak RSS {worst_rss[1][1] / 2**20:.0f} MiB ({worst_rss[0]})\n")
-    slowest = sorted(MEASURED, key=lambda n: -MEASURED[n][0])[:5]
-    largest = sorted(MEASURED, key=lambda n: -MEASURED[n][1])[:5]
-    for name in dict.fromkeys(slowest + largest):
-        seconds, rss = MEASURED[name]
-        sys.stderr.write(f"  {name:<48}{seconds:6.2f} s {rss / 2**20:6.0f} MiB\n")
-    assert worst_time[1][0] < BUDGET_S
+    worst_seconds, _ = report_worst(MEASURED, "crafted inspect")
+    assert worst_seconds < BUDGET_S

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tb_modelmem.plugin.sources.logdir_files import LogdirFiles
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
 from tests import corpus
@@ -202,7 +203,7 @@ def test_profiles_are_found_through_tensorboards_filesystem_layer(tmp_path, lene
     fsspec = pytest.importorskip("fsspec")
     fs = fsspec.filesystem("memory")
     fs.pipe("/logs/run1/plugins/profile/2026_01_01_00_00_00/host0.xplane.pb", lenet_xplane_bytes)
-    source = ProfileSource("memory://logs", RunModel(_NoData()), reload_seconds=1)
+    source = ProfileSource(LogdirFiles("memory://logs", reload_seconds=1), RunModel(_NoData()))
     (item,) = source.list(None, "")
     assert (item.run, item.tag, item.hosts) == ("run1", "profile/2026_01_01_00_00_00", ["host0"])
     trace = source.locate(None, "", item, None, None).build(_Job())

@@ -3,26 +3,20 @@
 ``client.trace`` of remote workers: one file per host), and ``<host>.memory_profile.json.gz``
 where TF 2.3-2.10 left no xplane.
 
-Found the way TensorBoard's profile plugin finds them: by listing the log dir through
-TensorBoard's own filesystem layer (local paths, and gs:// or s3:// where TensorBoard can read
-them), at most once per reload interval. Only files that listing found are ever opened; a
-query names a run, a session and a host.
+Found in the log dir's shared listing (``logdir_files``): only files that listing found are ever
+opened, each through ``readers.bounded`` with a size cap; a query names a run, a session and a host.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import posixpath
-import threading
-import time
 from typing import Any, Dict, List, Optional, Tuple
-
-from tensorboard.compat.tensorflow_stub.io import gfile
 
 from tb_modelmem import proto
 from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error
+from tb_modelmem.plugin.sources.logdir_files import LogdirFiles, not_found, parts, stat
 from tb_modelmem.plugin.sources.model_info import RUN_GRAPH, RunModel
 from tb_modelmem.plugin.store import Job, UnreadableError
 from tb_modelmem.readers.graph_info import GraphInfo
@@ -33,7 +27,6 @@ from tb_modelmem.schema import metadata
 ORIGIN = "profile"
 TAG_PREFIX = "profile/"
 XPLANE, MEMORY_PROFILE = ".xplane.pb", ".memory_profile.json.gz"
-DEFAULT_MAX_PROFILE_BYTES = 1024 * 2**20  # --modelmem_max_profile_mb
 PROFILE_DIR = ("plugins", "profile")
 STEP_MATCH_SECONDS = 300  # a trace_export this close to a session's files says which step it covered
 
@@ -48,15 +41,9 @@ class ProfileLocated(Located):
 class ProfileSource(Source):
     origin = ORIGIN
 
-    def __init__(self, logdir: str, model: RunModel, reload_seconds: float = 5.0,
-                 max_bytes: int = DEFAULT_MAX_PROFILE_BYTES) -> None:
-        self._logdir = logdir or ""
+    def __init__(self, files: LogdirFiles, model: RunModel) -> None:
+        self._files = files
         self._model = model
-        self._reload = max(reload_seconds, 1.0)
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._listed_at = -1e9
-        self._sessions: Dict[Tuple[str, str], Dict[str, str]] = {}  # (run, session) -> {host: path}
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         items = []
@@ -74,16 +61,16 @@ class ProfileSource(Source):
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
         hosts = self._hosts(item)
-        mtime = max((_stat(p)[1] for p in hosts.values()), default=0.0)
+        mtime = max((stat(p)[1] for p in hosts.values()), default=0.0)
         return [{"step": self._step(ctx, experiment, item.run, hosts), "wall_time": mtime}]
 
     def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
         hosts = self._hosts(item)
         host = host if host is not None else sorted(hosts)[0]
         if host not in hosts:
-            raise _not_found(f"no host {host!r} in {item.run}/{item.tag}; it has {', '.join(sorted(hosts))}")
+            raise not_found(f"no host {host!r} in {item.run}/{item.tag}; it has {', '.join(sorted(hosts))}")
         path = hosts[host]
-        size, mtime = _stat(path)
+        size, mtime = stat(path)
         trace = self._trace_tag(ctx, experiment, item.run, mtime)
         vocabulary, vocabulary_stamp = self._model.vocabulary(ctx, experiment, item.run)
         graphs, graph_stamp = (self._model.graphs(ctx, experiment, item.run, trace[0]) if trace else (None, None))
@@ -91,16 +78,8 @@ class ProfileSource(Source):
         where = f"{item.run}/{item.tag} host {host}"
 
         def build(job: Job) -> Any:
-            if size > self.max_bytes:
-                raise UnreadableError(f"{where}: the profile is {size / 2**20:,.0f} MiB, over the "
-                                      f"{self.max_bytes / 2**20:,.0f} MiB limit; start TensorBoard with "
-                                      f"--modelmem_max_profile_mb={int(size / 2**20) + 1} to read it")
             job.report(0.05, f"reading {size / 2**20:,.1f} MiB")
-            try:
-                with gfile.GFile(path, "rb") as f:
-                    data = f.read()
-            except Exception as e:
-                raise UnreadableError(f"{where}: cannot read the profile ({first_line(e)})") from None
+            data = self._files.read(path, where, "profile")
             job.report(0.3, "parsing")
             try:
                 if path.endswith(MEMORY_PROFILE):
@@ -117,37 +96,27 @@ class ProfileSource(Source):
                               graph_state(trace[0] if trace else None, graphs, graph_stamp))
 
     def _listing(self) -> Dict[Tuple[str, str], Dict[str, str]]:
-        """Profile files under the log dir, re-listed at most once per reload interval."""
-        with self._lock:
-            if time.monotonic() - self._listed_at < self._reload:
-                return self._sessions
-            self._listed_at = time.monotonic()
+        """{(run, session): {host: path}} of the profile files in the log dir's listing."""
         sessions: Dict[Tuple[str, str], Dict[str, str]] = {}
-        if self._logdir:
-            try:
-                for directory, _, files in gfile.walk(self._logdir):
-                    profile_dir, session = posixpath.split(directory.rstrip("/"))
-                    if tuple(_parts(profile_dir)[-2:]) != PROFILE_DIR:
-                        continue
-                    run = _relative(posixpath.dirname(posixpath.dirname(profile_dir)), self._logdir)
-                    hosts = _hosts(directory, files)
-                    if hosts:
-                        sessions[(run, session)] = hosts
-            except Exception:  # an unreadable log dir lists no profiles; TensorBoard reports it itself
-                pass
-        with self._lock:
-            self._sessions = sessions
+        for directory, files in self._files.walk():
+            profile_dir, session = posixpath.split(directory.rstrip("/"))
+            if tuple(parts(profile_dir)[-2:]) != PROFILE_DIR:
+                continue
+            run = self._files.run_of(posixpath.dirname(posixpath.dirname(profile_dir)))
+            hosts = _hosts(directory, files)
+            if hosts:
+                sessions[(run, session)] = hosts
         return sessions
 
     def _hosts(self, item: Item) -> Dict[str, str]:
         session = item.tag[len(TAG_PREFIX):]
         hosts = self._listing().get((item.run, session))
         if not hosts:
-            raise _not_found(f"no profile session {session!r} in run {item.run!r}")
+            raise not_found(f"no profile session {session!r} in run {item.run!r}")
         return hosts
 
     def _step(self, ctx: Any, experiment: str, run: str, hosts: Dict[str, str]) -> Optional[int]:
-        mtime = max((_stat(p)[1] for p in hosts.values()), default=0.0)
+        mtime = max((stat(p)[1] for p in hosts.values()), default=0.0)
         trace = self._trace_tag(ctx, experiment, run, mtime)
         return trace[1] if trace else None
 
@@ -192,32 +161,3 @@ def _hosts(directory: str, files: List[str]) -> Dict[str, str]:
 def _note(paths: Any) -> str:
     kinds = {"xplane" if p.endswith(XPLANE) else "memory profile (TF 2.3-2.10)" for p in paths}
     return "TF2 profile: " + ", ".join(sorted(kinds))
-
-
-def _stat(path: str) -> Tuple[int, float]:
-    """(size, modification time); TensorBoard's filesystem layer gives no time for remote files (0)."""
-    try:
-        size = int(gfile.stat(path).length)
-    except Exception:
-        return 0, 0.0
-    try:
-        return size, os.path.getmtime(path)
-    except OSError:
-        return size, 0.0
-
-
-def _parts(path: str) -> List[str]:
-    return [p for p in path.replace("\\", "/").split("/") if p]
-
-
-def _relative(run_dir: str, logdir: str) -> str:
-    """TensorBoard's run name for a directory: its path under the log dir, "." for the log dir itself."""
-    root, here = _parts(logdir), _parts(run_dir)
-    rest = here[len(root):] if here[:len(root)] == root else here
-    return "/".join(rest) or "."
-
-
-def _not_found(message: str) -> Exception:
-    from tensorboard import errors
-
-    return errors.NotFoundError(message)

@@ -1,0 +1,103 @@
+"""PyTorch's own files in the log dir, read in place: profiler traces (``torch.profiler.tensorboard_trace_handler``:
+``*.pt.trace.json``, ``*.pt.trace.json.gz``) and memory snapshots (``torch.cuda.memory._dump_snapshot``:
+``*.pickle``, ``*.pickle.gz``) as traces, and checkpoints (``torch.save``: ``*.pt``, ``*.pth``) as
+breakdowns. Found in the log dir's shared listing (``logdir_files``); only files that listing found
+are opened. A file's run is its folder (``.`` for the log dir itself), its tag ``torch/<file name>``.
+
+Nothing is unpickled with a class allowed beyond an inert allowlist (``readers.safe_pickle``):
+a crafted pickle is that item's error, and nothing it holds is run.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any, Dict, List, Optional, Tuple
+
+from tb_modelmem.messages import first_line
+from tb_modelmem.plugin.sources import Item, Located, Source, name_error
+from tb_modelmem.plugin.sources.logdir_files import LogdirFiles, not_found, stat, unprefixed
+from tb_modelmem.plugin.store import Job, UnreadableError
+from tb_modelmem.readers import torch_trace
+from tb_modelmem.readers.bounded import InspectError
+from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
+from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
+from tb_modelmem.schema import metadata
+
+ORIGIN = "torch"
+TAG_PREFIX = "torch/"
+
+
+def _kind(name: str) -> Optional[Tuple[str, str]]:
+    """(payload kind, what it is) of a PyTorch file by its name, None for any other file."""
+    if torch_trace.is_trace_name(name):
+        return metadata.OPS, "PyTorch profiler trace"
+    if is_snapshot_name(name):
+        return metadata.OPS, "PyTorch memory snapshot"
+    if is_checkpoint_name(name):
+        return metadata.BREAKDOWN, "PyTorch checkpoint"
+    return None
+
+
+class TorchFileSource(Source):
+    origin = ORIGIN
+
+    def __init__(self, files: LogdirFiles) -> None:
+        self._files = files
+
+    def list(self, ctx: Any, experiment: str) -> List[Item]:
+        items = []
+        for (run, tag), path in sorted(self._listing().items()):
+            kind, note = _kind(path) or (metadata.OPS, "")
+            item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
+            item.error = name_error(run, tag)
+            items.append(item)
+        return items
+
+    def has_files(self) -> bool:
+        return bool(self._listing())
+
+    def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
+        return [{"step": 0, "wall_time": stat(self._path(item))[1]}]
+
+    def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
+        path = self._path(item)
+        size, mtime = stat(path)
+        where = f"{item.run}/{item.tag}"
+
+        def build(job: Job) -> Any:
+            try:
+                if is_checkpoint_name(path):  # only its pickle and zip directory are read, each capped
+                    return read_torch_checkpoint(path)
+                job.report(0.1, f"reading {size / 2**20:,.1f} MiB")
+                if torch_trace.is_trace_name(path):
+                    data = self._files.read(path, where, "PyTorch trace")
+                    job.report(0.3, "parsing the trace")
+                    trace = torch_trace.load(data)
+                    del data
+                    job.report(0.6, "placing ops and replaying the allocator")
+                    return torch_trace.reduce_trace(trace)
+                data = self._files.read(path, where, "memory snapshot")
+                job.report(0.4, "unpickling (no class allowed)")
+                snapshot = load_snapshot(data, posixpath.basename(path), self._files.max_bytes)
+                del data
+                job.report(0.7, "replaying the allocator")
+                return reduce_snapshot(snapshot)
+            except UnreadableError:
+                raise
+            except (InspectError, torch_trace.TraceError) as e:  # refused, truncated or foreign: this item's only
+                raise UnreadableError(f"{where}: {unprefixed(first_line(e), path)}") from None
+            except Exception as e:
+                raise UnreadableError(f"{where}: not readable ({type(e).__name__}: {first_line(e)})") from None
+
+        return Located((ORIGIN, path, size, mtime), 0, mtime, size, build)
+
+    def _path(self, item: Item) -> str:
+        path = self._listing().get((item.run, item.tag))
+        if path is None:
+            raise not_found(f"no PyTorch file {item.tag!r} in run {item.run!r}")
+        return path
+
+    def _listing(self) -> Dict[Tuple[str, str], str]:
+        """{(run, tag): path} of the PyTorch files in the log dir's listing."""
+        return {(self._files.run_of(directory), TAG_PREFIX + name): posixpath.join(directory, name)
+                for directory, names in self._files.walk() for name in names if _kind(name)}

@@ -1,0 +1,128 @@
+"""Crafted PyTorch files (issue 47; ``tests/support/hostile_torch.py`` writes them): each is one clear
+error that runs nothing, none changes how a later file reads in the same process, and the plugin
+serves each as its own 422 beside the real files, whose figures stay torch's own (truth.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from tb_modelmem.readers import torch_trace
+from tb_modelmem.readers.bounded import InspectError, read_file
+from tb_modelmem.readers.model_file import read_path
+from tb_modelmem.readers.torch_snapshot import read_snapshot_file
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, WEIGHT
+from tb_modelmem.schema.records import bytes_by_role
+from tests.support import hostile_torch
+from tests.support.plugin_harness import Served
+
+GOOD = hostile_torch.TRUTH[hostile_torch.GOOD_CHECKPOINT]
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("logs") / "crafted")
+    return folder, hostile_torch.write(folder)
+
+
+def read_as_inspect_would(path):
+    """The reader ``inspect`` uses for the file's kind."""
+    if path.endswith((".pickle", ".pickle.gz")):
+        return read_snapshot_file(path)
+    if torch_trace.is_trace_name(path):
+        return torch_trace.reduce_trace(torch_trace.load(read_file(path, 1 << 30, "trace")))
+    return read_path(path)
+
+
+def good_checkpoint_roles():
+    bd = read_path(os.path.join(hostile_torch.TORCH, hostile_torch.GOOD_CHECKPOINT))
+    return {role: size for role, size in bytes_by_role(bd.variables).items()
+            if role in (WEIGHT, NON_TRAINABLE, OPTIMIZER_SLOT)}
+
+
+def test_every_class_of_crafted_file_is_there(crafted):
+    _, reasons = crafted
+    kinds = {"build_", "hash_bomb_", "costly_key", "laughs_", "bomb.pickle.gz", "shape_past", "offset_past", "cycle",
+             "deep_nesting", "z.", "fifo."}
+    assert all(any(name.startswith(kind) for name in reasons) for kind in kinds)
+    assert len(reasons) >= 25
+
+
+def test_each_crafted_file_is_one_error_naming_it_and_a_good_checkpoint_read_after_it_is_exact(crafted):
+    """One process, as a server is: every crafted file in turn, then the good checkpoint, to the byte."""
+    folder, reasons = crafted
+    truth = {WEIGHT: GOOD["parameters"], NON_TRAINABLE: GOOD["buffers"],
+             OPTIMIZER_SLOT: sum(v for k, v in GOOD["optimizer_state"].items() if k != "step")}
+    assert good_checkpoint_roles() == truth
+    for name, reason in reasons.items():
+        path = os.path.join(folder, name)
+        with pytest.raises(InspectError) as caught:
+            read_as_inspect_would(path)
+        message = str(caught.value)
+        assert re.search(reason, message) and path in message and "\n" not in message, (name, message)
+        assert len(message) < 1000, (name, len(message))
+        assert good_checkpoint_roles() == truth, f"{name} changed how the next checkpoint reads"
+
+
+def test_a_truncated_legacy_checkpoint_is_refused_after_the_crafted_ones(crafted, tmp_path):
+    """The issue's symptom of shared state: after a BUILD on a stand-in, a damaged file read as whole."""
+    folder, reasons = crafted
+    for name in [n for n in reasons if n.startswith("build_")]:
+        with pytest.raises(InspectError):
+            read_path(os.path.join(folder, name))
+    cut = tmp_path / "cut.pt"
+    data = open(os.path.join(hostile_torch.TORCH, "cnn_state_dict_legacy.pt"), "rb").read()
+    cut.write_bytes(data[:-100])
+    with pytest.raises(InspectError, match="truncated"):
+        read_path(str(cut))
+
+
+def test_the_plugin_serves_each_crafted_file_as_its_own_422_beside_the_real_ones(crafted):
+    folder, reasons = crafted
+    logdir = os.path.dirname(folder)
+    real = os.path.join(logdir, "real")
+    os.makedirs(real, exist_ok=True)
+    for name in (hostile_torch.GOOD_CHECKPOINT, hostile_torch.GOOD_SNAPSHOT):
+        shutil.copy(os.path.join(hostile_torch.TORCH, name), os.path.join(real, name))
+    served = Served(logdir)
+    tags = {(run, tag) for run, tag in served.tags()}
+    for name, reason in reasons.items():
+        tag = "torch/" + name
+        assert ("crafted", tag) in tags, name
+        route = "/breakdown" if name.endswith(".pt") else "/ops"
+        answer = served.settled(route, run="crafted", tag=tag)
+        body = answer.get_data(as_text=True)
+        assert answer.status_code == 422 and re.search(reason, body), (name, answer.status_code, body[:300])
+        assert folder not in body, body  # the item is named by run and tag, not by a path on the server
+    storage = served.json("/breakdown", run="real", tag="torch/" + hostile_torch.GOOD_CHECKPOINT)
+    assert storage["totals"][WEIGHT] == GOOD["parameters"] and storage["totals"][NON_TRAINABLE] == GOOD["buffers"]
+    timeline = served.json("/timeline", run="real", tag="torch/" + hostile_torch.GOOD_SNAPSHOT)
+    assert timeline["peak_bytes"] == hostile_torch.TRUTH[hostile_torch.GOOD_SNAPSHOT]["max_memory_allocated"]
+
+
+def test_crafted_names_and_events_that_are_still_readable(tmp_path):
+    """A lone surrogate in a parameter's name reads escaped (JSON and terminals take it); a trace's
+    malformed events (an unhashable pid, Addr or correlation, a 1e308 total, a time of 1e300 us) are
+    skipped and counted, and the rest of the trace reads as it does without them."""
+    expected = hostile_torch.write_readable(str(tmp_path / "run"))
+    bd = read_path(str(tmp_path / "run" / "surrogate_name.pt"))
+    names = [v.name for v in bd.variables]
+    assert expected["surrogate_name.pt"] in names
+    json.dumps(names).encode("utf-8")
+    assert bytes_by_role(bd.variables)[WEIGHT] == GOOD["parameters"]
+    path = str(tmp_path / "run" / "malformed_events.pt.trace.json")
+    trace = torch_trace.reduce_trace(torch_trace.load(read_file(path, 1 << 30, "trace")))
+    assert expected["malformed_events.pt.trace.json"] in trace.allocations_note
+    events = json.load(open(path))["traceEvents"]
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"
+              and isinstance(e.get("args", {}).get("Total Allocated"), (int, float))
+              and e["args"]["Total Allocated"] < 1e300 and e["args"].get("Device Type") == 1]
+    assert trace.peak_bytes <= max(totals) and trace.peak_bytes < 1 << 50
+    served = Served(str(tmp_path))
+    storage = served.json("/breakdown", run="run", tag="torch/surrogate_name.pt")
+    assert storage["totals"][WEIGHT] == GOOD["parameters"]
+    assert served.json("/ops", run="run", tag="torch/malformed_events.pt.trace.json")["peak_bytes"] == trace.peak_bytes
