@@ -33,7 +33,7 @@ from tb_modelmem._keras_fit import FitGuard, fit_callback_list, profiling_tensor
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import oom
 from tb_modelmem.schema.records import OpTable, OpTrace
-from tb_modelmem.tracing import OOM_TAG, Trace
+from tb_modelmem.tracing import OOM_TAG, Trace, step_range
 from tb_modelmem.writer import FileWriter
 
 CENSUS_BUDGET = 0.02  # share of training time the census may take, by default
@@ -68,7 +68,7 @@ class MemoryCallback(keras.callbacks.Callback):
         self.name = name
         self.subdir = subdir
         self.description = description
-        self.profile_steps = _step_range(profile_steps)
+        self.profile_steps = step_range(profile_steps)
         self.ops_name = ops_name
         if memory_every is not None and (not isinstance(memory_every, int) or memory_every < 0):
             raise ValueError(f"memory_every must be a number of batches >= 0 (0 or None: off), got {memory_every!r}")
@@ -362,13 +362,3 @@ def _signature(model: Any, optimizers: List[Any]) -> Tuple[Any, ...]:
     """Which variables exist, their shapes and trainability: cheap, and reads no values."""
     variables = list(model.variables) + [v for o in optimizers for v in o.variables]
     return tuple((id(v), tuple(v.shape), bool(v.trainable)) for v in variables)
-
-
-def _step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, int]]:
-    """Normalise ``profile_steps``; like TensorBoard's ``profile_batch``, bad values fail early."""
-    if steps is None or steps == 0:
-        return None
-    start, stop = (steps, steps) if isinstance(steps, int) else tuple(steps)
-    if not (1 <= start <= stop):
-        raise ValueError(f"profile_steps must be a step or a (start, stop) pair with 1 <= start <= stop, got {steps!r}")
-    return int(start), int(stop)

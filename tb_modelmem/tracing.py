@@ -41,9 +41,10 @@ import tempfile
 import threading
 import warnings
 from types import TracebackType
-from typing import Any, List, Optional, Set, Tuple, Type
+from typing import Any, List, Optional, Set, Tuple, Type, Union
 
 from tb_modelmem import summary
+from tb_modelmem.capture.torch_modules import is_module
 from tb_modelmem.capture.torch_profile import TorchProfiler
 from tb_modelmem.gc_paused import paused_gc
 from tb_modelmem.messages import first_line
@@ -58,18 +59,20 @@ class Trace:
 
     def __init__(self, name: str, step: Optional[int] = None, function: Any = None, model: Any = None,
                  optimizer: Any = None, batch_size: Optional[int] = None, description: Optional[str] = None,
-                 tmpdir: Optional[str] = None) -> None:
+                 tmpdir: Optional[str] = None, writer: Any = None) -> None:
         """``function``: the tf.function the steps run (or a ConcreteFunction, tf.Graph, or Python
         function calling tf.functions such as Keras 3 ``model.train_function``): its graph gives
         the output bytes the allocator does not report and which variables each op reads.
         ``model`` (and ``optimizer``), as ``summary.variables`` takes them (a Keras model, a
         tf.Module, a tf.train.Checkpoint holding a GAN's two models and optimizers...), name
         the layers ops are joined to, as the run's breakdown names them.
+        A plain PyTorch ``nn.Module`` is profiled with ``torch.profiler``, its ops named by its modules.
         ``batch_size`` fills unknown batch dimensions. ``tmpdir``: where the raw profile is
-        written before reduction (the system temp dir by default)."""
+        written before reduction (the system temp dir by default). ``writer``: where the table is
+        written, as ``summary.write`` takes it (the default writer when None)."""
         self.name, self.step, self.function = name, step, function
         self.model, self.optimizer = model, optimizer
-        self.batch_size, self.description, self.tmpdir = batch_size, description, tmpdir
+        self.batch_size, self.description, self.tmpdir, self.writer = batch_size, description, tmpdir, writer
         self.profiler = _profiler_of(model, function)
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
@@ -129,7 +132,7 @@ class Trace:
                         reading.join()
                 self.record = self._reduce(reading)
             if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
-                                                                 self.description):
+                                                                 self.description, self.writer):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
                               "or recording is off)", RuntimeWarning, stacklevel=2)
             return self.record
@@ -138,6 +141,14 @@ class Trace:
             return None
         finally:
             self._cleanup()
+
+    def end_iteration(self) -> None:
+        """An iteration of the window ended (torch's ``ProfilerStep#N`` ranges); other profilers need no mark."""
+        if self.active and isinstance(self.profiler, TorchProfiler):
+            try:
+                self.profiler.step()
+            except Exception as e:  # capture must never stop training
+                _warn(self.name, "could not mark the step", e)
 
     def abort(self) -> None:
         """Stop the profiler without recording (the window's run failed, or nothing can be written)."""
@@ -157,7 +168,8 @@ class Trace:
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
         if exc is not None and oom.is_oom(exc):  # said before the error goes on up, never instead of it
-            summary.oom(OOM_TAG, exc, self.step, where=f"trace({self.name!r})", batch_size=self.batch_size)
+            summary.oom(OOM_TAG, exc, self.step, where=f"trace({self.name!r})", batch_size=self.batch_size,
+                        writer=self.writer)
         self.stop()  # also after a failed step: an OOM step is the one worth seeing
 
     def _reduce(self, reading: Optional["_ModelReading"]) -> Optional[OpTrace]:
@@ -357,6 +369,19 @@ class _Profiler:
 _TENSORFLOW, _JAX = _Profiler("tensorflow"), _Profiler("jax")
 
 
+def step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """``profile_steps`` (a step, or a (first, last) pair, 1-based) as a pair, None for none (None or 0);
+    like TensorBoard's ``profile_batch``, a bad value fails at once."""
+    if steps is None or steps == 0:
+        return None
+    pair = (steps, steps) if isinstance(steps, int) else tuple(steps)
+    if len(pair) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) for s in pair) \
+            or not 1 <= pair[0] <= pair[1]:
+        raise ValueError(f"profile_steps must be a step or a (start, stop) pair with 1 <= start <= stop, "
+                         f"got {steps!r}")
+    return pair[0], pair[1]
+
+
 def _profiler_of(model: Any, function: Any) -> Any:
     """The profiler of the framework the steps run on: for a Keras 3 model, its backend's (TensorFlow's, JAX's,
     or a ``TorchProfiler``); for a JAX-compiled function, JAX's; else TensorFlow's."""
@@ -366,6 +391,8 @@ def _profiler_of(model: Any, function: Any) -> Any:
         if backend == "torch":
             return TorchProfiler()
         return _JAX if backend == "jax" else _TENSORFLOW
+    if is_module(model):  # a plain PyTorch model
+        return TorchProfiler()
     if "jax" not in sys.modules:
         return _TENSORFLOW
     return _JAX if hasattr(function, "lower") and hasattr(function, "trace") else _TENSORFLOW

@@ -35,7 +35,12 @@ Slot = Tuple[str, Any]  # (slot name, the weight variable it belongs to)
 
 def breakdown_of(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint, a list
-    or dict of variables, nested or not, or None for the TF1 default graph) and ``optimizer``."""
+    or dict of variables, nested or not, a PyTorch ``nn.Module``, or None for the TF1 default graph)
+    and ``optimizer``."""
+    from tb_modelmem.capture import torch_modules
+
+    if torch_modules.is_module(model):
+        return torch_modules.breakdown_of_module(model, optimizer)
     tf = _tf()
     if model is None:
         if tf is None:
@@ -57,7 +62,7 @@ def breakdown_of(model: Any = None, optimizer: Any = None) -> records.Breakdown:
         return _from_variables(_flat_variables(model), _listed(optimizer), source="variables")
     raise TypeError(
         f"cannot take a variable breakdown of {type(model).__name__}; pass a Keras model or layer, "
-        "a tf.Module, a tf.train.Checkpoint, a list or dict of variables, or None (TF1 graph)"
+        "a PyTorch nn.Module, a tf.Module, a tf.train.Checkpoint, a list or dict of variables, or None (TF1 graph)"
     )
 
 

@@ -39,9 +39,10 @@ from tb_modelmem.readers.safe_pickle import (
     load_restricted,
     text,
 )
+from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
-from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
 SOURCE = "pytorch checkpoint"
@@ -50,8 +51,6 @@ MiB = 1 << 20
 PICKLE_LIMIT = 256 * MiB  # data.pkl: names, shapes and settings (~100 bytes a tensor)
 MAX_STORAGES = 10_000_000
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
-_BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
-_COUNTERS = ("step",)
 _MODEL_KEYS = ("model", "state_dict", "model_state_dict", "model_state", "net", "network", "module")
 _OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict", "optimizer_state", "optim", "opt")
 # torch.<Name>Storage -> its dtype (bytes per element: schema.dtypes)
@@ -329,8 +328,8 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
     if model is not None:
         for name, tensor in model.items():
             name = text(name)
-            buffer = name.rsplit(".", 1)[-1] in _BUFFER_NAMES
-            add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, _layer(name))
+            buffer = name.rsplit(".", 1)[-1] in roles.TORCH_BUFFER_NAMES
+            add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, roles.torch_layer(name))
             if not buffer:
                 params.append((name, tensor))
     notes: List[Dict[str, Any]] = []
@@ -364,10 +363,6 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
                   if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
         bd.optimizer = {"class_name": class_name, "config": config}
     return bd
-
-
-def _layer(name: str) -> str:
-    return name.rsplit(".", 1)[0] if "." in name else ""
 
 
 def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor]]:
@@ -421,11 +416,10 @@ def _optimizer_records(optimizer: Dict[str, Any], params: List[Tuple[str, _Tenso
                 continue
             keys.add(text(key))
             param = owner.get(index)
-            add(f"optimizer.state.{text(index)}.{text(key)}", tensor, OTHER if key in _COUNTERS else OPTIMIZER_SLOT,
-                _layer(param[0]) if param else "", text(key), param[0] if param else None)
+            role = roles.torch_state_role(text(key), tensor.shape)
+            layer = roles.torch_layer(param[0]) if param and role != OTHER else ""  # a counter is the optimizer's
+            add(f"optimizer.state.{text(index)}.{text(key)}", tensor, role, layer, text(key),
+                param[0] if param else None)
     groups = optimizer["param_groups"]
     decoupled = any(isinstance(g, dict) and g.get("decoupled_weight_decay") for g in groups)
-    class_name = ("AdamW" if decoupled else "Adam") if {"exp_avg", "exp_avg_sq"} <= keys else \
-        "SGD" if "momentum_buffer" in keys else "RMSprop" if "square_avg" in keys else \
-        "Adagrad" if "sum" in keys else "optimizer"
-    return class_name, note
+    return roles.torch_optimizer_family(keys, decoupled) or "optimizer", note

@@ -48,12 +48,13 @@ from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
     TEMPORARIES_CATEGORY,
+    TORCH_SNAPSHOT_SOURCE,
     UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import BufferRecord, BufferTable, OpRecord, OpTable, OpTrace, Timeline
 
-SOURCE = "torch memory snapshot"
+SOURCE = TORCH_SNAPSHOT_SOURCE
 SUFFIXES = (".pickle", ".pickle.gz")
 MiB = 1 << 20
 SNAPSHOT_LIMIT = 1024 * MiB  # a snapshot file, and what a .gz one inflates to

@@ -2,10 +2,12 @@
 ``OpTrace``. No torch, no TF.
 
 What is read: ``cpu_op`` events (a row per top-level op and layer, over calls: an op inside another op
-is its parent's), ``user_annotation`` ranges (``ProfilerStep#N`` counts the steps; the annotations
-``capture.torch_profile`` adds say which Keras layer and phase an op ran in; ``nn.Module: ...`` python
-ranges, with ``with_stack``, name plain PyTorch modules), autograd's ``Sequence number`` (a backward op
-is on its forward op's layer), CUDA kernels tied to the op that launched them by correlation id, and
+is its parent's), the ranges around them (``ProfilerStep#N`` counts the steps; what each range says of
+the layer and phase of the ops inside is ``rules.phases``: tb_modelmem's annotations, torch.optim's,
+Lightning's, ``nn.Module:`` python ranges), autograd's ``Sequence number`` (a backward op is on its
+forward op's layer; one outside every range that autograd numbered is forward), in each iteration what
+runs before the forward pass in no other phase (input), CUDA kernels tied to the op that launched them
+by correlation id, and
 the ``[memory]`` instants: every allocation and free, each in its op, replayed for the timeline, the
 peak and the buffers in use at it (``allocator_replay``). What the trace cannot say (the shapes of
 what an op allocated) stays unknown.
@@ -16,26 +18,21 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import orjson
 
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip
+from tb_modelmem.rules import phases
 from tb_modelmem.rules.buffers import step_category
+from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
-from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, MEASURED, METRICS, OPTIMIZER
+from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, MEASURED, OPTIMIZER, TORCH_PROFILER_SOURCE
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
-SOURCE = "torch profiler"
+SOURCE = TORCH_PROFILER_SOURCE
 MAX_TRACE_BYTES = 8 * MAX_DECODED_BYTES  # a trace's JSON, decompressed (1 GiB)
-LAYER_ANNOTATION = "tb_modelmem.layer: "  # + a Keras layer's path (capture.torch_profile)
-PHASE_ANNOTATION = "tb_modelmem.phase: "  # + loss, optimizer or metrics
-STEP_ANNOTATION = "tb_modelmem.step"  # one train step (the train function's call)
-MODULE_RANGE = "nn.Module: "  # a plain PyTorch module's python range (with_stack=True)
-_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
-_PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
-_OPTIMIZER_RANGES = ("Optimizer.step#", "Optimizer.zero_grad#")  # torch.optim's own ranges
 _CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
 MAX_BYTES = 1 << 50  # one allocation, or a device's total in use (1 PiB): past it, a field no real trace has
 MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
@@ -85,6 +82,8 @@ class _Op:
     seq: Optional[int] = None
     dims: Any = None
     in_step: bool = False  # inside a train step tb_modelmem annotated
+    iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
+    in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
@@ -99,7 +98,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
             if _number(e.get("ts")) and _number(e.get("dur")):
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
-                if cat == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"):
+                if cat == "user_annotation" and str(e.get("name", "")).startswith(ITERATION_RANGE):
                     steps += 1
         elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
             kernels[_args(e).get("correlation")].append(e)
@@ -114,14 +113,23 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         allocations.extend(memory)
         step_annotations += annotated_steps
     _place_backward(ops)
-    for op in ops:  # outside every range, an op autograd recorded (it has a sequence number) is the forward pass's
-        if not op.phase and (op.seq is not None or op.inner_seqs):
-            op.phase = FORWARD
+    for op in ops:
+        op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
                 op.phase = INPUT
+    notes = _window_cut(ops)
+    iterations: Dict[Optional[float], List[_Op]] = collections.defaultdict(list)
+    for op in ops:
+        iterations[op.iteration].append(op)
+    for members in iterations.values():
+        placed = phases.by_iteration([(op.ts, op.end, op.phase, bool(op.layer)) for op in members],
+                                     [op.seq is not None or bool(op.inner_seqs) for op in members])
+        for op, phase in zip(members, placed):
+            op.phase = phase
     reduced = _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+    reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (
             f"{skipped:,} malformed events skipped (a field of the wrong type or out of any real range)")]))
@@ -167,7 +175,10 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
     """One thread's top-level ops with their layer and phase, and each memory event with its op."""
     # ranges before what they contain; at one instant, ranges open before memory events are placed
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
-    stack: List[Tuple[float, str, Any]] = []  # (end, kind, what): open annotations, modules and ops
+    # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
+    # those open are every range not yet ended, in the order they began (innermost last).
+    stack: List[Tuple[float, str, Any]] = []  # (end, "op" or "child", the op): the ops open
+    ranges: List[Tuple[float, str, str, float]] = []  # (end, kind, what, start): the annotations open
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
     steps = 0
@@ -176,6 +187,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         instant = e.get("ph") == "i"
         while stack and (stack[-1][0] < ts if instant else stack[-1][0] <= ts):
             stack.pop()
+        ranges = [r for r in ranges if (r[0] >= ts if instant else r[0] > ts)]
         op = next((what for _, kind, what in reversed(stack) if kind == "op"), None)
         if instant:
             memory.append((e, op))
@@ -189,56 +201,46 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 op.device = f"cuda:{_args(launched[0]).get('device', 0)}"
             continue
         if cat == "user_annotation" or cat == "python_function":
-            kind = _range_kind(name)
-            if kind:
-                stack.append((end, kind, name))
-                steps += kind == "step"
+            found_range = phases.range_of(name)
+            if found_range is not None:
+                ranges.append((end, found_range[0], found_range[1], ts))
+                steps += found_range[0] == "step"
             continue
         if op is not None:  # an op inside an op: its parent's (autograd may number the inner one: addmm in linear)
             child_seq = _int(_args(e).get("Sequence number"))
-            if child_seq is not None and not name.startswith(_BACKWARD_PREFIX):
+            if child_seq is not None and not name.startswith(BACKWARD_PREFIX):
                 op.inner_seqs.append(child_seq)
             stack.append((end, "child", None))
             continue
         args = _args(e)
-        found = _Op(name=name[len(_BACKWARD_PREFIX):] if name.startswith(_BACKWARD_PREFIX) else name, ts=ts, end=end,
+        found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
                     tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"))
-        found.layer, found.phase = _where(stack, name.startswith(_BACKWARD_PREFIX))
-        found.in_step = any(kind == "step" for _, kind, _ in stack)
+        open_ranges = [(kind, what) for _, kind, what, _ in ranges]
+        found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
+        found.in_closure = phases.in_closure(open_ranges)
+        found.in_step = any(kind == "step" for _, kind, _, _ in ranges)
+        found.iteration = max((start for _, kind, _, start in ranges if kind == "iteration"), default=None)
         ops.append(found)
         stack.append((end, "op", found))
     return ops, memory, steps
 
 
-def _range_kind(name: str) -> str:
-    if name.startswith(LAYER_ANNOTATION):
-        return "layer"
-    if name.startswith(PHASE_ANNOTATION) or name.startswith(_OPTIMIZER_RANGES):
-        return "phase"
-    if name == STEP_ANNOTATION:
-        return "step"
-    if name.startswith(MODULE_RANGE):
-        return "module"
-    return ""
-
-
-def _where(stack: Sequence[Tuple[float, str, Any]], backward: bool) -> Tuple[str, str]:
-    """(layer, phase) of an op from the ranges open around it."""
-    layer = ""
-    modules = [what[len(MODULE_RANGE):] for _, kind, what in stack if kind == "module"]
-    for _, kind, what in reversed(stack):
-        if kind == "layer":
-            layer = what[len(LAYER_ANNOTATION):]
-            break
-    if not layer and modules:
-        layer = "/".join(modules)
-    if backward:
-        return layer, BACKWARD
-    for _, kind, what in reversed(stack):
-        if kind == "phase":
-            named = OPTIMIZER if what.startswith(_OPTIMIZER_RANGES) else _PHASES.get(what[len(PHASE_ANNOTATION):])
-            return layer, named or ""
-    return layer, FORWARD if layer else ""
+def _window_cut(ops: List[_Op]) -> List[str]:
+    """Whether the profiled window cut an iteration: its first iteration (``ProfilerStep#N``) begins with
+    backward or optimizer work, the tail of the one before (Lightning's own profiler steps after
+    ``training_step``). Said; the ops keep the phases their ranges give them."""
+    iterations = [op.iteration for op in ops if op.iteration is not None]
+    if not iterations:
+        return []
+    first = min(iterations)
+    members = sorted((op for op in ops if op.iteration == first), key=lambda op: op.ts)
+    forward = next((op.ts for op in members if op.phase == FORWARD and op.layer), None)
+    cut = sum(1 for op in members if op.phase in (BACKWARD, OPTIMIZER) and (forward is None or op.ts < forward))
+    if not cut:
+        return []
+    return [f"the profiled window starts inside an iteration: its first iteration begins with {cut:,} backward or "
+            "optimizer ops of the one before (a profiler stepped mid-iteration, as Lightning's PyTorchProfiler does "
+            "after training_step); tb_modelmem's callbacks profile whole iterations"]
 
 
 def _place_backward(ops: List[_Op]) -> None:

@@ -393,3 +393,52 @@ def keras_optimizer_variables(class_name: str, weights: Sequence[Weight], flags:
         steps = [(0, step) for step in _keras_slots.OPTIMIZERS[wrapper]["plans"][""]] + steps
     return [(OTHER if kind == "state" else OPTIMIZER_SLOT, what[1], shape, dtype)
             for kind, what, shape, dtype, _ in _expand(steps, weights)]
+
+
+# --- PyTorch: state_dict names and optimizer state keys -------------------------------------
+
+# Buffers of torch's own modules, by the last part of their state_dict name: what a checkpoint read
+# without its module says is a buffer (a live module says so itself: ``named_buffers``).
+TORCH_BUFFER_NAMES = frozenset({"running_mean", "running_var", "num_batches_tracked"})
+# Optimizer state that counts, not per-element state: the step (a 0-d tensor in torch >= 1.12).
+TORCH_COUNTERS = frozenset({"step"})
+# Per-element state of torch.optim, transformers' and bitsandbytes' optimizers, each key -> the family it
+# tells (first match in TORCH_FAMILIES wins), for a bare optimizer state_dict that names no class.
+TORCH_FAMILIES: List[Tuple[str, Set[str]]] = [
+    ("Adafactor", {"exp_avg_sq_row", "exp_avg_sq_col"}),
+    ("Adam8bit (bitsandbytes)", {"state1", "state2", "qmap1", "qmap2"}),
+    ("Adam", {"exp_avg", "exp_avg_sq"}),
+    ("SGD", {"momentum_buffer"}),
+    ("RMSprop", {"square_avg"}),
+    ("Adadelta", {"acc_delta"}),
+    ("Adagrad", {"sum"}),
+    ("ASGD", {"ax", "eta", "mu"}),
+    ("Rprop", {"prev", "step_size"}),
+]
+
+
+def torch_layer(name: str) -> str:
+    """The layer path of a state_dict name: its module's path, "/"-separated as every layer path is
+    (``encoder.layers.0.fc1.weight`` -> ``encoder/layers/0/fc1``); "" for a top-level tensor."""
+    return name.rsplit(".", 1)[0].replace(".", "/") if "." in name else ""
+
+
+def torch_module_layer(path: str) -> str:
+    """The layer path of a module's ``named_modules()`` path (``encoder.layers.0``)."""
+    return path.replace(".", "/")
+
+
+def torch_state_role(key: str, shape: Sequence[int]) -> str:
+    """Role of one tensor of an optimizer's per-parameter state: a counter (``step``, any 0-d
+    tensor) is other, per-element state (``exp_avg``, ``momentum_buffer``, ...) a slot."""
+    return OTHER if key in TORCH_COUNTERS or not list(shape) else OPTIMIZER_SLOT
+
+
+def torch_optimizer_family(keys: Iterable[str], decoupled: bool = False) -> Optional[str]:
+    """The optimizer family a state's keys tell (``exp_avg`` + ``exp_avg_sq``: Adam, AdamW when its
+    param_groups say ``decoupled_weight_decay``), None when they tell none (plain SGD keeps no state)."""
+    found = set(keys)
+    for family, needed in TORCH_FAMILIES:
+        if needed <= found:
+            return ("AdamW" if decoupled else "Adam") if family == "Adam" else family
+    return None

@@ -68,5 +68,11 @@ RESIDENT_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS
 STEP_ONLY_CATEGORIES = (GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
                         TEMPORARIES_CATEGORY)
 
+# Where a trace comes from (``OpTrace.source``) when a rule depends on it: PyTorch's own traces place each op
+# on the module it ran in by the ranges around it (``rules.phases``), where a TensorFlow trace's ops are
+# joined to layers by name and dataflow.
+TORCH_PROFILER_SOURCE = "torch profiler"
+TORCH_SNAPSHOT_SOURCE = "torch memory snapshot"
+PLACED_BY_RANGES = (TORCH_PROFILER_SOURCE, TORCH_SNAPSHOT_SOURCE)
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare

@@ -28,6 +28,7 @@ from tb_modelmem.schema.names import (
     METRICS,
     OPTIMIZER,
     OPTIMIZER_SLOT,
+    PLACED_BY_RANGES,
     UNATTRIBUTED_CATEGORY,
     UNKNOWN_BYTES,
 )
@@ -53,9 +54,14 @@ class TraceView:
         ops = trace.ops
         names, types = ops.column("name"), ops.column("op_type")
         phases = [p or phase_by_name(n, t) for p, n, t in zip(ops.column("phase"), names, types)]
-        vocabulary = breakdown.vocabulary if breakdown else Vocabulary(
-            trace.layers or sorted({layer for layer in ops.column("layer") if layer}))
-        self.tree = LayerTree(vocabulary.layers)
+        own_layers = trace.layers or sorted({layer for layer in ops.column("layer") if layer})
+        vocabulary = breakdown.vocabulary if breakdown else Vocabulary(own_layers)
+        # A trace whose ops carry the module they ran in (PyTorch's ranges) keeps them beside a breakdown's
+        # layers: where the two name the same modules they meet; where they do not (a trace torch named by
+        # instance, "GPT2Block_0", a checkpoint by state_dict path) neither side's figures are lost.
+        self.unmatched_layers = ([layer for layer in own_layers if layer not in set(vocabulary.layers)]
+                                 if breakdown is not None and trace.source in PLACED_BY_RANGES else [])
+        self.tree = LayerTree(list(vocabulary.layers) + self.unmatched_layers)
         known = self.tree.children
         layers = [layer if layer in known and layer else "" for layer in ops.column("layer")]
         # Ops the trace did not place on one of these layers (an old trace, a trace joined to a
@@ -156,6 +162,8 @@ class TraceView:
         columns["own_time_us"] = [t or 0.0 for t in own_time]  # a composite no op names: none of its own
         in_storage = set(storage.get("layer", ()))
         columns["in_breakdown"] = [path in in_storage for path in columns["layer"]]
+        for field in ("weight_bytes", "slot_bytes"):  # a layer no breakdown holds: unknown, never 0
+            columns[field] = [v if known else None for v, known in zip(columns[field], columns["in_breakdown"])]
         return tree
 
     def summary(self, top: int = 12) -> Dict[str, Any]:
@@ -172,7 +180,9 @@ class TraceView:
                      # on a leaf layer: an op on a composite (the model's root) is placed less precisely
                      "leaf_time_us": self.leaf_time_us, "leaf_fraction": self.leaf_time_us / total if total else None,
                      "unplaced_time_us": self.unplaced_time_us,
-                     "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none")},
+                     "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none"),
+                     # the trace's own modules the breakdown does not name (kept apart, not re-placed)
+                     "unmatched_layers": len(self.unmatched_layers), "unmatched_examples": self.unmatched_layers[:3]},
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
             "peak_by_category": self.peak, "peak_notes": self.peak_notes, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
@@ -272,7 +282,7 @@ def _group_rows(per_group: Dict[str, Dict[str, Any]], no_allocations: bool) -> L
     """One row per phase group of ops on no layer, the most time first (peak bytes unknown
     where the trace has no allocator event)."""
     rows = [dict(agg, layer="", group=phase, label=_GROUP_LABEL.get(phase, f"({phase})"), depth=0, leaf=True,
-                 weight_bytes=0, slot_bytes=0, class_name="", in_breakdown=False, own_time_us=agg["time_us"])
+                 weight_bytes=None, slot_bytes=None, class_name="", in_breakdown=False, own_time_us=agg["time_us"])
             for phase, agg in sorted(per_group.items(), key=lambda kv: -kv[1]["time_us"])]
     for row in rows:
         for field, count in _FLOORS.items():

@@ -1,0 +1,163 @@
+"""Every tensor of a PyTorch ``nn.Module`` and its optimizer, by role and layer: a ``records.Breakdown``.
+
+Named as the module's ``state_dict`` names them, so Storage, a checkpoint of the same model and the
+ops of a profiled step (their ranges are named by ``module_layers``) meet on the same names:
+
+- parameters (``named_parameters``): weights, or non-trainable when frozen (``requires_grad=False``);
+  a parameter tied to another (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) is listed
+  under each name it has, its bytes counted once, under the first;
+- buffers (``named_buffers``): non-trainable, also those left out of the state_dict;
+- the optimizer's state (``optimizer.state[p]``): per-element tensors are slots of the parameter they
+  belong to (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ...), counters (``step``) are other;
+  named ``optimizer.state.<index>.<key>`` as ``optimizer.state_dict()`` numbers them;
+- a ``GradScaler``'s scale and growth tracker: other.
+
+Memory is counted once: two names of one tensor (tied, shared) cost it once. Reads
+shapes, dtypes and devices only, never values. Needs torch (the caller's process has it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from tb_modelmem.rules import roles
+from tb_modelmem.rules.layers import scope_layer_records
+from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
+from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
+
+SOURCE = "pytorch"
+
+
+def is_module(obj: Any) -> bool:
+    """Whether ``obj`` is a plain torch ``nn.Module`` (torch is not imported to ask): not a Keras 3 layer,
+    which on the torch backend is a module too, and is read as Keras."""
+    mro = type(obj).__mro__
+    return (any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in mro)
+            and not any(c.__module__.startswith("keras") for c in mro))
+
+
+def is_optimizer(obj: Any) -> bool:
+    return any(c.__module__.startswith("torch.optim") and c.__name__ == "Optimizer" for c in type(obj).__mro__)
+
+
+def module_layers(model: Any) -> Dict[int, str]:
+    """id(module) -> its layer path (``rules.roles.torch_module_layer``) for every submodule, and for the
+    model itself its class name (``root_layer``): what its forward runs outside any submodule (a
+    ``transformers`` model's loss) is the model's own work."""
+    layers = {id(module): roles.torch_module_layer(path) for path, module in model.named_modules() if path}
+    layers[id(model)] = root_layer(model)
+    return layers
+
+
+def root_layer(model: Any) -> str:
+    """The layer of a model's own forward, outside its submodules: its class name (a state_dict name
+    never is one: those are attribute paths)."""
+    return type(model).__name__
+
+
+def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -> Breakdown:
+    """Breakdown of ``model`` (an ``nn.Module``), ``optimizer`` (a ``torch.optim.Optimizer``, or a list
+    of them) and ``scaler`` (a ``torch.amp.GradScaler``)."""
+    counted: Set[Tuple[str, int, Tuple[int, ...]]] = set()  # (device, address, shape): each tensor's memory once
+    rows: List[VariableRecord] = []
+    tied: List[str] = []
+
+    def add(name: str, tensor: Any, role: str, layer: str, slot: Optional[str] = None,
+            slot_of: Optional[str] = None) -> None:
+        size = tensor_bytes(tensor)
+        key = (str(tensor.device), _address(tensor), tuple(tensor.shape))
+        if key[1] and key in counted:
+            tied.append(name)
+            size = 0
+        counted.add(key)
+        rows.append(VariableRecord(name=name, layer=layer, shape=list(tensor.shape), dtype=dtype_name(tensor),
+                                   bytes=size, role=role, device=str(tensor.device), slot=slot, slot_of=slot_of))
+
+    names: Dict[int, str] = {}  # id(parameter) -> its first state_dict name
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), name)
+        add(name, param, WEIGHT if param.requires_grad else NON_TRAINABLE, roles.torch_layer(name))
+    for name, buffer in model.named_buffers(remove_duplicate=False):
+        add(name, buffer, NON_TRAINABLE, roles.torch_layer(name))
+    optimizers = [o for o in (optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]) if o is not None]
+    for number, opt in enumerate(optimizers):
+        prefix = "optimizer" if len(optimizers) == 1 else f"optimizer{number}"
+        for index, param in enumerate(p for group in opt.param_groups for p in group["params"]):
+            owner = names.get(id(param))
+            for key, value in opt.state.get(param, {}).items():
+                if _is_tensor(value):
+                    role = roles.torch_state_role(str(key), list(value.shape))
+                    layer = roles.torch_layer(owner) if owner and role != OTHER else ""  # a counter is the optimizer's
+                    add(f"{prefix}.state.{index}.{key}", value, role, layer, str(key), owner)
+    for attr in ("_scale", "_growth_tracker"):
+        value = getattr(scaler, attr, None) if scaler is not None else None
+        if _is_tensor(value):
+            add(f"scaler.{attr.lstrip('_')}", value, OTHER, "")
+    overhead = []
+    if tied:
+        overhead.append({"what": f"{len(tied)} tensors share their storage with one counted before them "
+                                 f"({', '.join(tied[:3])}{', ...' if len(tied) > 3 else ''}): 0 bytes each",
+                         "bytes": 0})
+    breakdown = Breakdown(source=SOURCE, variables=VariableTable.from_rows(rows), model_name=type(model).__name__,
+                          layers=LayerTable.from_rows(_layers(model, [r for r in rows if r.name not in tied])),
+                          overhead=overhead)
+    if optimizers:
+        breakdown.optimizer = optimizer_record(optimizers)
+    return breakdown
+
+
+def optimizer_record(optimizers: List[Any]) -> Dict[str, Any]:
+    """{"class_name", "config"}: the class, and its first param group's settings (``defaults`` less
+    ``params``); several optimizers as "A + B", each under its own number."""
+    def one(opt: Any) -> Dict[str, Any]:
+        group = opt.param_groups[0] if opt.param_groups else opt.defaults
+        config = {str(k): _json_value(v) for k, v in group.items() if k != "params"}
+        return {"class_name": type(opt).__name__, "config": config}
+
+    if len(optimizers) == 1:
+        return one(optimizers[0])
+    each = {f"optimizer{i}": one(o) for i, o in enumerate(optimizers)}
+    return {"class_name": " + ".join(e["class_name"] for e in each.values()), "config": each}
+
+
+def _layers(model: Any, rows: Iterable[VariableRecord]) -> List[LayerRecord]:
+    """Every submodule in model order, with its class and the parameters it holds itself (ops of a
+    module without any, a ReLU or a pooling, are still on it)."""
+    counted = {record.name: record for record in scope_layer_records(rows)}
+    out = []
+    for path, module in model.named_modules():
+        layer = roles.torch_module_layer(path) if path else root_layer(model)
+        record = counted.pop(layer, None) or LayerRecord(name=layer, class_name="", params=0)
+        record.class_name = type(module).__name__
+        out.append(record)
+    return out + list(counted.values())  # tensors of the root module itself (layer "")
+
+
+def tensor_bytes(tensor: Any) -> int:
+    return math.prod(tensor.shape) * tensor.element_size()
+
+
+def dtype_name(tensor: Any) -> str:
+    """``torch.float32`` -> ``float32`` (the names ``schema.dtypes`` knows)."""
+    return str(tensor.dtype).rsplit(".", 1)[-1]
+
+
+def _address(tensor: Any) -> int:
+    """Where its memory starts: tied parameters start at the same address; 0 where it has none."""
+    try:
+        return int(tensor.data_ptr()) or 0
+    except Exception:  # a tensor without storage (meta, a subclass): never deduplicated
+        return 0
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "element_size") and hasattr(value, "device")
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return str(value)

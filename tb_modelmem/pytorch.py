@@ -1,0 +1,137 @@
+"""PyTorch, recorded like Keras: a model's storage by role, and profiled iterations, from a plain loop.
+
+    model, optimizer = ..., torch.optim.AdamW(model.parameters())
+    with tb_modelmem.pytorch.profile(model, optimizer, "logs/run1", profile_steps=(3, 4)) as prof:
+        for batch in loader:
+            loss = model(batch).loss
+            loss.backward(); optimizer.step(); optimizer.zero_grad()
+            prof.step()
+
+``prof.step()`` ends an iteration, as ``torch.profiler.profile``'s does. What is written to
+``log_dir`` (TensorBoard's event files, no TensorFlow):
+
+- ``storage``: every parameter, buffer and optimizer-state tensor by its ``state_dict`` name, shape,
+  dtype, bytes and role (``capture.torch_modules``), once the optimizer holds its state (after the
+  first iteration) and again when the window closes;
+- ``ops``: iterations ``profile_steps`` (1-based, whole iterations: the window opens at the ``step()``
+  before the first and closes at the last's), profiled by ``torch.profiler`` with memory and shapes,
+  each op on the module it ran in, named as Storage names it, so the peak's weights and optimizer
+  slots are Storage's (``tracing.Trace``, ``readers.torch_trace``).
+
+Nothing here stops training: a capture that fails warns. Torch is imported only by the calls that
+need it (this process has it). ``breakdown(model, optimizer)`` gives the record itself.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import TracebackType
+from typing import Any, Optional, Tuple, Type, Union
+
+from tb_modelmem import summary
+from tb_modelmem.capture.torch_modules import breakdown_of_module
+from tb_modelmem.messages import first_line
+from tb_modelmem.schema.records import Breakdown, OpTrace
+from tb_modelmem.tracing import Trace, step_range
+from tb_modelmem.writer import FileWriter
+
+__all__ = ["breakdown", "profile", "Profile"]
+
+
+def breakdown(model: Any, optimizer: Any = None, scaler: Any = None) -> Breakdown:
+    """Every tensor of ``model`` (an ``nn.Module``), ``optimizer`` and ``scaler`` (a ``GradScaler``) by
+    role and layer, as Storage shows it."""
+    return breakdown_of_module(model, optimizer, scaler)
+
+
+class Profile:
+    """Records ``model``'s storage and profiles iterations ``profile_steps`` of a training loop that calls
+    ``step()`` at the end of each iteration (see the module docstring)."""
+
+    def __init__(self, model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
+                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
+                 writer: Any = None, storage_name: str = "storage", ops_name: str = "ops") -> None:
+        """``log_dir``: where event files go (a ``tb_modelmem.writer.FileWriter`` on it), unless ``writer``
+        is given (a ``torch.utils.tensorboard.SummaryWriter``, or any writer ``summary.write`` takes).
+        ``profile_steps``: None records storage only."""
+        if log_dir is None and writer is None:
+            raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
+        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        self.profile_steps = step_range(profile_steps)
+        self.storage_name, self.ops_name = storage_name, ops_name
+        self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None else None
+        self.writer = writer if writer is not None else self._own_writer
+        self.step_num = 0  # iterations ended so far
+        self.trace: Optional[Trace] = None
+        self.record: Optional[OpTrace] = None  # the window's table, once written
+        self._storage_written = False
+
+    def start(self) -> "Profile":
+        self._maybe_open()
+        return self
+
+    def step(self) -> None:
+        """An iteration ended."""
+        self.step_num += 1
+        if not self._storage_written and self._optimizer_has_state():
+            self._storage_written = self.write_storage()
+        if self.trace is not None:
+            if self.profile_steps is not None and self.step_num >= self.profile_steps[1]:
+                self._close()
+            else:
+                self.trace.end_iteration()
+        self._maybe_open()
+
+    def stop(self) -> None:
+        """Ends the window early (what it profiled is written) and closes the writer this made."""
+        if self.trace is not None:
+            self._close()
+        if not self._storage_written:
+            self._storage_written = self.write_storage()
+        if self._own_writer is not None:
+            self._own_writer.close()
+
+    def write_storage(self) -> bool:
+        """Writes the storage breakdown now, at the current step."""
+        return summary.write(self.storage_name, lambda: breakdown(self.model, self.optimizer, self.scaler),
+                             self.step_num, writer=self.writer)
+
+    def _maybe_open(self) -> None:
+        if self.profile_steps is None or self.trace is not None or self.step_num + 1 != self.profile_steps[0]:
+            return
+        self.trace = Trace(self.ops_name, step=self.profile_steps[1], model=self.model, optimizer=self.optimizer,
+                           writer=self.writer)
+        if not self.trace.start():
+            self.trace = None
+
+    def _close(self) -> None:
+        trace, self.trace = self.trace, None
+        assert trace is not None
+        self.record = trace.stop()
+        try:
+            self.write_storage()  # the state as the window left it: what its peak held
+        except Exception as e:  # write() warns itself; anything else must not stop training either
+            warnings.warn(f"tb_modelmem: could not record storage: {first_line(e)}", RuntimeWarning, stacklevel=3)
+
+    def _optimizer_has_state(self) -> bool:
+        optimizers = self.optimizer if isinstance(self.optimizer, (list, tuple)) else [self.optimizer]
+        return all(o is None or len(getattr(o, "state", {})) > 0 for o in optimizers)
+
+    def __enter__(self) -> "Profile":
+        return self.start()
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if exc is not None and self.trace is not None:
+            from tb_modelmem.readers import oom
+
+            if oom.is_oom(exc):  # the step that ran out is the one worth seeing: recorded as it was
+                summary.oom("oom", exc, self.step_num + 1, where="tb_modelmem.pytorch.profile", writer=self.writer)
+        self.stop()
+
+
+def profile(model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
+            profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
+            writer: Any = None) -> Profile:
+    """A ``Profile`` to use as a context manager around a training loop (see the module docstring)."""
+    return Profile(model, optimizer, log_dir, profile_steps, scaler, writer)
