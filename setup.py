@@ -53,7 +53,9 @@ setup(
         # the suite runs real TensorFlow, JAX and torch (Keras 3 on each backend); scripts/setup_env.sh
         # installs torch's CPU build first
         "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "pytest-xdist", "playwright", "grpcio-tools", "xprof",
-                 "fsspec", "ruff", "mypy", "jax[cpu]"],
+                 "fsspec", "ruff", "mypy", "jax[cpu]",
+                 # PyTorch as people train with it: Hugging Face Trainer (accelerate runs it) and Lightning
+                 "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors"],
     },
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],

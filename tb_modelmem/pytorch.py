@@ -50,15 +50,18 @@ class Profile:
 
     def __init__(self, model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
                  profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
-                 writer: Any = None, storage_name: str = "storage", ops_name: str = "ops") -> None:
+                 writer: Any = None, storage_name: str = "storage", ops_name: str = "ops",
+                 trace_dir: Optional[str] = None) -> None:
         """``log_dir``: where event files go (a ``tb_modelmem.writer.FileWriter`` on it), unless ``writer``
         is given (a ``torch.utils.tensorboard.SummaryWriter``, or any writer ``summary.write`` takes).
-        ``profile_steps``: None records storage only."""
+        ``profile_steps``: None records storage only. ``trace_dir``: a folder the window's raw Chrome trace
+        is also kept in (``<ops_name>_<step>.pt.trace.json``, for Perfetto; not in the log dir, where the
+        tab would list it beside the table made of it)."""
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.profile_steps = step_range(profile_steps)
-        self.storage_name, self.ops_name = storage_name, ops_name
+        self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
         self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None else None
         self.writer = writer if writer is not None else self._own_writer
         self.step_num = 0  # iterations ended so far
@@ -100,7 +103,7 @@ class Profile:
         if self.profile_steps is None or self.trace is not None or self.step_num + 1 != self.profile_steps[0]:
             return
         self.trace = Trace(self.ops_name, step=self.profile_steps[1], model=self.model, optimizer=self.optimizer,
-                           writer=self.writer)
+                           writer=self.writer, keep_trace=self.trace_dir)
         if not self.trace.start():
             self.trace = None
 
@@ -132,6 +135,6 @@ class Profile:
 
 def profile(model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
             profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
-            writer: Any = None) -> Profile:
+            writer: Any = None, trace_dir: Optional[str] = None) -> Profile:
     """A ``Profile`` to use as a context manager around a training loop (see the module docstring)."""
-    return Profile(model, optimizer, log_dir, profile_steps, scaler, writer)
+    return Profile(model, optimizer, log_dir, profile_steps, scaler, writer, trace_dir=trace_dir)

@@ -59,7 +59,7 @@ class Trace:
 
     def __init__(self, name: str, step: Optional[int] = None, function: Any = None, model: Any = None,
                  optimizer: Any = None, batch_size: Optional[int] = None, description: Optional[str] = None,
-                 tmpdir: Optional[str] = None, writer: Any = None) -> None:
+                 tmpdir: Optional[str] = None, writer: Any = None, keep_trace: Optional[str] = None) -> None:
         """``function``: the tf.function the steps run (or a ConcreteFunction, tf.Graph, or Python
         function calling tf.functions such as Keras 3 ``model.train_function``): its graph gives
         the output bytes the allocator does not report and which variables each op reads.
@@ -69,10 +69,13 @@ class Trace:
         A plain PyTorch ``nn.Module`` is profiled with ``torch.profiler``, its ops named by its modules.
         ``batch_size`` fills unknown batch dimensions. ``tmpdir``: where the raw profile is
         written before reduction (the system temp dir by default). ``writer``: where the table is
-        written, as ``summary.write`` takes it (the default writer when None)."""
+        written, as ``summary.write`` takes it (the default writer when None). ``keep_trace``: a folder
+        the raw profile is copied into before its temp dir is removed (a PyTorch step's Chrome trace,
+        for Perfetto or torch's own tools)."""
         self.name, self.step, self.function = name, step, function
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.description, self.tmpdir, self.writer = batch_size, description, tmpdir, writer
+        self.keep_trace = keep_trace
         self.profiler = _profiler_of(model, function)
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
@@ -209,6 +212,9 @@ class Trace:
         with open(paths[0], "rb") as f:
             data = f.read()
         self.xplane_bytes = len(data)
+        if self.keep_trace:
+            os.makedirs(self.keep_trace, exist_ok=True)
+            shutil.copy(paths[0], os.path.join(self.keep_trace, f"{self.name}_{self.step}.pt.trace.json"))
         record = torch_trace.reduce_trace(torch_trace.load(data))
         if self.batch_size:
             record.batch_size = self.batch_size

@@ -36,9 +36,11 @@ class MemoryCallback(Callback):
     """Records where a Lightning run's memory goes (see the module docstring)."""
 
     def __init__(self, log_dir: Optional[str] = None,
-                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4)) -> None:
+                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), trace_dir: Optional[str] = None) -> None:
+        """``trace_dir``: also keep the profiled window's raw Chrome trace there (``pytorch.Profile``)."""
         self.log_dir = log_dir
         self.profile_steps = profile_steps
+        self.trace_dir = trace_dir
         self.profile: Optional[Profile] = None
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -47,7 +49,7 @@ class MemoryCallback(Callback):
         optimizers = list(trainer.optimizers)
         log_dir = self.log_dir or trainer.log_dir or trainer.default_root_dir
         self.profile = Profile(pl_module, optimizers[0] if len(optimizers) == 1 else optimizers, log_dir,
-                               self.profile_steps).start()
+                               self.profile_steps, trace_dir=self.trace_dir).start()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.profile is not None:

@@ -38,9 +38,11 @@ class MemoryCallback(TrainerCallback):
     """Records where a ``Trainer``'s memory goes (see the module docstring)."""
 
     def __init__(self, log_dir: Optional[str] = None,
-                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4)) -> None:
+                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), trace_dir: Optional[str] = None) -> None:
+        """``trace_dir``: also keep the profiled window's raw Chrome trace there (``pytorch.Profile``)."""
         self.log_dir = log_dir
         self.profile_steps = profile_steps
+        self.trace_dir = trace_dir
         self.profile: Optional[Profile] = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
@@ -48,7 +50,7 @@ class MemoryCallback(TrainerCallback):
         if not state.is_world_process_zero or model is None:
             return
         self.profile = Profile(model, unwrapped_optimizer(optimizer), self.log_dir or default_log_dir(args.output_dir),
-                               self.profile_steps).start()
+                               self.profile_steps, trace_dir=self.trace_dir).start()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.profile is not None:

@@ -84,6 +84,7 @@ class _Op:
     in_step: bool = False  # inside a train step tb_modelmem annotated
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
+    row: str = ""  # the name of its row in the op table (``_name_rows``)
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
@@ -255,15 +256,15 @@ def _place_backward(ops: List[_Op]) -> None:
 def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]]], steps: int,
            batch: Optional[int]) -> OpTrace:
     _charge(allocations)
-    rows: Dict[Tuple[str, str, str], OpRecord] = {}
+    _name_rows(ops)
+    rows: Dict[Tuple[str, str, str, str], OpRecord] = {}
     layers: List[str] = []
     for op in ops:
-        key = (op.layer, op.name, op.device)
+        key = (op.layer, op.name, op.device, op.phase)
         row = rows.get(key)
         if row is None:
-            row = rows[key] = OpRecord(name=f"{op.layer}/{op.name}" if op.layer else op.name, op_type=op.name,
-                                       layer=op.layer, device=op.device, calls=0, bytes_source=MEASURED,
-                                       phase=op.phase)
+            row = rows[key] = OpRecord(name=op.row, op_type=op.name, layer=op.layer, device=op.device, calls=0,
+                                       bytes_source=MEASURED, phase=op.phase)
             if op.layer and op.layer not in layers:
                 layers.append(op.layer)
         row.calls += 1
@@ -322,8 +323,20 @@ def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]
     return out, origin or 0.0, devices
 
 
+def _name_rows(ops: List[_Op]) -> None:
+    """Each op's row name: its layer's path and its name; where the same op on the same layer runs in
+    several phases (a DataLoader's ``aten::stack`` and gradient clipping's), a row per phase, each named
+    with it, so no phase's time is counted under another's."""
+    phases_of: Dict[Tuple[str, str], set] = collections.defaultdict(set)
+    for op in ops:
+        phases_of[(op.layer, op.name)].add(op.phase)
+    for op in ops:
+        base = f"{op.layer}/{op.name}" if op.layer else op.name
+        op.row = f"{base} ({op.phase or 'no phase'})" if len(phases_of[(op.layer, op.name)]) > 1 else base
+
+
 def op_name(op: _Op) -> str:
-    return f"{op.layer}/{op.name}" if op.layer else op.name
+    return op.row or (f"{op.layer}/{op.name}" if op.layer else op.name)
 
 
 def _headline(devices: Iterable[str]) -> Optional[set]:

@@ -1,0 +1,187 @@
+"""PyTorch recorded like Keras (issue 48): a plain loop (pytorch/examples' MNIST), Hugging Face ``Trainer``
+(a GPT-2 from a config) and Lightning (a conv net with BatchNorm), each run in a fresh process with
+TensorFlow blocked (``tests/corpus/pytorch``), served by the plugin. Every figure is checked against
+what the live objects said (``model.parameters()``, ``model.buffers()``, ``optimizer.state``) or what the
+raw Chrome trace says, read here with ``json``; never against tb_modelmem itself."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, OPTIMIZER
+from tests.support.paths import REPO
+from tests.support.plugin_harness import Served
+
+RUNS = {"mnist_main": "mnist_main", "gpt2_trainer": "gpt2_trainer", "lightning_cnn": "lightning/version_0"}
+COUNTERS = ("step",)
+
+
+def run_corpus(name, logdir, out, mode="modelmem"):
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "tests.corpus.pytorch.run", name, "--logdir", logdir, "--out", out,
+                           "--mode", mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pytorch_corpus")
+    logdir = str(root / "logs")
+    truths = {name: run_corpus(name, logdir, str(root / f"{name}.json")) for name in RUNS}
+    traces = {name: json.load(open(glob.glob(str(root / f"{name}.json_trace" / "*.pt.trace.json"))[0]))
+              for name in RUNS}
+    return logdir, truths, traces, Served(logdir)
+
+
+def phase_time(rows, phase, on_layer=None):
+    return sum(r["time_us"] for r in rows if r["phase"] == phase and (on_layer is None or bool(r["layer"]) == on_layer))
+
+
+def ranges_truth(trace):
+    """Op time by what the trace's own ranges say, read with json: top-level ops inside a module's range
+    (forward), autograd's evaluate_function ops (backward), ops inside torch.optim's Optimizer.step#/zero_grad#
+    ranges and no module's that autograd did not number (optimizer: Lightning runs the forward pass inside
+    Optimizer.step), and per iteration (ProfilerStep#N) the ops in no range after its backward pass
+    (Trainer's gradient clipping, a scheduler's step)."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e]
+    ops = sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"]))
+
+    def spans(*prefixes):
+        return [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "user_annotation"
+                and e["name"].startswith(prefixes)]
+
+    def inside(e, among):
+        return any(a <= e["ts"] and e["ts"] + e["dur"] <= b for a, b in among)
+
+    modules, optim = spans("tb_modelmem.layer: "), spans("Optimizer.step#", "Optimizer.zero_grad#")
+    loader = spans("enumerate(DataLoader)#")
+    top, end = [], -1.0
+    for e in ops:  # an op inside another op is its parent's
+        if e["ts"] >= end:
+            top.append(e)
+            end = e["ts"] + e["dur"]
+    backward = [e for e in top if e["name"].startswith("autograd::engine::evaluate_function: ")]
+    found = {BACKWARD: sum(e["dur"] for e in backward),
+             FORWARD: sum(e["dur"] for e in top if e not in backward and inside(e, modules)),
+             OPTIMIZER: sum(e["dur"] for e in top if e not in backward and inside(e, optim) and not inside(e, modules)
+                            and "Sequence number" not in e.get("args", {})),
+             "after_backward": 0.0}
+    for a, b in spans("ProfilerStep#"):
+        last = max((e["ts"] + e["dur"] for e in backward if a <= e["ts"] < b), default=None)
+        if last is not None:
+            found["after_backward"] += sum(e["dur"] for e in top if last <= e["ts"] < b and e not in backward
+                                           and not inside(e, optim + modules + loader))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_storage_is_the_live_objects_to_the_byte(corpus, name):
+    logdir, truths, _, served = corpus
+    truth = truths[name]
+    assert truth["tensorflow_imported"] is False
+    storage = served.json("/breakdown", run=RUNS[name], tag="storage")
+    totals = storage["totals"]
+    slots = sum(v for k, v in truth["optimizer_state"].items() if k not in COUNTERS)
+    assert totals["weight"] == truth["parameters"]  # a tied parameter (GPT-2's lm_head) once
+    assert totals["non_trainable"] == truth["buffers"]
+    assert totals["optimizer_slot"] == slots
+    assert totals["other"] == truth["optimizer_state"].get("step", 0)
+    assert storage["optimizer"]["class_name"] == truth["optimizer"]
+    names = set(storage["variables"]["rows"][0]) and {r["name"] for r in served.json(
+        "/variables", run=RUNS[name], tag="storage", limit=100000)["rows"]}
+    assert all(n.split(".")[0] in {m.split("/")[0] for m in truth["modules"]} | {"optimizer"} for n in names)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_ops_sit_on_the_modules_named_as_the_state_dict(corpus, name):
+    _, truths, _, served = corpus
+    truth = truths[name]
+    ops = served.json("/ops", run=RUNS[name], tag="ops")
+    rows = served.json("/op_rows", run=RUNS[name], tag="ops", limit=100000)["rows"]
+    named = set(truth["modules"]) | {truth["model_class"]}
+    assert {r["layer"] for r in rows if r["layer"]} <= named
+    assert ops["join"]["vocabulary"] == "breakdown" and ops["join"]["unmatched_layers"] == 0
+    # the forward and backward passes on modules (on none: AccumulateGrad, the backward of a loss computed
+    # outside the model); the update (one fused or foreach kernel over every parameter), the batch's fetch
+    # and such a loss are on none, in their phase
+    passes = [r for r in rows if r["phase"] in (FORWARD, BACKWARD)]
+    on_modules = sum(r["time_us"] for r in passes if r["layer"])
+    assert on_modules / sum(r["time_us"] for r in passes) >= 0.90, (name, on_modules)
+    assert not [r["name"] for r in rows if not r["phase"]]  # every op in a phase
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_phase_times_equal_the_traces_own_ranges(corpus, name):
+    _, _, traces, served = corpus
+    rows = served.json("/op_rows", run=RUNS[name], tag="ops", limit=100000)["rows"]
+    expected = ranges_truth(traces[name])
+    assert phase_time(rows, BACKWARD) == pytest.approx(expected[BACKWARD], rel=0.02)
+    assert phase_time(rows, FORWARD, on_layer=True) == pytest.approx(expected[FORWARD], rel=0.02)
+    # the update, and what runs in no range after the backward pass (Trainer's gradient clipping)
+    assert phase_time(rows, OPTIMIZER) == pytest.approx(expected[OPTIMIZER] + expected["after_backward"], rel=0.02)
+    if name == "lightning_cnn":  # the loss, computed in training_step inside optimizer.step(closure)
+        assert phase_time(rows, LOSS) > 0
+    assert phase_time(rows, INPUT) > 0  # the DataLoader's next batch, fetched in the window
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_peak_holds_storages_weights_and_slots_and_its_parts_sum(corpus, name):
+    _, truths, _, served = corpus
+    truth = truths[name]
+    peak = served.json("/ops", run=RUNS[name], tag="ops")["peak_by_category"]
+    assert peak["weights"] == truth["parameters"]
+    assert peak["optimizer_slots"] == sum(v for k, v in truth["optimizer_state"].items() if k not in COUNTERS)
+    assert (peak["non_trainable"] or 0) == truth["buffers"]
+    assert peak["inputs"] >= truth["batch_bytes"] > 0
+    parts = sum(v or 0 for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes"))
+    assert parts == peak["total"] and not peak["unknown"]
+
+
+def test_a_checkpoint_saved_into_the_run_changes_no_ops_module(corpus, tmp_path):
+    """torch.save of the state_dicts into the run folder: the tab lists it, and the trace keeps its modules."""
+    import torch
+
+    logdir, _, _, served = corpus
+    before = {r["name"]: r["layer"] for r in served.json("/op_rows", run="mnist_main", tag="ops", limit=100000)["rows"]}
+    copy = tmp_path / "logs"
+    shutil.copytree(os.path.join(logdir, "mnist_main"), copy / "mnist_main")
+    from tests.corpus.pytorch import mnist_main
+
+    model, optimizer, _ = mnist_main.build()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, copy / "mnist_main" / "model.pt")
+    again = Served(str(copy))
+    assert ("mnist_main", "torch/model.pt") in set(again.tags())
+    for tag in ("storage", "torch/model.pt"):
+        answer = again.json("/op_rows", run="mnist_main", tag="ops", breakdown=tag, limit=100000)
+        assert {r["name"]: r["layer"] for r in answer["rows"]} == before, tag
+
+
+def test_traces_written_without_tb_modelmem_get_the_same_rules(tmp_path):
+    """Lightning's own PyTorchProfiler: modules from its [pl][module] ranges (the state_dict paths), the
+    loss in training_step, the update after the closure the optimizer's, the cut window said."""
+    truth = run_corpus("lightning_cnn", str(tmp_path / "logs"), str(tmp_path / "truth.json"), mode="plain")
+    served = Served(str(tmp_path / "logs"))
+    ((run, tag),) = [(r, t) for r, t in served.tags() if t.endswith(".pt.trace.json")]
+    rows = served.json("/op_rows", run=run, tag=tag, limit=100000)["rows"]
+    assert {r["layer"] for r in rows if r["layer"]} <= set(truth["modules"])
+    assert phase_time(rows, LOSS) > 0 and phase_time(rows, OPTIMIZER) > 0
+    ops = served.json("/ops", run=run, tag=tag)
+    assert "starts inside an iteration" in ops["allocations_note"]
+    assert ops["peak_by_category"]["weights"] is None and "weights" in ops["peak_by_category"]["unknown"]
+
+
+def test_importing_tb_modelmem_imports_no_trainer_library():
+    code = ("import sys, tb_modelmem, tb_modelmem.pytorch, tb_modelmem.summary; print(sorted(m for m in "
+            "('transformers', 'lightning', 'pytorch_lightning', 'tensorflow') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=REPO))
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
