@@ -107,8 +107,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from tb_modelmem.readers.model_file import read_path
 
     run = _run_of(args)  # a usage error before any reading
-    if args.path.endswith((".pickle", ".pickle.gz")):  # a PyTorch memory snapshot: an OpTrace, not a breakdown
-        return _inspect_snapshot(args, run)
+    if args.path.endswith((".pickle", ".pickle.gz", ".pt.trace.json", ".pt.trace.json.gz")):  # an OpTrace
+        return _inspect_trace(args, run)
     try:
         bd = read_path(args.path)
     except InspectError:
@@ -128,10 +128,20 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inspect_snapshot(args: argparse.Namespace, run: str) -> int:
+def _inspect_trace(args: argparse.Namespace, run: str) -> int:
+    """A PyTorch memory snapshot or profiler trace: the summary the tab's Ops view opens with."""
+    from tb_modelmem.readers import torch_trace
+    from tb_modelmem.readers.bounded import InspectError, read_file
     from tb_modelmem.readers.torch_snapshot import read_snapshot_file
 
-    trace = read_snapshot_file(args.path)
+    if args.path.endswith((".pickle", ".pickle.gz")):
+        trace = read_snapshot_file(args.path)
+    else:
+        try:
+            trace = torch_trace.reduce_trace(torch_trace.load(read_file(args.path, torch_trace.MAX_TRACE_BYTES,
+                                                                        "PyTorch trace")))
+        except torch_trace.TraceError as e:
+            raise InspectError(f"{args.path}: {first_line(e)}") from None
     if args.logdir:
         _write_summary(os.path.normpath(os.path.join(args.logdir, run)), "inspect", trace)
     if args.json:
@@ -142,13 +152,16 @@ def _inspect_snapshot(args: argparse.Namespace, run: str) -> int:
 
 
 def snapshot_report(trace: OpTrace, path: str) -> Dict[str, Any]:
-    """The ``--json`` report of a memory snapshot: the peak, its categories, the allocator, the sites."""
+    """The ``--json`` report of a memory snapshot or a profiler trace: the peak, its categories, the
+    allocator, the ops (a snapshot's are its allocating sites), and a timed trace's op count and time."""
     by_category: Dict[str, int] = {}
     for size, category in zip(trace.peak_buffers.column("bytes"), trace.peak_buffers.column("category")):
         by_category[category] = by_category.get(category, 0) + size
     sites = sorted(zip(trace.ops.column("name"), trace.ops.column("alloc_bytes"), trace.ops.column("calls")),
                    key=lambda s: -s[1])
-    return {"path": path, "source": trace.source, "devices": trace.devices, "peak_bytes": trace.peak_bytes,
+    return {"path": path, "source": trace.source, "devices": trace.devices, "steps": trace.steps,
+            "op_count": len(trace.ops), "total_time_us": sum(trace.ops.column("time_us")) if trace.timed else None,
+            "peak_bytes": trace.peak_bytes,
             "peak_time_us": trace.peak_time_us, "peak_by_category": by_category, "allocators": trace.allocators,
             "note": trace.allocations_note,
             "sites": [{"site": n, "alloc_bytes": b, "allocations": c} for n, b, c in sites],
@@ -161,7 +174,9 @@ def format_snapshot(trace: OpTrace, path: str) -> str:
     """Terminal report of a memory snapshot."""
     r = snapshot_report(trace, path)
     alloc = trace.allocators[0] if trace.allocators else {}
-    out = [f"{path}: {trace.source}, {', '.join(trace.devices)}", "",
+    timed = (f", {r['op_count']:,} ops, {r['total_time_us'] / 1000:,.2f} ms op time over {trace.steps} traced "
+             f"step{'s' if trace.steps != 1 else ''}" if trace.timed else "")
+    out = [f"{path}: {trace.source}, {', '.join(trace.devices) or 'no device recorded'}{timed}", "",
            f"peak allocated: {_fmt(trace.peak_bytes)} at {trace.peak_time_us:,.0f} us into the window"]
     if "reserved_at_peak_bytes" in alloc:
         out.append(f"reserved at the peak: {_fmt(alloc['reserved_at_peak_bytes'])} "

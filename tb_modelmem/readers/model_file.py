@@ -37,7 +37,10 @@ from tb_modelmem.readers.bounded import (
     read_range,
 )
 from tb_modelmem.readers.checkpoint import find_prefix, read_checkpoint
+from tb_modelmem.readers.dcp import is_dcp_folder, read_dcp_folder
+from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
+from tb_modelmem.readers.trainer_folder import is_trainer_folder, read_trainer_folder
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT
@@ -57,10 +60,16 @@ def read_path(path: str) -> Breakdown:
     if os.path.isdir(path):
         if os.path.lexists(os.path.join(path, "saved_model.pb")):
             return read_saved_model(path)
+        if is_trainer_folder(path):
+            return read_trainer_folder(path)
+        if is_dcp_folder(path):
+            return read_dcp_folder(path)
         return read_checkpoint(path)  # its error says what the folder lacks
     if os.path.exists(path):
-        if is_checkpoint_name(path):  # torch.save: a zip too, told apart by its name
+        if is_checkpoint_name(path) or path.endswith(".bin"):  # torch.save: a zip too, told apart by its name
             return read_torch_checkpoint(path)
+        if is_safetensors_name(path):
+            return read_safetensors(path)
         size = file_size(path)
         head = read_range(path, 0, min(8, size))
         if head[:4] == b"PK\x03\x04":
@@ -71,7 +80,8 @@ def read_path(path: str) -> Breakdown:
         find_prefix(path)
     except InspectError:
         raise InspectError(f"{path}: not a model file or checkpoint (expected .keras, .h5, .weights.h5, "
-                           "a SavedModel folder, a TF checkpoint, or a PyTorch .pt/.pth)") from None
+                           "a SavedModel folder, a TF checkpoint, a PyTorch .pt/.pth/.bin/.ckpt, .safetensors, "
+                           "a Trainer checkpoint folder or a torch.distributed.checkpoint folder)") from None
     return read_checkpoint(path)
 
 

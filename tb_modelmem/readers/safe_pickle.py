@@ -13,8 +13,9 @@ A pickle that runs nothing can still do harm with plain data, so this unpickler 
 with a few opcodes replaced) also refuses:
 
 - BUILD (setting an object's attributes) on anything but an object this load made of a type the
-  caller allows (``OrderedDict``'s ``_metadata``): never on a stand-in, so no load changes the next;
-  INST, OBJ, NEWOBJ and the EXT opcodes (the last keep a process-wide cache) outright;
+  caller allows (``OrderedDict``'s ``_metadata``) or an ``Inert`` record: never on a stand-in, so no load
+  changes the next; NEWOBJ of anything but an ``Inert`` class the allowlist names; INST, OBJ,
+  NEWOBJ_EX and the EXT opcodes (the last keep a process-wide cache) outright;
 - a dict key or set element that is a container of more than ``MAX_KEY_NODES`` parts (a tuple
   shared through the memo hashes in 2^depth steps, in C, holding the GIL: a frozen server);
 - containers shared through the memo whose trees, counting every shared part each time it is
@@ -33,7 +34,7 @@ import collections
 import io
 import pickle
 import struct
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 from tb_modelmem.readers.bounded import InspectError
 
@@ -112,6 +113,28 @@ def checked_ordered_dict(items: Any = ()) -> "collections.OrderedDict[Any, Any]"
             raise InspectError("an OrderedDict built from something other than (key, value) pairs")
         out[check_key(pair[0])] = pair[1]
     return out
+
+
+class Inert:
+    """The stand-in for a class an allowlist names that a pickle builds by NEWOBJ and BUILD (a dataclass of
+    ``torch.distributed.checkpoint``'s metadata): it keeps what it was given (``args``, the attributes BUILD
+    set in ``fields``, any other state in ``state``) and has no method a pickle could reach. ``inert`` makes
+    one class per name, so a reader can tell them apart."""
+
+    __slots__ = ("args", "fields", "state")
+
+    def __init__(self) -> None:
+        self.args: Tuple[Any, ...] = ()
+        self.fields: Dict[str, Any] = {}
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:  # never reached: BUILD on an Inert is this module's own
+        raise UnsafePickle("a stand-in's state set from outside this reader")
+
+
+def inert(name: str) -> type:
+    """A fresh ``Inert`` subclass named ``name`` (each reader's allowlist maps its names to its own)."""
+    return type(name, (Inert,), {"__slots__": ()})
 
 
 def _sequence(items: Any) -> Any:
@@ -206,9 +229,22 @@ class _Bounded(_PythonUnpickler):
             raise InspectError(f"APPENDS to {describe(target)}")
         target.extend(items)
 
+    def _newobj(self) -> None:
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        if not (isinstance(cls, type) and issubclass(cls, Inert)) or not isinstance(args, tuple):
+            self._refused()
+        made = cls()
+        made.args = args
+        self._made[id(made)] = made
+        self.append(made)
+
     def _build(self) -> None:
         state = self.stack.pop()
         target = self._unchanged(self.stack[-1])
+        if self._made.get(id(target)) is target and isinstance(target, Inert):
+            _set_state(target, state)
+            return
         if self._made.get(id(target)) is not target:
             raise UnsafePickle(f"it sets the attributes of {describe(target)}, which this reader never lets a "
                                "pickle change")
@@ -247,9 +283,21 @@ class _Bounded(_PythonUnpickler):
             raise InspectError(f"SETITEM on {describe(target)}")
         return target
 
-    def _refused(self) -> None:
+    def _refused(self) -> NoReturn:
         raise UnsafePickle(f"it uses an opcode that builds objects by class, by a process-wide registry or "
                            f"by copying a reference (INST, OBJ, NEWOBJ, EXT, DUP), {self._refusal}")
+
+
+def _set_state(record: Inert, state: Any) -> None:
+    """BUILD on an ``Inert``: attributes by name into ``fields`` (a dict, or a (dict, slots dict) pair), any
+    other state (a tuple ``__getstate__`` gave) kept as it is."""
+    fields, rest = (state if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict)
+                    else (state, None) if isinstance(state, dict) else ({}, state))
+    for part in (fields, rest if isinstance(rest, dict) else {}):
+        if not all(type(k) is str for k in part):
+            raise InspectError(f"an object's state is {describe(part)}, not attributes by name")
+        record.fields.update(part)
+    record.state = None if isinstance(rest, dict) else rest
 
 
 for _opcode, _method in ((pickle.REDUCE, _Bounded._reduce), (pickle.BUILD, _Bounded._build),
@@ -257,10 +305,10 @@ for _opcode, _method in ((pickle.REDUCE, _Bounded._reduce), (pickle.BUILD, _Boun
                          (pickle.DICT, _Bounded._dict), (pickle.ADDITEMS, _Bounded._additems),
                          (pickle.FROZENSET, _Bounded._frozenset), (pickle.GET, _Bounded._get),
                          (pickle.BINGET, _Bounded._binget), (pickle.LONG_BINGET, _Bounded._long_binget),
-                         (pickle.APPEND, _Bounded._append), (pickle.APPENDS, _Bounded._appends)):
+                         (pickle.APPEND, _Bounded._append), (pickle.APPENDS, _Bounded._appends),
+                         (pickle.NEWOBJ, _Bounded._newobj)):
     _Bounded.dispatch[_opcode[0]] = _method
-for _opcode in (pickle.INST, pickle.OBJ, pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.EXT1, pickle.EXT2, pickle.EXT4,
-                pickle.DUP):
+for _opcode in (pickle.INST, pickle.OBJ, pickle.NEWOBJ_EX, pickle.EXT1, pickle.EXT2, pickle.EXT4, pickle.DUP):
     _Bounded.dispatch[_opcode[0]] = _Bounded._refused
 
 
@@ -325,8 +373,8 @@ def expanded_size(value: Any, budget: int, sizes: Optional[Dict[int, int]] = Non
 
 
 def _is_container(obj: Any) -> bool:
-    return isinstance(obj, _CONTAINERS) or (hasattr(obj, "__dict__") and not isinstance(obj, type)
-                                            and not callable(obj))
+    return isinstance(obj, (_CONTAINERS, Inert)) or (hasattr(obj, "__dict__") and not isinstance(obj, type)
+                                                     and not callable(obj))
 
 
 def _children(obj: Any) -> Any:
@@ -335,5 +383,7 @@ def _children(obj: Any) -> Any:
         return [*obj.keys(), *obj.values()]
     if isinstance(obj, _CONTAINERS):
         return obj
+    if isinstance(obj, Inert):
+        return [obj.args, obj.fields, obj.state]
     fields = getattr(obj, "__dict__", None)
     return list(fields.values()) if isinstance(fields, dict) else ()

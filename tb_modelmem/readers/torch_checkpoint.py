@@ -46,7 +46,8 @@ from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
 SOURCE = "pytorch checkpoint"
-SUFFIXES = (".pt", ".pth")
+SUFFIXES = (".pt", ".pth", ".ckpt")  # .ckpt: Lightning's
+_BIN_PREFIX = "pytorch_model"  # transformers' torch.save weights: pytorch_model.bin, pytorch_model-00001-of-00002.bin
 MiB = 1 << 20
 PICKLE_LIMIT = 256 * MiB  # data.pkl: names, shapes and settings (~100 bytes a tensor)
 MAX_STORAGES = 10_000_000
@@ -140,16 +141,20 @@ class _Dtype(str):
     __slots__ = ()
 
 
-_ALLOWED: Dict[Tuple[str, str], Any] = {
+# What a torch pickle may name beside its tensors: its containers, storage types and dtypes (``dcp`` adds its own)
+TORCH_ALLOWED: Dict[Tuple[str, str], Any] = {
     ("collections", "OrderedDict"): checked_ordered_dict,
-    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
-    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("_codecs", "encode"): _encode,
     ("builtins", "set"): checked_set, ("builtins", "frozenset"): checked_frozenset,
     **{("torch", name): _StorageType(name, dtype, item_bytes(dtype)) for name, dtype in _STORAGES.items()},
     **{("torch", name): _Dtype(name) for name in _DTYPES},
+}
+_ALLOWED: Dict[Tuple[str, str], Any] = {
+    **TORCH_ALLOWED,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
 }
 _REFUSAL = ("which a state_dict checkpoint does not hold (a whole pickled nn.Module, a tensor subclass or an "
             "object of the training script): it is not loaded, as loading it could run code; save "
@@ -157,18 +162,22 @@ _REFUSAL = ("which a state_dict checkpoint does not hold (a whole pickled nn.Mod
 
 
 def is_checkpoint_name(name: str) -> bool:
-    return name.endswith(SUFFIXES)
+    """A ``torch.save`` file by its name (any ``.bin`` is read by ``inspect`` by its content; in a log dir only
+    transformers' ``pytorch_model*.bin`` are listed: other ``.bin`` files are no checkpoints)."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.endswith(SUFFIXES) or (base.startswith(_BIN_PREFIX) and base.endswith(".bin"))
 
 
-def read_torch_checkpoint(path: str) -> Breakdown:
+def read_torch_checkpoint(path: str, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]] = None) -> Breakdown:
     """Breakdown of a ``torch.save`` file (zip or legacy), to the byte, read through ``bounded.Opened``
-    (local or remote)."""
+    (local or remote). ``parameters``: the model's (name, shape) in parameter order, for an optimizer
+    state_dict saved alone (``_breakdown``)."""
     with Opened(path) as f:
         head = f.read_exactly(0, min(4, f.size))
         if head == b"PK\x03\x04":
-            return _read_zip(f)
+            return _read_zip(f, parameters)
         if head[:1] == b"\x80":
-            return _read_legacy(f)
+            return _read_legacy(f, parameters)
     raise InspectError(f"{path}: not a PyTorch checkpoint (neither a torch.save zip nor its legacy format)")
 
 
@@ -187,7 +196,7 @@ def _storage_loader(storages: Dict[str, _Storage]) -> Any:
     return persistent_load
 
 
-def _read_zip(f: Opened) -> Breakdown:
+def _read_zip(f: Opened, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]]) -> Breakdown:
     path, size = f.path, f.size
     try:
         with zipfile.ZipFile(f.view()) as zf:
@@ -223,13 +232,13 @@ def _read_zip(f: Opened) -> Breakdown:
         on_disk[key] = member.compress_size
     overhead = [{"what": "data.pkl (the pickled structure: names, shapes, optimizer settings)",
                  "bytes": pkl.compress_size}]
-    bd = _breakdown(obj, path, on_disk)
+    bd = _breakdown(obj, path, on_disk, parameters)
     _close(bd, size, overhead, "zip structure: headers, alignment padding, directory, small records "
                                "(version, byteorder)")
     return bd
 
 
-def _read_legacy(f: Opened) -> Breakdown:
+def _read_legacy(f: Opened, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]]) -> Breakdown:
     path, size = f.path, f.size
     data = f.read_exactly(0, min(size, PICKLE_LIMIT))
     values, start = [], 0
@@ -259,7 +268,7 @@ def _read_legacy(f: Opened) -> Breakdown:
     overhead = [{"what": "pickles (magic number, protocol, system info, names, shapes, optimizer settings)",
                  "bytes": pickled},
                 {"what": "storage headers (an 8-byte element count each)", "bytes": 8 * len(keys)}]
-    bd = _breakdown(obj, path, on_disk)
+    bd = _breakdown(obj, path, on_disk, parameters)
     _close(bd, size, overhead, "bytes after the last storage")
     return bd
 
@@ -294,20 +303,31 @@ def _is_optimizer(value: Any) -> bool:
                                                                                          list)
 
 
-def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
-    model: Optional[Dict[str, Any]] = None
-    optimizer: Optional[Dict[str, Any]] = None
+def _parts(obj: Any) -> Tuple[Optional[Dict[str, Any]], List[Tuple[str, Dict[str, Any]]]]:
+    """The model's state_dict and the optimizers' (each with the name its tensors take) a checkpoint holds:
+    a bare state_dict, a bare optimizer state_dict (Trainer's ``optimizer.pt``), a dict of them under the
+    usual keys, or Lightning's ``state_dict`` with its ``optimizer_states`` list."""
+    if _is_optimizer(obj):
+        return None, [("optimizer", obj)]
     if _is_tensors(obj):
-        model = obj
-    elif isinstance(obj, dict):
-        for key in list(_MODEL_KEYS) + [k for k in obj if isinstance(k, str)]:
-            if model is None and _is_tensors(obj.get(key)):
-                model = obj[key]
-        for key in list(_OPTIMIZER_KEYS) + [k for k in obj if isinstance(k, str)]:
-            if optimizer is None and _is_optimizer(obj.get(key)):
-                optimizer = obj[key]
-    elif _is_optimizer(obj):
-        optimizer = obj
+        return obj, []
+    if not isinstance(obj, dict):
+        return None, []
+    keys = [k for k in obj if isinstance(k, str)]
+    model = next((obj[k] for k in list(_MODEL_KEYS) + keys if _is_tensors(obj.get(k))), None)
+    listed = obj.get("optimizer_states")  # Lightning: one per optimizer
+    if isinstance(listed, list) and any(_is_optimizer(o) for o in listed):
+        found = [o for o in listed if _is_optimizer(o)]
+        return model, [("optimizer" if len(found) == 1 else f"optimizer{i}", o) for i, o in enumerate(found)]
+    optimizer = next((obj[k] for k in list(_OPTIMIZER_KEYS) + keys if _is_optimizer(obj.get(k))), None)
+    return model, [("optimizer", optimizer)] if optimizer is not None else []
+
+
+def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
+               parameters: Optional[List[Tuple[str, Tuple[int, ...]]]] = None) -> Breakdown:
+    """``parameters``: the model's (name, shape) in ``model.parameters()`` order, when the checkpoint holds
+    no state_dict but its folder does (Trainer's ``optimizer.pt``): what its slots are tied to."""
+    model, optimizers = _parts(obj)
     records: List[VariableRecord] = []
     viewed: Dict[str, int] = {}  # storage key -> bytes the counted tensors take of it
     counted: set = set()
@@ -324,29 +344,30 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
                                       bytes=tensor.nbytes if first else 0, role=role,
                                       device=tensor.storage.location, slot=slot, slot_of=slot_of))
 
-    params: List[Tuple[str, _Tensor]] = []
+    params: List[Tuple[str, Tuple[int, ...]]] = []
     if model is not None:
         for name, tensor in model.items():
             name = text(name)
             buffer = name.rsplit(".", 1)[-1] in roles.TORCH_BUFFER_NAMES
             add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, roles.torch_layer(name))
             if not buffer:
-                params.append((name, tensor))
-    notes: List[Dict[str, Any]] = []
-    class_name = None
-    if optimizer is not None:
-        class_name, note = _optimizer_records(optimizer, params, add)
+                params.append((name, tensor.shape))
+    overhead: List[Dict[str, Any]] = []
+    summaries = []
+    for prefix, optimizer in optimizers:
+        summary, note = _optimizer_records(optimizer, prefix, params or parameters or [], add)
+        summaries.append(summary)
         if note:
-            notes.append({"what": note, "bytes": 0})
-    seen = {id(model), id(optimizer)}
-    if isinstance(obj, dict) and model is not obj:  # tensors anywhere else: other
+            overhead.append({"what": note, "bytes": 0})
+    seen = {id(model)} | {id(o) for _, o in optimizers} | ({id(obj.get("optimizer_states"))} if optimizers and
+                                                            isinstance(obj, dict) else set())
+    if isinstance(obj, dict) and model is not obj and not _is_optimizer(obj):  # tensors anywhere else: other
         for key, value in obj.items():
             if id(value) not in seen:
                 for name, tensor in _tensors(value, text(key)):
                     add(name, tensor, OTHER, "")
     # storage on disk no tensor views (a saved slice of a larger tensor): overhead, never hidden
     beyond = sum(on_disk[k] - viewed.get(k, 0) for k in on_disk)
-    overhead = notes[:]
     if beyond:
         overhead.append({"what": "storage the saved tensors do not view (a slice of a larger tensor saved whole)",
                          "bytes": beyond})
@@ -354,14 +375,12 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int]) -> Breakdown:
         overhead.append({"what": f"{len(shared)} tensors share a storage with one counted before them "
                                  f"({', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}): 0 bytes each",
                          "bytes": 0})
-    variables = VariableTable.from_rows(records)
-    bd = Breakdown(source=SOURCE, variables=variables, layers=LayerTable.from_rows(scope_layer_records(records)),
-                   model_name=os.path.basename(path), overhead=overhead)
-    if optimizer is not None:
-        groups = optimizer.get("param_groups") or [{}]
-        config = {k: v for k, v in (groups[0] if isinstance(groups[0], dict) else {}).items()
-                  if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
-        bd.optimizer = {"class_name": class_name, "config": config}
+    bd = Breakdown(source=SOURCE, variables=VariableTable.from_rows(records), model_name=os.path.basename(path),
+                   layers=LayerTable.from_rows(scope_layer_records(records)), overhead=overhead)
+    if summaries:
+        bd.optimizer = summaries[0] if len(summaries) == 1 else {
+            "class_name": " + ".join(str(s["class_name"]) for s in summaries),
+            "config": {prefix: s for (prefix, _), s in zip(optimizers, summaries)}}
     return bd
 
 
@@ -378,35 +397,40 @@ def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor
     return out
 
 
-def _optimizer_records(optimizer: Dict[str, Any], params: List[Tuple[str, _Tensor]], add: Any
-                       ) -> Tuple[str, str]:
-    """Adds the optimizer's state tensors; returns its class (from its state keys) and why its slots are
-    not tied to parameters, if they are not."""
+def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tuple[str, Tuple[int, ...]]], add: Any
+                       ) -> Tuple[Dict[str, Any], str]:
+    """Adds an optimizer's state tensors (named ``<prefix>.state.<index>.<key>``); returns its summary
+    (its class, inferred from its state's keys: a state_dict names none, and its first group's settings)
+    and why its slots are not tied to parameters, if they are not. A slot is tied by the param_groups'
+    indices when they list as many parameters as ``params`` (``model.parameters()`` order) and each slot
+    is shaped as its parameter."""
     indices: List[Any] = []
     for group in optimizer["param_groups"]:
         if isinstance(group, dict) and isinstance(group.get("params"), list):
             indices += group["params"]
     state = optimizer["state"]
-    owner: Dict[Any, Tuple[str, _Tensor]] = {}
+    owner: Dict[Any, Tuple[str, Tuple[int, ...]]] = {}
     note = ""
     if not params:
-        note = "optimizer state not tied to parameters: the checkpoint holds no model state_dict"
+        note = f"{prefix} state not tied to parameters: no model state_dict beside it"
     elif len(indices) != len(params):
-        note = (f"optimizer state not tied to parameters: its param_groups list {len(indices)} parameters, "
+        note = (f"{prefix} state not tied to parameters: its param_groups list {len(indices)} parameters, "
                 f"the state_dict has {len(params)} (frozen or shared parameters?)")
     else:
-        owner = dict(zip(indices, params))
-        for index, slots in state.items():
-            for key, tensor in (slots.items() if isinstance(slots, dict) else []):
-                if isinstance(tensor, _Tensor) and tensor.shape and index in owner and \
-                        tensor.shape != owner[index][1].shape:
-                    note = (f"optimizer state not tied to parameters: state {index} {key} is shaped "
-                            f"{list(tensor.shape)}, parameter {owner[index][0]} {list(owner[index][1].shape)}")
-                    owner = {}
-                    break
-            if not owner:
+        shapes = {index: {tuple(t.shape) for t in slots.values() if isinstance(t, _Tensor) and t.shape}
+                  for index, slots in state.items() if isinstance(slots, dict)}
+        for rule, ordered in roles.torch_parameter_orders(params):
+            candidate = dict(zip(indices, ordered))
+            if all(found <= {tuple(candidate[i][1])} for i, found in shapes.items() if i in candidate):
+                owner = candidate
+                if rule:
+                    note = f"{prefix} state tied to parameters {rule}"
                 break
+        else:
+            note = (f"{prefix} state not tied to parameters: its slots' shapes fit no order of the state_dict's "
+                    f"{len(params)} parameters (model order, or weights before biases and norms)")
     keys: set = set()
+
     def order(kv: Tuple[Any, Any]) -> Tuple[int, int, str]:  # indices, then any other key as text
         return (0, kv[0], "") if type(kv[0]) is int else (1, 0, text(kv[0]))
 
@@ -418,8 +442,13 @@ def _optimizer_records(optimizer: Dict[str, Any], params: List[Tuple[str, _Tenso
             param = owner.get(index)
             role = roles.torch_state_role(text(key), tensor.shape)
             layer = roles.torch_layer(param[0]) if param and role != OTHER else ""  # a counter is the optimizer's
-            add(f"optimizer.state.{text(index)}.{text(key)}", tensor, role, layer, text(key),
+            add(f"{prefix}.state.{text(index)}.{text(key)}", tensor, role, layer, text(key),
                 param[0] if param else None)
     groups = optimizer["param_groups"]
     decoupled = any(isinstance(g, dict) and g.get("decoupled_weight_decay") for g in groups)
-    return roles.torch_optimizer_family(keys, decoupled) or "optimizer", note
+    family = roles.torch_optimizer_family(keys, decoupled)
+    config = {k: v for k, v in (groups[0] if groups and isinstance(groups[0], dict) else {}).items()
+              if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
+    config["class"] = (f"inferred from its state's keys ({', '.join(sorted(keys))})" if family else
+                       "unknown: its state names no per-parameter tensor a known optimizer keeps")
+    return {"class_name": family or "optimizer", "config": config}, note

@@ -442,3 +442,19 @@ def torch_optimizer_family(keys: Iterable[str], decoupled: bool = False) -> Opti
         if needed <= found:
             return ("AdamW" if decoupled else "Adam") if family == "Adam" else family
     return None
+
+
+def torch_parameter_orders(params: Sequence[Tuple[str, Sequence[int]]]) -> List[Tuple[str, list]]:
+    """The orders an optimizer's ``param_groups`` list a model's parameters in (``params``: name and shape in
+    ``model.parameters()`` order), each with what it is ("" for the model's own order). A saved optimizer
+    numbers its parameters by their place in its groups; one group, or groups made in model order, keep
+    the model's order; the weight-decay split transformers' Trainer and most training scripts make puts
+    the matrices first (decayed), then the biases and norm weights (no decay), each in model order. The
+    reader ties slots by the first order whose shapes agree with every slot."""
+    matrices = [p for p in params if len(p[1]) >= 2]
+    rest = [p for p in params if len(p[1]) < 2]
+    orders: List[Tuple[str, list]] = [("", list(params))]
+    if matrices and rest:
+        orders.append(("as a weight-decay split groups them (matrices first, then biases and norm weights)",
+                       matrices + rest))
+    return orders

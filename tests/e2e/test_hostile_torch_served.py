@@ -77,8 +77,11 @@ def test_crafted_torch_items_never_hold_up_the_server(logdir):
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            crafted = {name: pool.submit(ask, tb, "/breakdown" if name.endswith(".pt") else "/ops", "crafted",
-                                         "torch/" + name, CRAFTED_S) for name in reasons}
+            folders = {n for n in reasons if os.path.isdir(os.path.join(root, "crafted", n))}
+            breakdowns = folders | {n for n in reasons if n.endswith((".pt", ".safetensors"))}
+            crafted = {name: pool.submit(ask, tb, "/breakdown" if name in breakdowns else "/ops", "crafted",
+                                         "torch/" + name + ("/" if name in folders else ""), CRAFTED_S)
+                       for name in reasons}
             good = pool.submit(ask, tb, "/ops", "good", "torch/" + GOOD_TRACE, GOOD_S)
             answers = {name: future.result() for name, future in crafted.items()}
             good_status, good_body, good_seconds = good.result()

@@ -132,6 +132,36 @@ def _gzip_bomb(size: int) -> bytes:
     return b"".join([deflate.compress(chunk) for _ in range(size // len(chunk))] + [deflate.flush()])
 
 
+def _safetensors(header: dict, data: bytes = b"", length: int = -1) -> Callable[[], bytes]:
+    def make() -> bytes:
+        raw = json.dumps(header).encode()
+        return struct.pack("<Q", len(raw) if length < 0 else length) + raw + data
+    return make
+
+
+def _dcp_folder(pickle_bytes: Callable[[], bytes]) -> Callable[[str], None]:
+    """A torch.distributed.checkpoint folder whose .metadata is ``pickle_bytes()``."""
+    def make(path: str) -> None:
+        os.makedirs(path)
+        with open(os.path.join(path, ".metadata"), "wb") as f:
+            f.write(pickle_bytes())
+        with open(os.path.join(path, "__0_0.distcp"), "wb") as f:
+            f.write(b"\0" * 64)
+    return make
+
+
+def _trainer_folder(optimizer: Callable[[], bytes]) -> Callable[[str], None]:
+    """A Trainer checkpoint folder with good weights and a crafted optimizer.pt."""
+    def make(path: str) -> None:
+        os.makedirs(path)
+        with open(os.path.join(path, "trainer_state.json"), "w") as f:
+            f.write("{}")
+        with open(os.path.join(path, "model.safetensors"), "wb") as f:
+            f.write(_safetensors({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8)())
+        _checkpoint_with(optimizer(), os.path.join(path, "optimizer.pt"))
+    return make
+
+
 def _symlink_to_dev_zero(path: str) -> None:
     os.symlink("/dev/zero", path)
 
@@ -202,6 +232,20 @@ def _cases() -> Dict[str, Tuple[Callable[[str], None], str]]:
         "cycle.pt": (_zip(lambda: Pickle().op(b"]").put(0).get(0).op(b"a").stop()), "after sharing"),
         "deep_nesting.pickle": (_raw(lambda: _snapshot_bytes(lambda p: p.op(b"]" + b"\x85" * 100_000))),
                                 "not a PyTorch memory"),
+        # the formats issue 49 added: safetensors headers that lie, a DCP .metadata that names a callable, a
+        # Trainer folder whose optimizer.pt builds a hash bomb
+        "header_past_file.safetensors": (_raw(_safetensors({}, length=1 << 40)), "past the file"),
+        "offsets_past_data.safetensors": (_raw(_safetensors(
+            {"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1 << 30]}}, b"\0" * 16)), "offsets past"),
+        "overlapping.safetensors": (_raw(_safetensors(
+            {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+             "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, b"\0" * 24)), "overlap"),
+        "shape_lies.safetensors": (_raw(_safetensors(
+            {"w": {"dtype": "F32", "shape": [10 ** 9, 10 ** 9], "data_offsets": [0, 16]}}, b"\0" * 16)), "needs"),
+        "dcp_system": (_dcp_folder(lambda: Pickle().glob("os", "system").text("true").op(b"\x85R").stop()),
+                       "names os.system"),
+        "trainer_hash_bomb": (_trainer_folder(lambda: shared_tuple(Pickle(), HASH_DEPTH).op(b"}").get(HASH_DEPTH)
+                                              .int(1).op(b"s").stop()), hash_bomb),
         # 3, 4. what is not a regular file: a symlink to /dev/zero, FIFOs
         **{name: (_symlink_to_dev_zero, "character device") for name in ("z.pt.trace.json", "z.pickle", "z.pt")},
         **{name: (os.mkfifo, "FIFO") for name in ("fifo.pt.trace.json", "fifo.pickle", "fifo.pt")},

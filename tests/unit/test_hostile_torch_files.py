@@ -47,7 +47,7 @@ def good_checkpoint_roles():
 def test_every_class_of_crafted_file_is_there(crafted):
     _, reasons = crafted
     kinds = {"build_", "hash_bomb_", "costly_key", "laughs_", "bomb.pickle.gz", "shape_past", "offset_past", "cycle",
-             "deep_nesting", "z.", "fifo."}
+             "deep_nesting", "z.", "fifo.", "header_past_file.safetensors", "dcp_", "trainer_"}
     assert all(any(name.startswith(kind) for name in reasons) for kind in kinds)
     assert len(reasons) >= 25
 
@@ -91,9 +91,10 @@ def test_the_plugin_serves_each_crafted_file_as_its_own_422_beside_the_real_ones
     served = Served(logdir)
     tags = {(run, tag) for run, tag in served.tags()}
     for name, reason in reasons.items():
-        tag = "torch/" + name
+        is_folder = os.path.isdir(os.path.join(folder, name))
+        tag = "torch/" + name + ("/" if is_folder else "")
         assert ("crafted", tag) in tags, name
-        route = "/breakdown" if name.endswith(".pt") else "/ops"
+        route = "/breakdown" if is_folder or name.endswith((".pt", ".safetensors")) else "/ops"
         answer = served.settled(route, run="crafted", tag=tag)
         body = answer.get_data(as_text=True)
         assert answer.status_code == 422 and re.search(reason, body), (name, answer.status_code, body[:300])

@@ -1,8 +1,11 @@
 """PyTorch's own files in the log dir, read in place: profiler traces (``torch.profiler.tensorboard_trace_handler``:
 ``*.pt.trace.json``, ``*.pt.trace.json.gz``) and memory snapshots (``torch.cuda.memory._dump_snapshot``:
-``*.pickle``, ``*.pickle.gz``) as traces, and checkpoints (``torch.save``: ``*.pt``, ``*.pth``) as
-breakdowns. Found in the log dir's shared listing (``logdir_files``); only files that listing found
-are opened. A file's run is its folder (``.`` for the log dir itself), its tag ``torch/<file name>``.
+``*.pickle``, ``*.pickle.gz``) as traces; checkpoints as breakdowns: ``torch.save`` files (``*.pt``, ``*.pth``,
+Lightning's ``*.ckpt``, transformers' ``pytorch_model*.bin``), ``*.safetensors`` (and a sharded set's
+``.index.json``), and two kinds of folder, each one item: a Hugging Face Trainer ``checkpoint-N/`` and a
+``torch.distributed.checkpoint`` folder (their files are not listed again). Found in the log dir's shared
+listing (``logdir_files``); only files that listing found are opened. An item's run is its folder (``.``
+for the log dir itself), its tag ``torch/<file name>`` (``torch/<folder name>/`` for a folder).
 
 Nothing is unpickled with a class allowed beyond an inert allowlist (``readers.safe_pickle``):
 a crafted pickle is that item's error, and nothing it holds is run.
@@ -19,7 +22,11 @@ from tb_modelmem.plugin.sources.logdir_files import LogdirFiles, not_found, stat
 from tb_modelmem.plugin.store import Job, UnreadableError
 from tb_modelmem.readers import torch_trace
 from tb_modelmem.readers.bounded import InspectError
-from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
+from tb_modelmem.readers.dcp import METADATA as DCP_METADATA
+from tb_modelmem.readers.dcp import SUFFIX as DCP_SUFFIX
+from tb_modelmem.readers.model_file import read_path
+from tb_modelmem.readers.safetensors import is_safetensors_name
+from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
 from tb_modelmem.schema import metadata
 
@@ -35,6 +42,17 @@ def _kind(name: str) -> Optional[Tuple[str, str]]:
         return metadata.OPS, "PyTorch memory snapshot"
     if is_checkpoint_name(name):
         return metadata.BREAKDOWN, "PyTorch checkpoint"
+    if is_safetensors_name(name):
+        return metadata.BREAKDOWN, "safetensors weights"
+    return None
+
+
+def _folder_kind(names: List[str]) -> Optional[str]:
+    """What a folder is when it is one checkpoint (read whole), by the files it holds."""
+    if "trainer_state.json" in names:
+        return "Hugging Face Trainer checkpoint"
+    if DCP_METADATA in names and any(n.endswith(DCP_SUFFIX) for n in names):
+        return "torch.distributed.checkpoint"
     return None
 
 
@@ -47,7 +65,8 @@ class TorchFileSource(Source):
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         items = []
         for (run, tag), path in sorted(self._listing().items()):
-            kind, note = _kind(path) or (metadata.OPS, "")
+            kind, note = (metadata.BREAKDOWN, "checkpoint folder") if tag.endswith("/") else _kind(path) or (
+                metadata.OPS, "")
             item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
@@ -66,8 +85,8 @@ class TorchFileSource(Source):
 
         def build(job: Job) -> Any:
             try:
-                if is_checkpoint_name(path):  # only its pickle and zip directory are read, each capped
-                    return read_torch_checkpoint(path)
+                if item.tag.endswith("/") or is_checkpoint_name(path) or is_safetensors_name(path):
+                    return read_path(path)  # a checkpoint: only its pickles, headers and directories are read
                 job.report(0.1, f"reading {size / 2**20:,.1f} MiB")
                 if torch_trace.is_trace_name(path):
                     data = self._files.read(path, where, "PyTorch trace")
@@ -98,6 +117,14 @@ class TorchFileSource(Source):
         return path
 
     def _listing(self) -> Dict[Tuple[str, str], str]:
-        """{(run, tag): path} of the PyTorch files in the log dir's listing."""
-        return {(self._files.run_of(directory), TAG_PREFIX + name): posixpath.join(directory, name)
-                for directory, names in self._files.walk() for name in names if _kind(name)}
+        """{(run, tag): path} of the PyTorch files and checkpoint folders in the log dir's listing."""
+        found: Dict[Tuple[str, str], str] = {}
+        for directory, names in self._files.walk():
+            if _folder_kind(names):  # one item in its parent's run; its files are its own
+                parent, folder = posixpath.split(directory.rstrip("/"))
+                found[(self._files.run_of(parent), f"{TAG_PREFIX}{folder}/")] = directory
+                continue
+            for name in names:
+                if _kind(name):
+                    found[(self._files.run_of(directory), TAG_PREFIX + name)] = posixpath.join(directory, name)
+        return found

@@ -1,0 +1,124 @@
+"""PyTorch checkpoints as the ecosystem writes them (issue 49), made by real runs in a fresh process
+(``tests/support/torch_checkpoints.py``: Trainer folders, sharded and bfloat16/float8 safetensors, a Lightning
+``.ckpt``, torch.distributed.checkpoint in one process and over two gloo ranks sharded by FSDP2), each read by
+``tb-modelmem inspect --json`` and by the plugin from a log dir, and checked against what the live objects
+said (``model.parameters()`` tied once, ``model.buffers()``, ``optimizer.state``) and the files' sizes."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tb_modelmem import cli
+from tests.support.paths import REPO
+from tests.support.plugin_harness import Served
+
+KINDS = ("trainer", "trainer_bin", "lightning", "dcp_1", "dcp_2")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("torch_checkpoints"))
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_checkpoints", out], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(os.path.join(out, "truth.json")) as f:
+        return out, json.load(f)
+
+
+def inspect_json(path):
+    found = io.StringIO()
+    with contextlib.redirect_stdout(found):
+        assert cli.main(["inspect", path, "--json"]) == 0
+    return json.loads(found.getvalue())
+
+
+def on_disk(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_role_is_the_live_objects_to_the_byte_and_the_files_reconcile(made, kind):
+    _, truth = made
+    t = truth[kind]
+    report = inspect_json(t["path"])
+    roles = report["by_role"]
+    state = t["optimizer_state"]
+    assert roles["weight"] == t["parameters"]  # GPT-2's tied lm_head once (HF saves it once)
+    assert roles["non_trainable"] == t["buffers"]
+    assert roles["optimizer_slot"] == sum(v for k, v in state.items() if k != "step")
+    assert roles["other"] >= state.get("step", 0)
+    assert report["optimizer"]["class_name"] == t["optimizer"]
+    assert report["file_bytes"] == on_disk(t["path"])
+
+
+def test_slots_are_tied_where_the_weights_keep_the_parameter_order(made):
+    _, truth = made
+    kept = inspect_json(truth["trainer_bin"]["path"])  # pytorch_model.bin: a state_dict in module order
+    slots = [v for v in kept["variables"] if v["role"] == "optimizer_slot"]
+    assert slots and all(v["slot_of"] for v in slots)
+    assert {v["slot_of"] for v in slots} <= {v["name"] for v in kept["variables"] if v["role"] == "weight"}
+    lost = inspect_json(truth["trainer"]["path"])  # safetensors keeps none: untied, and said so
+    assert not any(v["slot_of"] for v in lost["variables"] if v["role"] == "optimizer_slot")
+    assert any("safetensors keeps no parameter order" in line["what"] for line in lost["overhead"])
+
+
+def test_safetensors_single_sharded_and_low_precision(made):
+    _, truth = made
+    sharded = inspect_json(truth["sharded"]["path"])
+    assert sharded["by_role"]["weight"] == truth["sharded"]["parameters"]
+    assert sharded["file_bytes"] == sum(os.path.getsize(os.path.join(os.path.dirname(truth["sharded"]["path"]), n))
+                                        for n in os.listdir(os.path.dirname(truth["sharded"]["path"]))
+                                        if "safetensors" in n)
+    low = inspect_json(truth["bf16"]["path"])
+    assert {v["name"]: v["bytes"] for v in low["variables"]} == truth["bf16"]["tensors"]
+    assert {v["name"]: v["dtype"] for v in low["variables"]}["proj.weight"] == "float8_e4m3fn"
+    assert low["by_role"]["non_trainable"] == truth["bf16"]["tensors"]["norm.running_mean"]
+    assert low["file_bytes"] == os.path.getsize(truth["bf16"]["path"])
+
+
+def test_the_tab_lists_each_checkpoint_as_one_item(made, tmp_path):
+    out, truth = made
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    for kind in KINDS:
+        source = truth[kind]["path"]
+        target = run / (kind + ("/" if os.path.isdir(source) else os.path.splitext(source)[1]))
+        (shutil.copytree if os.path.isdir(source) else shutil.copy)(source, str(target).rstrip("/"))
+    shutil.copy(truth["bf16"]["path"], run / "bf16.safetensors")
+    served = Served(str(tmp_path / "logs"))
+    tags = {t for r, t in served.tags() if r == "run"}
+    assert tags == {"torch/trainer/", "torch/trainer_bin/", "torch/lightning.ckpt", "torch/dcp_1/", "torch/dcp_2/",
+                    "torch/bf16.safetensors"}
+    for kind in KINDS:
+        tag = next(t for t in tags if t.startswith("torch/" + kind + ("/" if kind != "lightning" else ".")))
+        totals = served.json("/breakdown", run="run", tag=tag)["totals"]
+        assert totals["weight"] == truth[kind]["parameters"], kind
+
+
+def test_a_python_file_named_like_a_checkpoint_is_refused_not_run(tmp_path):
+    """training_args.bin and rng_state.pth hold objects of their own classes: read alone they are refused by
+    name, in a Trainer folder counted as files, never unpickled."""
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Runs:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "training_args.bin"
+    with open(path, "wb") as f:
+        pickle.dump(Runs(), f)
+    code = cli.main(["inspect", str(path)])
+    assert code == 2 and not marker.exists()

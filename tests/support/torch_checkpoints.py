@@ -1,0 +1,164 @@
+"""PyTorch checkpoints as the ecosystem writes them (issue 49), each with the truth its live objects gave:
+
+    python -m tests.support.torch_checkpoints OUT     # writes OUT/<kind>..., and OUT/truth.json
+
+- ``trainer/checkpoint-2/``: Hugging Face ``Trainer`` saving a GPT-2 made from a config (safetensors,
+  ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``, ``training_args.bin``, ...);
+- ``trainer_bin/checkpoint-2/``: the same with ``pytorch_model.bin`` (a torch.save'd state_dict) for the
+  weights, as transformers before 5 saved by default;
+- ``sharded/``: ``save_pretrained`` split into safetensors shards with their index;
+- ``bf16.safetensors``: ``safetensors.torch.save_file`` of bfloat16 and float8 tensors;
+- ``lightning.ckpt``: Lightning's checkpoint of a conv net with BatchNorm under Adam;
+- ``dcp_1/`` and ``dcp_2/``: ``torch.distributed.checkpoint.save`` of a model + AdamW from
+  ``get_state_dict``, in one process and sharded by FSDP2 over two gloo ranks.
+
+Truth: ``model.parameters()`` (a tied one once), ``model.buffers()``, ``optimizer.state`` by key, file sizes.
+Run in a fresh process (torch.distributed, TensorFlow blocked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Dict
+
+from tests.support import no_tensorflow
+
+
+def _state(optimizer: Any) -> Dict[str, int]:
+    import torch
+
+    out: Dict[str, int] = {}
+    for per_param in optimizer.state.values():
+        for key, value in per_param.items():
+            if torch.is_tensor(value):
+                out[key] = out.get(key, 0) + value.numel() * value.element_size()
+    return out
+
+
+def _model_truth(model: Any) -> Dict[str, int]:
+    seen, params = set(), 0
+    for p in model.parameters():
+        if p.data_ptr() not in seen:
+            seen.add(p.data_ptr())
+            params += p.numel() * p.element_size()
+    return {"parameters": params, "buffers": sum(b.numel() * b.element_size() for b in model.buffers())}
+
+
+def _trainer(out: str) -> Dict[str, Any]:
+    """Trainer's checkpoint, and beside it the same folder as transformers before 5 wrote it by default
+    (``pytorch_model.bin``, a torch.save'd state_dict, in place of ``model.safetensors``)."""
+    import shutil
+
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    from tests.corpus.pytorch import gpt2_trainer
+
+    model, dataset = gpt2_trainer.build()
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=8, max_steps=2, report_to=[],
+                             save_strategy="steps", save_steps=2, use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=dataset)
+    trainer.train()
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    folder = os.path.join(out, "checkpoint-2")
+    old = os.path.join(out + "_bin", "checkpoint-2")
+    shutil.copytree(folder, old)
+    os.remove(os.path.join(old, "model.safetensors"))
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied: saved once, as HF does
+    torch.save(state, os.path.join(old, "pytorch_model.bin"))
+    truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__}
+    return {"trainer": {**truth, "path": folder}, "trainer_bin": {**truth, "path": old}}
+
+
+def _sharded(out: str) -> Dict[str, Any]:
+    from tests.corpus.pytorch import gpt2_trainer
+
+    model, _ = gpt2_trainer.build()
+    model.save_pretrained(out, max_shard_size="300KB")
+    return {**_model_truth(model), "path": os.path.join(out, "model.safetensors.index.json")}
+
+
+def _bf16(path: str) -> Dict[str, Any]:
+    import torch
+    from safetensors.torch import save_file
+
+    tensors = {"embed.weight": torch.zeros(1000, 64, dtype=torch.bfloat16),
+               "proj.weight": torch.zeros(64, 64, dtype=torch.float8_e4m3fn),
+               "norm.running_mean": torch.zeros(64)}
+    save_file(tensors, path)
+    return {"tensors": {k: v.numel() * v.element_size() for k, v in tensors.items()}, "path": path}
+
+
+def _lightning(root: str) -> Dict[str, Any]:
+    from tests.corpus.pytorch import lightning_cnn
+
+    model, loader = lightning_cnn.build()
+    trainer = lightning_cnn.train(model, loader, root, steps=2, logger=False)
+    path = os.path.join(root, "lightning.ckpt")
+    trainer.save_checkpoint(path)
+    return {**_model_truth(model), "optimizer_state": _state(trainer.optimizers[0]), "optimizer": "Adam",
+            "path": path}
+
+
+def _dcp_rank(rank: int, world: int, out: str, port: int) -> None:
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model, optimizer = _dcp_model(sharded=world > 1)
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=out)
+    if rank == 0:
+        with open(os.path.join(os.path.dirname(out), os.path.basename(out) + ".json"), "w") as f:
+            json.dump({"parameters": sum(p.numel() * p.element_size() for p in model.parameters()),
+                       "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
+                       "optimizer_state": _state(optimizer), "optimizer": "AdamW", "path": out}, f)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _dcp_model(sharded: bool) -> Any:
+    """A Linear-BatchNorm-Linear model and its AdamW after one step (FSDP2-sharded when ``sharded``: a sharded
+    tensor's numel is its global one)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 8))
+    if sharded:
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in (model[0], model[3]):
+            fully_shard(layer)
+        fully_shard(model)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.randn(4, 16)).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def make_all(out: str) -> Dict[str, Any]:
+    import torch.multiprocessing as mp
+
+    os.makedirs(out, exist_ok=True)
+    truth: Dict[str, Any] = {**_trainer(os.path.join(out, "trainer")),
+                             "sharded": _sharded(os.path.join(out, "sharded")),
+                             "bf16": _bf16(os.path.join(out, "bf16.safetensors")),
+                             "lightning": _lightning(os.path.join(out, "lightning"))}
+    for world in (1, 2):
+        folder = os.path.join(out, f"dcp_{world}")
+        mp.spawn(_dcp_rank, args=(world, folder, 29500 + world + os.getpid() % 200), nprocs=world)
+        with open(folder + ".json") as f:
+            truth[f"dcp_{world}"] = json.load(f)
+    with open(os.path.join(out, "truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+    return truth
+
+
+if __name__ == "__main__":
+    no_tensorflow.block()
+    make_all(sys.argv[1])
