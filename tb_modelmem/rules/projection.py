@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
+from tb_modelmem.rules.join import phase_by_name
 from tb_modelmem.rules.peak import before_the_trace, resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
@@ -28,6 +29,7 @@ from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
     CHUNKING_CATEGORY,
     EARLIER_STEPS_CATEGORY,
+    FORWARD,
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
@@ -715,12 +717,21 @@ def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[fl
 
 def _traced_compute_bytes(trace: OpTrace) -> int:
     """Bytes of an activation's element in the traced step: the dtype holding most of the peak's
-    activation bytes (float32 when the trace names none)."""
+    activation bytes; where the peak holds none (it fell in the optimizer's update), the dtype of most of
+    the bytes the forward pass allocated (a variable's read allocates none: float32 weights under a mixed
+    policy do not count); float32 when the trace names neither."""
     buffers = trace.peak_buffers
     held: Dict[int, int] = {}
     for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
         if category == ACTIVATIONS_CATEGORY and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
             held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
+    if not held:
+        ops = trace.ops
+        for dtype, phase, name, kind, size in zip(ops.column("output_dtype"), ops.column("phase"), ops.column("name"),
+                                                  ops.column("op_type"), ops.column("alloc_bytes")):
+            if ((phase or phase_by_name(name, kind)) == FORWARD and dtype and item_bytes(dtype)
+                    and dtype.startswith(("float", "bfloat"))):
+                held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
     return max(held, key=held.__getitem__) if held else 4
 
 

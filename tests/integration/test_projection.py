@@ -339,7 +339,10 @@ def test_a_mixed_float16_run_keeps_its_loss_scale_state_under_another_optimizer(
     assert momentum["by_category"]["other_state"] == real["scalars"]
     plain = tb_modelmem.estimate(logdir, policy="float32")
     assert plain["by_category"]["other_state"] == _real_optimizer_bytes("Adam")["scalars"]
-    assert plain["by_category"]["activations"] > traced["by_category"]["activations"]
+    # float16 activations twice as wide; where the peak falls in the optimizer's update (batch 16: its
+    # temporaries outweigh the activations, whichever order the executor ran) there are none at the peak
+    if traced["by_category"]["activations"]:
+        assert plain["by_category"]["activations"] > traced["by_category"]["activations"]
 
 
 def test_without_a_breakdown_the_state_stays_counted_whole(traced):
