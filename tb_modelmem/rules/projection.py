@@ -240,7 +240,7 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
     size hand their largest buffers 1.2-1.9x their requests where most traced steps had them at 1.0x. The
     middle read within 5% of the median of three real runs in 21, 22, 24, 20 and 19 of 30 cases on five sets
     of traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled
-    in 16, 15, 16, 15 and 16 (README's What-if table)."""
+    in 16, 15, 16, 15 and 16 (docs/WHAT_IF.md's table)."""
     by_category[CHUNKING_CATEGORY] = middle - scaled
     basis.append(_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
                        f"{_size(middle - scaled)}: the band's middle, {_size(middle)}, less the chunks scaled"))

@@ -2,7 +2,7 @@
 
 A payload's big columns repeat themselves: a trace's op names share long scope prefixes, its op
 types and devices take a handful of values, its memory timeline climbs in steps. These forms
-store what does not repeat (what they save: README's benchmark table, ``bench_trace``):
+store what does not repeat (what they save: docs/BENCHMARKS.md, ``bench_trace``):
 
 - ``DICTIONARY``: text with few distinct values, ``{"values": [...], "index": [...]}``. When
   rows repeat the row before (an op's layer, in name order), ``index`` holds one entry per run

@@ -213,7 +213,7 @@ def test_another_optimizer_against_a_real_run_of_it(traced, tmp_path, optimizer)
     update still makes lr x gradient, a buffer of fc1's kernel's size, where Adam's held 19.75 MiB; a momentum
     run holds nothing past the variables' sizes (its assign takes each new value's buffer), and holds every
     m x momentum at its peak: those the asserts below check, whatever the executor's order did to the peaks.
-    Against the median of three real runs, as the README's What-if table measures: one real SGD run in CI
+    Against the median of three real runs, as docs/WHAT_IF.md's table measures: one real SGD run in CI
     read 42.85 MiB, an executor order no other run here showed, 20.4% under the projection."""
     logdir, _ = traced
     runs = [_run(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower()) for i in range(3)]

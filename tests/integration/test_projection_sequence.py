@@ -39,7 +39,7 @@ def _run(logdir: str, seq: int, batch: int = 8, backend: str = "tensorflow", pol
 def _median_peak(runs) -> float:
     """The median of real runs' allocator step peaks: one run is one draw of the executor's order (a real
     LeNet SGD run in CI once read 20% under every other), so a projection is compared with three, as the
-    README's What-if table does."""
+    docs/WHAT_IF.md's table does."""
     return statistics.median(run["allocator_step_peak"] for run in runs)
 
 

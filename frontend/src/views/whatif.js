@@ -152,7 +152,7 @@ function resultParts() {
     placeholder: "Filter categories" });
   const caveat = el("small", {}, "a traced step, replayed: runs of the same step differ (the executor's order, the "
     + "allocator's chunks), so read it as within about 5-15% (trace two steps to see how far they differ here; the "
-    + "allocator band, where shown, says how far chunking alone moves it); the README's What-if table has the errors "
+    + "allocator band, where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors "
     + "measured against real runs");
   const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element);
   moved.hidden = true;
