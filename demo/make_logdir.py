@@ -9,6 +9,8 @@ Runs (each a folder of the log dir):
   seed004_kept/builds, seed004_cleared/builds
                         8 model builds in one process, kept in a list / dropped with clear_session():
                         what keeps growing and why (#5, the Growth view)
+  torch_loop, gpt2_trainer
+                        PyTorch: a plain loop and Hugging Face Trainer, recorded like Keras (demo/torch_runs.py)
   loadbench             load cost of each save format in fresh processes (#1, #4; --loadbench)
   model_file            the saved .keras file inspected: weights vs slots, its optimizer (#1)
 """
@@ -193,7 +195,9 @@ def main() -> None:
              ("LeNet batch 1 with the TF2 profiler (#3)", lambda: lenet_trace_run(args.logdir)),
              ("LeNet batch 32, the peak by category (#3)", lambda: _fresh_process(
                  ["-c", f"from demo.make_logdir import lenet_peak_run; lenet_peak_run({args.logdir!r})"])),
-             ("8 model builds kept / cleared: what grows (#5)", lambda: growth_runs(args.logdir))]
+             ("8 model builds kept / cleared: what grows (#5)", lambda: growth_runs(args.logdir)),
+             ("PyTorch: a plain loop and Hugging Face Trainer", lambda: _fresh_process(
+                 ["-m", "demo.torch_runs", args.logdir]))]
     if args.loadbench.lower() != "none":
         steps.append((f"load cost of {args.loadbench} per save format (#1, #4)",
                       lambda: loadbench_run(args.logdir, args.loadbench, args.repeats)))

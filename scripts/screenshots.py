@@ -35,6 +35,7 @@ SHOTS = [
     Shot("ops", "tf1_convnet_adam", "step_1", "op-layer-table", 1500, "screenshot-ops.png"),
     Shot("timeline", "lenet_peak", "ops", "buffer-table", 1250, "screenshot-timeline.png"),
     Shot("growth", "seed004_kept/builds", "memory", "growth-models", 1500, "screenshot-growth.png"),
+    Shot("ops", "gpt2_trainer", "ops", "op-layer-table", 1500, "screenshot-pytorch-ops.png"),
     Shot("load", None, None, "load-table", 1000, "screenshot-load.png"),
 ]
 

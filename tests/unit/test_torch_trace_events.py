@@ -1,0 +1,113 @@
+"""The PyTorch trace reader on small traces written inline (no torch), one rule each (``rules/phases.py``,
+``readers/torch_trace.py``): which module an op ran in, its phase under every range that can hold it, and
+what the reader does with events it cannot trust. The real runs these rules were written from are in
+tests/integration/test_pytorch_corpus.py."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from tb_modelmem.readers import torch_trace
+from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, OPTIMIZER
+
+
+class Trace:
+    """Events on one thread, each placed at the next free microsecond unless given."""
+
+    def __init__(self) -> None:
+        self.events: List[Dict[str, Any]] = []
+
+    def range(self, name: str, ts: float, dur: float) -> "Trace":
+        self.events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                            "dur": dur})
+        return self
+
+    def op(self, name: str, ts: float, dur: float = 1.0, seq: Any = None, alloc: int = 0) -> "Trace":
+        args: Dict[str, Any] = {} if seq is None else {"Sequence number": seq}
+        self.events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                            "args": args})
+        if alloc:
+            self.events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts + dur / 2,
+                                "args": {"Bytes": alloc, "Addr": int(ts * 1000), "Total Allocated": alloc,
+                                         "Device Type": 0, "Device Id": -1}})
+        return self
+
+    def rows(self) -> Dict[str, Dict[str, Any]]:
+        reduced = torch_trace.reduce_trace({"traceEvents": self.events})
+        return {row.name: {"layer": row.layer, "phase": row.phase, "time_us": row.time_us, "calls": row.calls}
+                for row in reduced.ops}
+
+
+def test_an_op_is_on_the_innermost_module_and_a_backward_op_on_its_forward_ops_module():
+    rows = (Trace().range("tb_modelmem.layer: encoder", 0, 20).range("tb_modelmem.layer: encoder/fc1", 1, 5)
+            .op("aten::linear", 2, seq=7).op("aten::relu", 10, seq=8)
+            .op("autograd::engine::evaluate_function: AddmmBackward0", 30, seq=7).rows())
+    assert rows["encoder/fc1/aten::linear"] == {"layer": "encoder/fc1", "phase": FORWARD, "time_us": 1.0, "calls": 1}
+    assert rows["encoder/aten::relu"]["layer"] == "encoder"  # in the parent's own forward, outside fc1
+    assert rows["encoder/fc1/AddmmBackward0"] == {"layer": "encoder/fc1", "phase": BACKWARD, "time_us": 1.0,
+                                                  "calls": 1}
+
+
+def test_lightnings_closure_the_forward_and_loss_inside_optimizer_step_the_update_after():
+    rows = (Trace().range("Optimizer.step#Adam.step", 0, 100)
+            .range("[pl][module]torch.nn.modules.linear.Linear: net.0", 1, 5).op("aten::linear", 2, seq=1)
+            .op("aten::cross_entropy_loss", 10, seq=2)  # training_step's loss: numbered, outside the model
+            .op("autograd::engine::evaluate_function: NllLossBackward0", 20, seq=2)
+            .op("aten::add_", 50).op("aten::mul_", 60).rows())  # the update: gradients off, no number
+    assert rows["net/0/aten::linear"]["phase"] == FORWARD and rows["net/0/aten::linear"]["layer"] == "net/0"
+    assert rows["aten::cross_entropy_loss"]["phase"] == LOSS
+    assert rows["aten::add_"]["phase"] == rows["aten::mul_"]["phase"] == OPTIMIZER
+    assert rows["NllLossBackward0"]["phase"] == BACKWARD
+
+
+def test_in_an_iteration_what_runs_before_the_forward_is_input_and_after_the_backward_the_optimizers():
+    rows = (Trace().range("ProfilerStep#0", 0, 100).op("aten::stack", 1, seq=3)  # the batch's collate
+            .range("tb_modelmem.layer: fc", 10, 5).op("aten::linear", 11, seq=4)
+            .op("autograd::engine::evaluate_function: AddmmBackward0", 30, seq=4)
+            .op("aten::_foreach_norm", 40).op("aten::isinf", 45, seq=5)  # gradient clipping, in no range
+            .range("Optimizer.step#AdamW.step", 50, 10).op("aten::_fused_adamw_", 51).rows())
+    assert rows["aten::stack"]["phase"] == INPUT
+    assert rows["aten::_foreach_norm"]["phase"] == rows["aten::isinf"]["phase"] == OPTIMIZER
+    assert rows["aten::_fused_adamw_"]["phase"] == OPTIMIZER
+
+
+def test_one_op_in_two_phases_is_two_rows():
+    rows = (Trace().range("ProfilerStep#0", 0, 100).op("aten::stack", 1, seq=1)
+            .range("tb_modelmem.layer: fc", 10, 5).op("aten::linear", 11, seq=2)
+            .op("autograd::engine::evaluate_function: AddmmBackward0", 30, seq=2).op("aten::stack", 40, dur=3).rows())
+    assert rows["aten::stack (input)"]["time_us"] == 1.0 and rows["aten::stack (optimizer)"]["time_us"] == 3.0
+
+
+def test_ranges_that_do_not_nest_still_say_what_they_hold():
+    """Lightning's ProfilerStep#N ends inside Optimizer.step: an op after it is still in the optimizer's range."""
+    rows = (Trace().range("ProfilerStep#1", 0, 50).range("Optimizer.step#Adam.step", 20, 60)
+            .range("ProfilerStep#2", 51, 100).op("aten::add_", 70).rows())
+    assert rows["aten::add_"]["phase"] == OPTIMIZER
+
+
+def test_a_window_that_starts_inside_an_iteration_is_said():
+    trace = (Trace().range("ProfilerStep#3", 0, 100)
+             .op("autograd::engine::evaluate_function: ConvolutionBackward0", 1, seq=9)  # the step before's tail
+             .range("tb_modelmem.layer: conv", 40, 5).op("aten::conv2d", 41, seq=10))
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    assert "starts inside an iteration" in reduced.allocations_note
+
+
+def test_the_dataloaders_range_is_input_and_modules_by_instance_join_as_a_path():
+    rows = (Trace().range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 10)
+            .op("aten::stack", 1).range("nn.Module: Net_0", 20, 20).range("nn.Module: Linear_1", 21, 5)
+            .op("aten::linear", 22, seq=1).rows())
+    assert rows["aten::stack"]["phase"] == INPUT
+    assert rows["Net_0/Linear_1/aten::linear"]["layer"] == "Net_0/Linear_1"
+
+
+def test_malformed_events_are_skipped_and_counted_the_rest_read():
+    trace = Trace().range("tb_modelmem.layer: fc", 0, 10).op("aten::linear", 1, seq=1, alloc=64)
+    trace.events += [{"ph": "X", "cat": "cpu_op", "name": "aten::bad", "pid": [1], "tid": 1, "ts": 5, "dur": 1},
+                     {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 6,
+                      "args": {"Bytes": 10 ** 300, "Addr": 1}},
+                     {"ph": "X", "cat": "cpu_op", "name": "aten::late", "pid": 1, "tid": 1, "ts": float("nan"),
+                      "dur": 1}]
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    assert "3 malformed events skipped" in reduced.allocations_note
+    assert [row.name for row in reduced.ops] == ["fc/aten::linear"] and reduced.peak_bytes == 64
