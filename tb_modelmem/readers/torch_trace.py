@@ -271,7 +271,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
         row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts
         row.output_bytes += op.kept
         row.alloc_bytes += op.allocated
-    events, origin, devices = _allocator_events(allocations)
+    events, origin, devices, carried = _allocator_events(allocations)
     headline = _headline(devices)
     replayed = replay(events, origin, headline)
     return OpTrace(source=SOURCE, ops=OpTable.by_name(rows.values()), peak_bytes=replayed.peak_bytes,
@@ -279,8 +279,10 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                    steps=steps, counts_resident=headline is not None and "cpu" not in headline,
                    peak_buffers=BufferTable.from_rows(replayed.peak_buffers),
                    allocations="all" if events else "none",
-                   allocations_note="" if events else "the trace has no [memory] events: profile with "
-                                                      "profile_memory=True",
+                   allocations_note=(f"torch's CPU count held {carried:,} B when the window began (an earlier "
+                                     "profile in this process: torch does not reset it): counted from the window's "
+                                     "start" if carried else "") if events else
+                   "the trace has no [memory] events: profile with profile_memory=True",
                    allocators=replayed.allocators, layers=layers, batch_size=batch)
 
 
@@ -302,11 +304,15 @@ def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
 
 
 def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]]
-                      ) -> Tuple[List[Event], float, set]:
+                      ) -> Tuple[List[Event], float, set, int]:
+    """The allocator's events, and the bytes the CPU's count held before the window beyond what it shows
+    (a second profile in one process: torch's CPU count is not reset between profiles, so each event's
+    "Total Allocated" is taken from the window's start, as the first profile's are)."""
     out: List[Event] = []
     devices = set()
     origin = None
-    for event, op in allocations:
+    carried: Dict[str, float] = {}  # device -> its count before the window's first event
+    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
         args = _args(event)
         size = _int(args.get("Bytes"))
         if not size:
@@ -316,11 +322,15 @@ def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]
         ts = float(event.get("ts") or 0)
         origin = ts if origin is None else min(origin, ts)
         total = args.get("Total Allocated")
+        in_use = float(total) if isinstance(total, (int, float)) else None
+        if in_use is not None and device == "cpu":
+            base = carried.setdefault(device, max(in_use - size, 0.0))
+            in_use -= base
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
                          category=step_category(op.phase if op is not None else "") if size > 0 else "",
-                         allocator=device, in_use=float(total) if isinstance(total, (int, float)) else None))
-    return out, origin or 0.0, devices
+                         allocator=device, in_use=in_use))
+    return out, origin or 0.0, devices, int(carried.get("cpu", 0))
 
 
 def _name_rows(ops: List[_Op]) -> None:
