@@ -55,7 +55,9 @@ setup(
         "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "pytest-xdist", "playwright", "grpcio-tools", "xprof",
                  "fsspec", "ruff", "mypy", "jax[cpu]",
                  # PyTorch as people train with it: Hugging Face Trainer (accelerate runs it) and Lightning
-                 "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors"],
+                 "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors",
+                 # a log dir in an S3 bucket, served by a real S3-compatible server (tests/integration/test_s3_logdir.py)
+                 "moto[server]", "boto3"],
     },
     entry_points={
         "tensorboard_plugins": ["modelmem = tb_modelmem.plugin:ModelMemLoader"],

@@ -25,8 +25,8 @@ from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.dcp import METADATA as DCP_METADATA
 from tb_modelmem.readers.dcp import SUFFIX as DCP_SUFFIX
 from tb_modelmem.readers.model_file import read_path
-from tb_modelmem.readers.safetensors import is_safetensors_name
-from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name
+from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
+from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
 from tb_modelmem.schema import metadata
 
@@ -85,8 +85,13 @@ class TorchFileSource(Source):
 
         def build(job: Job) -> Any:
             try:
-                if item.tag.endswith("/") or is_checkpoint_name(path) or is_safetensors_name(path):
-                    return read_path(path)  # a checkpoint: only its pickles, headers and directories are read
+                # a checkpoint: only its pickles, headers and zip directories are read (ranged reads, remote too)
+                if item.tag.endswith("/"):
+                    return read_path(path)
+                if is_checkpoint_name(path):
+                    return read_torch_checkpoint(path)
+                if is_safetensors_name(path):
+                    return read_safetensors(path)
                 job.report(0.1, f"reading {size / 2**20:,.1f} MiB")
                 if torch_trace.is_trace_name(path):
                     data = self._files.read(path, where, "PyTorch trace")
