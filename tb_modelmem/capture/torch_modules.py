@@ -94,11 +94,7 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
         value = getattr(scaler, attr, None) if scaler is not None else None
         if _is_tensor(value):
             add(f"scaler.{attr.lstrip('_')}", value, OTHER, "")
-    overhead = []
-    if tied:
-        overhead.append({"what": f"{len(tied)} tensors share their storage with one counted before them "
-                                 f"({', '.join(tied[:3])}{', ...' if len(tied) > 3 else ''}): 0 bytes each",
-                         "bytes": 0})
+    overhead = [roles.shared_line(tied)] if tied else []
     breakdown = Breakdown(source=SOURCE, variables=VariableTable.from_rows(rows), model_name=type(model).__name__,
                           layers=LayerTable.from_rows(_layers(model, [r for r in rows if r.name not in tied])),
                           overhead=overhead)

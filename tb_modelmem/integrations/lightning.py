@@ -15,9 +15,9 @@ Works with ``lightning`` and with the older ``pytorch_lightning`` package.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 
-from tb_modelmem.pytorch import Profile
+from tb_modelmem.integrations._profiled import Profiled
 
 
 def _callback_base() -> Any:
@@ -32,34 +32,20 @@ def _callback_base() -> Any:
 Callback: Any = _callback_base()
 
 
-class MemoryCallback(Callback):
+class MemoryCallback(Profiled, Callback):
     """Records where a Lightning run's memory goes (see the module docstring)."""
 
-    def __init__(self, log_dir: Optional[str] = None,
-                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), trace_dir: Optional[str] = None) -> None:
-        """``trace_dir``: also keep the profiled window's raw Chrome trace there (``pytorch.Profile``)."""
-        self.log_dir = log_dir
-        self.profile_steps = profile_steps
-        self.trace_dir = trace_dir
-        self.profile: Optional[Profile] = None
-
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        if trainer.global_rank != 0:
-            return
-        optimizers = list(trainer.optimizers)
-        log_dir = self.log_dir or trainer.log_dir or trainer.default_root_dir
-        self.profile = Profile(pl_module, optimizers[0] if len(optimizers) == 1 else optimizers, log_dir,
-                               self.profile_steps, trace_dir=self.trace_dir).start()
+        if trainer.global_rank == 0:
+            optimizers = list(trainer.optimizers)
+            self._begin(pl_module, optimizers[0] if len(optimizers) == 1 else optimizers,
+                        trainer.log_dir or trainer.default_root_dir)
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.profile is not None:
-            self.profile.step()
+        self._iteration_ended()
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: Any) -> None:
-        if self.profile is not None:
-            self.profile.write_storage()
+        self._saved()
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        if self.profile is not None:
-            self.profile.stop()
-            self.profile = None
+        self._end()

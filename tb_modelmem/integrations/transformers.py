@@ -14,11 +14,11 @@ records. Nothing it does stops training: a capture that fails warns.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Tuple, Union
+from typing import Any
 
 from transformers import TrainerCallback
 
-from tb_modelmem.pytorch import Profile
+from tb_modelmem.integrations._profiled import Profiled
 
 
 def default_log_dir(output_dir: str) -> str:
@@ -34,33 +34,19 @@ def unwrapped_optimizer(optimizer: Any) -> Any:
     return inner if inner is not None and hasattr(inner, "param_groups") else optimizer
 
 
-class MemoryCallback(TrainerCallback):
+class MemoryCallback(Profiled, TrainerCallback):
     """Records where a ``Trainer``'s memory goes (see the module docstring)."""
-
-    def __init__(self, log_dir: Optional[str] = None,
-                 profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), trace_dir: Optional[str] = None) -> None:
-        """``trace_dir``: also keep the profiled window's raw Chrome trace there (``pytorch.Profile``)."""
-        self.log_dir = log_dir
-        self.profile_steps = profile_steps
-        self.trace_dir = trace_dir
-        self.profile: Optional[Profile] = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
                        **kwargs: Any) -> None:
-        if not state.is_world_process_zero or model is None:
-            return
-        self.profile = Profile(model, unwrapped_optimizer(optimizer), self.log_dir or default_log_dir(args.output_dir),
-                               self.profile_steps, trace_dir=self.trace_dir).start()
+        if state.is_world_process_zero and model is not None:
+            self._begin(model, unwrapped_optimizer(optimizer), default_log_dir(args.output_dir))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.profile is not None:
-            self.profile.step()
+        self._iteration_ended()
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.profile is not None:
-            self.profile.write_storage()
+        self._saved()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.profile is not None:
-            self.profile.stop()
-            self.profile = None
+        self._end()

@@ -372,9 +372,7 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
         overhead.append({"what": "storage the saved tensors do not view (a slice of a larger tensor saved whole)",
                          "bytes": beyond})
     if shared:
-        overhead.append({"what": f"{len(shared)} tensors share a storage with one counted before them "
-                                 f"({', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}): 0 bytes each",
-                         "bytes": 0})
+        overhead.append(roles.shared_line(shared))
     bd = Breakdown(source=SOURCE, variables=VariableTable.from_rows(records), model_name=os.path.basename(path),
                    layers=LayerTable.from_rows(scope_layer_records(records)), overhead=overhead)
     if summaries:

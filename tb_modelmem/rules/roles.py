@@ -417,6 +417,13 @@ TORCH_FAMILIES: List[Tuple[str, Set[str]]] = [
 ]
 
 
+def shared_line(names: Sequence[str]) -> Dict[str, Any]:
+    """The breakdown's line for tensors that share another's memory (tied, saved twice), each counted 0 B."""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return {"what": f"{len(names)} tensors share their storage with one counted before them ({shown}): 0 bytes each",
+            "bytes": 0}
+
+
 def torch_layer(name: str) -> str:
     """The layer path of a state_dict name: its module's path, "/"-separated as every layer path is
     (``encoder.layers.0.fc1.weight`` -> ``encoder/layers/0/fc1``); "" for a top-level tensor."""
