@@ -56,7 +56,7 @@ setup(
                  "fsspec", "ruff", "mypy", "jax[cpu]",
                  # PyTorch as people train with it: Hugging Face Trainer (accelerate runs it) and Lightning
                  "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors",
-                 # a log dir in an S3 bucket, served by a real S3-compatible server (tests/integration/test_s3_logdir.py)
+                 # an S3 bucket log dir, served by a real S3-compatible server (tests/integration/test_s3_logdir.py)
                  "moto[server]", "boto3"],
     },
     entry_points={

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
-from tb_modelmem.rules.projection import POLICIES, SHARDINGS
+from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS
 from tb_modelmem.rules.rollup import layer_rollup
 from tb_modelmem.schema.names import ROLES
 from tb_modelmem.schema.records import Breakdown, OpTrace, bytes_by_role

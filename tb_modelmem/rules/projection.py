@@ -16,12 +16,21 @@ import bisect
 import dataclasses
 import math
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-from tb_modelmem.rules import roles
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
 from tb_modelmem.rules.join import phase_by_name
-from tb_modelmem.rules.peak import before_the_trace, resident_state
+from tb_modelmem.rules.peak import before_the_trace
+from tb_modelmem.rules.projection_state import (
+    POLICIES,
+    State,
+    WhatIf,
+    basis_line,
+    optimizer_class,
+    size_text,
+    state_sizes,
+    tensor_bytes,
+)
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
@@ -33,34 +42,19 @@ from tb_modelmem.schema.names import (
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
-    NON_TRAINABLE_CATEGORY,
-    OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
-    OTHER,
-    OTHER_STATE_CATEGORY,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
     TEMPORARIES_CATEGORY,
     UNATTRIBUTED_CATEGORY,
-    WEIGHT,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
-# What a data-parallel step splits over its devices besides the batch: nothing (each device holds the whole
-# state), the optimizer's state (ZeRO-1), + the gradients (ZeRO-2), + the weights (ZeRO-3, FSDP).
-SHARDINGS = {"replicated": "replicated (data parallel)", "optimizer": "optimizer state sharded (ZeRO-1)",
-             "gradients": "optimizer state and gradients sharded (ZeRO-2)",
-             "weights": "optimizer state, gradients and weights sharded (ZeRO-3 / FSDP)"}
-# Keras' mixed-precision policies: bytes of one element in the compute dtype (variables stay float32).
-POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 # Categories whose batch-carrying buffers are values in the compute dtype (inputs keep the data's).
 _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
-# What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
-# float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
-_STATE_BYTES = {"iteration": 8, "step_counter": 8}
 # An optimizer whose update assigns each slot a new tensor (Keras' SGD with momentum: ``self.assign(m, ...)``):
 # TensorFlow's AssignVariableOp keeps that tensor's buffer, so the slots move each step. Measured on BFC: what
 # AdamW's or Adam's trace held past the variables' sizes (7.6-16 MiB on the causal LM, 4.4 MiB on LeNet) is
@@ -68,37 +62,8 @@ _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 _REASSIGNS_SLOTS = ("SGD", ("momentum",))
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
-_MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
-_SCALAR_BYTES = 4
 
 
-@dataclasses.dataclass
-class WhatIf:
-    """What to change; None keeps what the trace ran with."""
-
-    batch: Optional[int] = None  # the global batch (split over ``replicas``)
-    optimizer: Optional[str] = None  # a Keras 3 optimizer class ("Adam", "SGD", "AdamW"...), "momentum": SGD with it
-    policy: Optional[str] = None  # one of POLICIES
-    replicas: int = 1  # the devices the step is spread over, data parallel (the batch split over them)
-    shard: Optional[str] = None  # what is split over them too (one of SHARDINGS); None: as traced
-    seq: Optional[int] = None  # tokens per sample (the traced step's input [batch, seq] says what it ran)
-
-    def check(self) -> None:
-        """ValueError naming what is wrong, before anything is projected."""
-        for name, most in (("batch", None), ("seq", _MOST_SEQ)):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1
-                                      or (most and value > most)):
-                raise ValueError(f"{name} must be a positive integer{f' up to {most:,}' if most else ''}, "
-                                 f"got {str(value)[:40]}")
-        if not isinstance(self.replicas, int) or self.replicas < 1:
-            raise ValueError(f"devices (replicas) must be a positive integer, got {str(self.replicas)[:40]}")
-        if self.shard is not None and self.shard not in SHARDINGS:
-            raise ValueError(f"shard must be one of {', '.join(SHARDINGS)}, got {self.shard!r}")
-        if self.policy is not None and self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
-        if self.optimizer is not None:
-            _optimizer_class(self.optimizer)
 
 
 def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dict[str, Any]:
@@ -106,7 +71,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     {category: reason}, "steps", "band", "peak_moved", "peak_time_us", "batch_per_replica", "replicas",
     "devices", "shard", "seq", "traced": {...}}`` (bytes None: unknown; ``_unknown_peak`` has the same keys)."""
     what.check()
-    state = _State.of(breakdown, trace)
+    state = State.of(breakdown, trace)
     unknown: Dict[str, str] = {}
     unsplit: List[str] = []  # categories unknown apart, their bytes counted whole in "unattributed"
     basis: List[Dict[str, Any]] = []
@@ -135,7 +100,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    reassigned = (what.optimizer is not None and _optimizer_class(what.optimizer) == _REASSIGNS_SLOTS
+    reassigned = (what.optimizer is not None and optimizer_class(what.optimizer) == _REASSIGNS_SLOTS
                   and state.optimizer[:2] != _REASSIGNS_SLOTS)
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
@@ -242,8 +207,8 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
     of traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled
     in 16, 15, 16, 15 and 16 (docs/WHAT_IF.md's table)."""
     by_category[CHUNKING_CATEGORY] = middle - scaled
-    basis.append(_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
-                       f"{_size(middle - scaled)}: the band's middle, {_size(middle)}, less the chunks scaled"))
+    basis.append(basis_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
+                       f"{size_text(middle - scaled)}: the band's middle, {size_text(middle)}, less the chunks scaled"))
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
@@ -277,7 +242,7 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     return what.seq / traced, ""
 
 
-def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: Dict[str, Optional[int]],
+def _gradient_sync(trace: OpTrace, state: "State", what: WhatIf, by_category: Dict[str, Optional[int]],
                    unknown: Dict[str, str]) -> Optional[Dict[str, int]]:
     """A data-parallel step on several devices that was traced on one: after the backward pass every
     gradient is live at once, and the all-reduce's result beside it (XLA's plan of Keras on 8 devices
@@ -296,15 +261,15 @@ def _gradient_sync(trace: OpTrace, state: "_State", what: WhatIf, by_category: D
     return at_sync
 
 
-def _at_the_all_reduce(at_sync: Dict[str, int], what: WhatIf, state: "_State", by_category: Dict[str, Optional[int]],
+def _at_the_all_reduce(at_sync: Dict[str, int], what: WhatIf, state: "State", by_category: Dict[str, Optional[int]],
                        basis: List[Dict[str, Any]]) -> None:
     """Say the all-reduce's moment in ``by_category`` and in the step categories' basis lines."""
     weights = state.whole.get(WEIGHTS_CATEGORY, 0)
     scattered = what.shard in ("gradients", "weights")
     by_category.update(at_sync)
-    how = (f"the gradients' all-reduce over {what.replicas} devices: all of them at once ({_size(weights)}, the "
+    how = (f"the gradients' all-reduce over {what.replicas} devices: all of them at once ({size_text(weights)}, the "
            f"weights' size) + the {'reduce-scatter' if scattered else 'all-reduce'}'s result "
-           f"({_size(at_sync[GRADIENTS_CATEGORY] - weights)})")
+           f"({size_text(at_sync[GRADIENTS_CATEGORY] - weights)})")
     for line in basis:
         if line["category"] in STEP_ONLY_CATEGORIES:
             formula = how if line["category"] == GRADIENTS_CATEGORY else (
@@ -319,7 +284,7 @@ def _gradients_high(trace: OpTrace) -> int:
     return max(range(len(held)), key=held.__getitem__)
 
 
-def _traced_peak(trace: OpTrace, state: "_State") -> int:
+def _traced_peak(trace: OpTrace, state: "State") -> int:
     """The traced step's peak as the Ops view gives it: a count that starts at 0 in the window (TF1 step
     stats, torch on a CPU) has the run's variables on top."""
     return trace.peak_bytes + (0 if trace.counts_resident else sum(state.bytes.values()))
@@ -390,120 +355,8 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
 
 # --- the state ----------------------------------------------------------------------------------
 
-@dataclasses.dataclass
-class _State:
-    """The run's variables on one device, by peak category (``rules.peak.resident_state``: the breakdown's,
-    else the XLA program's parameters the trace read, else unknown), and what an optimizer change needs."""
-
-    bytes: Dict[str, int]
-    trainable: List[roles.Weight]  # (name, shape, dtype) of each trainable weight, in the breakdown's order
-    optimizer: Tuple[str, Tuple[str, ...], str]  # the traced (class, flags, wrapper): roles.optimizer_plan
-    source: str  # "breakdown", "trace" or "" (unknown)
-    whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
-
-    @classmethod
-    def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "_State":
-        totals = resident_state(trace, breakdown)  # the one rule the peak split reads (``rules.peak``)
-        if totals is None:
-            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "")
-        if breakdown is None:
-            return cls(totals, [], ("", (), ""), "trace", dict(totals))
-        columns = breakdown.variables.columns
-        trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role in zip(
-            columns["name"], columns["shape"], columns["dtype"], columns["role"]) if role == WEIGHT]
-        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown",
-                   resident_state(trace, breakdown, whole=True) or {})
-
-    def optimizer_label(self) -> str:
-        cls, flags, wrapper = self.optimizer
-        return _label(cls, flags, wrapper) if cls else (wrapper or "")
-
-    def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str],
-                  unsplit: List[str]) -> Dict[str, Optional[int]]:
-        """The state's bytes on one device after the change, each with its line in ``basis``; what
-        cannot be told goes in ``unknown`` (and ``unsplit`` when it stays counted as unattributed)."""
-        out: Dict[str, Optional[int]] = dict(self.bytes)
-        traced_class, traced_flags, traced_wrapper = self.optimizer
-        wrapper = {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
-        changed = what.optimizer is not None or wrapper != traced_wrapper
-        if not self.source:
-            reason = ("no variable breakdown in this run: record one (tb_modelmem.summary.variables or MemoryCallback; "
-                      "for PyTorch, a torch.save checkpoint in the run folder) to see it")
-            for category in RESIDENT_CATEGORIES:
-                out[category] = None
-                unknown[category] = reason + ("" if changed else "; counted in unattributed")
-            if not changed:
-                unsplit.extend(RESIDENT_CATEGORIES)
-            return out
-        source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
-        for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
-            basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                               f"{_size(self.bytes[category])}: {source} (kept float32 under every Keras policy)"))
-        if not changed:
-            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
-                basis.append(_line(category, self.bytes[category], self.bytes[category], "measured",
-                                   f"{_size(self.bytes[category])}: {source}, "
-                                   f"{self.optimizer_label() or 'the optimizer'}'s own, as traced"))
-            return out
-        try:
-            cls, flags = _optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
-            if not cls:
-                raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
-                                 "built-in Keras optimizer")
-            if not self.trainable:
-                raise ValueError("the trainable weights' shapes are not known without a variable breakdown")
-        except ValueError as e:
-            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
-                out[category] = None
-                unknown[category] = f"{e}: its state is not known"
-            return out
-        made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
-        slots = sum(_bytes(shape, dtype) for role, _, shape, dtype in made if role == OPTIMIZER_SLOT)
-        counters = [name for role, name, _, _ in made if role == OTHER]
-        other = sum(_STATE_BYTES.get(name, _SCALAR_BYTES) for name in counters)
-        out[OPTIMIZER_SLOTS_CATEGORY], out[OTHER_STATE_CATEGORY] = slots, other
-        label = _label(cls, flags, wrapper)
-        per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
-        weights = f"the {len(self.trainable)} trainable weights"
-        basis.append(_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
-                           f"{_size(slots)}: {label}'s build() on {weights}, {per_weight:.3g}x their "
-                           f"{_size(self.bytes[WEIGHTS_CATEGORY])}" if slots else
-                           f"0 B: {label}'s build() makes no slot for {weights}"))
-        basis.append(_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed",
-                           f"{_size(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
-                           "int64 counters, float32 rates: TensorFlow's dtypes)"))
-        return out
 
 
-    def sharded(self, out: Dict[str, Optional[int]], what: WhatIf, basis: List[Dict[str, Any]]) -> None:
-        """The state on each of ``what.replicas`` devices when ``what.shard`` splits it: the global state
-        (each variable once) divided where it is sharded, whole where it is replicated. A weight
-        sharded is gathered whole while its layer runs: the largest one is counted whole on top."""
-        devices, shard = what.replicas, what.shard or "replicated"
-        changed = {line["category"]: line for line in basis if line["how"] == "computed"}
-        lines = {line["category"]: line for line in basis}
-        split = {WEIGHTS_CATEGORY: shard == "weights",
-                 OPTIMIZER_SLOTS_CATEGORY: shard in ("optimizer", "gradients", "weights")}
-        for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
-            whole = out[category] if category in changed else self.whole.get(category, 0)
-            if whole is None:
-                continue
-            value, formula = whole, f"{_size(whole)}: every variable once, replicated on each device"
-            if split.get(category) and devices > 1:
-                value = math.ceil(whole / devices)
-                formula = f"{_size(whole)} / {devices} devices = {_size(value)}"
-                if category == WEIGHTS_CATEGORY and self.trainable:
-                    gathered = max(_bytes(shape, dtype) for _, shape, dtype in self.trainable)
-                    value += gathered - math.ceil(gathered / devices)
-                    formula += f", + the largest weight gathered whole for its layer ({_size(gathered)})"
-            out[category] = value
-            line = lines.get(category)
-            if line is not None:
-                line.update(projected_bytes=value, how="computed", formula=f"{formula} ({SHARDINGS[shard]})")
-
-
-def _label(cls: str, flags: Sequence[str], wrapper: str) -> str:
-    return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
 
 
 # --- the step -----------------------------------------------------------------------------------
@@ -512,7 +365,7 @@ class _Step:
     """Each category's projected bytes at every timeline point (the state constant at its projection),
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
-    def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: _State,
+    def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], reassigned: bool = False, gradient_share: float = 1.0,
                  seq_ratio: float = 1.0) -> None:
         timeline = trace.timeline
@@ -535,10 +388,10 @@ class _Step:
         self.series: Dict[str, List[float]] = {}
         # the weights and slots (after the change, as traced): an update's scratch reads each weight and its
         # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
-        self.state_sizes = _state_sizes(state, projected_state)
+        self.state_sizes = state_sizes(state, projected_state)
         now, was = self.state_sizes
         slot_ratio = now / was if was else 1.0
-        self.largest_update = (max((_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0)
+        self.largest_update = (max((tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0)
                                * gradient_share)
         # SGD with momentum's m x momentum reads no gradient, so TensorFlow's executor makes it for every slot
         # as the step starts and holds each until its weight's gradient arrives: one buffer per slot, as many
@@ -631,10 +484,10 @@ class _Step:
         s1, s2 = (part[at] for part in self.seq[category])
         carries = self.batch[category][at]
         if ratio == 1.0 or not (s1 or s2):
-            return _size(carries)
-        terms = [f"{_size(s1)} x {_times(ratio)} (seq)"] if s1 else []
-        terms += [f"{_size(s2)} x {_times(ratio ** 2)} (seq²)"] if s2 else []
-        terms += [_size(carries - s1 - s2)] if carries - s1 - s2 >= 0.5 else []
+            return size_text(carries)
+        terms = [f"{size_text(s1)} x {_times(ratio)} (seq)"] if s1 else []
+        terms += [f"{size_text(s2)} x {_times(ratio ** 2)} (seq²)"] if s2 else []
+        terms += [size_text(carries - s1 - s2)] if carries - s1 - s2 >= 0.5 else []
         return " + ".join(terms)
 
     def explain(self, at: int, basis: List[Dict[str, Any]]) -> None:
@@ -653,46 +506,47 @@ class _Step:
                 which = ("" if self.dtype_factor == 1.0 or category not in _COMPUTED
                          else " (dtype)" if self.scale == 1.0 else " (batch x dtype)")
                 formula = (f"{self._carried(category, at)} carry the batch x {_times(factor)}{which} = "
-                           f"{_size(grown * factor)}")
+                           f"{size_text(grown * factor)}")
             else:
                 formula = "none carries the batch"
             if not rest and carries:
                 formula += ", all of it"
             elif fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
-                formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
+                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
                             "(each device keeps its shard of the gradients)")
             elif kept != fixed_factor:
-                formula += (f"; {_size(rest)} do not, x {_times(kept)} = {_size(rest * kept)} (kept up to the "
+                formula += (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
                             "largest weight's lr x grad)")  # short: the tab's Basis cell
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
-                formula += (f"; {_size(rest)} do not, x {_times(fixed_factor)} = {_size(rest * fixed_factor)} "
-                            f"(weights + slots: {_size(after)} / {_size(before)} traced)")
+                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
+                            f"(weights + slots: {size_text(after)} / {size_text(before)} traced)")
             else:
-                formula += f"; {_size(rest)} do not, kept"
+                formula += f"; {size_text(rest)} do not, kept"
             how = "scaled" if carries or fixed_factor != 1.0 else "kept"
             if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
-                formula = f"{_size(self.early_update)}: m x momentum per slot, from the step's start to its grad"
+                formula = f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
-                formula += (f"; + {_size(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
-                            else f"; - {_size(-wide[at])} wide already (norms, loss, ints)")
-            basis.append(_line(category, self.in_window[category][traced], self.series[category][at], how, formula))
+                formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
+                            else f"; - {size_text(-wide[at])} wide already (norms, loss, ints)")
+            basis.append(basis_line(category, self.in_window[category][traced], self.series[category][at], how,
+                                    formula))
         for category in BEFORE_TRACE_CATEGORIES:
             held = self.series.get(category)
             if held is None:  # a row with no line reads "unknown" in the tab: a 0 B one is said too
                 continue
-            what, how = f"{_size(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
+            what, how = f"{size_text(held[at])}: {_BEFORE_TRACE_BASIS[category]}", "kept"
             traced_bytes = held[traced]
             if category == HELD_CATEGORY and self.held_traced:
                 traced_bytes, how = self.held_traced[traced], "computed"
                 what = "0 B: momentum's assign keeps each new value's buffer: none held past the variables"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
-                what = f"{_size(held[at])}: in use before the step (the run's variables among it, not split)"
+                what = f"{size_text(held[at])}: in use before the step (the run's variables among it, not split)"
             if held[at] != held[traced]:
-                what += f"; at the traced peak {_size(traced_bytes)}"
-            basis.append(_line(category, traced_bytes, held[at], how, what))
+                what += f"; at the traced peak {size_text(traced_bytes)}"
+            basis.append(basis_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)
             line = lines.get(category)
@@ -701,18 +555,10 @@ class _Step:
             state, why = line["formula"].split(": ", 1)  # "12.49 MiB: the run's variables ..."
             line["traced_bytes"] += int(round(made[traced]))
             line["projected_bytes"] = int(round(self.series[category][at]))
-            line["formula"] = (f"{_size(self.series[category][at])}: {state}, {why}; + {_size(made[at])} the step "
-                               "itself created, in use at the peak")
+            line["formula"] = (f"{size_text(self.series[category][at])}: {state}, {why}; "
+                               f"+ {size_text(made[at])} the step itself created, in use at the peak")
 
 
-def _state_sizes(state: _State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
-    """(The weights and slots on one device after the change, as traced): what an update's scratch grows or
-    shrinks with (counters are a few bytes). Equal where one is unknown (kept as traced)."""
-    parts = (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
-    before = float(sum(state.bytes[c] for c in parts))
-    if any(projected.get(c) is None for c in parts):
-        return before, before
-    return float(sum(projected[c] or 0 for c in parts)), before
 
 
 def _traced_compute_bytes(trace: OpTrace) -> int:
@@ -739,29 +585,12 @@ def _policy_name(size: int) -> str:
     return "float32" if size == 4 else "mixed (16-bit activations)"
 
 
-def optimizer_choices() -> List[str]:
-    """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class."""
-    return ["momentum"] + roles.optimizer_classes()
 
 
-def _optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
-    """(Keras class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it)."""
-    if name.lower() == "momentum":
-        return "SGD", ("momentum",)
-    known = {cls.lower(): cls for cls in roles.optimizer_classes()}
-    cls = known.get(name.lower().replace("_", ""))
-    if cls is None:
-        raise ValueError(f"no built-in Keras optimizer {name[:40]!r} (known: {', '.join(optimizer_choices())})")
-    return cls, ()
 
 
-def _bytes(shape: Sequence[int], dtype: Optional[str]) -> int:
-    return math.prod(shape) * (item_bytes(dtype or "float32") or _SCALAR_BYTES)
 
 
-def _line(category: str, traced: float, projected: Optional[float], how: str, formula: str) -> Dict[str, Any]:
-    return {"category": category, "traced_bytes": int(round(traced)),
-            "projected_bytes": None if projected is None else int(round(projected)), "how": how, "formula": formula}
 
 
 def _times(factor: float) -> str:
@@ -774,12 +603,6 @@ _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed 
                        UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
 
 
-def _size(size: float) -> str:
-    """Bytes in the largest binary unit below them, to two decimals: "512 B", "3.06 KiB", "14.81 MiB"."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(size) >= scale:
-            return f"{size / scale:,.2f} {unit}"
-    return f"{size:,.0f} B"
 
 
 def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],

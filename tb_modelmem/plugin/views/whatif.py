@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.trace import TraceView
-from tb_modelmem.rules.projection import POLICIES, SHARDINGS, WhatIf, budget_answer, optimizer_choices, project
+from tb_modelmem.rules.projection import budget_answer, project
+from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS, WhatIf, optimizer_choices
 
 
 def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> Dict[str, Any]:

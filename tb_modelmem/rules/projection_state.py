@@ -1,0 +1,226 @@
+"""What a projection asks (``WhatIf``) and the resident state it asks for (``State``): the run's variables on
+one device, recomputed for another optimizer or policy and split over devices by a sharding. Beside them the
+helpers every basis line uses (``basis_line``, ``size_text``). No TF. ``rules.projection`` replays the step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tb_modelmem.rules import roles
+from tb_modelmem.rules.peak import resident_state
+from tb_modelmem.schema.dtypes import item_bytes
+from tb_modelmem.schema.names import (
+    NON_TRAINABLE_CATEGORY,
+    OPTIMIZER_SLOT,
+    OPTIMIZER_SLOTS_CATEGORY,
+    OTHER,
+    OTHER_STATE_CATEGORY,
+    RESIDENT_CATEGORIES,
+    WEIGHT,
+    WEIGHTS_CATEGORY,
+)
+from tb_modelmem.schema.records import Breakdown, OpTrace
+
+# What a data-parallel step splits over its devices besides the batch: nothing (each device holds the whole
+# state), the optimizer's state (ZeRO-1), + the gradients (ZeRO-2), + the weights (ZeRO-3, FSDP).
+SHARDINGS = {"replicated": "replicated (data parallel)", "optimizer": "optimizer state sharded (ZeRO-1)",
+             "gradients": "optimizer state and gradients sharded (ZeRO-2)",
+             "weights": "optimizer state, gradients and weights sharded (ZeRO-3 / FSDP)"}
+# Keras' mixed-precision policies: bytes of one element in the compute dtype (variables stay float32).
+POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
+# What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
+# float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
+_STATE_BYTES = {"iteration": 8, "step_counter": 8}
+_MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
+_SCALAR_BYTES = 4
+
+
+@dataclasses.dataclass
+class WhatIf:
+    """What to change; None keeps what the trace ran with."""
+
+    batch: Optional[int] = None  # the global batch (split over ``replicas``)
+    optimizer: Optional[str] = None  # a Keras 3 optimizer class ("Adam", "SGD", "AdamW"...), "momentum": SGD with it
+    policy: Optional[str] = None  # one of POLICIES
+    replicas: int = 1  # the devices the step is spread over, data parallel (the batch split over them)
+    shard: Optional[str] = None  # what is split over them too (one of SHARDINGS); None: as traced
+    seq: Optional[int] = None  # tokens per sample (the traced step's input [batch, seq] says what it ran)
+
+    def check(self) -> None:
+        """ValueError naming what is wrong, before anything is projected."""
+        for name, most in (("batch", None), ("seq", _MOST_SEQ)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1
+                                      or (most and value > most)):
+                raise ValueError(f"{name} must be a positive integer{f' up to {most:,}' if most else ''}, "
+                                 f"got {str(value)[:40]}")
+        if not isinstance(self.replicas, int) or self.replicas < 1:
+            raise ValueError(f"devices (replicas) must be a positive integer, got {str(self.replicas)[:40]}")
+        if self.shard is not None and self.shard not in SHARDINGS:
+            raise ValueError(f"shard must be one of {', '.join(SHARDINGS)}, got {self.shard!r}")
+        if self.policy is not None and self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
+        if self.optimizer is not None:
+            optimizer_class(self.optimizer)
+
+
+@dataclasses.dataclass
+class State:
+    """The run's variables on one device, by peak category (``rules.peak.resident_state``: the breakdown's,
+    else the XLA program's parameters the trace read, else unknown), and what an optimizer change needs."""
+
+    bytes: Dict[str, int]
+    trainable: List[roles.Weight]  # (name, shape, dtype) of each trainable weight, in the breakdown's order
+    optimizer: Tuple[str, Tuple[str, ...], str]  # the traced (class, flags, wrapper): roles.optimizer_plan
+    source: str  # "breakdown", "trace" or "" (unknown)
+    whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
+
+    @classmethod
+    def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
+        totals = resident_state(trace, breakdown)  # the one rule the peak split reads (``rules.peak``)
+        if totals is None:
+            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "")
+        if breakdown is None:
+            return cls(totals, [], ("", (), ""), "trace", dict(totals))
+        columns = breakdown.variables.columns
+        trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role in zip(
+            columns["name"], columns["shape"], columns["dtype"], columns["role"]) if role == WEIGHT]
+        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown",
+                   resident_state(trace, breakdown, whole=True) or {})
+
+    def optimizer_label(self) -> str:
+        cls, flags, wrapper = self.optimizer
+        return optimizer_label_of(cls, flags, wrapper) if cls else (wrapper or "")
+
+    def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str],
+                  unsplit: List[str]) -> Dict[str, Optional[int]]:
+        """The state's bytes on one device after the change, each with its line in ``basis``; what
+        cannot be told goes in ``unknown`` (and ``unsplit`` when it stays counted as unattributed)."""
+        out: Dict[str, Optional[int]] = dict(self.bytes)
+        traced_class, traced_flags, traced_wrapper = self.optimizer
+        wrapper = {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
+        changed = what.optimizer is not None or wrapper != traced_wrapper
+        if not self.source:
+            reason = ("no variable breakdown in this run: record one (tb_modelmem.summary.variables or MemoryCallback; "
+                      "for PyTorch, a torch.save checkpoint in the run folder) to see it")
+            for category in RESIDENT_CATEGORIES:
+                out[category] = None
+                unknown[category] = reason + ("" if changed else "; counted in unattributed")
+            if not changed:
+                unsplit.extend(RESIDENT_CATEGORIES)
+            return out
+        source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
+        for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
+            basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
+                               f"{size_text(self.bytes[category])}: {source} (kept float32 under every Keras policy)"))
+        if not changed:
+            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+                basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
+                                   f"{size_text(self.bytes[category])}: {source}, "
+                                   f"{self.optimizer_label() or 'the optimizer'}'s own, as traced"))
+            return out
+        try:
+            cls, flags = optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
+            if not cls:
+                raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
+                                 "built-in Keras optimizer")
+            if not self.trainable:
+                raise ValueError("the trainable weights' shapes are not known without a variable breakdown")
+        except ValueError as e:
+            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+                out[category] = None
+                unknown[category] = f"{e}: its state is not known"
+            return out
+        made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
+        slots = sum(tensor_bytes(shape, dtype) for role, _, shape, dtype in made if role == OPTIMIZER_SLOT)
+        counters = [name for role, name, _, _ in made if role == OTHER]
+        other = sum(_STATE_BYTES.get(name, _SCALAR_BYTES) for name in counters)
+        out[OPTIMIZER_SLOTS_CATEGORY], out[OTHER_STATE_CATEGORY] = slots, other
+        label = optimizer_label_of(cls, flags, wrapper)
+        per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
+        weights = f"the {len(self.trainable)} trainable weights"
+        basis.append(basis_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
+                           f"{size_text(slots)}: {label}'s build() on {weights}, {per_weight:.3g}x their "
+                           f"{size_text(self.bytes[WEIGHTS_CATEGORY])}" if slots else
+                           f"0 B: {label}'s build() makes no slot for {weights}"))
+        basis.append(basis_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed",
+                           f"{size_text(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
+                           "int64 counters, float32 rates: TensorFlow's dtypes)"))
+        return out
+
+
+    def sharded(self, out: Dict[str, Optional[int]], what: WhatIf, basis: List[Dict[str, Any]]) -> None:
+        """The state on each of ``what.replicas`` devices when ``what.shard`` splits it: the global state
+        (each variable once) divided where it is sharded, whole where it is replicated. A weight
+        sharded is gathered whole while its layer runs: the largest one is counted whole on top."""
+        devices, shard = what.replicas, what.shard or "replicated"
+        changed = {line["category"]: line for line in basis if line["how"] == "computed"}
+        lines = {line["category"]: line for line in basis}
+        split = {WEIGHTS_CATEGORY: shard == "weights",
+                 OPTIMIZER_SLOTS_CATEGORY: shard in ("optimizer", "gradients", "weights")}
+        for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+            whole = out[category] if category in changed else self.whole.get(category, 0)
+            if whole is None:
+                continue
+            value, formula = whole, f"{size_text(whole)}: every variable once, replicated on each device"
+            if split.get(category) and devices > 1:
+                value = math.ceil(whole / devices)
+                formula = f"{size_text(whole)} / {devices} devices = {size_text(value)}"
+                if category == WEIGHTS_CATEGORY and self.trainable:
+                    gathered = max(tensor_bytes(shape, dtype) for _, shape, dtype in self.trainable)
+                    value += gathered - math.ceil(gathered / devices)
+                    formula += f", + the largest weight gathered whole for its layer ({size_text(gathered)})"
+            out[category] = value
+            line = lines.get(category)
+            if line is not None:
+                line.update(projected_bytes=value, how="computed", formula=f"{formula} ({SHARDINGS[shard]})")
+
+
+def optimizer_label_of(cls: str, flags: Sequence[str], wrapper: str) -> str:
+    return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
+
+
+def state_sizes(state: State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:
+    """(The weights and slots on one device after the change, as traced): what an update's scratch grows or
+    shrinks with (counters are a few bytes). Equal where one is unknown (kept as traced)."""
+    parts = (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)
+    before = float(sum(state.bytes[c] for c in parts))
+    if any(projected.get(c) is None for c in parts):
+        return before, before
+    return float(sum(projected[c] or 0 for c in parts)), before
+
+
+def optimizer_choices() -> List[str]:
+    """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class."""
+    return ["momentum"] + roles.optimizer_classes()
+
+
+def optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
+    """(Keras class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it)."""
+    if name.lower() == "momentum":
+        return "SGD", ("momentum",)
+    known = {cls.lower(): cls for cls in roles.optimizer_classes()}
+    cls = known.get(name.lower().replace("_", ""))
+    if cls is None:
+        raise ValueError(f"no built-in Keras optimizer {name[:40]!r} (known: {', '.join(optimizer_choices())})")
+    return cls, ()
+
+
+def tensor_bytes(shape: Sequence[int], dtype: Optional[str]) -> int:
+    return math.prod(shape) * (item_bytes(dtype or "float32") or _SCALAR_BYTES)
+
+
+def basis_line(category: str, traced: float, projected: Optional[float], how: str, formula: str) -> Dict[str, Any]:
+    return {"category": category, "traced_bytes": int(round(traced)),
+            "projected_bytes": None if projected is None else int(round(projected)), "how": how, "formula": formula}
+
+
+def size_text(size: float) -> str:
+    """Bytes in the largest binary unit below them, to two decimals: "512 B", "3.06 KiB", "14.81 MiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(size) >= scale:
+            return f"{size / scale:,.2f} {unit}"
+    return f"{size:,.0f} B"
