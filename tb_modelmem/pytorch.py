@@ -51,17 +51,22 @@ class Profile:
     def __init__(self, model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
                  profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
                  writer: Any = None, storage_name: str = "storage", ops_name: str = "ops",
-                 trace_dir: Optional[str] = None) -> None:
+                 trace_dir: Optional[str] = None, memory_every: Optional[int] = 100,
+                 memory_name: str = "memory") -> None:
         """``log_dir``: where event files go (a ``tb_modelmem.writer.FileWriter`` on it), unless ``writer``
         is given (a ``torch.utils.tensorboard.SummaryWriter``, or any writer ``summary.write`` takes).
         ``profile_steps``: None records storage only. ``trace_dir``: a folder the window's raw Chrome trace
         is also kept in (``<ops_name>_<step>.pt.trace.json``, for Perfetto; not in the log dir, where the
-        tab would list it beside the table made of it)."""
+        tab would list it beside the table made of it). ``memory_every``: every N iterations a sample of the
+        process's memory (RSS, each CUDA device's allocated bytes) for the Growth view, with a census of the
+        live tensors by role (parameters, gradients, optimizer state, other) at the first and the last; None
+        turns it off."""
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.profile_steps = step_range(profile_steps)
         self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
+        self.memory_every, self.memory_name = memory_every, memory_name
         self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None else None
         self.writer = writer if writer is not None else self._own_writer
         self.step_num = 0  # iterations ended so far
@@ -78,6 +83,8 @@ class Profile:
         self.step_num += 1
         if not self._storage_written and self._optimizer_has_state():
             self._storage_written = self.write_storage()
+        if self.memory_every and (self.step_num == 1 or self.step_num % self.memory_every == 0):
+            summary.memory(self.memory_name, self.step_num, census=self.step_num == 1, writer=self.writer)
         if self.trace is not None:
             if self.profile_steps is not None and self.step_num >= self.profile_steps[1]:
                 self._close()
@@ -91,6 +98,8 @@ class Profile:
             self._close()
         if not self._storage_written:
             self._storage_written = self.write_storage()
+        if self.memory_every and self.step_num > 1:
+            summary.memory(self.memory_name, self.step_num, census=True, label="end", writer=self.writer)
         if self._own_writer is not None:
             self._own_writer.close()
 

@@ -73,10 +73,11 @@ def _peak_rss() -> Optional[int]:
 
 
 def _devices() -> List[DeviceMemory]:
-    """Each GPU/TPU's bytes in use and peak (TensorFlow reports none for the CPU)."""
+    """Each GPU/TPU's bytes in use and peak (TensorFlow's, and torch's CUDA devices once torch has used
+    them; neither reports the CPU)."""
     tf = sys.modules.get("tensorflow")
     if tf is None:
-        return []
+        return _torch_devices()
     out = []
     try:
         devices = [d.name for d in tf.config.list_logical_devices() if d.device_type in ("GPU", "TPU")]
@@ -92,6 +93,18 @@ def _devices() -> List[DeviceMemory]:
     return out
 
 
+def _torch_devices() -> List[DeviceMemory]:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is None or not torch.cuda.is_initialized():  # never the call that starts CUDA
+            return []
+        return [DeviceMemory(name=f"cuda:{i}", current_bytes=int(torch.cuda.memory_allocated(i)),
+                             peak_bytes=int(torch.cuda.max_memory_allocated(i)))
+                for i in range(torch.cuda.device_count())]
+    except Exception:
+        return []
+
+
 def _take_census(found: MemorySample) -> None:
     objects = gc.get_objects()
     by_type = collections.Counter(map(type, objects))
@@ -105,6 +118,10 @@ def _take_census(found: MemorySample) -> None:
         if t in wanted:
             instances[kind_of[t]].append(obj)
     del objects
+    if instances["tensor"] and not instances["keras_variable"] and "tensorflow" not in sys.modules:
+        _torch_census(found, instances)
+        found.objects_by_type = _top((Count(name=_type_name(t), count=c) for t, c in by_type.items()), by="count")
+        return
     if instances["variable"] or "tensorflow" in sys.modules:
         variables, paths = instances["variable"], {id(_storage(v)): getattr(v, "path", "") for v in
                                                    instances["keras_variable"]}
@@ -134,11 +151,15 @@ def _take_census(found: MemorySample) -> None:
 
 def _kinds(by_type: "collections.Counter[type]") -> Dict[str, List[type]]:
     """The types to collect, among the types alive (a few thousand issubclass checks, not millions)."""
-    kinds: Dict[str, List[type]] = {"variable": [], "keras_variable": [], "operation": [], "model": []}
-    tf, keras = sys.modules.get("tensorflow"), sys.modules.get("keras")
+    kinds: Dict[str, List[type]] = {"variable": [], "keras_variable": [], "operation": [], "model": [], "tensor": [],
+                                    "torch_module": [], "torch_optimizer": []}
+    tf, keras, torch = sys.modules.get("tensorflow"), sys.modules.get("keras"), sys.modules.get("torch")
     bases = [("variable", tf.Variable), ("operation", tf.Operation)] if tf is not None else []
     if keras is not None:
         bases += [("keras_variable", keras.Variable), ("model", keras.Model)]
+    if torch is not None:
+        bases += [("tensor", torch.Tensor), ("torch_module", torch.nn.Module),
+                  ("torch_optimizer", torch.optim.Optimizer)]
     for t in by_type:
         for kind, base in bases:
             try:
@@ -147,6 +168,46 @@ def _kinds(by_type: "collections.Counter[type]") -> Dict[str, List[type]]:
             except TypeError:
                 pass
     return kinds
+
+
+def _torch_census(found: MemorySample, instances: Dict[str, List[Any]]) -> None:
+    """A PyTorch process's live tensors by role (parameters, their gradients, optimizer state, any other
+    tensor: activations kept, batches, caches), each storage counted once, and its outermost modules."""
+    import torch
+
+    params = [t for t in instances["tensor"] if isinstance(t, torch.nn.Parameter)]
+    grads = {id(p.grad): p.grad for p in params if p.grad is not None}
+    state = {id(v): v for opt in instances["torch_optimizer"] for per in getattr(opt, "state", {}).values()
+             for v in (per.values() if isinstance(per, dict) else ()) if isinstance(v, torch.Tensor)}
+    claimed = {id(p) for p in params} | set(grads) | set(state)
+    others = [t for t in instances["tensor"] if id(t) not in claimed]
+    seen: set = set()
+
+    def line(name: str, tensors: Iterable[Any]) -> Count:
+        count, size = 0, 0
+        for t in tensors:
+            count += 1
+            try:
+                storage = t.untyped_storage()
+                key = (str(t.device), storage.data_ptr())
+                if key not in seen:  # views of one storage count its bytes once
+                    seen.add(key)
+                    size += int(storage.nbytes())
+            except Exception:  # a tensor without storage (meta, a subclass): no bytes claimed
+                continue
+        return Count(name=name, count=count, bytes=size)
+
+    roles = [line("weights (nn.Parameter)", params), line("gradients (.grad)", grads.values()),
+             line("optimizer state", state.values()), line("other tensors (activations kept, batches, caches)",
+                                                           others)]
+    found.live_variables, found.live_variable_bytes = roles[0].count, roles[0].bytes
+    found.variables_by_owner = roles
+    modules = instances["torch_module"]
+    inner = {id(m) for module in modules for m in module.modules() if m is not module}
+    outer = [m for m in modules if id(m) not in inner]
+    found.live_models = len(outer)
+    found.models = _top(Count(name=type(m).__name__, count=sum(1 for _ in m.parameters()),
+                              bytes=sum(p.numel() * p.element_size() for p in m.parameters())) for m in outer)
 
 
 def _outermost(models: List[Any]) -> List[Any]:

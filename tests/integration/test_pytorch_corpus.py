@@ -187,3 +187,15 @@ def test_importing_tb_modelmem_imports_no_trainer_library():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=REPO))
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_growth_samples_count_the_live_parameters(corpus, name):
+    """Each run's memory samples (the Growth view): the live nn.Parameters' bytes are the model's (a tied one
+    once), at the first iteration and at the end, and RSS is known."""
+    _, truths, _, served = corpus
+    growth = served.json("/growth", run=RUNS[name], tag="memory")
+    series = growth["series"]
+    assert series["live_variable_bytes"]["values"] and set(series["live_variable_bytes"]["values"]) == {
+        truths[name]["parameters"]}
+    assert all(v > 0 for v in series["rss_bytes"]["values"])
