@@ -28,7 +28,15 @@ from tb_modelmem.rules import phases
 from tb_modelmem.rules.buffers import step_category
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
-from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, MEASURED, OPTIMIZER, TORCH_PROFILER_SOURCE
+from tb_modelmem.schema.names import (
+    BACKWARD,
+    COLLECTIVE,
+    FORWARD,
+    INPUT,
+    MEASURED,
+    OPTIMIZER,
+    TORCH_PROFILER_SOURCE,
+)
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
 SOURCE = TORCH_PROFILER_SOURCE
@@ -85,6 +93,7 @@ class _Op:
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
     row: str = ""  # the name of its row in the op table (``_name_rows``)
+    nested_us: float = 0.0  # of its time, what collectives it launched took (their own rows)
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
@@ -201,11 +210,22 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 op.kernel_us += sum(float(k["dur"]) for k in launched)
                 op.device = f"cuda:{_args(launched[0]).get('device', 0)}"
             continue
+        if cat == "user_annotation" and phases.is_collective(name):  # a backend's own work: gloo:all_reduce
+            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
+            ops.append(found)
+            stack.append((end, "op", found))
+            continue
         if cat == "user_annotation" or cat == "python_function":
             found_range = phases.range_of(name)
             if found_range is not None:
                 ranges.append((end, found_range[0], found_range[1], ts))
                 steps += found_range[0] == "step"
+            continue
+        if op is not None and phases.is_collective(name):  # its own row, out of the op that launched it
+            op.nested_us += end - ts
+            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
+            ops.append(found)
+            stack.append((end, "op", found))
             continue
         if op is not None:  # an op inside an op: its parent's (autograd may number the inner one: addmm in linear)
             child_seq = _int(_args(e).get("Sequence number"))
@@ -268,7 +288,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
             if op.layer and op.layer not in layers:
                 layers.append(op.layer)
         row.calls += 1
-        row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts
+        row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts - op.nested_us
         row.output_bytes += op.kept
         row.alloc_bytes += op.allocated
     events, origin, devices, carried = _allocator_events(allocations)

@@ -37,6 +37,9 @@ MODULE_RANGE = "nn.Module: "  # a plain PyTorch module's python range (with_stac
 LIGHTNING_MODULE = "[pl][module]"  # + "<module class>: <named_modules path>"
 LIGHTNING_ACTION = "[pl][profile]"  # + a Lightning hook's name
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+# Moving tensors between ranks: torch.distributed's ops (an async one returns at once, the work runs on the
+# backend's thread), the backends' own work ranges and kernels, and the profiler's record of each call.
+_COLLECTIVES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ncclKernel", "ncclDevKernel")
 _OPTIMIZER_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _INPUT_RANGES = ("enumerate(DataLoader)#",)
@@ -81,6 +84,12 @@ def range_of(name: str) -> Optional[Range]:
     if name.startswith(MODULE_RANGE):
         return "module", name[len(MODULE_RANGE):]
     return None
+
+
+def is_collective(name: str) -> bool:
+    """An op, range or kernel that moves tensors between ranks (phase COLLECTIVE wherever it runs: DDP's
+    all-reduce is launched inside a backward op, FSDP's all-gather inside a module's forward)."""
+    return name.startswith(_COLLECTIVES)
 
 
 def where(ranges: Sequence[Range], backward: bool) -> Tuple[str, str]:

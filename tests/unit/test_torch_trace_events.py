@@ -111,3 +111,15 @@ def test_malformed_events_are_skipped_and_counted_the_rest_read():
     reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
     assert "3 malformed events skipped" in reduced.allocations_note
     assert [row.name for row in reduced.ops] == ["fc/aten::linear"] and reduced.peak_bytes == 64
+
+
+def test_collectives_are_their_own_rows_out_of_the_backward_op_that_launched_them():
+    """DDP: the bucket's all-reduce is launched inside AccumulateGrad's backward op and runs on gloo's thread."""
+    trace = (Trace().op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 0, dur=100, seq=4)
+             .op("c10d::allreduce_", 20, dur=60))
+    trace.events.append({"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2,
+                         "ts": 30, "dur": 500, "args": {"Input Dims": [[33088]]}})
+    rows = trace.rows()
+    assert rows["torch::autograd::AccumulateGrad"]["time_us"] == 40.0  # 100 less the 60 of its all-reduce
+    assert rows["c10d::allreduce_"] == {"layer": "", "phase": "collective", "time_us": 60.0, "calls": 1}
+    assert rows["gloo:all_reduce"]["phase"] == "collective" and rows["gloo:all_reduce"]["time_us"] == 500.0
