@@ -73,8 +73,11 @@ class Profile:
         self.trace: Optional[Trace] = None
         self.record: Optional[OpTrace] = None  # the window's table, once written
         self._storage_written = False
+        self._ranges: Any = None  # the modules' ranges (capture.torch_ranges), installed from start to stop
 
     def start(self) -> "Profile":
+        if self.profile_steps is not None:
+            self._ranges = _installed_ranges(self.model)
         self._maybe_open()
         return self
 
@@ -100,6 +103,9 @@ class Profile:
             self._storage_written = self.write_storage()
         if self.memory_every and self.step_num > 1:
             summary.memory(self.memory_name, self.step_num, census=True, label="end", writer=self.writer)
+        if self._ranges is not None:
+            self._ranges.remove()
+            self._ranges = None
         if self._own_writer is not None:
             self._own_writer.close()
 
@@ -140,6 +146,19 @@ class Profile:
             if oom.is_oom(exc):  # the step that ran out is the one worth seeing: recorded as it was
                 summary.oom("oom", exc, self.step_num + 1, where="tb_modelmem.pytorch.profile", writer=self.writer)
         self.stop()
+
+
+def _installed_ranges(model: Any) -> Any:
+    """The ranges naming ``model``'s modules, installed before the model is compiled so that they are compiled
+    with it (``capture.torch_ranges``); None, with a warning, where they cannot be (ops then on no module)."""
+    from tb_modelmem.capture import torch_ranges
+    from tb_modelmem.capture.torch_modules import is_module
+
+    try:
+        return torch_ranges.install(model) if is_module(model) else None
+    except Exception as e:  # naming modules must not stop training
+        warnings.warn(f"tb_modelmem: ops will be on no module: {first_line(e)}", RuntimeWarning, stacklevel=3)
+        return None
 
 
 def profile(model: Any, optimizer: Any = None, log_dir: Optional[str] = None,

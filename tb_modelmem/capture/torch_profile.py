@@ -11,7 +11,8 @@ forward op's layer by autograd's sequence number):
 - Keras: each layer's ``call``, the model's ``compute_loss`` and ``compute_metrics``, the optimizer's
   ``apply`` and the train function.
 
-Module ranges are opened and closed by global forward hooks registered only while the window is open;
+Module ranges come from ``capture.torch_ranges`` (hooks a ``pytorch.Profile`` installs for its whole life,
+so a compiled model is compiled with them; emitting only while a window is open);
 Keras' methods are wrapped and put back on stop, also when the window is aborted. ``step()`` marks an
 iteration's end (torch's ``ProfilerStep#N`` ranges). Needs torch (the process has it).
 """
@@ -21,11 +22,11 @@ from __future__ import annotations
 import functools
 import os
 import socket
-import threading
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Optional
 
+from tb_modelmem.capture import torch_ranges
 from tb_modelmem.capture.shadows import Shadows
-from tb_modelmem.capture.torch_modules import is_module, module_layers
+from tb_modelmem.capture.torch_modules import is_module
 from tb_modelmem.rules.layers import layer_paths
 from tb_modelmem.rules.phases import ITERATION_RANGE, LAYER_ANNOTATION, PHASE_ANNOTATION, STEP_ANNOTATION
 
@@ -38,7 +39,8 @@ class TorchProfiler:
     def __init__(self) -> None:
         self._profile: Any = None
         self._shadows = Shadows()
-        self._hooks: List[Any] = []
+        self._ranges: Optional[torch_ranges.ModuleRanges] = None  # naming the modules' ops this window
+        self._own_ranges: Optional[torch_ranges.ModuleRanges] = None  # those installed for this window alone
         self._iteration: Any = None  # the open ITERATION_RANGE of a plain module's loop
         self._iterations = 0
 
@@ -96,27 +98,13 @@ class TorchProfiler:
             profile.export_chrome_trace(os.path.join(self._folder, f"{socket.gethostname()}.pt.trace.json"))
 
     def _annotate_modules(self, model: Any) -> None:
-        """Each submodule's forward in a range named by its layer path, by global forward hooks."""
-        import torch
-        from torch.nn.modules import module as nn_module
-
-        layers: Dict[int, str] = module_layers(model)
-        local = threading.local()
-
-        def enter(module: Any, args: Any) -> None:
-            path = layers.get(id(module))
-            if path is not None:
-                ranges = local.__dict__.setdefault("open", [])
-                ranges.append(torch.autograd.profiler.record_function(LAYER_ANNOTATION + path))
-                ranges[-1].__enter__()
-
-        def leave(module: Any, args: Any, output: Any) -> None:
-            ranges = local.__dict__.get("open")
-            if id(module) in layers and ranges:
-                ranges.pop().__exit__(None, None, None)
-
-        self._hooks.append(nn_module.register_module_forward_pre_hook(enter))
-        self._hooks.append(nn_module.register_module_forward_hook(leave, always_call=True))
+        """Each submodule's forward in a range named by its layer path: the ranges a ``pytorch.Profile``
+        installed for the model (compiled with it), else some for this window alone."""
+        ranges = torch_ranges.installed(model)
+        if ranges is None:
+            ranges = self._own_ranges = torch_ranges.ModuleRanges(model)
+        self._ranges = ranges
+        ranges.open()
 
     def _annotate(self, model: Any, optimizer: Any) -> None:
         for path, layer in layer_paths(model):
@@ -144,8 +132,11 @@ class TorchProfiler:
         self._shadows.shadow(owner, attr, annotate)
 
     def _restore(self) -> None:
-        """Put back what was wrapped (what someone replaced meanwhile stays as it is), remove the hooks."""
+        """Put back what was wrapped (what someone replaced meanwhile stays as it is), silence the ranges."""
         self._shadows.restore()
-        hooks, self._hooks = self._hooks, []
-        for hook in hooks:
-            hook.remove()
+        ranges, self._ranges = self._ranges, None
+        if ranges is not None:
+            ranges.close()
+        own, self._own_ranges = self._own_ranges, None
+        if own is not None:
+            own.remove()

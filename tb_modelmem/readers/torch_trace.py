@@ -93,7 +93,8 @@ class _Op:
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
     row: str = ""  # the name of its row in the op table (``_name_rows``)
-    nested_us: float = 0.0  # of its time, what collectives it launched took (their own rows)
+    nested_us: float = 0.0  # of its time, what its own-row ops took (collectives, a compiled graph's ops)
+    graph: Optional["_Op"] = None  # the top-level torch.compile graph op it ran in: its layer and phase
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
@@ -138,6 +139,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
                                      [op.seq is not None or bool(op.inner_seqs) for op in members])
         for op, phase in zip(members, placed):
             op.phase = phase
+    for op in ops:  # a compiled graph's ops ran where it ran
+        if op.graph is not None:
+            op.layer, op.phase = op.graph.layer, op.graph.phase
     reduced = _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
@@ -224,6 +228,16 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         if op is not None and phases.is_collective(name):  # its own row, out of the op that launched it
             op.nested_us += end - ts
             found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
+            ops.append(found)
+            stack.append((end, "op", found))
+            continue
+        if op is not None and phases.is_compiled_graph(op.name) and name != op.name:  # its own row
+            op.nested_us += end - ts
+            graph = op.graph or op
+            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=_int(_args(e).get("Sequence number")),
+                        dims=_args(e).get("Input Dims"), graph=graph)
+            if found.seq is not None:  # autograd numbered the graph's function: the graph is numbered
+                graph.inner_seqs.append(found.seq)
             ops.append(found)
             stack.append((end, "op", found))
             continue

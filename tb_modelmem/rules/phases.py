@@ -40,6 +40,10 @@ BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 # Moving tensors between ranks: torch.distributed's ops (an async one returns at once, the work runs on the
 # backend's thread), the backends' own work ranges and kernels, and the profiler's record of each call.
 _COLLECTIVES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ncclKernel", "ncclDevKernel")
+# A torch.compile graph run as one op: dynamo's region, AOTAutograd's forward and backward functions. The
+# ops it calls (extern kernels: convolutions, matmuls) are their own rows; its own time is the code Inductor
+# generated (fused kernels, the wrapper), and no module range survives compilation inside it.
+_COMPILED_GRAPHS = ("Torch-Compiled Region", "CompiledFunction")
 _OPTIMIZER_STEP = "Optimizer.step#"
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _INPUT_RANGES = ("enumerate(DataLoader)#",)
@@ -90,6 +94,11 @@ def is_collective(name: str) -> bool:
     """An op, range or kernel that moves tensors between ranks (phase COLLECTIVE wherever it runs: DDP's
     all-reduce is launched inside a backward op, FSDP's all-gather inside a module's forward)."""
     return name.startswith(_COLLECTIVES)
+
+
+def is_compiled_graph(name: str) -> bool:
+    """An op that runs a ``torch.compile`` graph (``CompiledFunctionBackward`` too): opened, its ops its own rows."""
+    return name.startswith(_COMPILED_GRAPHS)
 
 
 def where(ranges: Sequence[Range], backward: bool) -> Tuple[str, str]:

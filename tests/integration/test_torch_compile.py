@@ -1,0 +1,76 @@
+"""``torch.compile``d models profiled by ``tb_modelmem.pytorch.profile`` (``tests/support/torch_compiled_run.py``),
+both ways torch compiles a module. Truth: dynamo's own counters (no recompile, no graph break in the window: the
+profile measures the program training runs) and the kept raw trace read with ``json``."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.plugin_harness import Served
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module", params=["wrapped", "in_place"])
+def compiled(request, tmp_path_factory):
+    logdir = str(tmp_path_factory.mktemp(f"compiled_{request.param}"))
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_compiled_run", logdir, request.param],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    with open(os.path.join(logdir, "dynamo.json")) as f:
+        counted = json.load(f)
+    (raw,) = glob.glob(os.path.join(logdir, "raw", "*.pt.trace.json"))
+    with open(raw) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    return counted, events, Served(logdir)
+
+
+def _parents(events: list) -> dict:
+    """id(op) -> the cpu op it ran in (same thread), from the raw events: the ops' call tree."""
+    parent, stacks = {}, {}
+    for e in sorted((e for e in events if e.get("cat") == "cpu_op"), key=lambda e: (e["ts"], -e["dur"])):
+        stack = stacks.setdefault(e["tid"], [])
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+            stack.pop()
+        parent[id(e)] = stack[-1] if stack else None
+        stack.append(e)
+    return parent
+
+
+def _called_by(events: list, graph: str, name: str = "") -> float:
+    """Time of the ops a ``graph`` op called itself (those named ``name``, else all), from the raw events."""
+    parent = _parents(events)
+    return sum(e["dur"] for e in events if e.get("cat") == "cpu_op" and parent.get(id(e)) is not None
+               and parent[id(e)]["name"] == graph and e["name"] != graph and e["name"].startswith(name))
+
+
+def test_profiling_does_not_recompile_or_break_the_graph(compiled):
+    counted, events, _ = compiled
+    assert counted["warm"]["unique_graphs"] >= 1  # it was compiled before the window
+    assert counted["end"] == counted["warm"], counted  # and nothing more was compiled or broken in it
+    assert any(e["name"].startswith("Torch-Compiled Region") for e in events)  # the window ran the graph
+
+
+def test_the_graphs_ops_are_rows_on_the_compiled_module(compiled):
+    _, events, served = compiled
+    rows = {(row["layer"], row["name"], row["phase"]): row for row in served.all_ops("run", "ops")}
+    # the graph's extern kernels are their own rows, on the module the graph runs (its submodules unknown)
+    forward = rows[("Net", "Net/aten::convolution", "forward")]
+    assert forward["calls"] == 4  # 2 convolutions x 2 iterations
+    assert forward["time_us"] == pytest.approx(_called_by(events, "CompiledFunction", "aten::convolution"), rel=1e-3)
+    backward = rows[("Net", "Net/aten::convolution_backward", "backward")]
+    assert backward["time_us"] == pytest.approx(
+        _called_by(events, "CompiledFunctionBackward", "aten::convolution_backward"), rel=1e-3)
+    # the graph's own time, the code Inductor generated, is its own row: the forward graph less its ops
+    graph = sum(e["dur"] for e in events if e["name"] == "CompiledFunction")
+    assert rows[("Net", "Net/CompiledFunction", "forward")]["time_us"] == pytest.approx(
+        graph - _called_by(events, "CompiledFunction"), rel=1e-3)
+    body = served.json("/ops", run="run", tag="ops")
+    assert body["join"]["fraction"] >= 0.8, body["join"]  # 0.92-0.96 measured: the rest is loss and Adam
+
