@@ -19,13 +19,13 @@ Each block gets a category from its frames (or from the ``category`` torch's own
 optimizer temporaries), in backward (gradients if still alive when that backward pass ends, else
 temporaries), in a module's forward (activations if alive when the next backward starts, else
 temporaries), by a data loader (inputs), when the model was built or moved (weights: parameters
-and buffers alike); else ``unattributed``. The ops are the allocating sites: the innermost frame in
-the user's own code, with the bytes and allocations made there.
+and buffers alike); else ``unattributed`` (``rules.buffers.lived_categories``: a trace's rule too).
+The ops are the allocating sites: the innermost frame in the user's own code, with the bytes and
+allocations made there.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
 import re
@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
 from tb_modelmem.readers.safe_pickle import describe, load_plain, text
+from tb_modelmem.rules.buffers import Lived, lived_categories
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BACKWARD,
@@ -46,7 +47,6 @@ from tb_modelmem.schema.names import (
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER,
     OPTIMIZER_SLOTS_CATEGORY,
-    OPTIMIZER_TEMPORARIES_CATEGORY,
     TEMPORARIES_CATEGORY,
     TORCH_SNAPSHOT_SOURCE,
     UNATTRIBUTED_CATEGORY,
@@ -452,44 +452,16 @@ def snapshot_categories(entries: List[Any]) -> Optional[List[Optional[str]]]:
 
 def _categorise(blocks: List[_Block], events: List[Tuple[str, int, int, float, Any]],
                 torch_categories: Optional[List[Optional[str]]]) -> None:
-    """Each block's category: torch's own where the snapshot has it, else from its frames and lifetime."""
+    """Each block's category: torch's own where the snapshot has it, else from its frames' phase and its
+    lifetime (``rules.buffers.lived_categories``, the rule a trace of the same step is read with)."""
     if torch_categories is not None:
         for block, category in zip(blocks, torch_categories):
             block.category = _TORCH_CATEGORIES.get(str(category), UNATTRIBUTED_CATEGORY)
         return
-    # each backward pass: from its first allocation to its last (frees do not end it); blocks are in
-    # allocation order, so a pass goes on while no other phase allocates in between
-    passes: List[List[int]] = []  # [first, last] allocation index of each pass
-    pass_of: Dict[int, int] = {}  # id of a backward block -> index of its pass
-    in_pass = False
-    for block in blocks:
-        if block.site.phase != BACKWARD:
-            in_pass = False
-            continue
-        if in_pass:
-            passes[-1][1] = block.start
-        else:
-            passes.append([block.start, block.start])
-            in_pass = True
-        pass_of[id(block)] = len(passes) - 1
-    starts = [p[0] for p in passes]
-    for block in blocks:
-        phase = block.site.phase
-        end = block.end if block.end is not None else 1 << 62
-        if phase == OPTIMIZER:
-            block.category = OPTIMIZER_SLOTS_CATEGORY if block.site.state else OPTIMIZER_TEMPORARIES_CATEGORY
-        elif phase == BACKWARD:
-            block.category = GRADIENTS_CATEGORY if end > passes[pass_of[id(block)]][1] else TEMPORARIES_CATEGORY
-        elif phase == FORWARD:
-            following = bisect.bisect_right(starts, block.start)  # the first pass after it
-            kept = following < len(starts) and end > starts[following]  # still live when the next pass starts
-            block.category = ACTIVATIONS_CATEGORY if kept else TEMPORARIES_CATEGORY
-        elif phase == INPUT:
-            block.category = INPUTS_CATEGORY
-        elif block.site.state:
-            block.category = WEIGHTS_CATEGORY
-        else:
-            block.category = UNATTRIBUTED_CATEGORY
+    lived = [Lived(block.site.phase, block.start, block.end, "persist" if block.site.state else "")
+             for block in blocks]
+    for block, category in zip(blocks, lived_categories(lived)):
+        block.category = category
 
 
 def _category_of_state(site: _Site) -> str:

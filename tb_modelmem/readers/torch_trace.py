@@ -25,7 +25,7 @@ import orjson
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip
 from tb_modelmem.rules import phases
-from tb_modelmem.rules.buffers import step_category
+from tb_modelmem.rules.buffers import Lived, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import (
@@ -35,6 +35,7 @@ from tb_modelmem.schema.names import (
     INPUT,
     MEASURED,
     OPTIMIZER,
+    TEMPORARIES_CATEGORY,
     TORCH_PROFILER_SOURCE,
 )
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
@@ -345,6 +346,7 @@ def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]
     out: List[Event] = []
     devices = set()
     origin = None
+    categories = _categories(allocations)
     carried: Dict[str, float] = {}  # device -> its count before the window's first event
     for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
         args = _args(event)
@@ -362,9 +364,30 @@ def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]
             in_use -= base
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
-                         category=step_category(op.phase if op is not None else "") if size > 0 else "",
+                         category=categories.get(id(event), ""),
                          allocator=device, in_use=in_use))
     return out, origin or 0.0, devices, int(carried.get("cpu", 0))
+
+
+def _categories(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]]) -> Dict[int, str]:
+    """id(allocation event) -> its category, by the phase of the op that made it and when it was freed
+    (``rules.buffers.lived_categories``: a memory snapshot of the same step is read with the same rule)."""
+    made: List[Tuple[Dict[str, Any], str, float]] = []
+    freed: Dict[int, float] = {}  # index in made -> when
+    live: Dict[Tuple[Any, Any], int] = {}
+    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
+        args = _args(event)
+        size, key, ts = _int(args.get("Bytes")) or 0, (_device(args), args.get("Addr")), float(event.get("ts") or 0)
+        if size > 0:
+            live[key] = len(made)
+            made.append((event, op.phase if op is not None else "", ts))
+        elif size < 0 and key in live:
+            freed[live.pop(key)] = ts
+    lived = [Lived(phase, ts, freed.get(i)) for i, (_, phase, ts) in enumerate(made)]
+    # an op no range or time places (the backward pass's seed, aten::ones_like) made a temporary: the
+    # unattributed row of a trace is what the allocator held before the window, and nothing else
+    categories = lived_categories(lived, unplaced=TEMPORARIES_CATEGORY)
+    return {id(event): category for (event, _, _), category in zip(made, categories)}
 
 
 def _name_rows(ops: List[_Op]) -> None:

@@ -1,4 +1,5 @@
-"""What a buffer allocated during a traced step is: its peak category (``step_category``), whether it
+"""What a buffer allocated during a traced step is: its peak category (``step_category``, refined by how
+long it lived where a reader knows: ``lived_categories``), whether it
 carries the step's batch (``carries_batch``), how many times its sequence length (``sequence_power``), and
 what it would be under a Keras mixed-precision policy (``under_mixed_policy``).
 One rule for every reader, so a byte is categorised the same way whatever recorded it (RunMetadata, an
@@ -6,8 +7,10 @@ XSpace, an XLA program, a memory profile, a torch trace)."""
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import re
-from typing import AbstractSet, Dict, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.rules.join import strip_calls
 from tb_modelmem.schema.names import (
@@ -24,6 +27,7 @@ from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
     TEMPORARIES_CATEGORY,
+    UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 
@@ -52,6 +56,55 @@ def step_category(phase: str, region: str = "") -> str:
     return {FORWARD: ACTIVATIONS_CATEGORY, LOSS: ACTIVATIONS_CATEGORY, BACKWARD: GRADIENTS_CATEGORY,
             OPTIMIZER: OPTIMIZER_TEMPORARIES_CATEGORY, INPUT: INPUTS_CATEGORY, METRICS: TEMPORARIES_CATEGORY,
             EXECUTOR: TEMPORARIES_CATEGORY}.get(phase, TEMPORARIES_CATEGORY)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lived:
+    """A buffer a step allocated: the phase of what made it, its region, when it was allocated and freed
+    (None: alive at the end), in one clock (an event index or a time)."""
+
+    phase: str
+    start: float
+    end: Optional[float]
+    region: str = ""
+
+
+def lived_categories(buffers: Sequence[Lived], unplaced: str = UNATTRIBUTED_CATEGORY) -> List[str]:
+    """Each buffer's category (in allocation order), where its lifetime is known (a PyTorch trace's and a
+    memory snapshot's allocator events): as ``step_category``, except that a forward buffer freed before the
+    next backward pass starts was no activation (nothing saved it for the backward pass) and a backward
+    buffer freed within its pass no gradient (an intermediate one): both temporaries. A backward pass runs
+    from its first allocation to its last while no other phase allocates between. A buffer no phase names
+    is ``unplaced``: unattributed where nothing says who made it (a snapshot's frames in no known code);
+    a reader that knows the op that made it says what that makes it."""
+    passes: List[List[float]] = []  # [first, last] allocation of each backward pass
+    pass_of: List[int] = []  # each buffer's pass (-1: none)
+    in_pass = False
+    for buffer in buffers:
+        if buffer.phase != BACKWARD:
+            in_pass = False
+            pass_of.append(-1)
+            continue
+        if in_pass:
+            passes[-1][1] = buffer.start
+        else:
+            passes.append([buffer.start, buffer.start])
+            in_pass = True
+        pass_of.append(len(passes) - 1)
+    starts = [p[0] for p in passes]
+    categories = []
+    for buffer, own_pass in zip(buffers, pass_of):
+        end = buffer.end if buffer.end is not None else float("inf")
+        known = buffer.phase or buffer.region == "persist"  # state the model or optimizer made is known
+        category = step_category(buffer.phase, buffer.region) if known else unplaced
+        if buffer.phase == BACKWARD and buffer.region not in _SCRATCH_REGIONS and end <= passes[own_pass][1]:
+            category = TEMPORARIES_CATEGORY
+        elif buffer.phase == FORWARD and buffer.region not in _SCRATCH_REGIONS and passes:
+            following = bisect.bisect_right(starts, buffer.start)  # the first pass after it
+            if following == len(starts) or end <= starts[following]:
+                category = TEMPORARIES_CATEGORY
+        categories.append(category)
+    return categories
 
 
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
