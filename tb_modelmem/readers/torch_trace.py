@@ -25,7 +25,7 @@ import orjson
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip
 from tb_modelmem.rules import phases
-from tb_modelmem.rules.buffers import Lived, lived_categories
+from tb_modelmem.rules.buffers import Lived, batch_of, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import (
@@ -419,9 +419,10 @@ def _device(args: Dict[str, Any]) -> str:
 def _batch(ops: List[_Op]) -> Optional[int]:
     """The step's batch: the first dimension of the first forward op's first input, in the first layer."""
     for op in ops:
-        if op.phase == FORWARD and isinstance(op.dims, list) and op.dims and isinstance(op.dims[0], list) \
-                and len(op.dims[0]) >= 2 and isinstance(op.dims[0][0], int) and op.dims[0][0] > 0:
-            return op.dims[0][0]
+        if op.phase == FORWARD and isinstance(op.dims, list) and op.dims and isinstance(op.dims[0], list):
+            found = batch_of(op.dims[0])
+            if found is not None:
+                return found
     return None
 
 

@@ -26,7 +26,14 @@ from tb_modelmem.readers.allocator_replay import Event, headline_allocators, rep
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
 from tb_modelmem.readers.run_metadata import format_shape, fused_ops
-from tb_modelmem.rules.buffers import carried, input_sequence, sequence_power, step_category, under_mixed_policy
+from tb_modelmem.rules.buffers import (
+    batch_of,
+    carried,
+    input_sequence,
+    sequence_power,
+    step_category,
+    under_mixed_policy,
+)
 from tb_modelmem.rules.join import Joiner, Vocabulary, node_entry
 from tb_modelmem.rules.name_stacks import layer_paths, scope_name
 from tb_modelmem.schema.names import DERIVED, INPUT, INPUTS_CATEGORY, MEASURED, UNATTRIBUTED_TYPE, UNKNOWN_BYTES
@@ -427,7 +434,7 @@ def _batch_seen(measured: Dict[str, _Measured], graph: Mapping[str, List[OutputS
             continue
         seen = m.shapes[0].strip("[]").split(",")
         if len(seen) == len(specs[0][0]) and seen[0].isdigit():
-            return int(seen[0])
+            return int(seen[0])  # the dimension the graph left unknown, whatever the rank
     return None
 
 
@@ -436,12 +443,12 @@ def _input_batch(measured: Dict[str, _Measured], graph: Mapping[str, List[Output
     measured shape, else the shape its graph traced it with."""
     for name in sorted(filter(_is_iterator_output, set(measured) | set(graph))):
         m = measured.get(name)
-        seen = m.shapes[0].strip("[]").split(",") if m and m.shapes else []
-        if len(seen) >= 2 and seen[0].isdigit():
-            return int(seen[0])
+        found = batch_of(m.shapes[0].strip("[]").split(",") if m and m.shapes else [])
         specs = node_entry((graph,), name)
-        if specs and specs[0][0] and len(specs[0][0]) >= 2 and specs[0][0][0]:
-            return specs[0][0][0]
+        if found is None and specs and specs[0][0]:
+            found = batch_of(specs[0][0])
+        if found is not None:
+            return found
     return None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.rules.join import strip_calls
 from tb_modelmem.schema.names import (
@@ -105,6 +105,17 @@ def lived_categories(buffers: Sequence[Lived], unplaced: str = UNATTRIBUTED_CATE
                 category = TEMPORARIES_CATEGORY
         categories.append(category)
     return categories
+
+
+def batch_of(dims: Sequence[Any]) -> Optional[int]:
+    """The batch an input's shape says: its first dimension, known and positive, in a shape of two or more
+    (a step's input is [batch, ...]; a 1-D one is labels or a scalar). Each reader says which input to ask."""
+    if len(dims) < 2:
+        return None
+    first = dims[0]
+    if isinstance(first, str):
+        first = int(first) if first.isdigit() else None
+    return first if isinstance(first, int) and not isinstance(first, bool) and first > 0 else None
 
 
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
