@@ -200,13 +200,13 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         return Replay(Timeline(), 0, 0.0, [])
     buffers = _in_use_at(ordered, peak_index, moves)
     peak_bytes = int(max(peak, lifetime_rose))
-    timeline = _timeline(t_us, total, ops, columns.points, _downsample(total, peak_index))
+    timeline = _timeline(t_us, total, ops, columns.points, downsample(total, peak_index))
     return Replay(timeline, peak_bytes, round(t_us[peak_index], 6), buffers, _extremes(everything, headline))
 
 
 def _timeline(t_us: List[float], total: List[float], ops: List[str], columns: Dict[str, Dict[str, List[float]]],
               keep: List[int]) -> Timeline:
-    """The replay's points at ``keep`` (``_downsample``), categories that never held a byte left out."""
+    """The replay's points at ``keep`` (``downsample``), categories that never held a byte left out."""
     # to the picosecond, the profiler's unit: what a float subtraction adds past it is noise that costs bytes
     parts: Dict[str, Any] = {field: {c: [v[i] for i in keep] for c, v in per_category.items() if any(v)}
                              for field, per_category in columns.items()}
@@ -323,7 +323,7 @@ def _in_use_at(ordered: Sequence[Event], index: int, moves: Optional[Dict[int, i
     return sorted(out, key=lambda b: -b.bytes)
 
 
-def _downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_POINTS) -> List[int]:
+def downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_POINTS) -> List[int]:
     """Indices of at most ~``limit`` points: each bucket keeps its lowest and highest point,
     and the peak is always kept."""
     n = len(values)

@@ -31,7 +31,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-from tb_modelmem.readers.allocator_replay import MAX_TIMELINE_POINTS
+from tb_modelmem.readers.allocator_replay import downsample
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
 from tb_modelmem.readers.safe_pickle import describe, load_plain, text
 from tb_modelmem.rules.buffers import Lived, lived_categories
@@ -416,7 +416,7 @@ def _series(window: _Window, at_start: int, through_sites: List[Tuple[Dict[str, 
         if running > peak:
             peak, peak_index = running, position
     origin = t_us[0] if t_us else 0.0
-    keep = _downsample(total, peak_index) if total else []
+    keep = downsample(total, peak_index) if total else []
     timeline = Timeline([round(t_us[i] - origin, 3) for i in keep], [total[i] for i in keep], [ops[i] for i in keep],
                         {c: [v[i] for i in keep] for c, v in columns.items() if any(v)})
     return _Series(timeline, t_us, total, origin, peak, peak_index)
@@ -523,16 +523,3 @@ def _allocator(device: int, peak: int, total: List[float], segments: List[Any], 
         entry["fragmentation_at_peak"] = round(max(reserved_at_peak - peak, 0) / reserved_at_peak, 4)
     return entry
 
-
-def _downsample(values: List[float], peak_index: int, limit: int = MAX_TIMELINE_POINTS) -> List[int]:
-    """At most ~``limit`` points: each bucket's lowest and highest, and the peak."""
-    n = len(values)
-    if n <= limit:
-        return list(range(n))
-    size = -(-n * 2 // limit)
-    kept = {peak_index}
-    for start in range(0, n, size):
-        bucket = range(start, min(start + size, n))
-        kept.add(min(bucket, key=values.__getitem__))
-        kept.add(max(bucket, key=values.__getitem__))
-    return sorted(kept)

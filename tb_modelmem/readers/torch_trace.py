@@ -215,7 +215,11 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 op.kernel_us += sum(float(k["dur"]) for k in launched)
                 op.device = f"cuda:{_args(launched[0]).get('device', 0)}"
             continue
-        if cat == "user_annotation" and phases.is_collective(name):  # a backend's own work: gloo:all_reduce
+        if phases.is_collective(name) and cat != "python_function":
+            # its own row wherever it runs: DDP's all-reduce launched in a backward op (out of that op's
+            # time), a backend's own work range on its thread (gloo:all_reduce), a call in the loop
+            if op is not None:
+                op.nested_us += end - ts
             found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
             ops.append(found)
             stack.append((end, "op", found))
@@ -225,12 +229,6 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             if found_range is not None:
                 ranges.append((end, found_range[0], found_range[1], ts))
                 steps += found_range[0] == "step"
-            continue
-        if op is not None and phases.is_collective(name):  # its own row, out of the op that launched it
-            op.nested_us += end - ts
-            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
-            ops.append(found)
-            stack.append((end, "op", found))
             continue
         if op is not None and phases.is_compiled_graph(op.name) and name != op.name:  # its own row
             op.nested_us += end - ts
