@@ -11,6 +11,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=${2:?--port needs a number}; shift 2 ;;
     --logdir) logdir=${2:?--logdir needs a folder}; shift 2 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; echo "Other options go to demo/make_logdir.py (see: .venv/bin/python demo/make_logdir.py --help)."; exit 0 ;;
     *) extra+=("$1"); shift ;;
   esac
 done
