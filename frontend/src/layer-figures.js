@@ -114,7 +114,17 @@ export function joinSummary(data, note = "") {
   if (fraction) parts.push(`${fraction} of op time on the model's layers${of ? ` (${of})` : ""}${note}`);
   if (leaf) parts.push(`${leaf} on leaf layers`);
   const none = unplaced.length ? `on no layer: ${unplaced.map((p) => p.text).join(", ")}` : "";
-  return { fraction, leaf, of, unplaced, none, text: [parts.join(", "), none].filter(Boolean).join("; ") };
+  const compiled = compiledWords(join.compiled_layers);
+  return { fraction, leaf, of, unplaced, none, compiled,
+    text: [parts.join(", "), none, compiled].filter(Boolean).join("; ") };
+}
+
+/** "Net ran as a torch.compile graph: its sublayers' ops ran inside it, unnamed (their figures unknown)", or "". */
+export function compiledWords(layers) {
+  const names = (Array.isArray(layers) ? layers : []).map(String).filter(Boolean);
+  if (!names.length) return "";
+  const which = names.length === 1 ? `${names[0]} ran as a torch.compile graph` : `${names.join(", ")} ran as torch.compile graphs`;
+  return `${which}: its sublayers' ops ran inside, where no module is named (their figures unknown)`;
 }
 
 /**

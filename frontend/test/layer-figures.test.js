@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { rowsOf } from "../src/api.js";
 import {
-  allocationsWarning, allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
+  allocationsWarning, allocationWhy, compiledWords, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
   timeTitle, topDeviceWords,
 } from "../src/layer-figures.js";
 import { formatShare } from "../src/format.js";
@@ -109,6 +109,13 @@ test("the join: on layers, on leaf layers, and what is on no layer by phase (iss
   assert.equal(joinSummary(plain).text, "99.1% of op time on the model's layers (178.13 ms of 179.72 ms), 99.1% on leaf layers; "
     + "on no layer: forward 413 µs, backward 31 µs, optimizer 442 µs, loss 81 µs, metrics 4.12 µs");
   assert.equal(joinSummary({}).text, "");
+});
+
+test("a torch.compile graph's layers are named in the join, and why their sublayers are unknown", () => {
+  const compiled = { ...plain, join: { ...plain.join, compiled_layers: ["Net"] } };
+  assert.match(joinSummary(compiled).text, /; Net ran as a torch\.compile graph: its sublayers' ops ran inside, where no module is named \(their figures unknown\)$/);
+  assert.equal(compiledWords(["enc", "dec"]).split(":")[0], "enc, dec ran as torch.compile graphs");
+  assert.equal(compiledWords(undefined), "");
 });
 
 test("the join's note on where the layers come from follows its first figure", () => {

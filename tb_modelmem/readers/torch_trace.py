@@ -144,6 +144,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
     reduced = _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+    reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (

@@ -303,6 +303,8 @@ class OpTrace(_Assigned):
     # Per allocator (device memory pool): {"name", "peak_bytes", "min_bytes"}; min is what stayed resident.
     allocators: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     layers: List[str] = dataclasses.field(default_factory=list)  # the model's layer paths ops joined, model order
+    # Layers that ran as torch.compile graphs: their sublayers' ops ran inside, where no range names them
+    compiled_layers: List[str] = dataclasses.field(default_factory=list)
     batch_size: Optional[int] = None  # the step's batch (on one device), where the trace says it
     sequence_length: Optional[int] = None  # tokens per sample, where the step's input shows them ([batch, seq])
     # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in

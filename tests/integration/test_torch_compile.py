@@ -72,6 +72,13 @@ def test_the_graphs_ops_are_rows_on_the_compiled_module(compiled):
     assert rows[("Net", "Net/CompiledFunction", "forward")]["time_us"] == pytest.approx(
         graph - _called_by(events, "CompiledFunction"), rel=1e-3)
     body = served.json("/ops", run="run", tag="ops")
+    # the model ran as one graph: its submodules' own figures are unknown, never 0, and the join says why
+    assert body["join"]["compiled_layers"] == ["Net"]
+    layers = body["layers"]["columns"]
+    for sub in ("conv1", "conv2", "fc"):
+        i = layers["layer"].index(sub)
+        assert layers["time_us"][i] is None and layers["ops"][i] is None
+        assert layers["weight_bytes"][i] > 0  # what Storage holds stays known
     # 0.92-0.96 measured alone, 0.78 beside another job (the loss and Adam's share of a noisy step): the exact
     # check is the rows above, on the module
     assert body["join"]["fraction"] >= 0.6, body["join"]

@@ -117,6 +117,11 @@ class TraceView:
         for phase in _PHASE_KEYS:  # none of this phase's ops is on a layer: per layer, it is unknown
             if self.unplaced_time_us.get(phase) and not placed.get(phase):
                 columns[f"{phase}_time_us"] = [None] * tree["length"]
+        if self.trace.compiled_layers:  # a layer no op names ran inside a torch.compile graph: unknown, never 0
+            opaque = [i for i, ops in enumerate(columns["ops"]) if not ops]
+            for field in _OP_FIGURES + tuple(f"{p}_time_us" for p in _PHASE_KEYS):
+                if field in columns:
+                    columns[field] = [None if i in opaque else v for i, v in enumerate(columns[field])]
         if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
             for category in (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY):
                 columns[f"peak_{category}_bytes"] = [None] * tree["length"]
@@ -176,7 +181,8 @@ class TraceView:
             "op_count": len(trace.ops), "total_time_us": total,
             # wall time from the first op's start to the last allocation event: what the Timeline spans
             "timeline_span_us": trace.timeline.t_us[-1] if trace.timed and trace.timeline.t_us else None,
-            "join": {"joined_time_us": joined, "fraction": joined / total if total else None,
+            "join": {"compiled_layers": list(trace.compiled_layers),  # ran as torch.compile graphs
+                     "joined_time_us": joined, "fraction": joined / total if total else None,
                      # on a leaf layer: an op on a composite (the model's root) is placed less precisely
                      "leaf_time_us": self.leaf_time_us, "leaf_fraction": self.leaf_time_us / total if total else None,
                      "unplaced_time_us": self.unplaced_time_us,
@@ -244,6 +250,11 @@ _PHASE_KEYS = (FORWARD, BACKWARD, OPTIMIZER, LOSS, METRICS)
 
 # a byte figure summed over known values only, and the count of the values unknown beside it
 _FLOORS = {"output_bytes": "unknown_output_ops", "alloc_bytes": "unknown_alloc_ops"}
+
+
+# A layer's figures that come from its ops (a compiled graph's layers have none of their own: ``_layer_table``)
+_OP_FIGURES = ("time_us", "own_time_us", "ops", "output_bytes", "alloc_bytes", f"peak_{ACTIVATIONS_CATEGORY}_bytes",
+               f"peak_{GRADIENTS_CATEGORY}_bytes")
 
 
 def _sum_ops(layers: List[str], phases: List[str], time_us: List[float], calls: List[int],
