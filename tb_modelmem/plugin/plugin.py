@@ -38,6 +38,7 @@ from tb_modelmem.plugin.views.whatif import whatif_view
 from tb_modelmem.rules import growth
 from tb_modelmem.rules.projection import WhatIf, parse_size
 from tb_modelmem.schema import metadata
+from tb_modelmem.schema.names import COLLECTIVE
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
 # werkzeug's Request.application, as TensorBoard's own plugins use it on methods (its types
@@ -176,7 +177,8 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_hosts(self, request: wrappers.Request) -> wrappers.Response:
-        """Every host (and allocator) of a profile session side by side: peak, resident, step bytes."""
+        """Every host (and allocator) of a profile session, or rank of a PyTorch job, side by side: peak,
+        resident, step bytes, and the host's op time and of it the collectives' (each row of a host repeats them)."""
         ctx, experiment = _context(request)
         source, item = self._find(ctx, experiment, _arg(request, "run"), _arg(request, "tag"), metadata.OPS)
         rows, pending, failed = [], [], []
@@ -189,14 +191,19 @@ class ModelMemPlugin(base_plugin.TBPlugin):
             except errors.PublicError as e:
                 failed.append({"host": host, "error": str(e)})
                 continue
+            time_us = sum(trace.ops.column("time_us")) if trace.timed else None
+            collective_us = sum(t for t, phase in zip(trace.ops.column("time_us"), trace.ops.column("phase"))
+                                if phase == COLLECTIVE) if trace.timed else None
             for allocator in trace.allocators:
                 peak, low = allocator["peak_bytes"], allocator["min_bytes"]
                 rows.append({"host": host, "allocator": allocator["name"], "peak_bytes": peak,
+                             "time_us": time_us, "collective_us": collective_us,
                              "resident_bytes": low if trace.counts_resident else None,
                              "step_bytes": peak - low if trace.counts_resident else peak,
                              "devices": trace.devices, "planned": trace.allocations == "planned"})
             if not trace.allocators:  # a host whose profile recorded no allocation: unknown, not 0
                 rows.append({"host": host, "allocator": None, "peak_bytes": None, "resident_bytes": None,
+                             "time_us": time_us, "collective_us": collective_us,
                              "step_bytes": None, "note": trace.allocations_note, "devices": trace.devices,
                              "planned": False})
         return _respond_json(request, {"run": item.run, "tag": item.tag, "hosts": item.hosts, "rows": rows,

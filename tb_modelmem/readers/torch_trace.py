@@ -55,6 +55,14 @@ def is_trace_name(name: str) -> bool:
     return name.endswith((".pt.trace.json", ".pt.trace.json.gz"))
 
 
+def worker_of(name: str) -> Optional[str]:
+    """The worker a ``tensorboard_trace_handler`` file is of (``<worker>.<time_ns>.pt.trace.json``: a rank's
+    ``worker_name``, else ``<host>_<pid>``), None for a name it did not make."""
+    stem = name[:-len(".gz")] if name.endswith(".gz") else name
+    worker, _, stamp = stem[:-len(".pt.trace.json")].rpartition(".")
+    return worker if worker and stamp.isdigit() and stem.endswith(".pt.trace.json") else None
+
+
 class TraceError(ValueError):
     """The file is no PyTorch trace this reader can read (said for that file alone)."""
 

@@ -1,9 +1,10 @@
 // Every host of a profile session side by side (one .xplane.pb per host, e.g.
-// client.trace of remote workers): peak, resident and step bytes per allocator,
-// so one host using more than the others shows at a glance.
+// client.trace of remote workers), or every rank of a PyTorch job (one trace each): peak, resident and
+// step bytes per allocator, op time and the collectives' share of it, so one host or rank using more
+// than the others shows at a glance.
 
 import { el, name } from "../dom.js";
-import { formatBytesFull, formatHuman, formatInt, formatProgress } from "../format.js";
+import { formatBytesFull, formatHuman, formatInt, formatMicros, formatProgress, isKnown } from "../format.js";
 import { createTable } from "./table.js";
 import { errorBox, panel } from "./widgets.js";
 
@@ -20,6 +21,13 @@ export function hostDevices(row) {
   const devices = row?.devices || [];
   if (devices.length > 1) return formatInt(devices.length);
   return devices.length ? String(devices[0]).replace(/^\/(device|host):/, "") : "";
+}
+
+/** "4.12 ms (36%)" of a row's op time spent in collectives, "" where it had none or was not timed. */
+export function collectiveText(row) {
+  if (!isKnown(row?.collective_us) || !(row.collective_us > 0)) return "";
+  const share = isKnown(row.time_us) && row.time_us > 0 ? ` (${Math.round((100 * row.collective_us) / row.time_us)}%)` : "";
+  return `${formatMicros(row.collective_us)}${share}`;
 }
 
 export function createHostsPanel({ api, onPick }) {
@@ -39,11 +47,17 @@ export function createHostsPanel({ api, onPick }) {
     { key: "step_bytes", label: "Step bytes", width: "130px", numeric: true, text: (r) => formatInt(r.step_bytes),
       title: "peak minus resident: what the step itself allocated" },
     { key: "vs", label: "× smallest peak", width: "120px", numeric: true, text: (r) => (r.vs ? `${r.vs.toFixed(2)}×` : "") },
+    { key: "time_us", label: "Op time", width: "110px", numeric: true,
+      text: (r) => (isKnown(r.time_us) ? formatMicros(r.time_us) : "not timed"),
+      title: "the host's op time, summed over its ops on all threads" },
+    { key: "collective_us", label: "Collectives", width: "150px", numeric: true, text: (r) => collectiveText(r),
+      title: "of the op time, what moved tensors between ranks (c10d ops, the backend's own work)" },
   ];
   const table = createTable({ testid: "host-table", columns, label: "Hosts", sort: { key: "peak_bytes", direction: "desc" }, rowAction: "shows the host's ops",
     onRowClick: (row) => onPick(row.host) });
   const notes = el("div");
   const element = panel("Hosts", "every host of this profile session; click one to show its ops", notes, table.element);
+  const [heading, hint] = [element.querySelector("h2").firstChild, element.querySelector("h2 small")];
   element.dataset.testid = "hosts";
   element.hidden = true;
   let shownFor = "";
@@ -83,6 +97,10 @@ export function createHostsPanel({ api, onPick }) {
         clearTimeout(timer);
         return;
       }
+      const ranks = data.origin === "torch"; // a PyTorch job's ranks, one trace each
+      heading.textContent = ranks ? "Ranks" : "Hosts";
+      hint.textContent = ranks ? "every rank of this job, one trace each; click one to show its ops"
+        : "every host of this profile session; click one to show its ops";
       const key = JSON.stringify([item.run, item.tag, data.step]);
       if (key === shownFor) return;
       shownFor = key;

@@ -7,6 +7,11 @@ Lightning's ``*.ckpt``, transformers' ``pytorch_model*.bin``), ``*.safetensors``
 listing (``logdir_files``); only files that listing found are opened. An item's run is its folder (``.``
 for the log dir itself), its tag ``torch/<file name>`` (``torch/<folder name>/`` for a folder).
 
+The traces of one job's ranks are one item, ``torch/ranks``, a host per rank (as a profile session's hosts:
+the Hosts table side by side, each rank's ops on its own): a folder whose traces are each of another
+worker (``tensorboard_trace_handler(dir, worker_name=f"rank{rank}")``, or its ``<host>_<pid>`` default),
+two or more. A folder where a worker wrote several traces (windows over time) keeps an item per file.
+
 Nothing is unpickled with a class allowed beyond an inert allowlist (``readers.safe_pickle``):
 a crafted pickle is that item's error, and nothing it holds is run.
 """
@@ -14,7 +19,8 @@ a crafted pickle is that item's error, and nothing it holds is run.
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Dict, List, Optional, Tuple
+import re
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from tb_modelmem.messages import first_line
 from tb_modelmem.plugin.sources import Item, Located, Source, name_error
@@ -32,6 +38,8 @@ from tb_modelmem.schema import metadata
 
 ORIGIN = "torch"
 TAG_PREFIX = "torch/"
+RANKS_TAG = TAG_PREFIX + "ranks"
+Found = Union[str, Dict[str, str]]  # a file or folder, or the ranks' traces: {worker: file}
 
 
 def _kind(name: str) -> Optional[Tuple[str, str]]:
@@ -65,9 +73,13 @@ class TorchFileSource(Source):
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         items = []
         for (run, tag), path in sorted(self._listing().items()):
-            kind, note = (metadata.BREAKDOWN, "checkpoint folder") if tag.endswith("/") else _kind(path) or (
-                metadata.OPS, "")
-            item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
+            if isinstance(path, dict):
+                item = Item(run, tag, metadata.OPS, ORIGIN, max_step=0, hosts=sorted(path, key=_natural),
+                            note=f"PyTorch profiler traces of {len(path)} ranks")
+            else:
+                kind, note = (metadata.BREAKDOWN, "checkpoint folder") if tag.endswith("/") else _kind(path) or (
+                    metadata.OPS, "")
+                item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
         return items
@@ -76,12 +88,13 @@ class TorchFileSource(Source):
         return bool(self._listing())
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
-        return [{"step": 0, "wall_time": stat(self._path(item))[1]}]
+        found = self._found(item)
+        paths = list(found.values()) if isinstance(found, dict) else [found]
+        return [{"step": 0, "wall_time": max(stat(path)[1] for path in paths)}]
 
     def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
-        path = self._path(item)
+        path, where = self._path(item, host)
         size, mtime = stat(path)
-        where = f"{item.run}/{item.tag}"
 
         def build(job: Job) -> Any:
             try:
@@ -115,21 +128,51 @@ class TorchFileSource(Source):
 
         return Located((ORIGIN, path, size, mtime), 0, mtime, size, build)
 
-    def _path(self, item: Item) -> str:
-        path = self._listing().get((item.run, item.tag))
-        if path is None:
+    def _found(self, item: Item) -> Found:
+        found = self._listing().get((item.run, item.tag))
+        if found is None:
             raise not_found(f"no PyTorch file {item.tag!r} in run {item.run!r}")
-        return path
+        return found
 
-    def _listing(self) -> Dict[Tuple[str, str], str]:
-        """{(run, tag): path} of the PyTorch files and checkpoint folders in the log dir's listing."""
-        found: Dict[Tuple[str, str], str] = {}
+    def _path(self, item: Item, host: Optional[str] = None) -> Tuple[str, str]:
+        """The file of ``item`` (of the rank ``host``, else the first, for the ranks' item) and its name in errors."""
+        found = self._found(item)
+        if not isinstance(found, dict):
+            return found, f"{item.run}/{item.tag}"
+        host = host if host is not None else min(found, key=_natural)
+        if host not in found:
+            ranks = ", ".join(sorted(found, key=_natural))
+            raise not_found(f"no rank {host!r} in {item.run}/{item.tag}; it has {ranks}")
+        return found[host], f"{item.run}/{item.tag} rank {host}"
+
+    def _listing(self) -> Dict[Tuple[str, str], Found]:
+        """{(run, tag): path} of the PyTorch files and checkpoint folders in the log dir's listing, and
+        {(run, ``RANKS_TAG``): {worker: path}} of a folder of one trace per rank."""
+        found: Dict[Tuple[str, str], Found] = {}
         for directory, names in self._files.walk():
             if _folder_kind(names):  # one item in its parent's run; its files are its own
                 parent, folder = posixpath.split(directory.rstrip("/"))
                 found[(self._files.run_of(parent), f"{TAG_PREFIX}{folder}/")] = directory
                 continue
+            run = self._files.run_of(directory)
+            ranks = _ranks([name for name in names if torch_trace.is_trace_name(name)])
+            if ranks:
+                found[(run, RANKS_TAG)] = {worker: posixpath.join(directory, name) for worker, name in ranks.items()}
             for name in names:
-                if _kind(name):
-                    found[(self._files.run_of(directory), TAG_PREFIX + name)] = posixpath.join(directory, name)
+                if _kind(name) and not (ranks and torch_trace.is_trace_name(name)):
+                    found[(run, TAG_PREFIX + name)] = posixpath.join(directory, name)
         return found
+
+
+def _ranks(traces: List[str]) -> Dict[str, str]:
+    """{worker: file} when ``traces`` are one job's ranks: two or more, each of another worker; else {}."""
+    workers = {name: torch_trace.worker_of(name) for name in traces}
+    named = {worker for worker in workers.values() if worker}
+    if len(traces) < 2 or None in workers.values() or len(named) != len(traces):
+        return {}
+    return {worker: name for name, worker in workers.items() if worker}
+
+
+def _natural(name: str) -> List[Any]:
+    """rank2 before rank10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

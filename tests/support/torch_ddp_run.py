@@ -1,0 +1,48 @@
+"""A 2-rank DistributedDataParallel job on gloo (CPU), each rank profiled as PyTorch's docs show:
+``tensorboard_trace_handler(<run>, worker_name=f"rank{rank}")``, ``profile_memory``, ``record_shapes``.
+No tb_modelmem code.
+
+    python -m tests.support.torch_ddp_run LOGDIR      (writes LOGDIR/ddp/rank0.*.pt.trace.json, rank1.*)
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+
+
+def _rank(rank: int, port: int, run: str) -> None:
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(ddp.parameters())
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
+    handler = torch.profiler.tensorboard_trace_handler(run, worker_name=f"rank{rank}")
+    with torch.profiler.profile(schedule=schedule, on_trace_ready=handler, profile_memory=True,
+                                record_shapes=True) as prof:
+        for _ in range(5):
+            ddp(torch.randn(32 * (rank + 1), 64)).sum().backward()  # rank 1's batch is twice rank 0's
+            optimizer.step()
+            optimizer.zero_grad()
+            prof.step()
+    dist.destroy_process_group()
+
+
+def main(logdir: str) -> None:
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_rank, args=(port, os.path.join(logdir, "ddp")), nprocs=WORLD)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
