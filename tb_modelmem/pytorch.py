@@ -29,7 +29,8 @@ from types import TracebackType
 from typing import Any, Optional, Tuple, Type, Union
 
 from tb_modelmem import summary
-from tb_modelmem.capture.torch_modules import breakdown_of_module
+from tb_modelmem.capture import torch_ranges
+from tb_modelmem.capture.torch_modules import breakdown_of_module, is_module
 from tb_modelmem.messages import first_line
 from tb_modelmem.schema.records import Breakdown, OpTrace
 from tb_modelmem.tracing import Trace, step_range
@@ -151,9 +152,6 @@ class Profile:
 def _installed_ranges(model: Any) -> Any:
     """The ranges naming ``model``'s modules, installed before the model is compiled so that they are compiled
     with it (``capture.torch_ranges``); None, with a warning, where they cannot be (ops then on no module)."""
-    from tb_modelmem.capture import torch_ranges
-    from tb_modelmem.capture.torch_modules import is_module
-
     try:
         return torch_ranges.install(model) if is_module(model) else None
     except Exception as e:  # naming modules must not stop training

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import orjson
 
@@ -297,6 +297,7 @@ def _place_backward(ops: List[_Op]) -> None:
 
 def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]]], steps: int,
            batch: Optional[int]) -> OpTrace:
+    allocations = sorted(allocations, key=lambda a: float(a[0].get("ts") or 0))  # in time order, once for all
     _charge(allocations)
     _name_rows(ops)
     rows: Dict[Tuple[str, str, str, str], OpRecord] = {}
@@ -329,9 +330,10 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
 
 
 def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
-    """Each op's bytes allocated, and of them those still allocated when it ended (its outputs)."""
+    """Each op's bytes allocated, and of them those still allocated when it ended (its outputs); ``allocations``
+    in time order."""
     live: Dict[Tuple[Any, Any], Tuple[_Op, int]] = {}
-    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
+    for event, op in allocations:
         args = _args(event)
         size = _int(args.get("Bytes")) or 0
         key = (_device(args), args.get("Addr"))
@@ -345,17 +347,17 @@ def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
                 owner.kept -= held
 
 
-def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]]
+def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]
                       ) -> Tuple[List[Event], float, set, int]:
-    """The allocator's events, and the bytes the CPU's count held before the window beyond what it shows
-    (a second profile in one process: torch's CPU count is not reset between profiles, so each event's
-    "Total Allocated" is taken from the window's start, as the first profile's are)."""
+    """The allocator's events (``allocations`` in time order), and the bytes the CPU's count held before the
+    window beyond what it shows (a second profile in one process: torch's CPU count is not reset between
+    profiles, so each event's "Total Allocated" is taken from the window's start, as the first profile's are)."""
     out: List[Event] = []
     devices = set()
     origin = None
     categories = _categories(allocations)
     carried: Dict[str, float] = {}  # device -> its count before the window's first event
-    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
+    for event, op in allocations:
         args = _args(event)
         size = _int(args.get("Bytes"))
         if not size:
@@ -376,13 +378,13 @@ def _allocator_events(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]
     return out, origin or 0.0, devices, int(carried.get("cpu", 0))
 
 
-def _categories(allocations: Iterable[Tuple[Dict[str, Any], Optional[_Op]]]) -> Dict[int, str]:
-    """id(allocation event) -> its category, by the phase of the op that made it and when it was freed
+def _categories(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]) -> Dict[int, str]:
+    """id(allocation event, in time order) -> its category, by the phase of the op that made it and when it was freed
     (``rules.buffers.lived_categories``: a memory snapshot of the same step is read with the same rule)."""
     made: List[Tuple[Dict[str, Any], str, float]] = []
     freed: Dict[int, float] = {}  # index in made -> when
     live: Dict[Tuple[Any, Any], int] = {}
-    for event, op in sorted(allocations, key=lambda a: float(a[0].get("ts") or 0)):
+    for event, op in allocations:
         args = _args(event)
         size, key, ts = _int(args.get("Bytes")) or 0, (_device(args), args.get("Addr")), float(event.get("ts") or 0)
         if size > 0:

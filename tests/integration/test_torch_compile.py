@@ -7,22 +7,17 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.support import run_worker
 from tests.support.plugin_harness import Served
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module", params=["wrapped", "in_place"])
 def compiled(request, tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp(f"compiled_{request.param}"))
-    done = subprocess.run([sys.executable, "-m", "tests.support.torch_compiled_run", logdir, request.param],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_worker("tests.support.torch_compiled_run", logdir, request.param)
     with open(os.path.join(logdir, "dynamo.json")) as f:
         counted = json.load(f)
     (raw,) = glob.glob(os.path.join(logdir, "raw", "*.pt.trace.json"))

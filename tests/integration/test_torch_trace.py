@@ -9,12 +9,11 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from tb_modelmem.readers import torch_trace
+from tests.support import run_worker
 from tests.support.plugin_harness import Served
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,9 +35,7 @@ def _highest_total_allocated(events: list, device_type: int) -> int:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory):
     logdir = str(tmp_path_factory.mktemp("torch_plain"))
-    done = subprocess.run([sys.executable, "-m", "tests.support.torch_plain_run", logdir], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_worker("tests.support.torch_plain_run", logdir)
     (path,) = glob.glob(os.path.join(logdir, "run", "*.pt.trace.json"))
     os.makedirs(os.path.join(logdir, "gzipped"))
     with open(path, "rb") as f, gzip.open(os.path.join(logdir, "gzipped", os.path.basename(path) + ".gz"), "wb") as g:

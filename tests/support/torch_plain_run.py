@@ -13,28 +13,7 @@ import sys
 import torch
 from torch import nn
 
-
-class Net(nn.Module):
-    """PyTorch's MNIST example network (pytorch/examples mnist/main.py), on 28x28 inputs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.conv1(x))
-        x = torch.relu(self.conv2(x))
-        x = torch.max_pool2d(x, 2)
-        x = self.dropout1(x)
-        x = torch.flatten(x, 1)
-        x = torch.relu(self.fc1(x))
-        x = self.dropout2(x)
-        return torch.log_softmax(self.fc2(x), dim=1)
+from tests.corpus.pytorch.mnist_main import Net  # pytorch/examples' MNIST network
 
 
 def main(logdir: str) -> None:
