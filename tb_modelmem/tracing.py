@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any, List, Optional, Set, Tuple, Type, Union
 
 from tb_modelmem import summary
+from tb_modelmem.capture.jax_pytrees import is_jax_model
 from tb_modelmem.capture.torch_modules import is_module
 from tb_modelmem.capture.torch_profile import TorchProfiler
 from tb_modelmem.gc_paused import paused_gc
@@ -233,6 +234,7 @@ class Trace:
         no ``model``, the Keras model ``function`` closes over, if any; else ops keep no layer
         here and the tab joins them to the run's breakdown by name. ``profiling``: the profiler
         may still be recording, so None if a variable's shape is only known by running an op."""
+        from tb_modelmem.capture.jax_pytrees import arrays_of
         from tb_modelmem.capture.opgraph import model_in, variables_of
         from tb_modelmem.capture.variables import breakdown_of, fully_defined, static_dims
         from tb_modelmem.rules.join import Vocabulary
@@ -240,6 +242,8 @@ class Trace:
         model = self.model if self.model is not None else model_in(self.function)
         if model is None:
             return None, []
+        if is_jax_model(model):  # flax, equinox, pytrees: no Keras to ask
+            return Vocabulary.from_breakdown(breakdown_of(model, self.optimizer)), arrays_of(model, self.optimizer)
         variables = variables_of(model, self.optimizer)
         if profiling and not all(map(fully_defined, map(static_dims, variables))):
             return None
@@ -390,7 +394,8 @@ def step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, 
 
 def _profiler_of(model: Any, function: Any) -> Any:
     """The profiler of the framework the steps run on: for a Keras 3 model, its backend's (TensorFlow's, JAX's,
-    or a ``TorchProfiler``); for a JAX-compiled function, JAX's; else TensorFlow's."""
+    or a ``TorchProfiler``); for a JAX model (flax, equinox, a pytree) or a JAX-compiled function, JAX's; else
+    TensorFlow's."""
     keras = sys.modules.get("keras")
     if keras is not None and isinstance(model, keras.layers.Layer):
         backend = keras.backend.backend()
@@ -401,6 +406,8 @@ def _profiler_of(model: Any, function: Any) -> Any:
         return TorchProfiler()
     if "jax" not in sys.modules:
         return _TENSORFLOW
+    if is_jax_model(model):  # flax, equinox, a pytree of JAX arrays
+        return _JAX
     return _JAX if hasattr(function, "lower") and hasattr(function, "trace") else _TENSORFLOW
 
 

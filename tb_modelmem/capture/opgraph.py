@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import sys
 import threading
 import weakref
 from typing import Any, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
@@ -148,8 +149,6 @@ def _read_graphs(top: List[Any], names: Dict[int, str]) -> GraphInfo:
 def variables_of(model: Any, optimizer: Any = None) -> List[Any]:
     """Every variable object of ``model`` and ``optimizer``, as ``summary.variables`` takes them
     (Keras model or layer, tf.Module, tf.train.Checkpoint, nested list or dict of variables)."""
-    import sys
-
     import keras
 
     tf = sys.modules.get("tensorflow")  # used only where the process has it (Keras on torch or JAX has not)
@@ -262,10 +261,10 @@ def model_in(function: Any, depth: int = 3) -> Any:
     optimizers it closes over (Keras 3's ``model.train_function``, closures) or names as
     globals (a tutorial's ``train_step`` using ``generator``, ``generator_optimizer``...).
     One model: that model; several, or models with optimizers of their own (a GAN): a
-    ``tf.train.Checkpoint`` of them all; none: None."""
-    import keras
-    import tensorflow as tf
-
+    ``tf.train.Checkpoint`` of them all; none (or no Keras in this process: a flax or plain JAX step): None."""
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return None
     found: Dict[str, Any] = {}
     pending, seen = [(function, depth)], set()
     while pending:
@@ -297,6 +296,8 @@ def model_in(function: Any, depth: int = 3) -> Any:
         return next(iter(models.values()))
     if not models:
         return None
+    import tensorflow as tf
+
     return tf.train.Checkpoint(**models, **optimizers)
 
 

@@ -37,10 +37,12 @@ def breakdown_of(model: Any = None, optimizer: Any = None) -> records.Breakdown:
     """Breakdown of ``model`` (Keras model/layer, tf.Module, tf.train.Checkpoint, a list
     or dict of variables, nested or not, a PyTorch ``nn.Module``, or None for the TF1 default graph)
     and ``optimizer``."""
-    from tb_modelmem.capture import torch_modules
+    from tb_modelmem.capture import jax_pytrees, torch_modules
 
     if torch_modules.is_module(model):
         return torch_modules.breakdown_of_module(model, optimizer)
+    if jax_pytrees.is_jax_model(model):
+        return jax_pytrees.breakdown_of_pytrees(model, optimizer)
     tf = _tf()
     if model is None:
         if tf is None:
@@ -214,20 +216,30 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     components = list(storage.values) if distributed else [storage]
     shape = _shape(var, components[0])
     dtype = _dtype(var)
+    if distributed:  # a mirrored variable: a whole copy on each device
+        whole = (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
+        devices = sorted({_device_name(c.device) for c in components if c is not None and getattr(c, "device", None)})
+        device_bytes, shards, size = ([whole] * len(devices) if len(devices) > 1 else []), 1, whole * len(components)
+    else:
+        devices, device_bytes, shards, size = placement(storage, shape, dtype)
+    return records.VariableRecord(
+        name=name, layer=layer, shape=shape, dtype=dtype, bytes=size, role=role, device=",".join(devices),
+        replicas=max(len(devices) // shards if device_bytes and not distributed else len(components), 1),
+        device_bytes=device_bytes, shards=shards, slot=slot[0] if slot else None,
+        slot_of=_name(slot[1]) if slot else None,
+    )
+
+
+def placement(array: Any, shape: List[int], dtype: str) -> Tuple[List[str], List[int], int, int]:
+    """(devices, bytes on each, distinct pieces, bytes in all) of one array: a JAX array laid over several
+    devices as its sharding lays it (no per-device list for one on a single device)."""
     whole = (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
-    placed = _sharded(storage, shape, name_size(dtype)) if not distributed else None
+    placed = _sharded(array, shape, name_size(dtype))
     if placed is not None:
         devices, device_bytes, shards = placed
-    else:
-        devices = sorted({_device_name(c.device) for c in components if c is not None and getattr(c, "device", None)})
-        device_bytes, shards = ([whole] * len(devices) if len(devices) > 1 else []), 1
-    copies = len(devices) // shards if placed is not None else len(components)
-    return records.VariableRecord(
-        name=name, layer=layer, shape=shape, dtype=dtype,
-        bytes=sum(device_bytes) if placed is not None else whole * len(components), role=role,
-        device=",".join(devices), replicas=max(copies, 1), device_bytes=device_bytes, shards=shards,
-        slot=slot[0] if slot else None, slot_of=_name(slot[1]) if slot else None,
-    )
+        return devices, device_bytes, shards, sum(device_bytes)
+    device = getattr(array, "device", None) if array is not None else None
+    return ([_device_name(device)] if device and not callable(device) else []), [], 1, whole
 
 
 def _sharded(array: Any, shape: List[int], itemsize: int) -> Optional[Tuple[List[str], List[int], int]]:
@@ -467,24 +479,25 @@ def _unique(variables: List[Any]) -> List[Any]:
     return out
 
 
-def _is_keras_variable(obj: Any) -> bool:
-    import keras
+def _keras() -> Any:
+    """Keras, when this process has imported it: an object can be a Keras one only then."""
+    return sys.modules.get("keras")
 
-    return isinstance(obj, keras.Variable)
+
+def _is_keras_variable(obj: Any) -> bool:
+    keras = _keras()
+    return keras is not None and isinstance(obj, keras.Variable)
 
 
 def _is_keras_layer(obj: Any) -> bool:
-    import keras
-
-    return isinstance(obj, keras.layers.Layer)
+    keras = _keras()
+    return keras is not None and isinstance(obj, keras.layers.Layer)
 
 
 def _is_optimizer(obj: Any) -> bool:
-    import keras
-
-    tf = _tf()
-    return isinstance(obj, keras.optimizers.Optimizer) or (tf is not None and
-                                                           isinstance(obj, tf.compat.v1.train.Optimizer))
+    keras, tf = _keras(), _tf()
+    return (keras is not None and isinstance(obj, keras.optimizers.Optimizer)) or (
+        tf is not None and isinstance(obj, tf.compat.v1.train.Optimizer))
 
 
 def _is_variable(obj: Any) -> bool:

@@ -31,7 +31,7 @@ from tb_modelmem.readers.hlo import (
 )
 from tb_modelmem.rules.buffers import carried, input_sequence, step_category
 from tb_modelmem.rules.join import Joiner, backward_by_producers
-from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, scope_name
+from tb_modelmem.rules.name_stacks import batch_parameters, is_keras_batch, keras_state_role, scope_name
 from tb_modelmem.schema.names import (
     BACKWARD,
     COLLECTIVE,
@@ -219,15 +219,16 @@ PLANNED_NOTE = ("XLA's plan, not a measurement: this profile records no allocati
 def planned_events(program: Program, span_us: Tuple[float, float], batch: Optional[int] = None,
                    weights: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None) -> List[Event]:
     """One run of ``program`` (from ``span_us[0]`` to ``span_us[1]``) as XLA planned it on each device,
-    as allocator events: its batch parameters (inputs) and its temp allocation (``split_temp_allocations``
-    splits it by buffer), then the outputs that are no donated parameter; the other parameters (the
-    state) are resident before it, in every event's count."""
+    as allocator events: its batch parameters (inputs: ``name_stacks.batch_parameters``) and its temp
+    allocation (``split_temp_allocations`` splits it by buffer), then the outputs that are no donated
+    parameter; the other parameters (the state) are resident before it, in every event's count."""
     start, end = span_us
     tick = max((end - start) / 1000, 1e-3)
     resident = 0
     events: List[Event] = []
+    inputs = batch_parameters(program.parameters(), batch)
     for parameter in program.parameters():
-        if is_keras_batch(parameter.op_name):
+        if parameter.number in inputs:
             shape = "[" + ",".join(map(str, parameter.dims)) + "]"
             carries, times = carried(shape, batch, weights, seq)
             events.append(Event(start, parameter.bytes, ("planned", "parameter", parameter.number),
@@ -619,7 +620,8 @@ class Step:
 
     def batch_sizes(self) -> Set[int]:
         """Bytes of each batch parameter of the programs (what a step takes in, transferred each run)."""
-        return {p.bytes for program in self.programs for p in program.parameters() if is_keras_batch(p.op_name)}
+        return {p.bytes for program in self.programs for p in program.parameters()
+                if p.number in self._batch_parameters(program)}
 
     def batch_size(self) -> Optional[int]:
         """The step's batch: the leading dimension of its first batch parameter (Keras on JAX: data[0])."""
@@ -634,10 +636,18 @@ class Step:
 
     def _first_batch_parameter(self) -> Optional[Parameter]:
         for program in self.programs:
+            batch = self._batch_parameters(program)
             for parameter in sorted(program.parameters(), key=lambda p: p.number):
-                if is_keras_batch(parameter.op_name) and parameter.dims:
+                if parameter.number in batch and parameter.dims:
                     return parameter
         return None
+
+    def _batch_parameters(self, program: Program) -> Set[int]:
+        """``name_stacks.batch_parameters`` of the main program; of the others (a step's helpers:
+        ``jit_multiply``), only those Keras names so."""
+        if program is self.programs[0]:
+            return batch_parameters(program.parameters())
+        return {p.number for p in program.parameters() if is_keras_batch(p.op_name)}
 
     def resident(self) -> Dict[str, int]:
         """Bytes of the main program's entry parameters by role, where their names say it (Keras on

@@ -564,6 +564,7 @@ class Joiner:
                 break
         if not node:
             roots = self.tree.children[""]
+            parts = self._below_model_scope(parts)
             first = self._child(roots, "", parts[0]) if parts else None
             if first is None:  # traced outside the model's own call: start one level down
                 for root in roots.values():
@@ -575,10 +576,22 @@ class Joiner:
             start, node = 1, first
         for part in parts[start:]:
             child = self._child(self.tree.children[node], node, part)
+            if child is None and part == node.rpartition("/")[2]:
+                continue  # a module's method scope under its own (linen: SelfAttention_0/SelfAttention_0)
             if child is None:
                 break
             node = child
         return node
+
+    def _below_model_scope(self, parts: List[str]) -> List[str]:
+        """A scope of the model itself above its top layers (the model's class, which flax linen and
+        ``capture.flax_scopes`` enter first, ``TinyLM/block0``; a layer holding no other, as torch and
+        nnx name the model's own) is passed over when the next scope is a top layer."""
+        roots = self.tree.children[""]
+        top = roots.get(parts[0]) if parts else None
+        if len(parts) > 1 and (top is None or not self.tree.children[top]) and parts[1] in roots:
+            return parts[1:]
+        return parts
 
     def _child(self, children: Dict[str, str], parent: str, traced: str) -> Optional[str]:
         """The child layer a traced scope component stands for. Keras 3 enters each layer's name

@@ -11,22 +11,26 @@ name ``join`` reads, so one rule set places every op on a layer and a phase.
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 
 _BACKWARD = re.compile(r"^transpose\(jvp\((.*)\)\)$")
 _FORWARD = re.compile(r"^jvp\((.*)\)$")
-_SCOPE = re.compile(r"^[A-Za-z_][\w.-]*$")  # a layer or name scope; not "jit(relu)", not "abc,cde->abde"
+# a layer or name scope, or an index in a module's path ("blocks/0/attn"); not "jit(relu)", not "abc,cde->abde"
+_SCOPE = re.compile(r"^([A-Za-z_][\w.-]*|\d+)$")
 _LOSS = re.compile(r"^(compile_loss|loss)(_\d+)?$")
 # Keras 3's JAX trainer calls its compiled step as train_step(state, data), state being
 # (trainable variables, non-trainable variables, optimizer variables, metric variables).
 _KERAS_STATE = re.compile(r"^state\[(\d)\]\[\d+\]$")
 _KERAS_STATE_ROLES = {0: WEIGHT, 1: NON_TRAINABLE, 2: OPTIMIZER_SLOT, 3: OTHER}
 _KERAS_DATA = re.compile(r"^data\[\d+\](\[\d+\])*$")
+# JAX names an entry parameter by its argument's path: "x", "batch['image']", "model.states[0][3]"
+_ARGUMENT = re.compile(r"^([A-Za-z_]\w*)(?:[\[.].*)?$")
 
 
 @functools.lru_cache(maxsize=1 << 14)  # a program's instructions share a few hundred op_names
@@ -84,3 +88,31 @@ def keras_state_role(op_name: str, dims: Sequence[int]) -> Optional[str]:
 def is_keras_batch(op_name: str) -> bool:
     """A Keras-on-JAX train step's batch parameter ("data[0]", "data[1]")."""
     return bool(_KERAS_DATA.match(op_name))
+
+
+def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None) -> Set[int]:
+    """Numbers of the entry parameters (``readers.hlo.Parameter``) that are a step's batch: Keras on JAX's
+    ``data[...]``; in a JAX step without Keras' names (flax, optax, equinox), the arguments every array of
+    which leads with the batch (``x``, ``batch['image']``; never ``model.states[...]``, whose arrays lead with
+    anything): ``batch`` where an argument leads with it, else (unknown, or each device's piece of it, which
+    divides it) the leading dimension shared by the most bytes of such arguments."""
+    keras = {p.number for p in parameters if is_keras_batch(p.op_name)}
+    if keras or any(keras_state_role(p.op_name, p.dims) is not None for p in parameters):
+        return keras
+    arguments: Dict[str, List[Any]] = collections.defaultdict(list)
+    for parameter in parameters:
+        found = _ARGUMENT.match(parameter.op_name)
+        if found is None:
+            return set()  # not a JAX argument path (TensorFlow's XLA_Args): no rule here
+        arguments[found.group(1)].append(parameter)
+    leading: Dict[int, List[Any]] = {}
+    for members in arguments.values():
+        firsts = {p.dims[0] if p.dims else -1 for p in members}
+        if len(firsts) == 1 and -1 not in firsts:
+            leading.setdefault(int(firsts.pop()), []).extend(members)
+    if batch not in leading:  # unknown, or split over devices: each holds a piece, which divides it
+        pieces = [size for size in leading if batch is None or batch % size == 0]
+        batch = max(pieces, key=lambda size: sum(p.bytes for p in leading[size])) if pieces else None
+    if batch is None or len(arguments) < 2:  # one argument: the state alone, or all of it in one
+        return set()
+    return {p.number for p in leading.get(batch, [])}

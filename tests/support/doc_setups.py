@@ -63,6 +63,28 @@ import lightning
 from tests.corpus.pytorch import lightning_cnn
 model, loader = lightning_cnn.build()
 """,
+    "flax_nnx": """
+import jax, optax
+from flax import nnx
+
+class CNN(nnx.Module):
+    def __init__(self, rngs):
+        self.conv1 = nnx.Conv(1, 8, (3, 3), rngs=rngs)
+        self.bn = nnx.BatchNorm(8, rngs=rngs)
+        self.head = nnx.Linear(8 * 28 * 28, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.head(nnx.relu(self.bn(self.conv1(x))).reshape(x.shape[0], -1))
+
+@nnx.jit
+def train_step(model, optimizer, x, y):
+    loss_fn = lambda m: optax.softmax_cross_entropy_with_integer_labels(m(x), y).mean()
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+
+x, y = jax.numpy.ones((16, 28, 28, 1)), jax.numpy.zeros((16,), "int32")
+""",
     "jax_step": """
 import jax, jax.numpy as jnp
 params = {"w": jnp.ones((8, 4))}

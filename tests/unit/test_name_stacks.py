@@ -12,7 +12,8 @@ import pytest
 
 from tb_modelmem import proto
 from tb_modelmem.readers import hlo
-from tb_modelmem.rules.name_stacks import is_keras_batch, keras_state_role, layer_paths, scope_name
+from tb_modelmem.rules.join import Joiner, Vocabulary
+from tb_modelmem.rules.name_stacks import batch_parameters, is_keras_batch, keras_state_role, layer_paths, scope_name
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tests.support import gpu_h100
 
@@ -115,3 +116,39 @@ def test_the_lenet_step_differentiates_its_layers():
     assert {"conv1", "conv2", "fc1", "logits"} <= set(found)
     assert set(found) <= {"conv1", "pool1", "conv2", "pool2", "flatten", "fc1", "logits"}
     assert len(found) == len(set(found))
+
+
+def _parameters(*named: tuple) -> List[hlo.Parameter]:
+    return [hlo.Parameter(number, name, dims, 4 * math.prod(dims)) for number, (name, dims) in enumerate(named)]
+
+
+# an nnx.jit step's entry parameters as JAX names them (tests/support/flax_run.py's CNN, batch 32): its model's
+# and optimizer's flattened state, then its arguments x and y; conv1's bias has y's shape
+_NNX_STEP = _parameters(("model.states[0][0]", (32,)), ("model.states[0][1]", (3, 3, 1, 32)),
+                        ("opt.states[0][0]", ()), ("opt.states[0][1]", (32,)), ("x", (32, 28, 28, 1)), ("y", (32,)))
+
+
+def test_a_jax_steps_batch_is_the_arguments_that_lead_with_it():
+    assert batch_parameters(_NNX_STEP, 32) == {4, 5}
+    assert batch_parameters(_NNX_STEP) == {4, 5}  # unknown: the leading dimension most bytes share
+    # data-parallel on 8 devices: each program holds its piece, 4 rows of the batch of 32
+    sharded = _parameters(("params['head']['kernel']", (64, 256)), ("opt_state[0].count", ()), ("ids", (4, 32)))
+    assert batch_parameters(sharded, 32) == {2}
+
+
+def test_keras_and_tensorflow_programs_keep_their_own_rule():
+    keras = _parameters(("state[0][0]", (32, 10)), ("data[0]", (32, 784)), ("data[1]", (32,)))
+    assert batch_parameters(keras, 32) == {1, 2}
+    assert batch_parameters(_parameters(("XLA_Args", (32, 784)), ("XLA_Args", (784, 10))), 32) == set()
+    assert batch_parameters(_parameters(("params", (32, 10))), 32) == set()  # one argument: the state alone
+
+
+@pytest.mark.parametrize("op_name, layer", [
+    ("jit(step)/jvp(CNN)/conv1/conv_general_dilated", "conv1"),  # capture.flax_scopes: the model's class first
+    ("jit(step)/transpose(jvp(CNN))/blocks/0/attn/dot_general", "blocks/0/attn"),
+    ("jit(step)/jvp(CNN)/reduce_window_sum", "CNN"),  # the model's own call, outside its modules
+    ("jit(step)/jvp(TinyLM)/block0/attention/attention/key/dot_general", "block0/attention/key"),  # linen
+])
+def test_a_scope_of_the_model_above_its_layers_is_passed_over(op_name, layer):
+    joiner = Joiner(Vocabulary(["CNN", "conv1", "blocks/0/attn", "block0/attention/key"]), (), [])
+    assert joiner.assign(scope_name(op_name), "")[0] == layer

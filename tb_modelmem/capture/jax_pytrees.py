@@ -1,0 +1,216 @@
+"""Every array of a JAX model and its optimizer when no Keras holds them: a ``records.Breakdown``.
+
+What people train on JAX without Keras keeps its state in pytrees, each leaf named by its path as the
+framework names it (so Storage, an orbax checkpoint and the ops of a step meet on the same names):
+
+- flax nnx: a ``Module``'s variables (``nnx.state``) by attribute path (``conv1.kernel``):
+  ``Param`` a weight, RNG state (``RngKey``, ``RngCount``) other, every other variable (``BatchStat``,
+  a custom one) non-trainable; its modules are the layers, the model's own class the root's;
+- flax linen: the ``variables`` dict ``init`` returns (``{"params": ..., "batch_stats": ...}``) or its
+  ``params`` alone: the params collection weights, the other collections non-trainable, named by
+  their path inside the collection (``block0.Dense_0.kernel``, ``batch_stats.BatchNorm_0.mean``);
+- equinox, or any pytree of arrays: its array leaves, floating ones weights, the others non-trainable;
+- the optimizer: an ``nnx.Optimizer``, or the optax state ``tx.init(params)`` returns. A leaf whose
+  path ends with a parameter's path (``mu.conv1.kernel``) is that parameter's slot, named by the state
+  field above it (``mu``, ``nu``, ``trace``, Adafactor's ``v_row``); a scalar (``count``, a step) is
+  other, and so is a per-element leaf that no parameter's path ends, as ``roles.optimizer_variable_role``
+  says.
+
+Sharded arrays count per device as Keras-on-JAX variables do (``variables.placement``). Each array
+is counted once, under its first name. Reads shapes, dtypes and shardings only, never values.
+Needs jax (the caller's process has it); never imports Keras, TensorFlow, flax or optax itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from tb_modelmem.capture.variables import placement
+from tb_modelmem.rules import roles
+from tb_modelmem.rules.layers import scope_layer_records
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
+
+Path = Tuple[Any, ...]  # a leaf's keys: attribute names, dict keys, sequence indices
+_RNG_VARIABLES = ("RngKey", "RngCount", "RngState")
+_PARAMS = "params"  # linen's trainable collection
+
+
+def is_jax_model(model: Any) -> bool:
+    """A flax nnx or equinox module, or a pytree (dict, list, tuple) whose leaves are all JAX arrays
+    (linen's variables, a params dict): what this module reads. jax is not imported to ask."""
+    if _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree")) \
+            or _framework_class(model, ("equinox",), ("Module",)):
+        return True
+    jax = sys.modules.get("jax")
+    if jax is None or not isinstance(model, (dict, list, tuple)) or not model:
+        return False
+    leaves = jax.tree_util.tree_leaves(model)
+    return bool(leaves) and all(isinstance(leaf, jax.Array) for leaf in leaves)
+
+
+def arrays_of(model: Any, optimizer: Any = None) -> List[Any]:
+    """Every array of ``model`` and ``optimizer`` (what the step's program takes as its state)."""
+    return [array for _, array, _ in _leaves(model)] + [array for _, array, _ in _leaves(optimizer)]
+
+
+def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
+    """Breakdown of ``model`` and ``optimizer`` (see the module's docstring)."""
+    counted: Set[int] = set()
+    rows: List[VariableRecord] = []
+    params: Dict[Path, VariableRecord] = {}
+    nnx_model = _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree"))
+    linen = isinstance(model, dict) and _PARAMS in model and all(isinstance(v, dict) for v in model.values())
+
+    def add(path: Path, array: Any, role: str, layer: str, name: str, slot: Optional[str] = None,
+            slot_of: Optional[str] = None) -> VariableRecord:
+        record = _record(name, layer, array, role, slot, slot_of, counted)
+        rows.append(record)
+        return record
+
+    for path, array, kind in _leaves(model):
+        if linen:
+            collection, path = str(path[0]), path[1:]
+            role = WEIGHT if collection == _PARAMS else NON_TRAINABLE
+            name = _dotted(path) if collection == _PARAMS else _dotted((collection,) + path)
+        else:
+            role = _role(kind, array)
+            name = _dotted(path)
+        record = add(path, array, role, _layer(path), name)
+        if role == WEIGHT:
+            params.setdefault(path, record)
+    for path, array, kind in _leaves(optimizer):
+        owner, field = _owner(path, params)
+        name = _dotted(("optimizer",) + path)
+        if owner is not None:
+            add(path, array, OPTIMIZER_SLOT, _layer(owner), name, field, params[owner].name)
+        else:
+            add(path, array, roles.optimizer_variable_role(name, list(array.shape)), "", name)
+    model_name = type(model).__name__ if nnx_model or not isinstance(model, (dict, list, tuple)) else ""
+    layers = scope_layer_records(r for r in rows if r.bytes or r.role != OPTIMIZER_SLOT)
+    if nnx_model:
+        layers = _module_layers(model, layers)
+    found = Breakdown(source=_source(model), variables=VariableTable.from_rows(rows), model_name=model_name,
+                      layers=LayerTable.from_rows(layers))
+    if optimizer is not None:
+        found.optimizer = _optimizer_record(optimizer)
+    return found
+
+
+def root_layer(model: Any) -> str:
+    """The layer of a model's own call, outside its submodules: its class name (no attribute path is one)."""
+    return type(model).__name__
+
+
+def module_paths(model: Any) -> Iterable[Tuple[str, Any]]:
+    """(layer path, module) of every flax nnx module in ``model``, the model itself first as ``root_layer``."""
+    from flax import nnx
+
+    for path, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.Module):
+            yield (_layer(tuple(path) + ("",)) if path else root_layer(model)), node
+
+
+def _module_layers(model: Any, counted: List[LayerRecord]) -> List[LayerRecord]:
+    """Every module of an nnx model in its order, with its class and the variables it holds itself."""
+    by_name = {record.name: record for record in counted}
+    out = []
+    for layer, module in sorted(module_paths(model), key=lambda pair: pair[0] != root_layer(model)):
+        record = by_name.pop(layer, None) or LayerRecord(name=layer, class_name="", params=0)
+        record.class_name = type(module).__name__
+        out.append(record)
+    return out + list(by_name.values())  # variables of the root module itself (layer "")
+
+
+def _leaves(tree: Any) -> List[Tuple[Path, Any, str]]:
+    """(path, array, variable kind) of every array leaf: an nnx object's variables (kind: the variable's
+    class), else the pytree's leaves (kind "")."""
+    if tree is None:
+        return []
+    if _framework_class(tree, ("flax.nnx",), ("Module", "Object", "Pytree", "Optimizer")):
+        from flax import nnx
+
+        return [(tuple(path), variable.get_value(), type(variable).__name__)
+                for path, variable in nnx.to_flat_state(nnx.state(tree)) if _is_array(variable.get_value())]
+    import jax
+
+    found = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [(tuple(_key(k) for k in path), leaf, "") for path, leaf in found if _is_array(leaf)]
+
+
+def _key(entry: Any) -> Any:
+    """A path entry's key: a dict key, an attribute's name, a sequence index."""
+    for attr in ("key", "name", "idx"):
+        if hasattr(entry, attr):
+            return getattr(entry, attr)
+    return str(entry)
+
+
+def _role(kind: str, array: Any) -> str:
+    """An nnx variable's role by its class; a plain pytree leaf's by its dtype (what gets a gradient)."""
+    if kind:
+        return WEIGHT if kind == "Param" else OTHER if kind in _RNG_VARIABLES else NON_TRAINABLE
+    import jax.numpy as jnp
+
+    return WEIGHT if jnp.issubdtype(array.dtype, jnp.inexact) else NON_TRAINABLE
+
+
+def _owner(path: Path, params: Dict[Path, VariableRecord]) -> Tuple[Optional[Path], Optional[str]]:
+    """The parameter an optimizer leaf belongs to (the longest parameter path its own path ends with),
+    and the state field that names it (the nearest named key above), or (None, None)."""
+    for start in range(1, len(path)):
+        owner = path[start:]
+        if owner in params:
+            field = next((str(k) for k in reversed(path[:start]) if isinstance(k, str)), None)
+            return owner, field
+    return None, None
+
+
+def _dotted(path: Sequence[Any]) -> str:
+    return ".".join(str(k) for k in path)
+
+
+def _layer(path: Path) -> str:
+    """The layer of a leaf: the path of the module holding it, "/"-separated as every layer path is."""
+    return "/".join(str(k) for k in path[:-1])
+
+
+def _record(name: str, layer: str, array: Any, role: str, slot: Optional[str], slot_of: Optional[str],
+            counted: Set[int]) -> VariableRecord:
+    shape = [int(d) for d in array.shape]
+    dtype = str(array.dtype)
+    devices, device_bytes, shards, total = placement(array, shape, dtype)
+    if id(array) in counted:  # one array under two names (tied, shared): its memory once
+        total, device_bytes = 0, [0] * len(device_bytes)
+    counted.add(id(array))
+    replicas = max(len(devices) // shards, 1) if device_bytes else 1
+    return VariableRecord(name=name, layer=layer, shape=shape, dtype=dtype, bytes=total, role=role,
+                          device=",".join(devices), replicas=replicas, device_bytes=device_bytes, shards=shards,
+                          slot=slot, slot_of=slot_of)
+
+
+def _optimizer_record(optimizer: Any) -> Dict[str, Any]:
+    """{"class_name", "config"}: an nnx.Optimizer's class (and its optax state's), else the state's."""
+    tx_state = getattr(optimizer, "opt_state", None)
+    inner = tx_state if tx_state is not None else optimizer
+    states = [type(s).__name__ for s in (inner if isinstance(inner, (tuple, list)) else [inner])
+              if type(s).__name__ not in ("EmptyState", "tuple")]
+    return {"class_name": type(optimizer).__name__, "config": {"state": states}}
+
+
+def _source(model: Any) -> str:
+    if _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree")):
+        return "flax.nnx"
+    if _framework_class(model, ("equinox",), ("Module",)):
+        return "equinox"
+    return "jax"
+
+
+def _framework_class(obj: Any, modules: Tuple[str, ...], names: Tuple[str, ...]) -> bool:
+    return obj is not None and any(c.__module__.startswith(modules) and c.__name__ in names
+                                   for c in type(obj).__mro__)
+
+
+def _is_array(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "sharding")

@@ -1,0 +1,99 @@
+"""JAX without Keras, run for real (``tests/support/flax_run.py``, in a process that imports neither
+TensorFlow nor Keras): a flax nnx CNN with ``nnx.Optimizer(optax.adamw)``, a flax linen transformer with
+optax AdamW's state, and the same transformer data-parallel on 8 host devices. Ground truth: the pytrees'
+own bytes (``nnx.state``, optax's ``mu`` and ``nu``, ``addressable_shards``) and XLA's memory plan of the
+compiled step (``memory_analysis()``), never tb_modelmem's figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support import run_worker, xla_plan
+from tests.support.layer_time import rows_on_layers
+from tests.support.plugin_harness import Served, layer_rows
+
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
+
+def _run(kind: str, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    folder = tmp_path_factory.mktemp(kind)
+    logdir, truth_path = str(folder / "logs"), str(folder / "truth.json")
+    run_worker("tests.support.flax_run", kind, logdir, truth_path)
+    with open(truth_path) as f:
+        return Served(logdir), json.load(f)
+
+
+@pytest.fixture(scope="module")
+def nnx_run(tmp_path_factory):
+    return _run("nnx", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def linen_run(tmp_path_factory):
+    return _run("linen", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def sharded_run(tmp_path_factory):
+    return _run("sharded", tmp_path_factory)
+
+
+@pytest.mark.parametrize("which", ["nnx_run", "linen_run", "sharded_run"])
+def test_no_tensorflow_or_keras_is_imported(which, request):
+    _, truth = request.getfixturevalue(which)
+    assert truth["imported"] == []
+
+
+def test_nnx_storage_is_the_pytrees_bytes(nnx_run):
+    served, truth = nnx_run
+    storage = served.json("/breakdown", run="train", tag="storage")
+    assert storage["totals"] == {"weight": truth["weight_bytes"], "non_trainable": truth["non_trainable_bytes"],
+                                 "optimizer_slot": truth["slot_bytes"], "other": truth["other_bytes"]}
+    rows = {row["name"]: row for row in served.all_variables("train", "storage")}
+    kernel = rows["conv1.kernel"]
+    assert kernel["layer"] == "conv1" and kernel["shape"] == [3, 3, 1, 32] and kernel["role"] == "weight"
+    mu = rows["optimizer.opt_state.0.mu.conv1.kernel"]
+    assert (mu["role"], mu["slot"], mu["slot_of"], mu["layer"]) == ("optimizer_slot", "mu", "conv1.kernel", "conv1")
+    assert rows["bn.mean"]["role"] == "non_trainable"
+
+
+@pytest.mark.parametrize("which", ["nnx_run", "linen_run"])
+def test_the_steps_work_is_on_its_modules_by_their_paths(which, request):
+    served, truth = request.getfixturevalue(which)
+    body = served.json("/ops", run="train", tag="ops")
+    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
+    assert set(truth["modules"]) <= layers, (truth["modules"], layers)
+    rows = served.all_ops("train", "ops")
+    fraction, elsewhere = rows_on_layers(rows, layers)
+    assert fraction >= 0.9, (fraction, elsewhere)
+    placed = sum(r["time_us"] for r in rows if r["layer"]) / sum(r["time_us"] for r in rows)
+    assert placed >= 0.8, placed
+
+
+@pytest.mark.parametrize("which", ["nnx_run", "linen_run", "sharded_run"])
+def test_the_planned_peak_is_xlas_and_splits_into_storage(which, request):
+    served, truth = request.getfixturevalue(which)
+    body = served.json("/ops", run="train", tag="ops")
+    assert body["allocations"] == "planned" and body["breakdown"]["tag"] == "storage"
+    assert body["peak_bytes"] == xla_plan.peak(truth["planned"]), (body["peak_bytes"], truth["planned"])
+    split = body["peak_by_category"]
+    assert split["total"] == body["peak_bytes"] == sum(v for k, v in split.items()
+                                                      if k not in ("total", "step_peak_bytes", "unknown") and v)
+    # each device's copy (the sharded run replicates its state: every device holds all of it)
+    assert split["weights"] == truth.get("weight_bytes_per_device", truth["weight_bytes"]), split
+    assert split["optimizer_slots"] == truth["slot_bytes"], split
+    assert split["inputs"] > 0 and not split.get("unattributed"), split
+
+
+def test_sharded_storage_counts_each_devices_copy(sharded_run):
+    served, truth = sharded_run
+    assert truth["devices"] == 8 and truth["param_devices"] == [8]
+    storage = served.json("/breakdown", run="train", tag="storage")
+    assert storage["totals"]["weight"] == 8 * truth["weight_bytes_per_device"]
+    assert storage["totals"]["optimizer_slot"] == 8 * truth["slot_bytes"]
+    kernel = next(r for r in served.all_variables("train", "storage") if r["name"] == "head.kernel")
+    assert len(kernel["device"].split(",")) == 8 and kernel["layer"] == "head"
+
