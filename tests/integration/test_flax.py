@@ -97,3 +97,46 @@ def test_sharded_storage_counts_each_devices_copy(sharded_run):
     kernel = next(r for r in served.all_variables("train", "storage") if r["name"] == "head.kernel")
     assert len(kernel["device"].split(",")) == 8 and kernel["layer"] == "head"
 
+
+
+def test_an_equinox_module_and_its_optax_state():
+    eqx = pytest.importorskip("equinox")
+    import jax
+    import optax
+
+    from tb_modelmem.jax import breakdown
+
+    model = eqx.nn.MLP(64, 10, 128, 2, key=jax.random.PRNGKey(0))
+    params = eqx.filter(model, eqx.is_array)
+    opt_state = optax.adam(1e-3).init(params)
+    columns = breakdown(model, opt_state).variables.columns
+    rows = {name: dict(zip(columns, values)) for name, *values in zip(columns["name"], *columns.values())}
+    by_role = {role: sum(b for r, b in zip(columns["role"], columns["bytes"]) if r == role)
+               for role in set(columns["role"])}
+    assert by_role["weight"] == sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(params))
+    assert by_role["optimizer_slot"] == sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves((opt_state[0].mu,
+                                                                                              opt_state[0].nu)))
+    assert by_role["other"] == opt_state[0].count.nbytes
+    assert rows["layers.1.weight"]["layer"] == "layers/1" and rows["layers.1.weight"]["shape"] == [128, 128]
+    assert rows["optimizer.0.nu.layers.1.weight"]["slot_of"] == "layers.1.weight"
+
+
+def test_adafactors_factored_moments_are_slots_of_their_parameters():
+    nnx = pytest.importorskip("flax.nnx")
+    import jax
+    import optax
+
+    from tb_modelmem.jax import breakdown
+
+    model = nnx.Linear(512, 256, rngs=nnx.Rngs(0))
+    optimizer = nnx.Optimizer(model, optax.adafactor(1e-3), wrt=nnx.Param)
+    columns = breakdown(model, optimizer).variables.columns
+    slots = {name: (slot, owner, size) for name, slot, owner, size in
+             zip(columns["name"], columns["slot"], columns["slot_of"], columns["bytes"]) if slot}
+    state = optimizer.opt_state[0]
+    assert slots["optimizer.opt_state.0.v_row.kernel"] == ("v_row", "kernel", state.v_row["kernel"].nbytes)
+    assert slots["optimizer.opt_state.0.v_col.kernel"] == ("v_col", "kernel", state.v_col["kernel"].nbytes)
+    # a factored second moment: a row and a column instead of the kernel's 512 x 256
+    assert state.v_row["kernel"].nbytes + state.v_col["kernel"].nbytes == (512 + 256) * 4
+    assert sum(s for _, _, s in slots.values()) == sum(
+        leaf.nbytes for leaf in jax.tree_util.tree_leaves(nnx.state(optimizer)) if leaf.ndim)
