@@ -191,12 +191,25 @@ def _record(name: str, layer: str, array: Any, role: str, slot: Optional[str], s
 
 
 def _optimizer_record(optimizer: Any) -> Dict[str, Any]:
-    """{"class_name", "config"}: an nnx.Optimizer's class (and its optax state's), else the state's."""
+    """{"class_name", "config"}: the optimizer family optax's state says (``_OPTAX_FAMILIES``: what What if
+    recomputes the state of), "" when it says none; the config names the state's classes and the holder."""
     tx_state = getattr(optimizer, "opt_state", None)
     inner = tx_state if tx_state is not None else optimizer
     states = [type(s).__name__ for s in (inner if isinstance(inner, (tuple, list)) else [inner])
-              if type(s).__name__ not in ("EmptyState", "tuple")]
-    return {"class_name": type(optimizer).__name__, "config": {"state": states}}
+              if type(s).__name__ not in ("EmptyState", "tuple", "list")]
+    stateless: Tuple[str, Dict[str, Any]] = ("SGD", {}) if not states else ("", {})  # nothing per parameter
+    family = next((_OPTAX_FAMILIES[s] for s in states if s in _OPTAX_FAMILIES), stateless)
+    holder = "nnx.Optimizer" if tx_state is not None else "optax state"
+    return {"class_name": family[0], "config": {**family[1], "optax_state": states, "holder": holder}}
+
+
+# optax's state classes -> (the Keras optimizer whose state has the same layout, its flags): Adam and AdamW
+# keep two moments per parameter and a count, SGD with momentum a trace, Adafactor factored moments; a state
+# with nothing per parameter (optax.sgd without momentum) is laid out as plain SGD
+_OPTAX_FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
+    "ScaleByAdamState": ("Adam", {}), "TraceState": ("SGD", {"momentum": True}),
+    "FactoredState": ("Adafactor", {}), "ScaleByRmsState": ("RMSprop", {}),
+}
 
 
 def _source(model: Any) -> str:

@@ -23,7 +23,7 @@ def _run(kind: str, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     logdir, truth_path = str(folder / "logs"), str(folder / "truth.json")
     run_worker("tests.support.flax_run", kind, logdir, truth_path)
     with open(truth_path) as f:
-        return Served(logdir), json.load(f)
+        return Served(logdir), json.load(f), logdir
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +43,12 @@ def sharded_run(tmp_path_factory):
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run", "sharded_run"])
 def test_no_tensorflow_or_keras_is_imported(which, request):
-    _, truth = request.getfixturevalue(which)
+    _, truth, _ = request.getfixturevalue(which)
     assert truth["imported"] == []
 
 
 def test_nnx_storage_is_the_pytrees_bytes(nnx_run):
-    served, truth = nnx_run
+    served, truth, _ = nnx_run
     storage = served.json("/breakdown", run="train", tag="storage")
     assert storage["totals"] == {"weight": truth["weight_bytes"], "non_trainable": truth["non_trainable_bytes"],
                                  "optimizer_slot": truth["slot_bytes"], "other": truth["other_bytes"]}
@@ -62,7 +62,7 @@ def test_nnx_storage_is_the_pytrees_bytes(nnx_run):
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run"])
 def test_the_steps_work_is_on_its_modules_by_their_paths(which, request):
-    served, truth = request.getfixturevalue(which)
+    served, truth, _ = request.getfixturevalue(which)
     body = served.json("/ops", run="train", tag="ops")
     layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
     assert set(truth["modules"]) <= layers, (truth["modules"], layers)
@@ -75,7 +75,7 @@ def test_the_steps_work_is_on_its_modules_by_their_paths(which, request):
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run", "sharded_run"])
 def test_the_planned_peak_is_xlas_and_splits_into_storage(which, request):
-    served, truth = request.getfixturevalue(which)
+    served, truth, _ = request.getfixturevalue(which)
     body = served.json("/ops", run="train", tag="ops")
     assert body["allocations"] == "planned" and body["breakdown"]["tag"] == "storage"
     assert body["peak_bytes"] == xla_plan.peak(truth["planned"]), (body["peak_bytes"], truth["planned"])
@@ -89,7 +89,7 @@ def test_the_planned_peak_is_xlas_and_splits_into_storage(which, request):
 
 
 def test_sharded_storage_counts_each_devices_copy(sharded_run):
-    served, truth = sharded_run
+    served, truth, _ = sharded_run
     assert truth["devices"] == 8 and truth["param_devices"] == [8]
     storage = served.json("/breakdown", run="train", tag="storage")
     assert storage["totals"]["weight"] == 8 * truth["weight_bytes_per_device"]
@@ -140,3 +140,25 @@ def test_adafactors_factored_moments_are_slots_of_their_parameters():
     assert state.v_row["kernel"].nbytes + state.v_col["kernel"].nbytes == (512 + 256) * 4
     assert sum(s for _, _, s in slots.values()) == sum(
         leaf.nbytes for leaf in jax.tree_util.tree_leaves(nnx.state(optimizer)) if leaf.ndim)
+
+
+@pytest.mark.parametrize("batch", [64, 128])
+def test_what_if_a_larger_batch_is_xlas_plan_at_it(nnx_run, batch):
+    """The nnx step traced at batch 32, projected; truth: XLA's plan of the same step compiled at that batch."""
+    from tb_modelmem import estimate
+
+    _, truth, logdir = nnx_run
+    projected = estimate(logdir, "train", batch=batch)["peak_bytes"]
+    real = xla_plan.peak(truth["planned_by_batch"][str(batch)])
+    assert abs(projected / real - 1) <= 0.05, (projected, real)
+    assert projected > xla_plan.peak(truth["planned"])
+
+
+def test_what_if_plain_sgd_drops_adams_moments(nnx_run):
+    from tb_modelmem import estimate
+
+    _, truth, logdir = nnx_run
+    projected = estimate(logdir, "train", optimizer="sgd")
+    real = xla_plan.peak(truth["planned_sgd"])
+    assert projected["by_category"]["optimizer_slots"] == 0
+    assert abs(projected["peak_bytes"] / real - 1) <= 0.05, (projected["peak_bytes"], real)

@@ -11,7 +11,8 @@ docs/JAX.md says, in a process with no TensorFlow or Keras imported:
     python -m tests.support.flax_run nnx|linen|sharded LOGDIR TRUTH.json
 
 Writes what JAX, flax and optax say of the run (never tb_modelmem's figures) to TRUTH.json: the
-pytrees' bytes by kind, XLA's memory plan of the compiled step (``memory_analysis()``), the modules by
+pytrees' bytes by kind, XLA's memory plan of the compiled step (``memory_analysis()``; for nnx, also at
+batch 64 and 128 and with plain SGD, what What if projects to), the modules by
 path, and whether TensorFlow or Keras was ever imported.
 """
 
@@ -82,13 +83,18 @@ def nnx_run(logdir: str) -> Dict[str, Any]:
             if step == 1:
                 tb_modelmem.summary.variables("storage", model=model, optimizer=optimizer, step=step)
     writer.close()
+    # XLA's plan of the same step at other settings: what What if projects to
+    other_batches = {str(b): _plan(train_step.lower(model, optimizer, jax.numpy.tile(x, (b // BATCH, 1, 1, 1)),
+                                                    jax.numpy.tile(y, b // BATCH)).compile()) for b in (64, 128)}
+    sgd = _plan(train_step.lower(model, nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param), x, y).compile())
     opt_state = optimizer.opt_state[0]
     return {"weight_bytes": _nbytes(nnx.state(model, nnx.Param)),
             "non_trainable_bytes": _nbytes(nnx.state(model, nnx.BatchStat)),
             "slot_bytes": _nbytes(opt_state.mu) + _nbytes(opt_state.nu),
             "other_bytes": _nbytes(opt_state.count) + _nbytes(optimizer.step),
             "modules": [name for name, value in vars(model).items() if isinstance(value, nnx.Module)],
-            "planned": _plan(train_step.lower(model, optimizer, x, y).compile())}
+            "planned": _plan(train_step.lower(model, optimizer, x, y).compile()),
+            "planned_by_batch": other_batches, "planned_sgd": sgd}
 
 
 def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
