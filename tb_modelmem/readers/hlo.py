@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from tb_modelmem import proto
 
@@ -48,6 +48,14 @@ _RELAYOUT = frozenset({"bitcast", "copy", "transpose", "reshape", "get-tuple-ele
 _NEW_BUFFER_RELAYOUT = frozenset({"copy", "transpose", "reshape"})  # of those, the ones writing a buffer of their own
 _STRICT_RELAYOUT = _NEW_BUFFER_RELAYOUT | {"bitcast"}  # those that surely keep a value as it was (a fusion may not)
 _KERNEL_SYMBOL = re.compile(r"[^A-Za-z0-9_]")
+# frames that are no training script's: installed packages, Python's own library, tb_modelmem's wrappers
+_LIBRARY = re.compile(r"[/\\](site-packages|dist-packages|tb_modelmem)[/\\]|[/\\]lib[/\\]python3[.\d]*[/\\]"
+                      r"|^<frozen |^<string>$")
+_MAX_FRAMES = 256  # frames walked up from one instruction (a real stack has tens)
+
+
+def _entry(table: Any, one_based: int) -> str:
+    return str(table[one_based - 1]) if 0 < one_based <= len(table) else ""
 
 
 class Instruction:
@@ -61,6 +69,7 @@ class Instruction:
         metadata = raw.metadata
         self.op_name: str = metadata.op_name  # its framework op ("" when XLA made it: a copy, a layout change)
         self.op_type: str = metadata.op_type  # the TF op type (empty under JAX)
+        self.stack_frame_id: int = metadata.stack_frame_id  # its innermost Python frame (0: none kept)
         self.custom_call_target: str = raw.custom_call_target
         self.operand_ids: Tuple[int, ...] = tuple(raw.operand_ids)
         self.tuple_index: int = raw.tuple_index  # a get-tuple-element's element
@@ -148,6 +157,7 @@ class Program:
         self._kernel_names: Optional[Dict[str, Instruction]] = None
         self._state_read: Dict[int, Tuple[int, ...]] = {}
         self._read_by: Optional[Dict[int, List[int]]] = None
+        self._sources: Dict[int, str] = {}  # stack frame id -> its user frame's text
 
     @functools.cached_property
     def _index(self) -> Tuple["_Instructions", Dict[str, int], Dict[int, int]]:
@@ -316,6 +326,52 @@ class Program:
         scheduled = sorted(self.order, key=self.order.__getitem__)
         return [self.instructions[i] for i in scheduled
                 if i in self.instructions and self.instructions[i].opcode not in NO_WORK]
+
+    def source(self, instruction: Instruction) -> str:
+        """Where in the training script the instruction was traced: the innermost of its Python frames
+        (the program's ``stack_frame_index``) outside installed packages, Python's own library and
+        tb_modelmem, as "model.py:13 CNN.__call__"; a fusion's, its first fused instruction's with one;
+        "" when the program keeps none. A name to read, never a file the server opens."""
+        frame = instruction.stack_frame_id or self._called_frame(instruction.called_computation_ids)
+        if not frame:
+            return ""
+        found = self._sources.get(frame)
+        if found is None:
+            found = self._sources[frame] = self._user_frame(frame)
+        return found
+
+    def _called_frame(self, computations: Sequence[int], depth: int = 0) -> int:
+        """The frame of what a fusion (or a call) runs: its root's, else the first of its instructions
+        with one, looking into what those call in turn (a few levels)."""
+        self._index  # noqa: B018 (fills the computations read below)
+        for computation in computations:
+            raw = self._computations.get(computation)
+            if raw is None:
+                continue
+            ordered = sorted(raw.instructions, key=lambda i: i.id != raw.root_id)  # the root first
+            for inner in ordered:
+                if inner.metadata.stack_frame_id:
+                    return int(inner.metadata.stack_frame_id)
+            for inner in ordered if depth < 4 else ():
+                found = self._called_frame(inner.called_computation_ids, depth + 1)
+                if found:
+                    return found
+        return 0
+
+    def _user_frame(self, frame: int) -> str:
+        index = self._hlo.hlo_module.stack_frame_index
+        seen = 0
+        while 0 < frame <= len(index.stack_frames) and seen < _MAX_FRAMES:  # ids are 1-based; a cycle ends
+            seen += 1
+            entry = index.stack_frames[frame - 1]
+            if 0 < entry.file_location_id <= len(index.file_locations):
+                location = index.file_locations[entry.file_location_id - 1]
+                path = _entry(index.file_names, location.file_name_id)
+                if path and not _LIBRARY.search(path):
+                    function = _entry(index.function_names, location.function_name_id)
+                    return f"{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{location.line} {function}".strip()
+            frame = entry.parent_frame_id
+        return ""
 
     def framework_ops(self, instruction_id: int) -> Tuple[str, ...]:
         """The framework ops an instruction implements: its own op_name, else those of the

@@ -304,7 +304,7 @@ def _outermost_function_calls(line: Any, stat_names: Dict[int, str]) -> List[int
 
 
 _COLUMNS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "fused", "bytes_source",
-            "output_bytes", "alloc_bytes", "output_shape", "output_dtype")
+            "output_bytes", "alloc_bytes", "output_shape", "output_dtype", "source")
 
 
 def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: GraphInfo, batch: Optional[int],
@@ -319,10 +319,10 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
         layer, phase = ("", INPUT) if acc.input_calls == acc.count else joiner.assign(acc.name, acc.op_type)
         rows.append((acc.name, acc.op_type, layer, phase, acc.device, acc.count, acc.duration_ps / 1e6,
                      fused_ops(acc.op_type, acc.name),
-                     *_output_figures(measured.pop(acc.name, None), graph, acc.name, batch)))
+                     *_output_figures(measured.pop(acc.name, None), graph, acc.name, batch), ""))
     for name, m in measured.items():  # allocations by ops with no op event: keep every byte
         layer, phase = joiner.assign(name)
-        rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, name, batch)))
+        rows.append((name, "", layer, phase, m.device, m.steps, 0.0, [], *_output_figures(m, None, name, batch), ""))
     if step is not None:
         rows += _instruction_rows(step, joiner)
     return OpTable.by_name(dict(zip(_COLUMNS, map(list, zip(*rows)))))
@@ -330,17 +330,18 @@ def _op_table(calls: Iterable[_Calls], measured: Dict[str, _Measured], graph: Gr
 
 def _instruction_rows(step: xla.Step, joiner: Joiner) -> List[Tuple[Any, ...]]:
     """An XLA step's rows: each instruction that ran, with its output as the program declares it
-    (DERIVED) and the framework ops it implements; then each group of events no rule placed."""
+    (DERIVED), the framework ops it implements and where in the user's code it was traced
+    (``Program.source``); then each group of events no rule placed."""
     rows: List[Tuple[Any, ...]] = []
     for row in step.rows:
         instruction = row.instruction
         layer, phase = step.place(joiner, row.program, instruction)
         rows.append((step.name(row.program, instruction), instruction.kind, layer, phase, row.device, row.calls,
                      row.duration_ps / 1e6, list(row.program.framework_ops(instruction.id)[:_MAX_FUSED]), DERIVED,
-                     instruction.bytes, 0, instruction.shape, instruction.dtype))
+                     instruction.bytes, 0, instruction.shape, instruction.dtype, row.program.source(instruction)))
     for left in step.unattributed:
         rows.append((left.name, UNATTRIBUTED_TYPE, "", "", left.device, left.calls, left.duration_ps / 1e6, [],
-                     UNKNOWN_BYTES, 0, 0, "", ""))
+                     UNKNOWN_BYTES, 0, 0, "", "", ""))
     return rows
 
 

@@ -151,10 +151,11 @@ class OpRecord(Record):
     alloc_bytes: int = 0  # bytes the allocator handed out for this op
     fused: List[str] = dataclasses.field(default_factory=list)  # ops a fused kernel stands for
     phase: str = ""  # one of PHASES, "" if unknown
+    source: str = ""  # where in the training script it was traced ("model.py:13 CNN.__call__"), "" if not kept
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
     _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
-                                            "bytes_source", "phase")
+                                            "bytes_source", "phase", "source")
     _front_coded: ClassVar[Tuple[str, ...]] = ("name",)
     _times: ClassVar[Tuple[str, ...]] = ("time_us",)
 

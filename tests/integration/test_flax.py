@@ -162,3 +162,32 @@ def test_what_if_plain_sgd_drops_adams_moments(nnx_run):
     real = xla_plan.peak(truth["planned_sgd"])
     assert projected["by_category"]["optimizer_slots"] == 0
     assert abs(projected["peak_bytes"] / real - 1) <= 0.05, (projected["peak_bytes"], real)
+
+
+def test_each_instruction_says_where_the_script_traced_it(nnx_run):
+    """XLA keeps each instruction's Python frames: the rows say the training script's line (the CNN's
+    ``__call__`` lines of tests/support/flax_run.py, found here by reading that file), so a step compiled
+    without scope names still tells where its time went."""
+    import inspect
+
+    from tests.support import flax_run
+
+    served, _, _ = nnx_run
+    lines, _ = inspect.getsourcelines(flax_run)
+    call_lines = {n for n, text in enumerate(lines, 1) if "self.conv1(x)" in text or "self.conv2(x)" in text}
+    assert len(call_lines) == 2
+    rows = served.all_ops("train", "ops")
+    by_line: dict = {}
+    for row in rows:
+        if row["source"]:
+            by_line[row["source"]] = by_line.get(row["source"], 0.0) + row["time_us"]
+    convs = {f"flax_run.py:{line} nnx_run.<locals>.CNN.__call__" for line in call_lines}
+    assert convs <= set(by_line), sorted(by_line)
+    # conv1's and conv2's forward work was traced at those two lines (a fusion XLA made of ops from two
+    # places says its own instruction's line, so one may name another; one the program keeps no frame for
+    # says none)
+    forward = [row for row in rows if row["layer"] in ("conv1", "conv2") and row["phase"] == "forward"
+               and row["source"]]
+    at_convs = sum(row["time_us"] for row in forward if row["source"] in convs)
+    assert at_convs >= 0.9 * sum(row["time_us"] for row in forward), forward
+    assert sum(by_line.values()) >= 0.8 * sum(row["time_us"] for row in rows)

@@ -58,6 +58,17 @@ function typeCell(op) {
   return el("span", { class: "badge unattributed", title: UNATTRIBUTED_WHY }, "not attributed");
 }
 
+/**
+ * An op's layer; for one on no layer, where in the training script it was traced (an XLA program keeps
+ * its Python frames: a flax nnx step compiled without scope names reads "model.py:13 CNN.__call__").
+ */
+function layerCell(op) {
+  if (op.layer || !op.source) return name(op.layer);
+  const [where, ...inFunction] = op.source.split(" ");
+  return el("i", { class: "why", title: `no module scope names this op; the training script traced it at ${where}`
+    + (inFunction.length ? `, in ${inFunction.join(" ")}` : "") }, where);
+}
+
 /** The ops a fused kernel or an XLA instruction implements, readably; one per line in the tooltip. */
 function fusedCell(op) {
   const fused = op.fused || [];
@@ -75,7 +86,8 @@ const opColumnList = (why) => [
     text: (o) => (isUnattributed(o) ? `${UNATTRIBUTED_TYPE}: ${UNATTRIBUTED_WHY}` : o.op_type) },
   { key: "fused", label: "Fused ops", width: "minmax(100px, 1.2fr)", minWidth: 100, value: (o) => fusedText(o.fused, o.layer),
     render: fusedCell, title: "the framework ops a fused kernel or an XLA instruction implements" },
-  { key: "layer", label: "Layer", width: "minmax(100px, 1fr)", minWidth: 100, cutStart: true, render: (o) => name(o.layer) },
+  { key: "layer", label: "Layer", width: "minmax(100px, 1fr)", minWidth: 100, cutStart: true, render: layerCell,
+    text: (o) => [o.layer, o.source && `traced at ${o.source}`].filter(Boolean).join("\n") },
   { key: "phase", label: "Phase", width: "76px", minWidth: 76, text: (o) => (PHASE_HINT[o.phase] ? `${o.phase}: ${PHASE_HINT[o.phase]}` : o.phase),
     render: (o) => o.phase ?? "" },
   { key: "device", label: "Device", width: "72px", minWidth: 72, text: (o) => o.device, render: (o) => shortDevices(o.device) },
@@ -269,13 +281,14 @@ function opColumns(data) {
   const why = { output: outputWhy(data), alloc: allocationWhy(data) };
   const shapes = recordsOutputShapes(data);
   const layers = data.join?.vocabulary !== "none";
-  const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, shapes, layers, why.output,
-    why.alloc]);
+  const tracedAt = Boolean(data.join?.traced_at_ops);
+  const key = JSON.stringify([Boolean(data.xla), Boolean(data.timed), (data.devices || []).length <= 1, shapes, layers, tracedAt,
+    why.output, why.alloc]);
   return columnSet(COLUMN_SETS, key, () => {
-    const columns = opColumnList(why);
+    const columns = opColumnList(why).map((c) => (c.key === "layer" && !layers ? { ...c, label: "Traced at" } : c));
     return (data.xla ? columns.map(xlaWidth) : shapes ? columns : columns.map(noShapeWidth))
       .filter((c) => (data.timed || !TIME_KEYS.has(c.key)) && ((data.devices || []).length > 1 || c.key !== "device")
-        && (shapes || c.key !== "fused") && (layers || c.key !== "layer"));
+        && (shapes || c.key !== "fused") && (layers || tracedAt || c.key !== "layer"));
   });
 }
 

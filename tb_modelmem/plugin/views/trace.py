@@ -41,7 +41,7 @@ MAX_BUFFERS = 5000  # buffers at the peak listed in one answer (the largest; the
 _GROUP_LABEL = {FORWARD: "(forward, no layer)", BACKWARD: "(backward, no layer)", OPTIMIZER: "(optimizer)",
                 LOSS: "(loss)", METRICS: "(metrics)", INPUT: "(input)", EXECUTOR: "(executor)", "": "(unattributed)"}
 OP_FIELDS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "mean_us", "output_bytes",
-             "output_shape", "output_dtype", "bytes_source", "alloc_bytes", "new_bytes", "fused")
+             "output_shape", "output_dtype", "bytes_source", "alloc_bytes", "new_bytes", "fused", "source")
 
 
 class TraceView:
@@ -188,7 +188,9 @@ class TraceView:
                      "unplaced_time_us": self.unplaced_time_us,
                      "vocabulary": "breakdown" if self.breakdown else ("trace" if self.tree.children[""] else "none"),
                      # the trace's own modules the breakdown does not name (kept apart, not re-placed)
-                     "unmatched_layers": len(self.unmatched_layers), "unmatched_examples": self.unmatched_layers[:3]},
+                     "unmatched_layers": len(self.unmatched_layers), "unmatched_examples": self.unmatched_layers[:3],
+                     # ops that say where the training script traced them (an XLA program's Python frames)
+                     "traced_at_ops": sum(1 for source in trace.ops.column("source") if source)},
             "peak_bytes": self.peak["total"], "peak_time_us": trace.peak_time_us,
             "peak_by_category": self.peak, "peak_notes": self.peak_notes, "allocations": trace.allocations,
             "allocations_note": trace.allocations_note, "allocators": trace.allocators,
