@@ -19,7 +19,7 @@ from typing import Optional
 MARKER = ".tb_modelmem_demo"
 # Every name demo/make_logdir.py writes at the top of its log dir (the marker aside).
 DEMO_RUNS = ("convnet_adam", "convnet_sgd", "tf1_convnet_adam", "lenet_trace", "lenet_peak", "seed004_kept",
-             "seed004_cleared", "torch_loop", "gpt2_trainer", "loadbench", "model_file")
+             "seed004_cleared", "torch_loop", "gpt2_trainer", "flax_nnx", "loadbench", "model_file")
 
 
 def prepare(logdir: str) -> Optional[str]:

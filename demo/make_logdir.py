@@ -11,6 +11,7 @@ Runs (each a folder of the log dir):
                         what keeps growing and why (#5, the Growth view)
   torch_loop, gpt2_trainer
                         PyTorch: a plain loop and Hugging Face Trainer, recorded like Keras (demo/torch_runs.py)
+  flax_nnx              JAX without Keras: a flax nnx CNN with optax AdamW, recorded like Keras (demo/jax_runs.py)
   loadbench             load cost of each save format in fresh processes (#1, #4; --loadbench)
   model_file            the saved .keras file inspected: weights vs slots, its optimizer (#1)
 """
@@ -197,7 +198,9 @@ def main() -> None:
                  ["-c", f"from demo.make_logdir import lenet_peak_run; lenet_peak_run({args.logdir!r})"])),
              ("8 model builds kept / cleared: what grows (#5)", lambda: growth_runs(args.logdir)),
              ("PyTorch: a plain loop and Hugging Face Trainer", lambda: _fresh_process(
-                 ["-m", "demo.torch_runs", args.logdir]))]
+                 ["-m", "demo.torch_runs", args.logdir])),
+             ("JAX without Keras: a flax nnx CNN with optax", lambda: _fresh_process(
+                 ["-m", "demo.jax_runs", args.logdir]))]
     if args.loadbench.lower() != "none":
         steps.append((f"load cost of {args.loadbench} per save format (#1, #4)",
                       lambda: loadbench_run(args.logdir, args.loadbench, args.repeats)))

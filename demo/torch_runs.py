@@ -20,18 +20,22 @@ import sys
 
 class _Refused(importlib.abc.Loader):
     def create_module(self, spec):  # type: ignore[no-untyped-def]
-        raise ModuleNotFoundError(f"No module named {spec.name!r} (the demo's PyTorch runs have no TensorFlow)")
+        raise ModuleNotFoundError(f"No module named {spec.name!r} (this demo process has none, as a user's has none)")
 
     def exec_module(self, module):  # type: ignore[no-untyped-def]
         pass
 
 
-class _NoTensorFlow(importlib.abc.MetaPathFinder):
-    """TensorFlow "not installed" for this process (tb_modelmem must never need it for PyTorch): a probe
-    (``find_spec``, as libraries ask whether TensorFlow exists) is answered; an import fails."""
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    """TensorFlow (or the packages named) "not installed" for this process (tb_modelmem must never need it
+    for PyTorch or flax): a probe (``find_spec``, as libraries ask whether TensorFlow exists) is answered;
+    an import fails."""
+
+    def __init__(self, packages: tuple = ("tensorflow",)) -> None:
+        self.packages = packages
 
     def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
-        if name == "tensorflow" or name.startswith("tensorflow."):
+        if name.split(".", 1)[0] in self.packages:
             return importlib.machinery.ModuleSpec(name, _Refused())
         return None
 
@@ -96,6 +100,6 @@ def gpt2_trainer(logdir: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.meta_path.insert(0, _NoTensorFlow())
+    sys.meta_path.insert(0, NoTensorFlow())
     torch_loop(sys.argv[1])
     gpt2_trainer(sys.argv[1])

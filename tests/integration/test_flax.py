@@ -1,5 +1,5 @@
 """JAX without Keras, run for real (``tests/support/flax_run.py``, in a process that imports neither
-TensorFlow nor Keras): a flax nnx CNN with ``nnx.Optimizer(optax.adamw)``, a flax linen transformer with
+TensorFlow nor Keras): the demo's flax nnx CNN with ``nnx.Optimizer(optax.adamw)``, a flax linen transformer with
 optax AdamW's state, and the same transformer data-parallel on 8 host devices. Ground truth: the pytrees'
 own bytes (``nnx.state``, optax's ``mu`` and ``nu``, ``addressable_shards``) and XLA's memory plan of the
 compiled step (``memory_analysis()``), never tb_modelmem's figures."""
@@ -166,14 +166,14 @@ def test_what_if_plain_sgd_drops_adams_moments(nnx_run):
 
 def test_each_instruction_says_where_the_script_traced_it(nnx_run):
     """XLA keeps each instruction's Python frames: the rows say the training script's line (the CNN's
-    ``__call__`` lines of tests/support/flax_run.py, found here by reading that file), so a step compiled
+    ``__call__`` lines of demo/jax_runs.py, found here by reading that file), so a step compiled
     without scope names still tells where its time went."""
     import inspect
 
-    from tests.support import flax_run
+    from demo import jax_runs
 
     served, _, _ = nnx_run
-    lines, _ = inspect.getsourcelines(flax_run)
+    lines, _ = inspect.getsourcelines(jax_runs)
     call_lines = {n for n, text in enumerate(lines, 1) if "self.conv1(x)" in text or "self.conv2(x)" in text}
     assert len(call_lines) == 2
     rows = served.all_ops("train", "ops")
@@ -181,7 +181,7 @@ def test_each_instruction_says_where_the_script_traced_it(nnx_run):
     for row in rows:
         if row["source"]:
             by_line[row["source"]] = by_line.get(row["source"], 0.0) + row["time_us"]
-    convs = {f"flax_run.py:{line} nnx_run.<locals>.CNN.__call__" for line in call_lines}
+    convs = {f"jax_runs.py:{line} nnx_cnn.<locals>.CNN.__call__" for line in call_lines}
     assert convs <= set(by_line), sorted(by_line)
     # conv1's and conv2's forward work was traced at those two lines (a fusion XLA made of ops from two
     # places says its own instruction's line, so one may name another; one the program keeps no frame for

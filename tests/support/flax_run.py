@@ -1,8 +1,8 @@
 """JAX without Keras, trained as flax's and optax's own examples train, tb_modelmem attached as
 docs/JAX.md says, in a process with no TensorFlow or Keras imported:
 
-- ``nnx``: a flax nnx CNN (Conv-BatchNorm-ReLU, Conv, Linear), ``nnx.Optimizer(model, optax.adamw)``,
-  ``nnx.jit`` step, modules named by ``tb_modelmem.jax.scope_modules``;
+- ``nnx``: the demo's flax nnx CNN (``demo/jax_runs.py``: Conv-BatchNorm-ReLU, Conv, Linear),
+  ``nnx.Optimizer(model, optax.adamw)``, ``nnx.jit`` step, modules named by ``tb_modelmem.jax.scope_modules``;
 - ``linen``: a flax linen causal transformer, its ``params`` and optax AdamW's state passed to a
   ``jax.jit`` step, as the flax examples' ``train_step`` does;
 - ``sharded``: the linen transformer on 8 host devices, its batch split over them and the state
@@ -39,50 +39,14 @@ def _plan(compiled: Any) -> Dict[str, int]:
 
 
 def nnx_run(logdir: str) -> Dict[str, Any]:
+    """The demo's flax nnx run (``demo.jax_runs.flax_nnx``), and XLA's plan of its step."""
     import jax
     import optax
     from flax import nnx
 
-    import tb_modelmem
+    from demo.jax_runs import flax_nnx
 
-    class CNN(nnx.Module):
-        def __init__(self, rngs: nnx.Rngs) -> None:
-            self.conv1 = nnx.Conv(1, 32, (3, 3), rngs=rngs)
-            self.bn = nnx.BatchNorm(32, rngs=rngs)
-            self.conv2 = nnx.Conv(32, 64, (3, 3), rngs=rngs)
-            self.head = nnx.Linear(64 * 7 * 7, 10, rngs=rngs)
-
-        def __call__(self, x: Any) -> Any:
-            x = nnx.avg_pool(nnx.relu(self.bn(self.conv1(x))), (2, 2), (2, 2))
-            x = nnx.avg_pool(nnx.relu(self.conv2(x)), (2, 2), (2, 2))
-            return self.head(x.reshape(x.shape[0], -1))
-
-    model = CNN(nnx.Rngs(0))
-    tb_modelmem.jax.scope_modules(model)
-    optimizer = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
-
-    @nnx.jit
-    def train_step(model: CNN, optimizer: nnx.Optimizer, x: Any, y: Any) -> Any:
-        def loss_fn(model: CNN) -> Any:
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-        loss, grads = nnx.value_and_grad(loss_fn)(model)
-        optimizer.update(model, grads)
-        return loss
-
-    x = jax.random.normal(jax.random.PRNGKey(1), (BATCH, 28, 28, 1))
-    y = jax.random.randint(jax.random.PRNGKey(2), (BATCH,), 0, 10)
-    writer = tb_modelmem.summary.create_file_writer(os.path.join(logdir, "train"))
-    with writer.as_default():
-        for step in range(1, 5):
-            if step == 3:
-                with tb_modelmem.trace("ops", step=step, model=model, optimizer=optimizer, batch_size=BATCH):
-                    jax.block_until_ready(train_step(model, optimizer, x, y))
-            else:
-                jax.block_until_ready(train_step(model, optimizer, x, y))
-            if step == 1:
-                tb_modelmem.summary.variables("storage", model=model, optimizer=optimizer, step=step)
-    writer.close()
+    model, optimizer, train_step, (x, y) = flax_nnx(os.path.join(logdir, "train"), batch=BATCH)
     # XLA's plan of the same step at other settings: what What if projects to
     other_batches = {str(b): _plan(train_step.lower(model, optimizer, jax.numpy.tile(x, (b // BATCH, 1, 1, 1)),
                                                     jax.numpy.tile(y, b // BATCH)).compile()) for b in (64, 128)}
