@@ -104,6 +104,8 @@ class _Op:
     row: str = ""  # the name of its row in the op table (``_name_rows``)
     nested_us: float = 0.0  # of its time, what its own-row ops took (collectives, a compiled graph's ops)
     graph: Optional["_Op"] = None  # the top-level torch.compile graph op it ran in: its layer and phase
+    serves: str = ""  # a collective's pass, FORWARD or BACKWARD (``phases.collective_place``), "" when untold
+    moved: int = 0  # bytes a collective's message holds (``_message_bytes``), 0 when untold
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
 
 
@@ -133,13 +135,14 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         allocations.extend(memory)
         step_annotations += annotated_steps
     _place_backward(ops)
+    _match_backend_work(ops)
     for op in ops:
         op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
                 op.phase = INPUT
-    notes = _window_cut(ops)
+    notes = _window_cut(ops) + _unplaced_collectives(ops)
     iterations: Dict[Optional[float], List[_Op]] = collections.defaultdict(list)
     for op in ops:
         iterations[op.iteration].append(op)
@@ -229,7 +232,10 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             # time), a backend's own work range on its thread (gloo:all_reduce), a call in the loop
             if op is not None:
                 op.nested_us += end - ts
-            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"))
+            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"),
+                        moved=_message_bytes(_args(e)))
+            in_backward = op is not None and (op.phase == BACKWARD or op.name.startswith("torch::autograd::"))
+            found.layer, found.serves = phases.collective_place([(k, w) for _, k, w, _ in ranges], in_backward)
             ops.append(found)
             stack.append((end, "op", found))
             continue
@@ -300,10 +306,10 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
     allocations = sorted(allocations, key=lambda a: float(a[0].get("ts") or 0))  # in time order, once for all
     _charge(allocations)
     _name_rows(ops)
-    rows: Dict[Tuple[str, str, str, str], OpRecord] = {}
+    rows: Dict[Tuple[str, str, str, str, str], OpRecord] = {}
     layers: List[str] = []
     for op in ops:
-        key = (op.layer, op.name, op.device, op.phase)
+        key = (op.layer, op.name, op.device, op.phase, op.serves)
         row = rows.get(key)
         if row is None:
             row = rows[key] = OpRecord(name=op.row, op_type=op.name, layer=op.layer, device=op.device, calls=0,
@@ -311,6 +317,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
             if op.layer and op.layer not in layers:
                 layers.append(op.layer)
         row.calls += 1
+        row.moved_bytes += op.moved
         row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts - op.nested_us
         row.output_bytes += op.kept
         row.alloc_bytes += op.allocated
@@ -408,7 +415,56 @@ def _name_rows(ops: List[_Op]) -> None:
         phases_of[(op.layer, op.name)].add(op.phase)
     for op in ops:
         base = f"{op.layer}/{op.name}" if op.layer else op.name
+        base = f"{base} ({op.serves} pass)" if op.serves else base  # FSDP2 gathers a unit for each pass
         op.row = f"{base} ({op.phase or 'no phase'})" if len(phases_of[(op.layer, op.name)]) > 1 else base
+
+
+def _unplaced_collectives(ops: List[_Op]) -> List[str]:
+    """Why collective calls are on no module, once: no FSDP range names their unit (DDP's buckets)."""
+    unplaced = sum(1 for op in ops if op.phase == COLLECTIVE and op.name.startswith(_C10D) and not op.layer)
+    if not unplaced:
+        return []
+    return [f"{unplaced:,} collective calls are on no module: nothing in the trace names the parameters they move "
+            "(a DDP bucket holds several modules' gradients; FSDP2 names its unit in its ranges)"]
+
+
+def _match_backend_work(ops: List[_Op]) -> None:
+    """A backend's own work range (``gloo:all_gather`` on its worker thread) does the call a ``c10d::`` op
+    made before it, in the order the calls were made (a process group runs its work first in, first out):
+    it takes that call's module, pass and message bytes."""
+    calls = sorted((op for op in ops if op.phase == COLLECTIVE and op.name.startswith(_C10D)), key=lambda op: op.ts)
+    work = sorted((op for op in ops if op.phase == COLLECTIVE and op.name.startswith(_BACKEND_WORK)),
+                  key=lambda op: op.ts)
+    waiting = collections.deque(calls)
+    for done in work:
+        while len(waiting) > 1 and waiting[1].ts <= done.ts and waiting[0].end < done.ts - _MATCH_SLACK_US:
+            waiting.popleft()  # a call whose work this window does not hold (it ran before the trace began)
+        if not waiting or waiting[0].ts > done.ts:
+            continue
+        call = waiting.popleft()
+        done.layer, done.serves, done.moved = call.layer, call.serves, call.moved or done.moved
+
+
+_C10D = "c10d::"
+_BACKEND_WORK = ("gloo:", "nccl:")
+_MATCH_SLACK_US = 60e6  # a call's work starts within a minute of the call (a queue that deep is no queue)
+
+
+def _message_bytes(args: Dict[str, Any]) -> int:
+    """Bytes of a collective's message: ``record_param_comms``' element counts (NCCL's), else the largest
+    tensor the call names (an all-gather's output, a reduce-scatter's input), by its "Input type"."""
+    from tb_modelmem.readers.dtypes import name_size
+
+    counts = [float(args[key]) for key in ("In msg nelems", "Out msg nelems") if _number(args.get(key))]
+    if counts and isinstance(args.get("dtype"), str):
+        return int(max(counts)) * name_size(args["dtype"])
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return 0
+    sizes = [math.prod(int(d) for d in shape) * name_size(kind) for shape, kind in zip(dims, types)
+             if isinstance(shape, list) and shape and all(_number(d) and d >= 0 for d in shape)
+             and isinstance(kind, str)]
+    return max(sizes, default=0)
 
 
 def op_name(op: _Op) -> str:

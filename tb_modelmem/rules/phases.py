@@ -24,6 +24,7 @@ autograd numbered is the forward pass's.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Tuple
 
 from tb_modelmem.rules.roles import torch_module_layer
@@ -45,6 +46,10 @@ _COLLECTIVES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ncclKernel", 
 # generated (fused kernels, the wrapper), and no module range survives compilation inside it.
 _COMPILED_GRAPHS = ("Torch-Compiled Region", "CompiledFunction")
 _OPTIMIZER_STEP = "Optimizer.step#"
+# FSDP2's ranges (torch.distributed.fsdp): "FSDP::pre_forward (encoder.layers.0)", "FSDP::all_gather (0)"; the
+# module path in parentheses is the unit's; "for 0" names the unit a backward prefetch gathers
+_FSDP_RANGE = "FSDP::"
+_FSDP_UNIT = re.compile(r"\((.+)\)$")
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _INPUT_RANGES = ("enumerate(DataLoader)#",)
 _ANNOTATED_PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
@@ -87,7 +92,24 @@ def range_of(name: str) -> Optional[Range]:
         return "iteration", ""
     if name.startswith(MODULE_RANGE):
         return "module", name[len(MODULE_RANGE):]
+    if name.startswith(_FSDP_RANGE):
+        return "fsdp", name[len(_FSDP_RANGE):]
     return None
+
+
+def collective_place(ranges: Sequence[Range], in_backward_op: bool) -> Tuple[str, str]:
+    """(layer, pass) of a collective call inside ``ranges`` (outermost first): FSDP2's unit, the module its
+    innermost ``FSDP::<action> (<module path>)`` range names ("" where none does: DDP's bucket holds
+    several modules' gradients, and the trace says not which), and the pass it serves, BACKWARD inside a
+    backward op (DDP's all-reduce, launched by AccumulateGrad) or an FSDP range of the backward pass
+    (``pre_backward``, ``backward_prefetch``, ``post_backward_reduce``), else FORWARD inside one of the
+    forward pass, else ""."""
+    fsdp = [what for kind, what in ranges if kind == "fsdp"]
+    unit = next((found.group(1) for what in reversed(fsdp) for found in [_FSDP_UNIT.search(what)] if found), None)
+    layer = torch_module_layer(unit) if unit else ""
+    if in_backward_op or any("backward" in what for what in fsdp):
+        return layer, BACKWARD
+    return layer, FORWARD if any("forward" in what for what in fsdp) else ""
 
 
 def is_collective(name: str) -> bool:

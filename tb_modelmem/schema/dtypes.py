@@ -4,7 +4,10 @@ TensorFlow's enum names (``float``, ``half``), numpy's, JAX's and torch's (``tor
 come to a name here, so "float32 is 4 bytes" is one rule for readers, rules and capture alike.
 """
 
-ALIASES = {"float": "float32", "double": "float64", "half": "float16"}
+ALIASES = {"float": "float32", "double": "float64", "half": "float16",
+           # the C++ names torch's profiler gives an op's inputs ("Input type": "c10::BFloat16", "long int")
+           "long int": "int64", "int": "int32", "short int": "int16", "signed char": "int8", "unsigned char": "uint8",
+           "complexfloat": "complex64", "complexdouble": "complex128"}
 # What is not here (string, resource, variant) has no fixed size.
 ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "uint8": 1, "int16": 2, "int8": 1, "complex64": 8, "int64": 8,
               "bool": 1, "qint8": 1, "quint8": 1, "qint32": 4, "bfloat16": 2, "qint16": 2, "quint16": 2,
@@ -14,8 +17,9 @@ ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "uint8": 1, "int16": 2, "i
 
 
 def canonical(name: str) -> str:
-    """"float" -> "float32", "torch.bfloat16" -> "bfloat16": the name the table knows."""
+    """"float" -> "float32", "torch.bfloat16" -> "bfloat16", "c10::Half" -> "float16": the name the table knows."""
     name = name.rpartition(".")[2].lower()
+    name = name[len("c10::"):] if name.startswith("c10::") else name
     return ALIASES.get(name, name)
 
 

@@ -152,8 +152,9 @@ class OpRecord(Record):
     fused: List[str] = dataclasses.field(default_factory=list)  # ops a fused kernel stands for
     phase: str = ""  # one of PHASES, "" if unknown
     source: str = ""  # where in the training script it was traced ("model.py:13 CNN.__call__"), "" if not kept
+    moved_bytes: int = 0  # a collective's messages over its calls (what an all-gather gathers), 0 when untold
 
-    _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes")
+    _non_negative: ClassVar[Tuple[str, ...]] = ("calls", "time_us", "output_bytes", "alloc_bytes", "moved_bytes")
     _repeated: ClassVar[Tuple[str, ...]] = ("op_type", "layer", "device", "output_shape", "output_dtype",
                                             "bytes_source", "phase", "source")
     _front_coded: ClassVar[Tuple[str, ...]] = ("name",)

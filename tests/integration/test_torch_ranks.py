@@ -73,3 +73,77 @@ def test_no_collective_time_is_left_in_a_backward_row(job):
         row_time = sum(row["time_us"] for row in ops if row["name"].endswith("torch::autograd::AccumulateGrad"))
         assert launched > 0  # DDP launched its all-reduce inside AccumulateGrad's backward op
         assert row_time == pytest.approx(sum(e["dur"] for e in accumulate) - launched, rel=1e-5)
+
+
+@pytest.fixture(scope="module")
+def fsdp2_job(tmp_path_factory):
+    """The same MLP sharded with FSDP2 (``fully_shard`` on each Linear and on the model), Adam, 2 gloo ranks."""
+    logdir = str(tmp_path_factory.mktemp("fsdp2"))
+    run_worker("tests.support.torch_ddp_run", logdir, "fsdp2")
+    traces = {}
+    for path in glob.glob(os.path.join(logdir, "fsdp2", "*.pt.trace.json")):
+        with open(path) as f:
+            traces[os.path.basename(path).split(".")[0]] = json.load(f)
+    return Served(logdir), traces
+
+
+def _unit_bytes() -> dict:
+    """Each FSDP2 unit's parameters in bytes, from the model itself (the worker's MLP): what an all-gather
+    of the unit gathers and a reduce-scatter of its gradients reduces."""
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    return {name: sum(p.numel() * p.element_size() for p in model[int(name)].parameters()) for name in ("0", "2")}
+
+
+def _calls_by_pass(events: list, name: str) -> dict:
+    """{(message bytes, pass): calls} of the c10d op ``name``, its pass told by json alone, by when it runs:
+    backward from its iteration's first autograd engine op on (the backward pass, its end-of-pass callbacks
+    included), forward before it."""
+    iterations = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
+                        and str(e.get("name", "")).startswith("ProfilerStep#"))
+    engine = [e["ts"] for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+              and e["name"].startswith("autograd::engine::evaluate_function")]
+    found: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] == name:
+            start, end = next(span for span in iterations if span[0] <= e["ts"] < span[1])
+            backward_from = min(ts for ts in engine if start <= ts < end)
+            size = max(d[0] * 4 for d in e["args"]["Input Dims"] if d)
+            key = (size, "backward" if e["ts"] >= backward_from else "forward")
+            found[key] = found.get(key, 0) + 1
+    return found
+
+
+def test_fsdp2s_ranks_and_collective_time_are_their_traces(fsdp2_job):
+    served, traces = fsdp2_job
+    assert {tag for run, tag in served.tags() if run == "fsdp2"} == {"torch/ranks"}
+    rows = {row["host"]: row for row in served.hosts("fsdp2", "torch/ranks")["rows"]}
+    assert set(rows) == {"rank0", "rank1"}
+    for rank, trace in traces.items():
+        events = trace["traceEvents"]
+        assert rows[rank]["peak_bytes"] == max(e["args"]["Total Allocated"] for e in events
+                                               if e.get("name") == "[memory]")
+        truth = _collective_us(events)
+        assert rows[rank]["collective_us"] == pytest.approx(truth, rel=0.05)
+        ops = served.all_ops("fsdp2", "torch/ranks", host=rank)
+        assert sum(r["time_us"] for r in ops if r["phase"] == "collective") == pytest.approx(truth, rel=0.05)
+        assert not [r for r in ops if r["phase"] != "collective" and r["op_type"].startswith(("c10d::", "gloo:"))]
+
+
+def test_fsdp2s_gathers_are_on_their_units_in_their_pass_and_reduce_scatters_backward(fsdp2_job):
+    served, traces = fsdp2_job
+    units = _unit_bytes()
+    unit_of = {size: unit for unit, size in units.items()}
+    assert len(unit_of) == 2  # the two units' sizes tell them apart
+    for rank, trace in traces.items():
+        ops = served.all_ops("fsdp2", "torch/ranks", host=rank)
+        for op, passes in (("c10d::_allgather_base_", ("forward", "backward")),
+                           ("c10d::_reduce_scatter_base_", ("backward",))):
+            truth = _calls_by_pass(trace["traceEvents"], op)
+            assert {p for _, p in truth} == set(passes), truth
+            for (size, serves), calls in truth.items():
+                unit = unit_of[size]
+                (row,) = [r for r in ops if r["op_type"] == op and r["layer"] == unit
+                          and r["name"].endswith(f"({serves} pass)")]
+                assert row["calls"] == calls and row["moved_bytes"] == calls * units[unit], (row, calls)

@@ -1,8 +1,10 @@
-"""A 2-rank DistributedDataParallel job on gloo (CPU), each rank profiled as PyTorch's docs show:
+"""A 2-rank data-parallel job on gloo (CPU), each rank profiled as PyTorch's docs show:
 ``tensorboard_trace_handler(<run>, worker_name=f"rank{rank}")``, ``profile_memory``, ``record_shapes``.
-No tb_modelmem code.
+No tb_modelmem code. ``ddp``: the MLP in ``DistributedDataParallel``; ``fsdp2``: each Linear and the
+model sharded with ``fully_shard`` (FSDP2, torch.distributed.fsdp), as its tutorial shards a model.
 
-    python -m tests.support.torch_ddp_run LOGDIR      (writes LOGDIR/ddp/rank0.*.pt.trace.json, rank1.*)
+    python -m tests.support.torch_ddp_run LOGDIR [ddp|fsdp2]
+        (writes LOGDIR/<kind>/rank0.*.pt.trace.json, rank1.*)
 """
 
 from __future__ import annotations
@@ -18,12 +20,19 @@ import torch.multiprocessing as mp
 WORLD = 2
 
 
-def _rank(rank: int, port: int, run: str) -> None:
+def _rank(rank: int, port: int, run: str, kind: str) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    if kind == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in (model[0], model[2]):
+            fully_shard(layer)
+        ddp = fully_shard(model)
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(ddp.parameters())
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
     handler = torch.profiler.tensorboard_trace_handler(run, worker_name=f"rank{rank}")
@@ -37,12 +46,12 @@ def _rank(rank: int, port: int, run: str) -> None:
     dist.destroy_process_group()
 
 
-def main(logdir: str) -> None:
+def main(logdir: str, kind: str = "ddp") -> None:
     with socket.socket() as s:  # a free port for the rendezvous
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_rank, args=(port, os.path.join(logdir, "ddp")), nprocs=WORLD)
+    mp.spawn(_rank, args=(port, os.path.join(logdir, kind), kind), nprocs=WORLD)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -121,5 +121,36 @@ def test_collectives_are_their_own_rows_out_of_the_backward_op_that_launched_the
                          "ts": 30, "dur": 500, "args": {"Input Dims": [[33088]]}})
     rows = trace.rows()
     assert rows["torch::autograd::AccumulateGrad"]["time_us"] == 40.0  # 100 less the 60 of its all-reduce
-    assert rows["c10d::allreduce_"] == {"layer": "", "phase": "collective", "time_us": 60.0, "calls": 1}
-    assert rows["gloo:all_reduce"]["phase"] == "collective" and rows["gloo:all_reduce"]["time_us"] == 500.0
+    # launched in a backward op: it serves the backward pass; its bucket names no module
+    assert rows["c10d::allreduce_ (backward pass)"] == {"layer": "", "phase": "collective", "time_us": 60.0, "calls": 1}
+    work = rows["gloo:all_reduce (backward pass)"]  # the backend's work of that call, on its own thread
+    assert work["phase"] == "collective" and work["time_us"] == 500.0
+    note = torch_trace.reduce_trace({"traceEvents": trace.events}).allocations_note
+    assert "1 collective calls are on no module" in note and "DDP bucket" in note
+
+
+def _call(name: str, ts: float, dims: list, tid: int = 1) -> Dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op" if name.startswith("c10d::") else "user_annotation", "name": name, "pid": 1,
+            "tid": tid, "ts": ts, "dur": 5, "args": {"Input Dims": dims, "Input type": ["float"] * len(dims)}}
+
+
+def test_fsdp2s_gathers_are_on_their_unit_in_the_pass_they_serve():
+    """FSDP2 names its unit in its ranges: unit 0 gathered before its forward and again in backward (a
+    prefetch inside unit 2's pre-backward), its gradients reduce-scattered after; the gloo thread's work
+    takes its call's unit, pass and message, first in first out."""
+    trace = (Trace().range("FSDP::pre_forward (0)", 0, 20).range("FSDP::all_gather (0)", 1, 10)
+             .range("FSDP::pre_backward (2)", 100, 30).range("FSDP::backward_prefetch for 0", 110, 15)
+             .range("FSDP::all_gather (0)", 111, 10).range("FSDP::post_backward_reduce (0)", 200, 20))
+    trace.events += [_call("c10d::_allgather_base_", 2, [[16640], [8320]]),
+                     _call("c10d::_allgather_base_", 112, [[16640], [8320]]),
+                     _call("c10d::_reduce_scatter_base_", 201, [[8320], [16640]]),
+                     _call("gloo:all_gather", 3, [[8320]], tid=2), _call("gloo:all_gather", 113, [[8320]], tid=2),
+                     _call("gloo:all_reduce", 202, [[16640]], tid=3)]
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    rows = {row.name: row for row in reduced.ops}
+    for name in ("0/c10d::_allgather_base_ (forward pass)", "0/c10d::_allgather_base_ (backward pass)",
+                 "0/c10d::_reduce_scatter_base_ (backward pass)", "0/gloo:all_gather (forward pass)",
+                 "0/gloo:all_gather (backward pass)", "0/gloo:all_reduce (backward pass)"):
+        assert rows[name].layer == "0" and rows[name].phase == "collective" and rows[name].calls == 1, name
+        assert rows[name].moved_bytes == 16640 * 4, name  # the unit's whole parameters, gathered or reduced
+    assert "no module" not in reduced.allocations_note

@@ -36,12 +36,23 @@ function outputCell(op, why) {
       shape ? el("span", { class: "out-shape" }, name(shape)) : null, shape ? el("span", { class: "out-bytes" }, " = ", el("i", {}, UNKNOWN))
         : el("i", { class: "out-bytes" }, UNKNOWN));
   }
+  if (op.moved_bytes && !op.output_bytes) return movedCell(op);
   if (!op.output_bytes && !op.output_shape) return "";
   return el("span", { class: "out-cell" }, sourceBadge(op.bytes_source), shape ? el("span", { class: "out-shape" }, name(shape)) : null,
     el("span", { class: "out-bytes" }, `${shape ? " = " : ""}${formatInt(op.output_bytes)} B`));
 }
 
+/** A collective's message: "moves 66,560 B a call" (an all-gather's gathered tensor, a reduce-scatter's input). */
+function movedCell(op) {
+  const each = op.moved_bytes / Math.max(op.calls, 1);
+  return el("span", { class: "out-cell", title: `${movedText(op)}: the largest tensor each call names (what an all-gather `
+    + "gathers, what a reduce-scatter reduces)" }, el("span", { class: "out-bytes" }, `moves ${formatInt(Math.round(each))} B a call`));
+}
+
+const movedText = (op) => `moves ${formatInt(op.moved_bytes)} B over ${formatInt(op.calls)} calls`;
+
 function outputText(op) {
+  if (op.moved_bytes && !op.output_bytes) return movedText(op);
   const figure = op.bytes_source === "unknown" ? UNKNOWN : `${formatInt(op.output_bytes)} B`;
   return `${op.output_shape || ""} ${op.output_dtype || ""} = ${figure} ${op.bytes_source}`.trim();
 }

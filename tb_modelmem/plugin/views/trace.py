@@ -41,7 +41,8 @@ MAX_BUFFERS = 5000  # buffers at the peak listed in one answer (the largest; the
 _GROUP_LABEL = {FORWARD: "(forward, no layer)", BACKWARD: "(backward, no layer)", OPTIMIZER: "(optimizer)",
                 LOSS: "(loss)", METRICS: "(metrics)", INPUT: "(input)", EXECUTOR: "(executor)", "": "(unattributed)"}
 OP_FIELDS = ("name", "op_type", "layer", "phase", "device", "calls", "time_us", "mean_us", "output_bytes",
-             "output_shape", "output_dtype", "bytes_source", "alloc_bytes", "new_bytes", "fused", "source")
+             "output_shape", "output_dtype", "bytes_source", "alloc_bytes", "new_bytes", "fused", "source",
+             "moved_bytes")
 
 
 class TraceView:
