@@ -24,6 +24,7 @@ need it (this process has it). ``breakdown(model, optimizer)`` gives the record 
 
 from __future__ import annotations
 
+import os
 import warnings
 from types import TracebackType
 from typing import Any, Optional, Tuple, Type, Union
@@ -68,7 +69,13 @@ class Profile:
         self.profile_steps = step_range(profile_steps)
         self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
         self.memory_every, self.memory_name = memory_every, memory_name
-        self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None else None
+        self.rank, world = _rank()
+        # In a job of several ranks, rank 0 writes the event files (as Trainer's and Lightning's loggers do:
+        # the ranks would write the same tags); every rank keeps its window's trace in <log_dir>/ranks, one
+        # file a rank, which the tab shows as the job's Ranks table.
+        self.writes = self.rank == 0
+        self.ranks_dir = os.path.join(log_dir, RANKS_FOLDER) if world > 1 and log_dir is not None else None
+        self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None and self.writes else None
         self.writer = writer if writer is not None else self._own_writer
         self.step_num = 0  # iterations ended so far
         self.trace: Optional[Trace] = None
@@ -87,7 +94,7 @@ class Profile:
         self.step_num += 1
         if not self._storage_written and self._optimizer_has_state():
             self._storage_written = self.write_storage()
-        if self.memory_every and (self.step_num == 1 or self.step_num % self.memory_every == 0):
+        if self.writes and self.memory_every and (self.step_num == 1 or self.step_num % self.memory_every == 0):
             summary.memory(self.memory_name, self.step_num, census=self.step_num == 1, writer=self.writer)
         if self.trace is not None:
             if self.profile_steps is not None and self.step_num >= self.profile_steps[1]:
@@ -102,7 +109,7 @@ class Profile:
             self._close()
         if not self._storage_written:
             self._storage_written = self.write_storage()
-        if self.memory_every and self.step_num > 1:
+        if self.writes and self.memory_every and self.step_num > 1:
             summary.memory(self.memory_name, self.step_num, census=True, label="end", writer=self.writer)
         if self._ranges is not None:
             self._ranges.remove()
@@ -111,15 +118,20 @@ class Profile:
             self._own_writer.close()
 
     def write_storage(self) -> bool:
-        """Writes the storage breakdown now, at the current step."""
+        """Writes the storage breakdown now, at the current step (on rank 0 of a job of several)."""
+        if not self.writes:
+            return True
         return summary.write(self.storage_name, lambda: breakdown(self.model, self.optimizer, self.scaler),
                              self.step_num, writer=self.writer)
 
     def _maybe_open(self) -> None:
         if self.profile_steps is None or self.trace is not None or self.step_num + 1 != self.profile_steps[0]:
             return
+        keep, keep_as = self.trace_dir, None
+        if self.ranks_dir is not None:  # <worker>.<number>.pt.trace.json, as tensorboard_trace_handler names
+            keep, keep_as = self.ranks_dir, f"rank{self.rank}.{self.profile_steps[1]}.pt.trace.json"
         self.trace = Trace(self.ops_name, step=self.profile_steps[1], model=self.model, optimizer=self.optimizer,
-                           writer=self.writer, keep_trace=self.trace_dir)
+                           writer=self.writer, keep_trace=keep, keep_as=keep_as, write=self.writes)
         if not self.trace.start():
             self.trace = None
 
@@ -147,6 +159,18 @@ class Profile:
             if oom.is_oom(exc):  # the step that ran out is the one worth seeing: recorded as it was
                 summary.oom("oom", exc, self.step_num + 1, where="tb_modelmem.pytorch.profile", writer=self.writer)
         self.stop()
+
+
+RANKS_FOLDER = "ranks"  # under the log dir: each rank's window trace, a job of several ranks
+
+
+def _rank() -> Tuple[int, int]:
+    """(this process's rank, the world size) of an initialized ``torch.distributed`` job, else (0, 1)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
 def _installed_ranges(model: Any) -> Any:

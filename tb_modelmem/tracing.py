@@ -60,7 +60,8 @@ class Trace:
 
     def __init__(self, name: str, step: Optional[int] = None, function: Any = None, model: Any = None,
                  optimizer: Any = None, batch_size: Optional[int] = None, description: Optional[str] = None,
-                 tmpdir: Optional[str] = None, writer: Any = None, keep_trace: Optional[str] = None) -> None:
+                 tmpdir: Optional[str] = None, writer: Any = None, keep_trace: Optional[str] = None,
+                 keep_as: Optional[str] = None, write: bool = True) -> None:
         """``function``: the tf.function the steps run (or a ConcreteFunction, tf.Graph, or Python
         function calling tf.functions such as Keras 3 ``model.train_function``): its graph gives
         the output bytes the allocator does not report and which variables each op reads.
@@ -72,11 +73,13 @@ class Trace:
         written before reduction (the system temp dir by default). ``writer``: where the table is
         written, as ``summary.write`` takes it (the default writer when None). ``keep_trace``: a folder
         the raw profile is copied into before its temp dir is removed (a PyTorch step's Chrome trace,
-        for Perfetto or torch's own tools)."""
+        for Perfetto or torch's own tools), named ``keep_as`` (else ``<name>_<step>.pt.trace.json``).
+        ``write``: False reduces and keeps the trace but writes no summary (a rank other than 0 of a job
+        whose rank 0 writes)."""
         self.name, self.step, self.function = name, step, function
         self.model, self.optimizer = model, optimizer
         self.batch_size, self.description, self.tmpdir, self.writer = batch_size, description, tmpdir, writer
-        self.keep_trace = keep_trace
+        self.keep_trace, self.keep_as, self.write = keep_trace, keep_as, write
         self.profiler = _profiler_of(model, function)
         self.record: Optional[OpTrace] = None  # the reduced table once stopped
         self.xplane_bytes = 0  # size of the raw profile it came from
@@ -135,8 +138,8 @@ class Trace:
                         reading.written.set()
                         reading.join()
                 self.record = self._reduce(reading)
-            if self.record is not None and not summary.op_trace(self.name, self.record, self.step,
-                                                                 self.description, self.writer):
+            if self.record is not None and self.write and not summary.op_trace(self.name, self.record, self.step,
+                                                                                  self.description, self.writer):
                 warnings.warn(f"tb_modelmem: trace {self.name!r} was not written (no default summary writer, "
                               "or recording is off)", RuntimeWarning, stacklevel=2)
             return self.record
@@ -215,7 +218,8 @@ class Trace:
         self.xplane_bytes = len(data)
         if self.keep_trace:
             os.makedirs(self.keep_trace, exist_ok=True)
-            shutil.copy(paths[0], os.path.join(self.keep_trace, f"{self.name}_{self.step}.pt.trace.json"))
+            kept = self.keep_as or f"{self.name}_{self.step}.pt.trace.json"
+            shutil.copy(paths[0], os.path.join(self.keep_trace, kept))
         record = torch_trace.reduce_trace(torch_trace.load(data))
         if self.batch_size:
             record.batch_size = self.batch_size

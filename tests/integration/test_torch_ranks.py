@@ -147,3 +147,32 @@ def test_fsdp2s_gathers_are_on_their_units_in_their_pass_and_reduce_scatters_bac
                 (row,) = [r for r in ops if r["op_type"] == op and r["layer"] == unit
                           and r["name"].endswith(f"({serves} pass)")]
                 assert row["calls"] == calls and row["moved_bytes"] == calls * units[unit], (row, calls)
+
+
+def test_tb_modelmems_own_capture_writes_once_and_keeps_each_ranks_trace(tmp_path):
+    """``tb_modelmem.pytorch.profile`` on every rank of a DDP job: rank 0 alone writes the event files (both
+    ranks would write the same tags), and each rank's window trace is kept in <log dir>/ranks, the job's
+    Ranks item, with each op on its module."""
+    import torch
+
+    logdir = str(tmp_path)
+    run_worker("tests.support.torch_ddp_run", logdir, "profiled")
+    events = glob.glob(os.path.join(logdir, "profiled", "events.out.tfevents.*"))
+    assert len(events) == 1  # rank 0's
+    kept = sorted(os.path.basename(p) for p in glob.glob(os.path.join(logdir, "profiled", "ranks", "*")))
+    assert kept == ["rank0.4.pt.trace.json", "rank1.4.pt.trace.json"]
+    served = Served(logdir)
+    tags = set(served.tags())
+    assert {("profiled", "storage"), ("profiled", "ops"), ("profiled/ranks", "torch/ranks")} <= tags
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+    storage = served.json("/breakdown", run="profiled", tag="storage")
+    assert storage["totals"]["weight"] == sum(p.numel() * 4 for p in model.parameters())  # DDP's replica: whole
+    rows = {row["host"]: row for row in served.hosts("profiled/ranks", "torch/ranks")["rows"]}
+    for rank in ("rank0", "rank1"):
+        with open(os.path.join(logdir, "profiled", "ranks", f"{rank}.4.pt.trace.json")) as f:
+            trace = json.load(f)["traceEvents"]
+        highest = max(e["args"]["Total Allocated"] for e in trace if e.get("name") == "[memory]")
+        assert rows[rank]["peak_bytes"] == highest
+        ops = served.all_ops("profiled/ranks", "torch/ranks", host=rank)
+        assert {"module/0", "module/2"} <= {r["layer"] for r in ops}  # DDP's module paths, as Storage names them
+        assert any(r["phase"] == "collective" and r["name"].endswith("(backward pass)") for r in ops)

@@ -2,8 +2,10 @@
 ``tensorboard_trace_handler(<run>, worker_name=f"rank{rank}")``, ``profile_memory``, ``record_shapes``.
 No tb_modelmem code. ``ddp``: the MLP in ``DistributedDataParallel``; ``fsdp2``: each Linear and the
 model sharded with ``fully_shard`` (FSDP2, torch.distributed.fsdp), as its tutorial shards a model.
+``profiled``: the DDP job recorded by ``tb_modelmem.pytorch.profile`` on every rank instead, into one
+log dir, as a user adds it to a DDP script.
 
-    python -m tests.support.torch_ddp_run LOGDIR [ddp|fsdp2]
+    python -m tests.support.torch_ddp_run LOGDIR [ddp|fsdp2|profiled]
         (writes LOGDIR/<kind>/rank0.*.pt.trace.json, rank1.*)
 """
 
@@ -34,6 +36,17 @@ def _rank(rank: int, port: int, run: str, kind: str) -> None:
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(ddp.parameters())
+    if kind == "profiled":
+        import tb_modelmem
+
+        with tb_modelmem.pytorch.profile(ddp, optimizer, run, profile_steps=(3, 4)) as prof:
+            for _ in range(5):
+                ddp(torch.randn(32 * (rank + 1), 64)).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                prof.step()
+        dist.destroy_process_group()
+        return
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
     handler = torch.profiler.tensorboard_trace_handler(run, worker_name=f"rank{rank}")
     with torch.profiler.profile(schedule=schedule, on_trace_ready=handler, profile_memory=True,
