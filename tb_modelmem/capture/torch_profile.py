@@ -9,7 +9,8 @@ forward op's layer by autograd's sequence number):
   (``capture.torch_modules.module_layers``: ``transformer/h/0/attn``), so ops meet Storage and a
   checkpoint on the same names; the optimizer's step is torch's own ``Optimizer.step#`` range;
 - Keras: each layer's ``call``, the model's ``compute_loss`` and ``compute_metrics``, the optimizer's
-  ``apply`` and the train function.
+  ``apply`` and the train function; a model compiled with ``jit_compile=True`` (``torch.compile``), only its
+  train function, as the model's own (wrapping what it compiled would make dynamo compile it again).
 
 Module ranges come from ``capture.torch_ranges`` (hooks a ``pytorch.Profile`` installs for its whole life,
 so a compiled model is compiled with them; emitting only while a window is open);
@@ -107,6 +108,13 @@ class TorchProfiler:
         ranges.open()
 
     def _annotate(self, model: Any, optimizer: Any) -> None:
+        if getattr(model, "jit_compile", False) is True:
+            # Keras compiles the train function with torch.compile: what runs inside it is left as compiled
+            # (a wrapper there would make dynamo compile it again, in the window). Its graphs run as the
+            # model's own, their ops opened by the reader and the layers inside unknown.
+            self._wrap(model, "train_function", LAYER_ANNOTATION + model.name)
+            self._wrap(model, "train_function", STEP_ANNOTATION)
+            return
         for path, layer in layer_paths(model):
             self._wrap(layer, "call", LAYER_ANNOTATION + path)
         self._wrap(model, "compute_loss", PHASE_ANNOTATION + "loss")

@@ -248,6 +248,13 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         if op is not None and phases.is_compiled_graph(op.name) and name != op.name:  # its own row
             op.nested_us += end - ts
             graph = op.graph or op
+            if name.startswith(BACKWARD_PREFIX):  # a backward pass run from inside a graph (a graph break at
+                # loss.backward(), Keras' compiled train step): backward, on the graph's layer
+                found = _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
+                            phase=BACKWARD, seq=_int(_args(e).get("Sequence number")), dims=_args(e).get("Input Dims"))
+                ops.append(found)
+                stack.append((end, "op", found))
+                continue
             found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=_int(_args(e).get("Sequence number")),
                         dims=_args(e).get("Input Dims"), graph=graph)
             if found.seq is not None:  # autograd numbered the graph's function: the graph is numbered

@@ -78,3 +78,25 @@ def test_the_graphs_ops_are_rows_on_the_compiled_module(compiled):
     # check is the rows above, on the module
     assert body["join"]["fraction"] >= 0.6, body["join"]
 
+
+
+def test_keras_on_torch_compiled_is_profiled_as_it_runs(tmp_path):
+    """``jit_compile=True`` on the torch backend: the window wraps nothing Keras compiled (dynamo compiles no
+    graph in it), the compiled graphs are the model's own and its layers inside them unknown, and the
+    backward pass run from inside a graph reads as backward."""
+    logdir = str(tmp_path)
+    run_worker("tests.support.keras_torch_compiled_run", logdir)
+    with open(os.path.join(logdir, "dynamo.json")) as f:
+        counted = json.load(f)
+    assert counted["backend"] == "torch" and counted["jit_compile"]
+    assert counted["after_step_4"] == counted["after_step_2"] > 0  # the window compiled nothing again
+    served = Served(logdir)
+    body = served.json("/ops", run="train", tag="ops")
+    assert body["join"]["compiled_layers"] == ["compiled_convnet"]
+    ops = served.all_ops("train", "ops")
+    backward = [r for r in ops if r["op_type"].startswith("CompiledFunctionBackward")]
+    assert backward and all(r["phase"] == "backward" for r in backward)
+    assert {r["phase"] for r in ops if r["op_type"] == "CompiledFunction"} == {"forward"}
+    columns = body["layers"]["columns"]
+    conv1 = columns["layer"].index("compiled_convnet/conv1")
+    assert columns["time_us"][conv1] is None  # ran inside a graph, unnamed: unknown, never 0
