@@ -247,18 +247,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             continue
         if op is not None and phases.is_compiled_graph(op.name) and name != op.name:  # its own row
             op.nested_us += end - ts
-            graph = op.graph or op
-            if name.startswith(BACKWARD_PREFIX):  # a backward pass run from inside a graph (a graph break at
-                # loss.backward(), Keras' compiled train step): backward, on the graph's layer
-                found = _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
-                            phase=BACKWARD, seq=_int(_args(e).get("Sequence number")), dims=_args(e).get("Input Dims"))
-                ops.append(found)
-                stack.append((end, "op", found))
-                continue
-            found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=_int(_args(e).get("Sequence number")),
-                        dims=_args(e).get("Input Dims"), graph=graph)
-            if found.seq is not None:  # autograd numbered the graph's function: the graph is numbered
-                graph.inner_seqs.append(found.seq)
+            found = _in_graph(op.graph or op, e, name, ts, end)
             ops.append(found)
             stack.append((end, "op", found))
             continue
@@ -279,6 +268,19 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         ops.append(found)
         stack.append((end, "op", found))
     return ops, memory, steps
+
+
+def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -> _Op:
+    """An op a compiled graph ran, its own row where the graph ran; a backward pass run from inside a graph
+    (a graph break at ``loss.backward()``, Keras' compiled train step) is backward, on the graph's layer."""
+    args = _args(e)
+    seq = _int(args.get("Sequence number"))
+    if name.startswith(BACKWARD_PREFIX):
+        return _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
+                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"))
+    if seq is not None:  # autograd numbered the graph's function: the graph is numbered
+        graph.inner_seqs.append(seq)
+    return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"), graph=graph)
 
 
 def _window_cut(ops: List[_Op]) -> List[str]:

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.support import run_worker
+from tests.support.layer_time import rows_on_layers
 from tests.support.plugin_harness import Served
 
 
@@ -74,9 +75,10 @@ def test_the_graphs_ops_are_rows_on_the_compiled_module(compiled):
         i = layers["layer"].index(sub)
         assert layers["time_us"][i] is None and layers["ops"][i] is None
         assert layers["weight_bytes"][i] > 0  # what Storage holds stays known
-    # 0.92-0.96 measured alone, 0.78 beside another job (the loss and Adam's share of a noisy step): the exact
-    # check is the rows above, on the module
-    assert body["join"]["fraction"] >= 0.6, body["join"]
+    # the forward and backward work is on the module. (The share of all op time moved with the load: 0.92-0.96
+    # alone, 0.78 beside another job, 0.49 in a full suite run, the loss and Adam's share of a noisy step.)
+    fraction, elsewhere = rows_on_layers(served.all_ops("run", "ops"), {"Net"})
+    assert fraction >= 0.85, (fraction, elsewhere)
 
 
 
