@@ -54,7 +54,7 @@ class Profile:
                  profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
                  writer: Any = None, storage_name: str = "storage", ops_name: str = "ops",
                  trace_dir: Optional[str] = None, memory_every: Optional[int] = 100,
-                 memory_name: str = "memory") -> None:
+                 memory_name: str = "memory", rank_traces: bool = True) -> None:
         """``log_dir``: where event files go (a ``tb_modelmem.writer.FileWriter`` on it), unless ``writer``
         is given (a ``torch.utils.tensorboard.SummaryWriter``, or any writer ``summary.write`` takes).
         ``profile_steps``: None records storage only. ``trace_dir``: a folder the window's raw Chrome trace
@@ -62,7 +62,8 @@ class Profile:
         tab would list it beside the table made of it). ``memory_every``: every N iterations a sample of the
         process's memory (RSS, each CUDA device's allocated bytes) for the Growth view, with a census of the
         live tensors by role (parameters, gradients, optimizer state, other) at the first and the last; None
-        turns it off."""
+        turns it off. ``rank_traces``: in a job of several ranks, keep each rank's window trace (False where
+        only rank 0 runs a ``Profile``, as the Trainer and Lightning callbacks do)."""
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
@@ -74,7 +75,8 @@ class Profile:
         # the ranks would write the same tags); every rank keeps its window's trace in <log_dir>/ranks, one
         # file a rank, which the tab shows as the job's Ranks table.
         self.writes = self.rank == 0
-        self.ranks_dir = os.path.join(log_dir, RANKS_FOLDER) if world > 1 and log_dir is not None else None
+        self.ranks_dir = (os.path.join(log_dir, RANKS_FOLDER) if rank_traces and world > 1 and log_dir is not None
+                          else None)
         self._own_writer = FileWriter(log_dir) if writer is None and log_dir is not None and self.writes else None
         self.writer = writer if writer is not None else self._own_writer
         self.step_num = 0  # iterations ended so far

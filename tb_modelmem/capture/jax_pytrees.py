@@ -24,6 +24,7 @@ Needs jax (the caller's process has it); never imports Keras, TensorFlow, flax o
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.capture.variables import placement
@@ -41,13 +42,14 @@ def is_jax_model(model: Any) -> bool:
     """A flax nnx or equinox module, or a pytree (dict, list, tuple) whose leaves are all JAX arrays
     (linen's variables, a params dict): what this module reads. jax is not imported to ask."""
     if _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree")) \
-            or _framework_class(model, ("equinox",), ("Module",)):
+            or _framework_class(model, ("equinox",), ("Module",)) or _is_train_state(model):
         return True
     jax = sys.modules.get("jax")
-    if jax is None or not isinstance(model, (dict, list, tuple)) or not model:
+    if jax is None or not isinstance(model, (Mapping, list, tuple)) or not model:
         return False
-    leaves = jax.tree_util.tree_leaves(model)
-    return bool(leaves) and all(isinstance(leaf, jax.Array) for leaf in leaves)
+    leaves = jax.tree_util.tree_leaves(model)  # a FrozenDict's, a dict's; Python numbers beside arrays allowed
+    return (any(isinstance(leaf, jax.Array) for leaf in leaves)
+            and all(isinstance(leaf, (jax.Array, int, float, bool)) for leaf in leaves))
 
 
 def arrays_of(model: Any, optimizer: Any = None) -> List[Any]:
@@ -56,12 +58,19 @@ def arrays_of(model: Any, optimizer: Any = None) -> List[Any]:
 
 
 def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
-    """Breakdown of ``model`` and ``optimizer`` (see the module's docstring)."""
+    """Breakdown of ``model`` and ``optimizer`` (see the module's docstring). A flax ``TrainState`` is its
+    ``params`` and, unless ``optimizer`` is given, its ``opt_state``."""
+    if _is_train_state(model):
+        model, optimizer = {_PARAMS: model.params}, optimizer if optimizer is not None else model.opt_state
     counted: Set[int] = set()
     rows: List[VariableRecord] = []
     params: Dict[Path, VariableRecord] = {}
     nnx_model = _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree"))
-    linen = isinstance(model, dict) and _PARAMS in model and all(isinstance(v, dict) for v in model.values())
+    linen = isinstance(model, Mapping) and _PARAMS in model and all(isinstance(v, Mapping) for v in model.values())
+    root = root_layer(model) if nnx_model else ""  # the nnx model's own variables: its class's layer
+
+    def layer_of(path: Path) -> str:
+        return _layer(path) or root
 
     def add(path: Path, array: Any, role: str, layer: str, name: str, slot: Optional[str] = None,
             slot_of: Optional[str] = None) -> VariableRecord:
@@ -77,24 +86,24 @@ def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
         else:
             role = _role(kind, array)
             name = _dotted(path)
-        record = add(path, array, role, _layer(path), name)
+        record = add(path, array, role, layer_of(path), name)
         if role == WEIGHT:
             params.setdefault(path, record)
     for path, array, kind in _leaves(optimizer):
         owner, field = _owner(path, params)
         name = _dotted(("optimizer",) + path)
         if owner is not None:
-            add(path, array, OPTIMIZER_SLOT, _layer(owner), name, field, params[owner].name)
+            add(path, array, OPTIMIZER_SLOT, layer_of(owner), name, field, params[owner].name)
         else:
             add(path, array, roles.optimizer_variable_role(name, list(array.shape)), "", name)
-    model_name = type(model).__name__ if nnx_model or not isinstance(model, (dict, list, tuple)) else ""
+    model_name = type(model).__name__ if nnx_model or not isinstance(model, (Mapping, list, tuple)) else ""
     layers = scope_layer_records(r for r in rows if r.bytes or r.role != OPTIMIZER_SLOT)
     if nnx_model:
         layers = _module_layers(model, layers)
     found = Breakdown(source=_source(model), variables=VariableTable.from_rows(rows), model_name=model_name,
                       layers=LayerTable.from_rows(layers))
     if optimizer is not None:
-        found.optimizer = _optimizer_record(optimizer)
+        found.optimizer = _optimizer_record(optimizer, any(r.role == OPTIMIZER_SLOT for r in rows))
     return found
 
 
@@ -190,14 +199,13 @@ def _record(name: str, layer: str, array: Any, role: str, slot: Optional[str], s
                           slot=slot, slot_of=slot_of)
 
 
-def _optimizer_record(optimizer: Any) -> Dict[str, Any]:
+def _optimizer_record(optimizer: Any, slots: bool) -> Dict[str, Any]:
     """{"class_name", "config"}: the optimizer family optax's state says (``_OPTAX_FAMILIES``: what What if
-    recomputes the state of), "" when it says none; the config names the state's classes and the holder."""
+    recomputes the state of; a chain's, such as clipping then AdamW, found anywhere in it), "" when it says
+    none; the config names the state's classes and the holder. ``slots``: whether any leaf is a slot."""
     tx_state = getattr(optimizer, "opt_state", None)
-    inner = tx_state if tx_state is not None else optimizer
-    states = [type(s).__name__ for s in (inner if isinstance(inner, (tuple, list)) else [inner])
-              if type(s).__name__ not in ("EmptyState", "tuple", "list")]
-    stateless: Tuple[str, Dict[str, Any]] = ("SGD", {}) if not states else ("", {})  # nothing per parameter
+    states = list(_state_classes(tx_state if tx_state is not None else optimizer))
+    stateless: Tuple[str, Dict[str, Any]] = ("SGD", {}) if not slots else ("", {})  # nothing per parameter
     family = next((_OPTAX_FAMILIES[s] for s in states if s in _OPTAX_FAMILIES), stateless)
     holder = "nnx.Optimizer" if tx_state is not None else "optax state"
     return {"class_name": family[0], "config": {**family[1], "optax_state": states, "holder": holder}}
@@ -210,6 +218,22 @@ _OPTAX_FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "ScaleByAdamState": ("Adam", {}), "TraceState": ("SGD", {"momentum": True}),
     "FactoredState": ("Adafactor", {}), "ScaleByRmsState": ("RMSprop", {}),
 }
+
+
+def _state_classes(state: Any, depth: int = 0) -> Iterable[str]:
+    """The class names of an optax state's parts, outermost first: a chain's tuple, a NamedTuple state
+    and what it holds (``inject_hyperparams``' inner state), a few levels down."""
+    if depth > 8 or not isinstance(state, (tuple, list)):
+        return
+    if hasattr(state, "_fields") and type(state).__name__ not in ("EmptyState",):
+        yield type(state).__name__
+    for part in state:
+        yield from _state_classes(part, depth + 1)
+
+
+def _is_train_state(obj: Any) -> bool:
+    """flax's ``TrainState`` (flax.training.train_state), or one derived from it."""
+    return _framework_class(obj, ("flax.training",), ("TrainState",))
 
 
 def _source(model: Any) -> str:

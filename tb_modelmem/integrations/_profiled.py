@@ -22,7 +22,7 @@ class Profiled:
 
     def _begin(self, model: Any, optimizer: Any, default_log_dir: str) -> None:
         self.profile = Profile(model, optimizer, self.log_dir or default_log_dir, self.profile_steps,
-                               trace_dir=self.trace_dir).start()
+                               trace_dir=self.trace_dir, rank_traces=False).start()  # rank 0 alone records
 
     def _iteration_ended(self) -> None:
         if self.profile is not None:

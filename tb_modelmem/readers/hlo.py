@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from tb_modelmem import proto
 
@@ -158,6 +158,7 @@ class Program:
         self._state_read: Dict[int, Tuple[int, ...]] = {}
         self._read_by: Optional[Dict[int, List[int]]] = None
         self._sources: Dict[int, str] = {}  # stack frame id -> its user frame's text
+        self._computation_frames: Dict[int, int] = {}  # computation id -> the frame of what it runs
 
     @functools.cached_property
     def _index(self) -> Tuple["_Instructions", Dict[str, int], Dict[int, int]]:
@@ -332,7 +333,8 @@ class Program:
         (the program's ``stack_frame_index``) outside installed packages, Python's own library and
         tb_modelmem, as "model.py:13 CNN.__call__"; a fusion's, its first fused instruction's with one;
         "" when the program keeps none. A name to read, never a file the server opens."""
-        frame = instruction.stack_frame_id or self._called_frame(instruction.called_computation_ids)
+        frame = instruction.stack_frame_id or next(
+            (f for f in map(self._computation_frame, instruction.called_computation_ids) if f), 0)
         if not frame:
             return ""
         found = self._sources.get(frame)
@@ -340,23 +342,25 @@ class Program:
             found = self._sources[frame] = self._user_frame(frame)
         return found
 
-    def _called_frame(self, computations: Sequence[int], depth: int = 0) -> int:
+    def _computation_frame(self, computation: int, depth: int = 0) -> int:
         """The frame of what a fusion (or a call) runs: its root's, else the first of its instructions
-        with one, looking into what those call in turn (a few levels)."""
+        with one, looking into what those call in turn (a few levels); each computation's worked out once
+        (a program's fusions share computations: no rescan, and a cycle ends)."""
+        found = self._computation_frames.get(computation)
+        if found is not None:
+            return found
+        self._computation_frames[computation] = 0  # while it is worked out: a cycle back to it finds none
         self._index  # noqa: B018 (fills the computations read below)
-        for computation in computations:
-            raw = self._computations.get(computation)
-            if raw is None:
-                continue
-            ordered = sorted(raw.instructions, key=lambda i: i.id != raw.root_id)  # the root first
-            for inner in ordered:
-                if inner.metadata.stack_frame_id:
-                    return int(inner.metadata.stack_frame_id)
-            for inner in ordered if depth < 4 else ():
-                found = self._called_frame(inner.called_computation_ids, depth + 1)
-                if found:
-                    return found
-        return 0
+        raw = self._computations.get(computation)
+        ordered = sorted(raw.instructions, key=lambda i: i.id != raw.root_id) if raw is not None else []  # root first
+        found = next((int(i.metadata.stack_frame_id) for i in ordered if i.metadata.stack_frame_id), 0)
+        for inner in ordered if not found and depth < 4 else ():
+            found = next((f for f in (self._computation_frame(c, depth + 1) for c in inner.called_computation_ids)
+                          if f), 0)
+            if found:
+                break
+        self._computation_frames[computation] = found
+        return found
 
     def _user_frame(self, frame: int) -> str:
         index = self._hlo.hlo_module.stack_frame_index

@@ -104,6 +104,7 @@ class _Op:
     row: str = ""  # the name of its row in the op table (``_name_rows``)
     nested_us: float = 0.0  # of its time, what its own-row ops took (collectives, a compiled graph's ops)
     graph: Optional["_Op"] = None  # the top-level torch.compile graph op it ran in: its layer and phase
+    pid: Any = None  # its process (a job's ranks may share a trace file)
     serves: str = ""  # a collective's pass, FORWARD or BACKWARD (``phases.collective_place``), "" when untold
     moved: int = 0  # bytes a collective's message holds (``_message_bytes``), 0 when untold
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
@@ -233,7 +234,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             if op is not None:
                 op.nested_us += end - ts
             found = _Op(name=name, ts=ts, end=end, tid=e.get("tid"), phase=COLLECTIVE, dims=_args(e).get("Input Dims"),
-                        moved=_message_bytes(_args(e)))
+                        moved=_message_bytes(_args(e)), pid=e.get("pid"))
             in_backward = op is not None and (op.phase == BACKWARD or op.name.startswith("torch::autograd::"))
             found.layer, found.serves = phases.collective_place([(k, w) for _, k, w, _ in ranges], in_backward)
             ops.append(found)
@@ -326,7 +327,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
             if op.layer and op.layer not in layers:
                 layers.append(op.layer)
         row.calls += 1
-        row.moved_bytes += op.moved
+        row.moved_bytes = min(row.moved_bytes + op.moved, _MAX_ELEMENTS * 2 ** 8)  # int64 whatever the file says
         row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts - op.nested_us
         row.output_bytes += op.kept
         row.alloc_bytes += op.allocated
@@ -438,20 +439,38 @@ def _unplaced_collectives(ops: List[_Op]) -> List[str]:
 
 
 def _match_backend_work(ops: List[_Op]) -> None:
-    """A backend's own work range (``gloo:all_gather`` on its worker thread) does the call a ``c10d::`` op
-    made before it, in the order the calls were made (a process group runs its work first in, first out):
-    it takes that call's module, pass and message bytes."""
-    calls = sorted((op for op in ops if op.phase == COLLECTIVE and op.name.startswith(_C10D)), key=lambda op: op.ts)
-    work = sorted((op for op in ops if op.phase == COLLECTIVE and op.name.startswith(_BACKEND_WORK)),
-                  key=lambda op: op.ts)
-    waiting = collections.deque(calls)
-    for done in work:
-        while len(waiting) > 1 and waiting[1].ts <= done.ts and waiting[0].end < done.ts - _MATCH_SLACK_US:
-            waiting.popleft()  # a call whose work this window does not hold (it ran before the trace began)
-        if not waiting or waiting[0].ts > done.ts:
-            continue
-        call = waiting.popleft()
-        done.layer, done.serves, done.moved = call.layer, call.serves, call.moved or done.moved
+    """A backend's own work range (``gloo:all_gather`` on its worker thread) does the call a ``c10d::`` op of
+    its process made before it, in the order the calls were made (a process group runs its work first in,
+    first out), one that names the tensor it works on: it takes that call's module, pass and message bytes
+    (and gives the call its bytes where the call's tensor list said none: DDP's ``allreduce_``). A call
+    whose work the window does not hold, or a range with no such call, is passed over, never paired."""
+    by_process: Dict[Any, Tuple[List[_Op], List[_Op]]] = collections.defaultdict(lambda: ([], []))
+    for op in ops:
+        if op.phase == COLLECTIVE and op.name.startswith(_C10D):
+            by_process[op.pid][0].append(op)
+        elif op.phase == COLLECTIVE and op.name.startswith(_BACKEND_WORK):
+            by_process[op.pid][1].append(op)
+    for calls, work in by_process.values():
+        waiting = collections.deque(sorted(calls, key=lambda op: op.ts))
+        for done in sorted(work, key=lambda op: op.ts):
+            skipped = []
+            while waiting and waiting[0].ts <= done.ts and not _works_on(done, waiting[0]):
+                skipped.append(waiting.popleft())  # its work is not in the window, or another's is
+            if not waiting or waiting[0].ts > done.ts:
+                waiting.extendleft(reversed(skipped))  # none of them is this range's call: kept for the next
+                continue
+            call = waiting.popleft()
+            done.layer, done.serves = call.layer, call.serves
+            call.moved = call.moved or done.moved
+            done.moved = call.moved
+
+
+def _works_on(work: _Op, call: _Op) -> bool:
+    """Whether a backend's work range can be ``call``'s: the tensor it names is one the call names (an
+    all-gather's input, a reduce-scatter's), or the call names no plain tensor (a tensor list)."""
+    shapes = [tuple(s) for s in call.dims if _plain_shape(s)] if isinstance(call.dims, list) else []
+    mine = [tuple(s) for s in work.dims if _plain_shape(s)] if isinstance(work.dims, list) else []
+    return not shapes or not mine or mine[0] in shapes
 
 
 _C10D = "c10d::"
@@ -461,19 +480,40 @@ _MATCH_SLACK_US = 60e6  # a call's work starts within a minute of the call (a qu
 
 def _message_bytes(args: Dict[str, Any]) -> int:
     """Bytes of a collective's message: ``record_param_comms``' element counts (NCCL's), else the largest
-    tensor the call names (an all-gather's output, a reduce-scatter's input), by its "Input type"."""
+    tensor the call names (an all-gather's output, a reduce-scatter's input), by its "Input type"; 0 when
+    it names none, or only figures no real tensor has (past ``_MAX_ELEMENTS``)."""
     from tb_modelmem.readers.dtypes import name_size
 
-    counts = [float(args[key]) for key in ("In msg nelems", "Out msg nelems") if _number(args.get(key))]
+    counts = [int(args[key]) for key in ("In msg nelems", "Out msg nelems") if _count(args.get(key))]
     if counts and isinstance(args.get("dtype"), str):
-        return int(max(counts)) * name_size(args["dtype"])
+        return max(counts) * name_size(args["dtype"])
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
         return 0
-    sizes = [math.prod(int(d) for d in shape) * name_size(kind) for shape, kind in zip(dims, types)
-             if isinstance(shape, list) and shape and all(_number(d) and d >= 0 for d in shape)
-             and isinstance(kind, str)]
-    return max(sizes, default=0)
+    best = 0
+    for shape, kind in zip(dims[:_MAX_TENSORS], types[:_MAX_TENSORS]):
+        if _plain_shape(shape) and isinstance(kind, str):
+            elements = 1
+            for d in shape:
+                elements *= int(d)
+                if elements > _MAX_ELEMENTS:
+                    break
+            if elements <= _MAX_ELEMENTS:
+                best = max(best, elements * name_size(kind))
+    return best
+
+
+_MAX_TENSORS, _MAX_RANK = 64, 64  # tensors one call names, dimensions one tensor has (a real op: a few)
+_MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
+
+
+def _count(value: Any) -> bool:
+    return _number(value) and math.isfinite(value) and 0 <= value <= _MAX_ELEMENTS
+
+
+def _plain_shape(shape: Any) -> bool:
+    """A tensor's dimensions as the profiler records them: a short list of counts (not a tensor list's)."""
+    return isinstance(shape, list) and 0 < len(shape) <= _MAX_RANK and all(_count(d) for d in shape)
 
 
 def op_name(op: _Op) -> str:

@@ -111,7 +111,7 @@ def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None) -> 
         if len(firsts) == 1 and -1 not in firsts:
             leading.setdefault(int(firsts.pop()), []).extend(members)
     if batch not in leading:  # unknown, or split over devices: each holds a piece, which divides it
-        pieces = [size for size in leading if batch is None or batch % size == 0]
+        pieces = [size for size in leading if size > 0 and (batch is None or batch % size == 0)]
         batch = max(pieces, key=lambda size: sum(p.bytes for p in leading[size])) if pieces else None
     if batch is None or len(arguments) < 2:  # one argument: the state alone, or all of it in one
         return set()

@@ -24,7 +24,6 @@ autograd numbered is the forward pass's.
 
 from __future__ import annotations
 
-import re
 from typing import Optional, Sequence, Tuple
 
 from tb_modelmem.rules.roles import torch_module_layer
@@ -47,9 +46,8 @@ _COLLECTIVES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ncclKernel", 
 _COMPILED_GRAPHS = ("Torch-Compiled Region", "CompiledFunction")
 _OPTIMIZER_STEP = "Optimizer.step#"
 # FSDP2's ranges (torch.distributed.fsdp): "FSDP::pre_forward (encoder.layers.0)", "FSDP::all_gather (0)"; the
-# module path in parentheses is the unit's; "for 0" names the unit a backward prefetch gathers
+# module path in parentheses is the unit's (``_fsdp_unit``)
 _FSDP_RANGE = "FSDP::"
-_FSDP_UNIT = re.compile(r"\((.+)\)$")
 _ZERO_GRAD = "Optimizer.zero_grad#"
 _INPUT_RANGES = ("enumerate(DataLoader)#",)
 _ANNOTATED_PHASES = {"loss": LOSS, "optimizer": OPTIMIZER, "metrics": METRICS}
@@ -97,6 +95,18 @@ def range_of(name: str) -> Optional[Range]:
     return None
 
 
+def _fsdp_unit(action: str) -> Optional[str]:
+    """The module path an FSDP2 range names: "all_gather (encoder.0)" -> "encoder.0" (" [pg=1]" after it,
+    a unit of several parameter groups, dropped); None for a range of the root unit ("all_gather")."""
+    if action.endswith("]"):
+        head, sep, _ = action.rpartition(" [pg=")
+        action = head if sep else action
+    if not action.endswith(")"):
+        return None
+    _, sep, unit = action[:-1].rpartition(" (")
+    return unit or None if sep else None
+
+
 def collective_place(ranges: Sequence[Range], in_backward_op: bool) -> Tuple[str, str]:
     """(layer, pass) of a collective call inside ``ranges`` (outermost first): FSDP2's unit, the module its
     innermost ``FSDP::<action> (<module path>)`` range names ("" where none does: DDP's bucket holds
@@ -105,7 +115,7 @@ def collective_place(ranges: Sequence[Range], in_backward_op: bool) -> Tuple[str
     (``pre_backward``, ``backward_prefetch``, ``post_backward_reduce``), else FORWARD inside one of the
     forward pass, else ""."""
     fsdp = [what for kind, what in ranges if kind == "fsdp"]
-    unit = next((found.group(1) for what in reversed(fsdp) for found in [_FSDP_UNIT.search(what)] if found), None)
+    unit = _fsdp_unit(fsdp[-1]) if fsdp else None  # the innermost: a root unit's names none
     layer = torch_module_layer(unit) if unit else ""
     if in_backward_op or any("backward" in what for what in fsdp):
         return layer, BACKWARD

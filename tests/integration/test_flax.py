@@ -62,15 +62,16 @@ def test_nnx_storage_is_the_pytrees_bytes(nnx_run):
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run"])
 def test_the_steps_work_is_on_its_modules_by_their_paths(which, request):
+    """On the model's modules as flax names them (``truth["modules"]``: its attributes, or linen's top
+    params keys) or a module inside one; the model's own call outside them (its class) does not count."""
     served, truth, _ = request.getfixturevalue(which)
     body = served.json("/ops", run="train", tag="ops")
-    layers = {row["layer"] for row in layer_rows(body) if row["layer"]}
-    assert set(truth["modules"]) <= layers, (truth["modules"], layers)
+    modules = set(truth["modules"])
+    assert modules <= {row["layer"] for row in layer_rows(body)}
     rows = served.all_ops("train", "ops")
-    fraction, elsewhere = rows_on_layers(rows, layers)
-    assert fraction >= 0.9, (fraction, elsewhere)
-    placed = sum(r["time_us"] for r in rows if r["layer"]) / sum(r["time_us"] for r in rows)
-    assert placed >= 0.8, placed
+    inside = {r["layer"] for r in rows if r["layer"].split("/", 1)[0] in modules}
+    fraction, elsewhere = rows_on_layers(rows, inside)
+    assert fraction >= 0.8, (fraction, elsewhere)
 
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run", "sharded_run"])
@@ -191,3 +192,36 @@ def test_each_instruction_says_where_the_script_traced_it(nnx_run):
     at_convs = sum(row["time_us"] for row in forward if row["source"] in convs)
     assert at_convs >= 0.9 * sum(row["time_us"] for row in forward), forward
     assert sum(by_line.values()) >= 0.8 * sum(row["time_us"] for row in rows)
+
+
+def test_a_train_state_a_frozen_dict_a_chain_and_a_models_own_params():
+    """What flax's examples hold: a ``TrainState`` (params, and an optax chain clipping then AdamW), its
+    params as a ``FrozenDict``; and an nnx model with a ``Param`` of its own. Truth: optax's leaves."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+    from flax.core import FrozenDict
+    from flax.training import train_state
+
+    from tb_modelmem.jax import breakdown
+
+    params = FrozenDict({"Dense_0": {"kernel": jnp.ones((64, 32)), "bias": jnp.ones(32)}})
+    state = train_state.TrainState.create(apply_fn=lambda *a: None, params=params,
+                                          tx=optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3)))
+    found = breakdown(state)
+    columns = found.variables.columns
+    slots = sum(b for b, r in zip(columns["bytes"], columns["role"]) if r == "optimizer_slot")
+    adam = jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda s: isinstance(s, optax.ScaleByAdamState))
+    (adam,) = [s for s in adam if isinstance(s, optax.ScaleByAdamState)]
+    assert slots == sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves((adam.mu, adam.nu)))
+    assert found.optimizer["class_name"] == "Adam"  # found inside the chain, after the clipping's state
+
+    class Scaled(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs) -> None:
+            self.scale = nnx.Param(jnp.ones(16))
+            self.fc = nnx.Linear(16, 4, rngs=rngs)
+
+    model = Scaled(nnx.Rngs(0))
+    columns = breakdown(model).variables.columns
+    assert dict(zip(columns["name"], columns["layer"])) == {"scale": "Scaled", "fc.kernel": "fc", "fc.bias": "fc"}

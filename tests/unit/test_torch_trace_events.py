@@ -154,3 +154,26 @@ def test_fsdp2s_gathers_are_on_their_unit_in_the_pass_they_serve():
         assert rows[name].layer == "0" and rows[name].phase == "collective" and rows[name].calls == 1, name
         assert rows[name].moved_bytes == 16640 * 4, name  # the unit's whole parameters, gathered or reduced
     assert "no module" not in reduced.allocations_note
+
+
+def test_a_collectives_crafted_figures_are_refused_for_it_alone():
+    """Counts no real tensor has (1e300, negative, 8,000 huge dimensions) give the call no message bytes
+    (never an overflow, a negative figure, or an hour of big-number products), and an FSDP range name of
+    40,000 parentheses names no unit; the trace's other rows are read as ever."""
+    trace = Trace().op("aten::mm", 0, dur=10, seq=1).range("FSDP::all_gather " + "(" * 40_000, 20, 50)
+    trace.events += [
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 21, "dur": 2,
+         "args": {"In msg nelems": 1e300, "Out msg nelems": -5, "dtype": "Float"}},
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": 30, "dur": 2,
+         "args": {"Input Dims": [[1e300] * 8000], "Input type": ["float"]}},
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::broadcast_", "pid": 1, "tid": 1, "ts": 40, "dur": 2,
+         "args": {"Input Dims": [[2, 3]], "Input type": ["c10::BFloat16"]}}]
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    rows = {row.op_type: row for row in reduced.ops}
+    assert rows["record_param_comms"].moved_bytes == 0 and rows["c10d::allreduce_"].moved_bytes == 0
+    assert rows["c10d::broadcast_"].moved_bytes == 12  # 2 x 3 bfloat16
+    assert {rows[name].layer for name in ("record_param_comms", "c10d::allreduce_")} == {""}
+    assert rows["aten::mm"].time_us == 10.0
+    from tb_modelmem.schema import payload
+
+    assert payload.decode(payload.encode(reduced)).ops.column("moved_bytes") == reduced.ops.column("moved_bytes")
