@@ -448,6 +448,17 @@ class Program:
                                      allocation.size, instruction.dtype if instruction else ""))
         return out
 
+    def output_dims(self) -> Set[Tuple[int, ...]]:
+        """The shapes of what the program returns (its entry root's elements): a training step's updated
+        state among them, its batch not."""
+        self._index  # noqa: B018 (fills the computations read below)
+        entry = self._computations.get(self._hlo.hlo_module.entry_computation_id)
+        raw = self._raw.get(entry.root_id) if entry is not None else None
+        if raw is None:
+            return set()
+        shapes = list(raw.shape.tuple_shapes) or [raw.shape]
+        return {tuple(int(d) for d in s.dimensions) for s in shapes[:1 << 16]}
+
     def output_bytes(self) -> int:
         """Bytes of the outputs that are not a parameter's buffer given back (donated state is updated
         in place): what a run allocates besides its temp allocation."""

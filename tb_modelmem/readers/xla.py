@@ -226,7 +226,7 @@ def planned_events(program: Program, span_us: Tuple[float, float], batch: Option
     tick = max((end - start) / 1000, 1e-3)
     resident = 0
     events: List[Event] = []
-    inputs = batch_parameters(program.parameters(), batch)
+    inputs = batch_parameters(program.parameters(), batch, program.output_dims())
     for parameter in program.parameters():
         if parameter.number in inputs:
             shape = "[" + ",".join(map(str, parameter.dims)) + "]"
@@ -646,7 +646,7 @@ class Step:
         """``name_stacks.batch_parameters`` of the main program; of the others (a step's helpers:
         ``jit_multiply``), only those Keras names so."""
         if program is self.programs[0]:
-            return batch_parameters(program.parameters())
+            return batch_parameters(program.parameters(), returned=program.output_dims())
         return {p.number for p in program.parameters() if is_keras_batch(p.op_name)}
 
     def resident(self) -> Dict[str, int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import functools
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
@@ -90,12 +90,15 @@ def is_keras_batch(op_name: str) -> bool:
     return bool(_KERAS_DATA.match(op_name))
 
 
-def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None) -> Set[int]:
+def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None,
+                     returned: AbstractSet[Tuple[int, ...]] = frozenset()) -> Set[int]:
     """Numbers of the entry parameters (``readers.hlo.Parameter``) that are a step's batch: Keras on JAX's
     ``data[...]``; in a JAX step without Keras' names (flax, optax, equinox), the arguments every array of
     which leads with the batch (``x``, ``batch['image']``; never ``model.states[...]``, whose arrays lead with
     anything): ``batch`` where an argument leads with it, else (unknown, or each device's piece of it, which
-    divides it) the leading dimension shared by the most bytes of such arguments."""
+    divides it) the leading dimension shared by the most bytes of such arguments. ``returned``: the shapes
+    the program returns; an argument of several arrays, all of which it returns, is state the step updates
+    (a uniform MLP's params all lead with its width), never the batch, where another argument is left."""
     keras = {p.number for p in parameters if is_keras_batch(p.op_name)}
     if keras or any(keras_state_role(p.op_name, p.dims) is not None for p in parameters):
         return keras
@@ -105,6 +108,12 @@ def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None) -> 
         if found is None:
             return set()  # not a JAX argument path (TensorFlow's XLA_Args): no rule here
         arguments[found.group(1)].append(parameter)
+    several = len(arguments) > 1  # one argument: the state alone, or all of it in one
+    updated = [name for name, members in arguments.items()  # of two arrays or more: a lone label's shape may
+               if len(members) > 1 and all(tuple(p.dims) in returned for p in members)]  # be a bias's by chance
+    if 0 < len(updated) < len(arguments):
+        for name in updated:
+            del arguments[name]
     leading: Dict[int, List[Any]] = {}
     for members in arguments.values():
         firsts = {p.dims[0] if p.dims else -1 for p in members}
@@ -113,6 +122,6 @@ def batch_parameters(parameters: Sequence[Any], batch: Optional[int] = None) -> 
     if batch not in leading:  # unknown, or split over devices: each holds a piece, which divides it
         pieces = [size for size in leading if size > 0 and (batch is None or batch % size == 0)]
         batch = max(pieces, key=lambda size: sum(p.bytes for p in leading[size])) if pieces else None
-    if batch is None or len(arguments) < 2:  # one argument: the state alone, or all of it in one
+    if batch is None or not several:
         return set()
     return {p.number for p in leading.get(batch, [])}

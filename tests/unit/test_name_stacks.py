@@ -136,6 +136,14 @@ def test_a_jax_steps_batch_is_the_arguments_that_lead_with_it():
     assert batch_parameters(sharded, 32) == {2}
 
 
+def test_the_state_a_step_returns_is_never_its_batch():
+    """A uniform-width MLP's params all lead with its width (64) and outweigh the batch of 8: the step
+    returns them updated, so they are state; x and y are the batch."""
+    step = _parameters(("params['w']", (64, 64)), ("params['b']", (64,)), ("x", (8, 64)), ("y", (8,)))
+    assert batch_parameters(step, returned={(64, 64), (64,), ()}) == {2, 3}
+    assert batch_parameters(step) == {0, 1}  # without the outputs: the most bytes, the params (why they count)
+
+
 def test_keras_and_tensorflow_programs_keep_their_own_rule():
     keras = _parameters(("state[0][0]", (32, 10)), ("data[0]", (32, 784)), ("data[1]", (32,)))
     assert batch_parameters(keras, 32) == {1, 2}
