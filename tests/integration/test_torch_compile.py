@@ -11,7 +11,6 @@ import os
 import pytest
 
 from tests.support import run_worker
-from tests.support.layer_time import rows_on_layers
 from tests.support.plugin_harness import Served
 
 
@@ -75,10 +74,13 @@ def test_the_graphs_ops_are_rows_on_the_compiled_module(compiled):
         i = layers["layer"].index(sub)
         assert layers["time_us"][i] is None and layers["ops"][i] is None
         assert layers["weight_bytes"][i] > 0  # what Storage holds stays known
-    # the forward and backward work is on the module. (The share of all op time moved with the load: 0.92-0.96
-    # alone, 0.78 beside another job, 0.49 in a full suite run, the loss and Adam's share of a noisy step.)
-    fraction, elsewhere = rows_on_layers(served.all_ops("run", "ops"), {"Net"})
-    assert fraction >= 0.85, (fraction, elsewhere)
+    # every op the graphs ran is on the module. (A share of op time is no check here: it moved with the load,
+    # 0.92-0.96 alone, 0.49 in a full suite run, as AccumulateGrad's and the loss's time grew.)
+    parent = _parents(events)
+    called = {e["name"] for e in events if e.get("cat") == "cpu_op" and parent.get(id(e)) is not None
+              and parent[id(e)]["name"] in ("CompiledFunction", "CompiledFunctionBackward")}
+    on_net = {row["op_type"] for row in served.all_ops("run", "ops") if row["layer"] == "Net"}
+    assert called and called <= on_net, called - on_net
 
 
 
