@@ -57,6 +57,7 @@ def nnx_run(logdir: str) -> Dict[str, Any]:
             "slot_bytes": _nbytes(opt_state.mu) + _nbytes(opt_state.nu),
             "other_bytes": _nbytes(opt_state.count) + _nbytes(optimizer.step),
             "modules": [name for name, value in vars(model).items() if isinstance(value, nnx.Module)],
+            "model_class": type(model).__name__,  # what its own __call__ does outside them (pools, ReLUs)
             "planned": _plan(train_step.lower(model, optimizer, x, y).compile()),
             "planned_by_batch": other_batches, "planned_sgd": sgd}
 
