@@ -41,8 +41,8 @@ _PARAMS = "params"  # linen's trainable collection
 def is_jax_model(model: Any) -> bool:
     """A flax nnx or equinox module, or a pytree (dict, list, tuple) whose leaves are all JAX arrays
     (linen's variables, a params dict): what this module reads. jax is not imported to ask."""
-    if _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree")) \
-            or _framework_class(model, ("equinox",), ("Module",)) or _is_train_state(model):
+    if _is_nnx(model) \
+            or _is_equinox(model) or _is_train_state(model):
         return True
     jax = sys.modules.get("jax")
     if jax is None or not isinstance(model, (Mapping, list, tuple)) or not model:
@@ -65,7 +65,7 @@ def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
     counted: Set[int] = set()
     rows: List[VariableRecord] = []
     params: Dict[Path, VariableRecord] = {}
-    nnx_model = _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree"))
+    nnx_model = _is_nnx(model)
     linen = isinstance(model, Mapping) and _PARAMS in model and all(isinstance(v, Mapping) for v in model.values())
     root = root_layer(model) if nnx_model else ""  # the nnx model's own variables: its class's layer
 
@@ -231,15 +231,24 @@ def _state_classes(state: Any, depth: int = 0) -> Iterable[str]:
         yield from _state_classes(part, depth + 1)
 
 
+def _is_nnx(obj: Any) -> bool:
+    """A flax nnx module (or another nnx object holding variables)."""
+    return _framework_class(obj, ("flax.nnx",), ("Module", "Object", "Pytree"))
+
+
+def _is_equinox(obj: Any) -> bool:
+    return _framework_class(obj, ("equinox",), ("Module",))
+
+
 def _is_train_state(obj: Any) -> bool:
     """flax's ``TrainState`` (flax.training.train_state), or one derived from it."""
     return _framework_class(obj, ("flax.training",), ("TrainState",))
 
 
 def _source(model: Any) -> str:
-    if _framework_class(model, ("flax.nnx",), ("Module", "Object", "Pytree")):
+    if _is_nnx(model):
         return "flax.nnx"
-    if _framework_class(model, ("equinox",), ("Module",)):
+    if _is_equinox(model):
         return "equinox"
     return "jax"
 

@@ -217,7 +217,7 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     shape = _shape(var, components[0])
     dtype = _dtype(var)
     if distributed:  # a mirrored variable: a whole copy on each device
-        whole = (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
+        whole = _whole_bytes(shape, dtype)
         devices = sorted({_device_name(c.device) for c in components if c is not None and getattr(c, "device", None)})
         device_bytes, shards, size = ([whole] * len(devices) if len(devices) > 1 else []), 1, whole * len(components)
     else:
@@ -230,10 +230,15 @@ def _record(var: Any, name: str, layer: str, role: str, slot: Optional[Slot]) ->
     )
 
 
+def _whole_bytes(shape: List[int], dtype: str) -> int:
+    """Bytes of one whole copy; 0 for a shape with an unknown (-1) dimension."""
+    return (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
+
+
 def placement(array: Any, shape: List[int], dtype: str) -> Tuple[List[str], List[int], int, int]:
     """(devices, bytes on each, distinct pieces, bytes in all) of one array: a JAX array laid over several
     devices as its sharding lays it (no per-device list for one on a single device)."""
-    whole = (0 if any(d < 0 for d in shape) else math.prod(shape)) * name_size(dtype)
+    whole = _whole_bytes(shape, dtype)
     placed = _sharded(array, shape, name_size(dtype))
     if placed is not None:
         devices, device_bytes, shards = placed
