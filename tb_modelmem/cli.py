@@ -130,18 +130,13 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _inspect_trace(args: argparse.Namespace, run: str) -> int:
     """A PyTorch memory snapshot or profiler trace: the summary the tab's Ops view opens with."""
-    from tb_modelmem.readers import torch_trace
-    from tb_modelmem.readers.bounded import InspectError, read_file
     from tb_modelmem.readers.torch_snapshot import read_snapshot_file
+    from tb_modelmem.readers.torch_trace import read_trace_file
 
     if args.path.endswith((".pickle", ".pickle.gz")):
         trace = read_snapshot_file(args.path)
     else:
-        try:
-            trace = torch_trace.reduce_trace(torch_trace.load(read_file(args.path, torch_trace.MAX_TRACE_BYTES,
-                                                                        "PyTorch trace")))
-        except torch_trace.TraceError as e:
-            raise InspectError(f"{args.path}: {first_line(e)}") from None
+        trace = read_trace_file(args.path)
     if args.logdir:
         _write_summary(os.path.normpath(os.path.join(args.logdir, run)), "inspect", trace)
     if args.json:

@@ -4,8 +4,10 @@
 Runs are named as TensorBoard names them (the folder under the log dir: "train", "." for the log dir
 itself). The step is the run's newest op trace written by tb_modelmem, else its newest profile session
 (``<run>/plugins/profile/<session>/<host>.xplane.pb``: its first host, as the tab shows it first),
-reduced here; the breakdown is the run's one written nearest that step. Only the asked run's files
-are read.
+else its newest PyTorch profiler trace (``<run>/*.pt.trace.json[.gz]``, as ``tensorboard_trace_handler``
+writes them), reduced here; the breakdown is the run's one written nearest that step, else the newest
+PyTorch checkpoint in the run's folder (``torch.save``, Lightning's ``.ckpt``, ``*.safetensors``). Only the
+asked run's files are read.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import xspace
+from tb_modelmem.readers.bounded import InspectError
+from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
+from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
+from tb_modelmem.readers.torch_trace import is_trace_name, read_trace_file
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
@@ -34,6 +40,19 @@ class Logged:
     source: str  # "<tag> step N" or "profile <session>"
     breakdown: Optional[Breakdown]
     breakdown_source: str
+
+
+@dataclasses.dataclass
+class _Run:
+    """What a run's folder holds that a projection reads."""
+
+    summaries: List["_Summary"] = dataclasses.field(default_factory=list)  # tb_modelmem's
+    sessions: List[str] = dataclasses.field(default_factory=list)  # profile sessions with an XSpace
+    torch_traces: List[str] = dataclasses.field(default_factory=list)  # PyTorch profiler traces' paths
+    checkpoints: List[str] = dataclasses.field(default_factory=list)  # PyTorch checkpoints' paths
+
+    def traced(self) -> bool:
+        return bool(self.sessions or self.torch_traces or any(s.kind == metadata.OPS for s in self.summaries))
 
 
 @dataclasses.dataclass
@@ -57,8 +76,7 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         if os.path.isabs(run) or run.split(os.sep)[0] == "..":
             raise ValueError(f"run {run!r}: expected a run under {logdir} (such as 'train', or '.')")
     runs = _runs(logdir, run)
-    traced = sorted(name for name, (summaries, sessions) in runs.items()
-                    if sessions or any(s.kind == metadata.OPS for s in summaries))
+    traced = sorted(name for name, found in runs.items() if found.traced())
     if run is None:
         if len(traced) != 1:
             raise ValueError(f"{logdir}: {'no run has' if not traced else 'several runs have'} a traced step"
@@ -67,24 +85,46 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         run = traced[0]
     if run not in runs or run not in traced:
         everywhere = _runs(logdir)  # only the asked run was read: list the ones that have a traced step
-        with_one = sorted(name for name, (summaries, sessions) in everywhere.items()
-                          if sessions or any(s.kind == metadata.OPS for s in summaries))
+        with_one = sorted(name for name, found in everywhere.items() if found.traced())
         raise ValueError(f"{logdir}: run {run!r} has no traced step (runs with one: {_listed(with_one) or 'none'})")
-    summaries, sessions = runs[run]
+    found = runs[run]
+    summaries = found.summaries
     ops = [s for s in summaries if s.kind == metadata.OPS]
     if ops:
         newest = max(ops, key=lambda s: (s.wall_time, s.step))
         record = _decode(newest, run, OpTrace)
         trace, source, step = record, f"{newest.tag} step {newest.step}", newest.step
-    else:
-        session = max(sessions)
+    elif found.sessions:
+        session = max(found.sessions)
         trace, host = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
         source, step = f"profile {session} host {host}", None
+    else:
+        path = _newest(found.torch_traces)
+        trace, source, step = _read_file(read_trace_file, path), os.path.basename(path), None
     breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
+    if not breakdowns and found.checkpoints:
+        path = _newest(found.checkpoints)
+        reader = read_safetensors if is_safetensors_name(path) else read_torch_checkpoint
+        return Logged(run, trace, source, _read_file(reader, path), os.path.basename(path))
     if not breakdowns:
         return Logged(run, trace, source, None, "")
     nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
     return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
+
+
+def _newest(paths: List[str]) -> str:
+    """The file written last (by its time, then its name)."""
+    return max(paths, key=lambda path: (os.path.getmtime(path), path))
+
+
+def _read_file(reader: Any, path: str) -> Any:
+    """``reader(path)``; ValueError naming the file when it cannot be read (refused, truncated, foreign)."""
+    try:
+        return reader(path)
+    except InspectError as e:
+        raise ValueError(first_line(e)) from None
+    except Exception as e:
+        raise ValueError(f"{path}: not readable ({type(e).__name__}: {first_line(e)})") from None
 
 
 def _listed(names: List[str], most: int = 10) -> str:
@@ -104,9 +144,9 @@ def _decode(summary: _Summary, run: str, kind: type) -> Any:
     return record
 
 
-def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, Tuple[List[_Summary], List[str]]]:
-    """Run -> (its tb_modelmem summaries, its profile sessions); ``only``: that run's alone."""
-    found: Dict[str, Tuple[List[_Summary], List[str]]] = {}
+def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, _Run]:
+    """Run -> what its folder holds; ``only``: that run's alone."""
+    found: Dict[str, _Run] = {}
     for folder, subfolders, files in os.walk(os.path.join(logdir, only) if only else logdir):
         subfolders.sort()
         run = os.path.relpath(folder, logdir)
@@ -117,10 +157,15 @@ def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, Tuple[List[_Summ
         if os.path.basename(folder) == "profile" and os.path.basename(os.path.dirname(folder)) == "plugins":
             owner = os.path.relpath(os.path.dirname(os.path.dirname(folder)), logdir)
             sessions = [s for s in subfolders if glob.glob(os.path.join(folder, s, "*.xplane.pb"))]
-            found.setdefault(owner, ([], []))[1].extend(sessions)
+            found.setdefault(owner, _Run()).sessions.extend(sessions)
             continue
+        for name in sorted(files):
+            if is_trace_name(name):
+                found.setdefault(run, _Run()).torch_traces.append(os.path.join(folder, name))
+            elif is_checkpoint_name(name) or is_safetensors_name(name):
+                found.setdefault(run, _Run()).checkpoints.append(os.path.join(folder, name))
         for name in sorted(f for f in files if "tfevents" in f):
-            summaries = found.setdefault(run, ([], []))[0]
+            summaries = found.setdefault(run, _Run()).summaries
             for event in _events(os.path.join(folder, name)):
                 for value in event.summary.value:
                     if value.metadata.plugin_data.plugin_name != metadata.PLUGIN_NAME or not value.tensor.string_val:

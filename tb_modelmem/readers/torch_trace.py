@@ -18,14 +18,16 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import orjson
 
+from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
-from tb_modelmem.readers.bounded import InspectError, maybe_gunzip
+from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
+from tb_modelmem.readers.torch_shapes import allocated_shape, tensor_shapes
 from tb_modelmem.rules import phases
-from tb_modelmem.rules.buffers import Lived, batch_of, lived_categories
+from tb_modelmem.rules.buffers import Lived, batch_of, carried, input_sequence, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import (
@@ -38,6 +40,7 @@ from tb_modelmem.schema.names import (
     TEMPORARIES_CATEGORY,
     TORCH_PROFILER_SOURCE,
 )
+from tb_modelmem.schema.dtypes import canonical
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
 SOURCE = TORCH_PROFILER_SOURCE
@@ -48,6 +51,7 @@ MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
 MAX_DEVICES = 1 << 16
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
 _ARG_KEYS = ("correlation", "Addr", "Device Id")
+Maker = Tuple[str, Any, Any, Any]  # what made an allocation: its name, "Input Dims", "Input type", "Concrete Inputs"
 
 
 def is_trace_name(name: str) -> bool:
@@ -97,7 +101,9 @@ class _Op:
     allocated: int = 0  # bytes it allocated
     kept: int = 0  # of them, bytes still allocated when it ended (its outputs)
     seq: Optional[int] = None
-    dims: Any = None
+    dims: Any = None  # its inputs' shapes, as recorded ("Input Dims")
+    types: Any = None  # and their types ("Input type")
+    concrete: Any = None  # and the values of those that are no tensor ("Concrete Inputs")
     in_step: bool = False  # inside a train step tb_modelmem annotated
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
@@ -108,6 +114,14 @@ class _Op:
     serves: str = ""  # a collective's pass, FORWARD or BACKWARD (``phases.collective_place``), "" when untold
     moved: int = 0  # bytes a collective's message holds (``_message_bytes``), 0 when untold
     inner_seqs: List[int] = dataclasses.field(default_factory=list)  # autograd numbers of the ops inside it
+
+
+def read_trace_file(path: str) -> OpTrace:
+    """A trace file on disk (or remote), read capped and reduced; ``InspectError`` naming it if it is none."""
+    try:
+        return reduce_trace(load(read_file(path, MAX_TRACE_BYTES, "PyTorch trace")))
+    except TraceError as e:
+        raise InspectError(f"{path}: {first_line(e)}") from None
 
 
 def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
@@ -129,9 +143,10 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
             by_thread[(e.get("pid"), e.get("tid"))].append(e)
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
+    makers: Dict[int, Maker] = {}
     step_annotations = 0
     for thread_events in by_thread.values():
-        found, memory, annotated_steps = _walk_thread(thread_events, kernels)
+        found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers)
         ops.extend(found)
         allocations.extend(memory)
         step_annotations += annotated_steps
@@ -155,7 +170,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     for op in ops:  # a compiled graph's ops ran where it ran
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
-    reduced = _table(ops, allocations, steps or step_annotations or 1, _batch(ops))
+    batch = _batch(ops)
+    sizes = _Sizes(makers, batch, _sequence(ops, batch), _weights(ops))
+    reduced = _table(ops, allocations, steps or step_annotations or 1, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
@@ -198,14 +215,15 @@ def _time(value: Any) -> bool:
     return _number(value) and math.isfinite(value) and abs(value) <= MAX_TIME_US
 
 
-def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]]
+def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]], makers: Dict[int, Maker]
                  ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
-    """One thread's top-level ops with their layer and phase, and each memory event with its op."""
+    """One thread's top-level ops with their layer and phase, and each memory event with its op (and in
+    ``makers``, by the event's id, the innermost op open when it happened: its name, input shapes and types)."""
     # ranges before what they contain; at one instant, ranges open before memory events are placed
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
     # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
     # those open are every range not yet ended, in the order they began (innermost last).
-    stack: List[Tuple[float, str, Any]] = []  # (end, "op" or "child", the op): the ops open
+    stack: List[Tuple[float, str, Any]] = []  # (end, "op" or "child", the op or the child's event): the ops open
     ranges: List[Tuple[float, str, str, float]] = []  # (end, kind, what, start): the annotations open
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
@@ -219,6 +237,11 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         op = next((what for _, kind, what in reversed(stack) if kind == "op"), None)
         if instant:
             memory.append((e, op))
+            if stack:  # what allocated it: the innermost op open, whose inputs say its shape (``_shapes``)
+                _, kind, what = stack[-1]
+                makers[id(e)] = (what.name, what.dims, what.types, what.concrete) if kind == "op" else (
+                    str(what.get("name", "")), _args(what).get("Input Dims"), _args(what).get("Input type"),
+                    _args(what).get("Concrete Inputs"))
             continue
         end = ts + float(e["dur"])
         name, cat = str(e.get("name", "")), e.get("cat")
@@ -256,11 +279,12 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             child_seq = _int(_args(e).get("Sequence number"))
             if child_seq is not None and not name.startswith(BACKWARD_PREFIX):
                 op.inner_seqs.append(child_seq)
-            stack.append((end, "child", None))
+            stack.append((end, "child", e))
             continue
         args = _args(e)
         found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
-                    tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"))
+                    tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"),
+                    types=args.get("Input type"), concrete=args.get("Concrete Inputs"))
         open_ranges = [(kind, what) for _, kind, what, _ in ranges]
         found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
         found.in_closure = phases.in_closure(open_ranges)
@@ -278,10 +302,11 @@ def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -
     seq = _int(args.get("Sequence number"))
     if name.startswith(BACKWARD_PREFIX):
         return _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
-                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"))
+                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"), concrete=args.get("Concrete Inputs"))
     if seq is not None:  # autograd numbered the graph's function: the graph is numbered
         graph.inner_seqs.append(seq)
-    return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"), graph=graph)
+    return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"), concrete=args.get("Concrete Inputs"),
+               graph=graph)
 
 
 def _window_cut(ops: List[_Op]) -> List[str]:
@@ -312,7 +337,7 @@ def _place_backward(ops: List[_Op]) -> None:
 
 
 def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]]], steps: int,
-           batch: Optional[int]) -> OpTrace:
+           sizes: "_Sizes") -> OpTrace:
     allocations = sorted(allocations, key=lambda a: float(a[0].get("ts") or 0))  # in time order, once for all
     _charge(allocations)
     _name_rows(ops)
@@ -331,7 +356,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
         row.time_us += op.kernel_us if op.device != "cpu" else op.end - op.ts - op.nested_us
         row.output_bytes += op.kept
         row.alloc_bytes += op.allocated
-    events, origin, devices, carried = _allocator_events(allocations)
+    events, origin, devices, carried = _allocator_events(allocations, sizes)
     headline = _headline(devices)
     replayed = replay(events, origin, headline)
     return OpTrace(source=SOURCE, ops=OpTable.by_name(rows.values()), peak_bytes=replayed.peak_bytes,
@@ -343,7 +368,8 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                                      "profile in this process: torch does not reset it): counted from the window's "
                                      "start" if carried else "") if events else
                    "the trace has no [memory] events: profile with profile_memory=True",
-                   allocators=replayed.allocators, layers=layers, batch_size=batch)
+                   allocators=replayed.allocators, layers=layers, batch_size=sizes.batch,
+                   sequence_length=sizes.seq, weight_dims=sorted({d for shape in sizes.weights for d in shape}))
 
 
 def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
@@ -364,7 +390,7 @@ def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:
                 owner.kept -= held
 
 
-def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]
+def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]], sizes: "_Sizes"
                       ) -> Tuple[List[Event], float, set, int]:
     """The allocator's events (``allocations`` in time order), and the bytes the CPU's count held before the
     window beyond what it shows (a second profile in one process: torch's CPU count is not reset between
@@ -388,9 +414,10 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
         if in_use is not None and device == "cpu":
             base = carried.setdefault(device, max(in_use - size, 0.0))
             in_use -= base
+        shape, dtype, batch, seq = sizes.of(event, size) if size > 0 else ("", "", False, 0)
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
-                         category=categories.get(id(event), ""),
+                         category=categories.get(id(event), ""), shape=shape, dtype=dtype, batch=batch, seq=seq,
                          allocator=device, in_use=in_use))
     return out, origin or 0.0, devices, int(carried.get("cpu", 0))
 
@@ -528,6 +555,48 @@ def _headline(devices: Iterable[str]) -> Optional[set]:
 
 def _device(args: Dict[str, Any]) -> str:
     return f"cuda:{_int(args.get('Device Id')) or 0}" if args.get("Device Type") == _CUDA else "cpu"
+
+
+@dataclasses.dataclass
+class _Sizes:
+    """What a trace says of its buffers' sizes: the step's batch and sequence length, the weights' shapes
+    (what the optimizer read), and what made each allocation (``makers``, by the event's id)."""
+
+    makers: Dict[int, Maker]
+    batch: Optional[int]
+    seq: Optional[int]
+    weights: FrozenSet[Tuple[int, ...]]
+
+    def of(self, event: Dict[str, Any], size: int) -> Tuple[str, str, bool, int]:
+        """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
+        allocated, as its maker's inputs say (``torch_shapes``; "" and no batch where none fits its size)."""
+        maker = self.makers.get(id(event))
+        found = allocated_shape(*maker, size) if maker is not None else None
+        if found is None:
+            return "", "", False, 0
+        shape = "[" + ",".join(map(str, found[0])) + "]"
+        return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
+
+
+def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:
+    """The shapes the optimizer's update read: the parameters', their gradients' and slots' (a ``_foreach_*``
+    op's tensor lists, or one op per parameter), which no buffer that carries the batch has."""
+    return frozenset(shape for op in ops if op.phase == OPTIMIZER for shape in tensor_shapes(op.dims))
+
+
+def _sequence(ops: List[_Op], batch: Optional[int]) -> Optional[int]:
+    """Tokens per sample: the first forward op's integer input [batch, seq] (token ids, ``input_sequence``)."""
+    if not batch:
+        return None
+    for op in sorted(ops, key=lambda op: op.ts):
+        if op.phase != FORWARD or not isinstance(op.dims, list) or not isinstance(op.types, list):
+            continue
+        for dims, kind in zip(op.dims, op.types):
+            if isinstance(dims, list) and len(dims) == 2 and dims[0] == batch and isinstance(kind, str):
+                found = input_sequence(dims, canonical(kind))
+                if found:
+                    return found
+    return None
 
 
 def _batch(ops: List[_Op]) -> Optional[int]:

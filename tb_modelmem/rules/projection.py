@@ -100,7 +100,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    reassigned = (what.optimizer is not None and optimizer_class(what.optimizer) == _REASSIGNS_SLOTS
+    reassigned = (what.optimizer is not None and not state.torch and _asked_class(what.optimizer) == _REASSIGNS_SLOTS
                   and state.optimizer[:2] != _REASSIGNS_SLOTS)
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
@@ -138,6 +138,14 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _asked_class(name: str) -> Tuple[str, Tuple[str, ...]]:
+    """The Keras (class, flags) asked; ("", ()) for a name Keras has not (its state is unknown: ``State``)."""
+    try:
+        return optimizer_class(name)
+    except ValueError:
+        return "", ()
 
 
 def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
@@ -227,15 +235,20 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     if traced == 1 or traced == batch:
         return 1.0, (f"the traced sequence length {traced} is {'a unit dimension' if traced == 1 else 'also the batch'}"
                      ": which buffers carry it cannot be told; trace at another length")
-    if breakdown is None:
+    # batch x length ([batch x seq, d] flattened) may be a weight's dimension too: no buffer shaped like a weight
+    # carries the batch (``carries_batch``), so only the length itself is ambiguous
+    if breakdown is not None:
+        weights = list(zip(breakdown.variables.column("name"), map(list, breakdown.variables.column("shape"))))
+    elif trace.weight_dims:
+        weights = [("a weight the optimizer read", trace.weight_dims)]
+    else:
         return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
                      "dimension cannot be checked")
-    for name, shape in zip(breakdown.variables.column("name"), breakdown.variables.column("shape")):
-        for size, what_it_is in ((traced, "the traced sequence length"),
-                                 (traced * batch, f"batch x the traced sequence length ({batch} x {traced})")):
-            if size in shape:
-                return 1.0, (f"{what_it_is}, {size}, is also a dimension of {name} {list(shape)}: which buffers "
-                             "carry the sequence cannot be told; trace at a length no weight has")
+    for name, shape in weights:
+        if traced in shape:
+            dims = f" {shape}" if breakdown is not None else ""
+            return 1.0, (f"the traced sequence length, {traced}, is also a dimension of {name}{dims}: which buffers "
+                         "carry the sequence cannot be told; trace at a length no weight has")
     if not any(any(v) for field in (trace.timeline.seq_by_category, trace.timeline.seq2_by_category)
                for v in field.values()):
         return 1.0, "no buffer of this trace is known to carry the sequence (its reader records none)"

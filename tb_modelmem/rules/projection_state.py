@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from tb_modelmem.rules import roles
+from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.peak import resident_state
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
@@ -18,6 +18,7 @@ from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
     OTHER,
     OTHER_STATE_CATEGORY,
+    PLACED_BY_RANGES,
     RESIDENT_CATEGORIES,
     WEIGHT,
     WEIGHTS_CATEGORY,
@@ -64,7 +65,7 @@ class WhatIf:
         if self.policy is not None and self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {self.policy!r}")
         if self.optimizer is not None:
-            optimizer_class(self.optimizer)
+            optimizer_class(self.optimizer, None)
 
 
 @dataclasses.dataclass
@@ -77,19 +78,25 @@ class State:
     optimizer: Tuple[str, Tuple[str, ...], str]  # the traced (class, flags, wrapper): roles.optimizer_plan
     source: str  # "breakdown", "trace" or "" (unknown)
     whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
+    torch: bool = False  # a PyTorch step: its optimizers are torch.optim's (``rules.torch_optimizers``)
+    counted: bool = True  # the trace's count holds the state (False: it starts at 0 in the window)
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
         totals = resident_state(trace, breakdown)  # the one rule the peak split reads (``rules.peak``)
+        torch, counted = trace.source in PLACED_BY_RANGES, trace.counts_resident
         if totals is None:
-            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "")
+            return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "", torch=torch, counted=counted)
         if breakdown is None:
-            return cls(totals, [], ("", (), ""), "trace", dict(totals))
+            return cls(totals, [], ("", (), ""), "trace", dict(totals), torch=torch, counted=counted)
         columns = breakdown.variables.columns
-        trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role in zip(
-            columns["name"], columns["shape"], columns["dtype"], columns["role"]) if role == WEIGHT]
-        return cls(totals, trainable, roles.optimizer_plan(breakdown.optimizer), "breakdown",
-                   resident_state(trace, breakdown, whole=True) or {})
+        trainable: List[roles.Weight] = [(name, shape, dtype) for name, shape, dtype, role, size in zip(
+            columns["name"], columns["shape"], columns["dtype"], columns["role"], columns["bytes"])
+            if role == WEIGHT and size]  # a tied weight's alias holds 0 B: its optimizer keeps one state
+        plan = torch_optimizers.plan(breakdown.optimizer) + ("",) if torch else roles.optimizer_plan(
+            breakdown.optimizer)
+        return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
+                   torch=torch, counted=counted)
 
     def optimizer_label(self) -> str:
         cls, flags, wrapper = self.optimizer
@@ -101,21 +108,24 @@ class State:
         cannot be told goes in ``unknown`` (and ``unsplit`` when it stays counted as unattributed)."""
         out: Dict[str, Optional[int]] = dict(self.bytes)
         traced_class, traced_flags, traced_wrapper = self.optimizer
-        wrapper = {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
+        wrapper = traced_wrapper if self.torch else {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(
+            what.policy, "")
         changed = what.optimizer is not None or wrapper != traced_wrapper
         if not self.source:
             reason = ("no variable breakdown in this run: record one (tb_modelmem.summary.variables or MemoryCallback; "
                       "for PyTorch, a torch.save checkpoint in the run folder) to see it")
             for category in RESIDENT_CATEGORIES:
                 out[category] = None
-                unknown[category] = reason + ("" if changed else "; counted in unattributed")
+                unknown[category] = reason + ("" if changed else "; counted in unattributed" if self.counted else
+                                              "; not in this trace's count, which starts at 0 in the window")
             if not changed:
                 unsplit.extend(RESIDENT_CATEGORIES)
             return out
         source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
+        kept = "kept float32 under autocast" if self.torch else "kept float32 under every Keras policy"
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
-                               f"{size_text(self.bytes[category])}: {source} (kept float32 under every Keras policy)"))
+                               f"{size_text(self.bytes[category])}: {source} ({kept})"))
         if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
@@ -123,10 +133,11 @@ class State:
                                    f"{self.optimizer_label() or 'the optimizer'}'s own, as traced"))
             return out
         try:
-            cls, flags = optimizer_class(what.optimizer) if what.optimizer else (traced_class, traced_flags)
+            cls, flags = (optimizer_class(what.optimizer, self.torch) if what.optimizer
+                          else (traced_class, traced_flags))
             if not cls:
                 raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
-                                 "built-in Keras optimizer")
+                                 f"built-in {'torch.optim' if self.torch else 'Keras'} optimizer")
             if not self.trainable:
                 raise ValueError("the trainable weights' shapes are not known without a variable breakdown")
         except ValueError as e:
@@ -134,7 +145,10 @@ class State:
                 out[category] = None
                 unknown[category] = f"{e}: its state is not known"
             return out
-        made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
+        if self.torch:
+            made = torch_optimizers.state_of(cls, flags, self.trainable)
+        else:
+            made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
         slots = sum(tensor_bytes(shape, dtype) for role, _, shape, dtype in made if role == OPTIMIZER_SLOT)
         counters = [name for role, name, _, _ in made if role == OTHER]
         other = sum(_STATE_BYTES.get(name, _SCALAR_BYTES) for name in counters)
@@ -142,13 +156,19 @@ class State:
         label = optimizer_label_of(cls, flags, wrapper)
         per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
         weights = f"the {len(self.trainable)} trainable weights"
+        builds = f"{label}'s first step()" if self.torch else f"{label}'s build()"
         basis.append(basis_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
-                           f"{size_text(slots)}: {label}'s build() on {weights}, {per_weight:.3g}x their "
+                           f"{size_text(slots)}: {builds} on {weights}, {per_weight:.3g}x their "
                            f"{size_text(self.bytes[WEIGHTS_CATEGORY])}" if slots else
-                           f"0 B: {label}'s build() makes no slot for {weights}"))
-        basis.append(basis_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed",
-                           f"{size_text(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
-                           "int64 counters, float32 rates: TensorFlow's dtypes)"))
+                           f"0 B: {builds} makes no slot for {weights}"))
+        if self.torch:
+            scalars = sorted({name.rpartition(".")[2] for name in counters})
+            said = (f"{size_text(other)}: {len(counters)} float32 scalars {label} keeps "
+                    f"({', '.join(scalars)} per parameter)" if counters else f"0 B: {label} keeps no count")
+        else:
+            said = (f"{size_text(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
+                    "int64 counters, float32 rates: TensorFlow's dtypes)")
+        basis.append(basis_line(OTHER_STATE_CATEGORY, self.bytes[OTHER_STATE_CATEGORY], other, "computed", said))
         return out
 
 
@@ -193,20 +213,25 @@ def state_sizes(state: State, projected: Dict[str, Optional[int]]) -> Tuple[floa
     return float(sum(projected[c] or 0 for c in parts)), before
 
 
-def optimizer_choices() -> List[str]:
-    """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class."""
-    return ["momentum"] + roles.optimizer_classes()
+def optimizer_choices(torch: bool = False) -> List[str]:
+    """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class (``torch``:
+    each ``torch.optim`` class ``rules.torch_optimizers`` knows)."""
+    return ["momentum"] + (torch_optimizers.classes() if torch else roles.optimizer_classes())
 
 
-def optimizer_class(name: str) -> Tuple[str, Tuple[str, ...]]:
-    """(Keras class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it)."""
+def optimizer_class(name: str, torch: Optional[bool] = False) -> Tuple[str, Tuple[str, ...]]:
+    """(Class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it); a Keras
+    class, or a ``torch.optim`` one for ``torch`` (None: either, as ``WhatIf.check`` asks before a run is read)."""
     if name.lower() == "momentum":
         return "SGD", ("momentum",)
-    known = {cls.lower(): cls for cls in roles.optimizer_classes()}
-    cls = known.get(name.lower().replace("_", ""))
-    if cls is None:
-        raise ValueError(f"no built-in Keras optimizer {name[:40]!r} (known: {', '.join(optimizer_choices())})")
-    return cls, ()
+    found = None if torch else {cls.lower(): cls for cls in roles.optimizer_classes()}.get(
+        name.lower().replace("_", ""))
+    if found is None and torch is not False:
+        found = torch_optimizers.class_of(name)
+    if found is None:
+        raise ValueError(f"no built-in {'torch.optim' if torch else 'Keras'} optimizer {name[:40]!r} "
+                         f"(known: {', '.join(optimizer_choices(bool(torch)))})")
+    return found, ()
 
 
 def tensor_bytes(shape: Sequence[int], dtype: Optional[str]) -> int:

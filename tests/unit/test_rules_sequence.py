@@ -51,13 +51,20 @@ def test_what_carries_the_sequence_grows_with_it_and_attention_with_its_square(s
     (_trace(seq=8), LM, "is also the batch"),
     (_trace(seq=1), LM, "is a unit dimension"),
     (_trace(seq=192), LM, "the traced sequence length, 192, is also a dimension of dense_0/kernel [192, 8000]"),
-    (_trace(seq=96), LM, "batch x the traced sequence length (8 x 96), 768, is also a dimension of dense_2/kernel"),
     (_trace(), None, "no breakdown"),
 ])
 def test_a_length_the_shapes_cannot_tell_apart_is_unknown_with_why(trace, breakdown, says):
     answer = project(trace, breakdown, WhatIf(seq=300))
     assert answer["peak_bytes"] is None and says in answer["unknown"][ACTIVATIONS], answer["unknown"]
     assert project(trace, breakdown, WhatIf())["unknown"].get(ACTIVATIONS) is None  # as traced: nothing to tell
+
+
+def test_batch_times_the_length_in_a_weight_does_not_hide_the_length():
+    """8 x 96 = 768 is dense_2's width, but no buffer shaped like a weight carries the batch (``carries_batch``):
+    the length is told apart, and projects as any other (tests/integration/test_projection_torch.py: real runs)."""
+    answer = project(_trace(seq=96), LM, WhatIf(seq=192))
+    expected = (SEQ1 * 2 + SEQ2 * 4 + BATCH_ONLY) + FIXED
+    assert answer["unknown"] == {} and answer["by_category"][ACTIVATIONS] == round(expected)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 10**9 + 1, 10**400, "256"])

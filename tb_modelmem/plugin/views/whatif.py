@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional
 from tb_modelmem.plugin.views.trace import TraceView
 from tb_modelmem.rules.projection import budget_answer, project
 from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS, WhatIf, optimizer_choices
+from tb_modelmem.schema.names import PLACED_BY_RANGES
 
 
 def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> Dict[str, Any]:
@@ -14,7 +15,7 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     batch within ``budget_bytes`` (with why there is none) when a budget is asked."""
     breakdown = view.breakdown.record if view.breakdown is not None else None
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
-        "optimizers": optimizer_choices(), "policies": list(POLICIES), "shardings": SHARDINGS}}
+        "optimizers": optimizer_choices(view.trace.source in PLACED_BY_RANGES), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
         body["budget"] = {"bytes": budget_bytes, **budget_answer(view.trace, breakdown, what, budget_bytes)}
     return body

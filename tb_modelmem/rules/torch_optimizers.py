@@ -1,0 +1,75 @@
+"""The state a ``torch.optim`` optimizer keeps per parameter, by class and the flags its config sets: what What if
+recomputes for a PyTorch run when another optimizer is asked (``rules.projection_state``). No torch.
+
+Each entry is what the class's ``step()`` puts in ``optimizer.state[p]`` the first time it runs (torch 2.x):
+tensors of the parameter's shape are its slots, ``step`` (and NAdam's ``mu_product``) a float32 scalar (on the CPU unless ``capturable`` or
+``fused``), counted as other state. ``tests/integration/test_torch_optimizers.py`` checks every entry against
+a real optimizer's own ``state``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER
+
+Weight = Tuple[str, Sequence[int], str]  # (name, shape, dtype) of a trainable parameter
+# class -> (slots always made, {config flag: the slots it adds}, the float32 scalars it keeps)
+OPTIMIZERS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Tuple[str, ...]], Tuple[str, ...]]] = {
+    "SGD": ((), {"momentum": ("momentum_buffer",)}, ()),
+    "Adam": (("exp_avg", "exp_avg_sq"), {"amsgrad": ("max_exp_avg_sq",)}, ("step",)),
+    "AdamW": (("exp_avg", "exp_avg_sq"), {"amsgrad": ("max_exp_avg_sq",)}, ("step",)),
+    "Adamax": (("exp_avg", "exp_inf"), {}, ("step",)),
+    "NAdam": (("exp_avg", "exp_avg_sq"), {}, ("step", "mu_product")),
+    "RAdam": (("exp_avg", "exp_avg_sq"), {}, ("step",)),
+    "Adagrad": (("sum",), {}, ("step",)),
+    "Adadelta": (("square_avg", "acc_delta"), {}, ("step",)),
+    "RMSprop": (("square_avg",), {"momentum": ("momentum_buffer",), "centered": ("grad_avg",)}, ("step",)),
+    "Adafactor": (("row_var", "col_var"), {}, ("step",)),  # factored for a matrix, one ``variance`` for a vector
+}
+
+
+def classes() -> List[str]:
+    return list(OPTIMIZERS)
+
+
+def class_of(name: str) -> Optional[str]:
+    """The torch class a name means ("adamw", "AdamW"), None if it is none of ``OPTIMIZERS``."""
+    return {cls.lower(): cls for cls in OPTIMIZERS}.get(name.lower().replace("_", ""))
+
+
+def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
+    """(Class, the flags its config turns on) of a breakdown's optimizer entry ``{"class_name", "config"}``
+    as ``capture.torch_modules.optimizer_record`` writes it; class "" for one this table does not know."""
+    if not isinstance(entry, dict):
+        return "", ()
+    cls = OPTIMIZERS.get(str(entry.get("class_name", "")))
+    if cls is None:
+        return "", ()
+    config = entry.get("config") if isinstance(entry.get("config"), dict) else {}
+    return str(entry["class_name"]), tuple(flag for flag in cls[1] if config.get(flag))
+
+
+def state_of(cls: str, flags: Sequence[str], trainable: Sequence[Weight]) -> List[Tuple[str, str, Tuple[int, ...], str]]:
+    """(role, name, shape, dtype) of every tensor ``cls`` keeps for ``trainable`` parameters with ``flags`` on,
+    as its first ``step()`` makes them."""
+    always, optional, scalars = OPTIMIZERS[cls]
+    out: List[Tuple[str, str, Tuple[int, ...], str]] = []
+    for index, (_, shape, dtype) in enumerate(trainable):
+        shape = tuple(shape)
+        for slot in always + tuple(s for flag in flags for s in optional.get(flag, ())):
+            if cls == "Adafactor":
+                out.extend(_factored(index, slot, shape, dtype))
+            else:
+                out.append((OPTIMIZER_SLOT, f"optimizer.state.{index}.{slot}", shape, dtype))
+        out.extend((OTHER, f"optimizer.state.{index}.{scalar}", (), "float32") for scalar in scalars)
+    return out
+
+
+def _factored(index: int, slot: str, shape: Tuple[int, ...], dtype: str) -> List[Tuple[str, str, Tuple[int, ...], str]]:
+    """Adafactor's second moment: a row and a column of a matrix (``row_var`` with the last dimension 1,
+    ``col_var`` with the one before it 1), the whole ``variance`` of a vector."""
+    if len(shape) < 2:
+        return [(OPTIMIZER_SLOT, f"optimizer.state.{index}.variance", shape, dtype)] if slot == "row_var" else []
+    reduced = shape[:-1] + (1,) if slot == "row_var" else shape[:-2] + (1, shape[-1])
+    return [(OPTIMIZER_SLOT, f"optimizer.state.{index}.{slot}", reduced, dtype)]

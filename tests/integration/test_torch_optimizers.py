@@ -1,0 +1,43 @@
+"""What What if recomputes for a PyTorch run's optimizer (``rules.torch_optimizers``) against a real ``torch.optim``
+optimizer's own ``state`` after its first step: every tensor's name, shape and dtype, for each class and flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_modelmem.rules import torch_optimizers
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER
+
+torch = pytest.importorskip("torch")
+
+CASES = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {}), ("Adam", {"amsgrad": True}),
+         ("AdamW", {}), ("Adamax", {}), ("NAdam", {}), ("RAdam", {}), ("Adagrad", {}), ("Adadelta", {}),
+         ("RMSprop", {}), ("RMSprop", {"momentum": 0.9, "centered": True}), ("Adafactor", {})]
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(11, 6), torch.nn.Flatten(), torch.nn.Linear(18, 5),
+                               torch.nn.LayerNorm(5), torch.nn.Linear(5, 3))
+
+
+@pytest.mark.parametrize("cls,config", CASES, ids=[f"{c}-{'-'.join(k)}" for c, k in CASES])
+def test_the_state_each_class_keeps_is_what_its_first_step_makes(cls, config):
+    if not hasattr(torch.optim, cls):
+        pytest.skip(f"torch {torch.__version__} has no torch.optim.{cls}")
+    model = _model()
+    optimizer = getattr(torch.optim, cls)(model.parameters(), **config)
+    model(torch.randint(0, 11, (4, 3))).sum().backward()
+    optimizer.step()
+    truth = {}
+    for index, p in enumerate(model.parameters()):
+        for key, value in optimizer.state[p].items():
+            if torch.is_tensor(value):
+                truth[f"optimizer.state.{index}.{key}"] = (tuple(value.shape), str(value.dtype).split(".")[1])
+    trainable = [(name, tuple(p.shape), "float32") for name, p in model.named_parameters()]
+    entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
+    found_cls, flags = torch_optimizers.plan(entry)
+    made = torch_optimizers.state_of(found_cls, flags, trainable)
+    assert {name: (shape, dtype) for _, name, shape, dtype in made} == truth
+    for role, name, shape, _ in made:  # a scalar is a count, every other tensor a slot
+        assert role == (OTHER if not shape else OPTIMIZER_SLOT)
