@@ -20,6 +20,12 @@ from tb_modelmem.schema.dtypes import canonical, item_bytes
 Shape = Tuple[int, ...]
 _CUDA_ROUND = 512
 _JOINS = ("aten::cat", "aten::concat", "aten::stack")  # ops that join a tensor list
+# where a windowed op's stride, padding and dilation are among its inputs (its window: the weight's, or input 1)
+_CONVOLUTIONS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5), "aten::conv1d": (3, 4, 5),
+                 "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5), "aten::mkldnn_convolution": (4, 3, 5),
+                 "aten::cudnn_convolution": (4, 3, 5)}
+_POOLS = {"aten::max_pool2d_with_indices": (2, 3, 4), "aten::max_pool2d": (2, 3, 4), "aten::max_pool1d": (2, 3, 4),
+          "aten::max_pool3d_with_indices": (2, 3, 4)}
 # factories whose buffer is their first concrete input's size, by where their dtype is: aten::empty(size, dtype,
 # layout, device, pin_memory, memory_format), aten::empty_strided(size, stride, dtype, ...)
 _FACTORIES = {"aten::empty": 1, "aten::zeros": 1, "aten::ones": 1, "aten::empty_strided": 2, "aten::full": 2}
@@ -44,9 +50,12 @@ def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int
         return None
     floating = next((dtype for _, dtype in tensors if dtype.startswith(("float", "bfloat"))), "")
     candidates: List[Tuple[Shape, str]] = []
-    made = _made(name, [tuple(shape) if _is_shape(shape) else () for shape in dims])
+    shapes = [tuple(shape) if _is_shape(shape) else () for shape in dims]
+    made = _made(name, shapes) or _windowed(name, shapes, concrete)
     if made is not None:
         candidates.append((made, floating))
+        if name in _POOLS:  # and the argmax's int64 indices beside the values
+            candidates.append((made, "int64"))
     if name == "aten::resize_" and isinstance(concrete, list) and len(concrete) > 1 and tensors:
         resized = _int_list(concrete[1])  # resize_(self, size): a buffer of the new size
         if resized is not None:
@@ -122,6 +131,39 @@ def _joined(members: Any, stacked: bool) -> List[Shape]:
     return [tuple(sum(m[axis] for m in members) if i == axis else d for i, d in enumerate(members[0]))
             for axis in range(rank) if all(m[:axis] + m[axis + 1:] == members[0][:axis] + members[0][axis + 1:]
                                            for m in members)]
+
+
+def _windowed(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Shape]:
+    """The output shape of a convolution or a pooling over [batch, channels, *spatial], its window's sizes,
+    stride, padding and dilation as recorded ("Concrete Inputs")."""
+    where = _CONVOLUTIONS.get(name) or _POOLS.get(name)
+    if where is None or not isinstance(concrete, list) or not shapes or len(shapes[0]) < 3:
+        return None
+    stride_at, padding_at, dilation_at = where
+    spatial = len(shapes[0]) - 2
+    if name in _CONVOLUTIONS:
+        if len(shapes) < 2 or len(shapes[1]) != len(shapes[0]):
+            return None
+        channels, kernel = shapes[1][0], shapes[1][2:]
+    else:
+        channels, kernel = shapes[0][1], _int_list(concrete[1]) if len(concrete) > 1 else None
+    settings = [_int_list(concrete[i]) if len(concrete) > i else None for i in (stride_at, padding_at, dilation_at)]
+    if kernel is None or any(v is None for v in settings):
+        return None
+    stride, padding, dilation = (_per_axis(v or kernel, spatial) for v in settings)  # pooling's stride []: its kernel
+    kernel = _per_axis(kernel, spatial)
+    if None in (stride, padding, dilation, kernel) or 0 in stride:
+        return None
+    out = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+           for size, p, d, k, s in zip(shapes[0][2:], padding, dilation, kernel, stride)]
+    return (shapes[0][0], channels) + tuple(out) if all(n > 0 for n in out) else None
+
+
+def _per_axis(values: Optional[Shape], axes: int) -> Optional[Shape]:
+    """A window setting for each spatial axis (one value given: the same for all)."""
+    if values is None or len(values) not in (1, axes):
+        return None
+    return values * axes if len(values) == 1 else values
 
 
 def _made(name: str, shapes: Sequence[Shape]) -> Optional[Shape]:

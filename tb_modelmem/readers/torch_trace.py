@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
@@ -414,7 +415,8 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
         if in_use is not None and device == "cpu":
             base = carried.setdefault(device, max(in_use - size, 0.0))
             in_use -= base
-        shape, dtype, batch, seq = sizes.of(event, size) if size > 0 else ("", "", False, 0)
+        shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
+            "", "", False, 0)
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
                          category=categories.get(id(event), ""), shape=shape, dtype=dtype, batch=batch, seq=seq,
@@ -567,15 +569,34 @@ class _Sizes:
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
 
-    def of(self, event: Dict[str, Any], size: int) -> Tuple[str, str, bool, int]:
+    def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
-        allocated, as its maker's inputs say (``torch_shapes``; "" and no batch where none fits its size)."""
+        allocated in ``phase``, as its maker's inputs say (``torch_shapes``). Where no shape fits its size, it
+        carries what its maker's most batch-carrying input does (a convolution's backward, a reduction kept
+        per sample) unless it is a weight's size; the data loader's buffers (``INPUT``) carry the batch when
+        they hold a whole number of samples; else "" and no batch."""
         maker = self.makers.get(id(event))
         found = allocated_shape(*maker, size) if maker is not None else None
-        if found is None:
+        if found is not None:
+            shape = _shape_text(found[0])
+            return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
+        if not self.batch or size in self.weight_bytes:
             return "", "", False, 0
-        shape = "[" + ",".join(map(str, found[0])) + "]"
-        return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
+        inputs = [carried(_shape_text(shape), self.batch, self.weights, self.seq)
+                  for shape in tensor_shapes(maker[1] if maker is not None else None)]
+        powers = [power for carries, power in inputs if carries]
+        if powers:
+            return "", "", True, max(powers)
+        return "", "", phase == INPUT and size % self.batch == 0, 0
+
+    @functools.cached_property
+    def weight_bytes(self) -> FrozenSet[int]:
+        """The sizes a weight-shaped buffer has (in 16 and 32 bits): a weight's gradient or update."""
+        return frozenset(math.prod(shape) * width for shape in self.weights for width in (2, 4))
+
+
+def _shape_text(shape: Tuple[int, ...]) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
 
 
 def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:

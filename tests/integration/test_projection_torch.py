@@ -1,0 +1,115 @@
+"""What if on PyTorch as people train with it (issue 54): a tiny GPT-2 trained by Hugging Face ``Trainer`` and a
+Lightning conv net, each traced at one setting and projected to others, against real runs at those settings
+(tests/support/torch_whatif_run.py, each in a fresh process with TensorFlow blocked).
+
+Ground truth is the real run's raw trace read with ``json``: torch's CPU count ("Total Allocated") is exact
+bytes from 0 in the profiled window, so runs of one setting give the same figure (no median needed). A plain
+``torch.profiler`` log dir (no breakdown) projects that count; tb_modelmem's capture adds the state the
+live objects held through the window (``model.parameters()``, ``model.buffers()``, ``optimizer.state``).
+The GPT-2's MLP is 512 wide, as batch 8 x 64 tokens is: a length told apart from a weight's dimension."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tb_modelmem import estimate
+from tests.support.paths import REPO
+
+pytest.importorskip("transformers")
+pytest.importorskip("lightning")
+
+WITHIN = 0.05
+BUDGET = 64 * 2**20
+
+
+def _run(model, logdir, batch, seq=64, optimizer="AdamW", plain=False):
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false")
+    command = [sys.executable, "-m", "tests.support.torch_whatif_run", model, logdir, "--batch", str(batch),
+               "--seq", str(seq), "--optimizer", optimizer] + (["--plain"] if plain else [])
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    truth = json.loads(done.stdout.strip().splitlines()[-1])
+    truth["total"] = truth["peak"] + truth["params"] + truth["buffers"] + truth["state"]
+    return truth
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    root = tmp_path_factory.mktemp("whatif_gpt2")
+    traced = {"capture": (str(root / "capture"), _run("gpt2", str(root / "capture"), 8)),
+              "plain": (str(root / "plain"), _run("gpt2", str(root / "plain"), 8, plain=True))}
+    real = {(16, 64, "AdamW"): None, (32, 64, "AdamW"): None, (8, 128, "AdamW"): None, (8, 64, "SGD"): None}
+    for batch, seq, optimizer in real:
+        real[(batch, seq, optimizer)] = _run("gpt2", str(root / f"real_{batch}_{seq}_{optimizer}"), batch, seq,
+                                             optimizer, plain=True)
+    return traced, real, root
+
+
+def _off(projected, truth):
+    return projected / truth - 1
+
+
+@pytest.mark.parametrize("asked", [dict(batch=16), dict(batch=32), dict(seq=128), dict(optimizer="SGD")],
+                         ids=["batch16", "batch32", "seq128", "sgd"])
+def test_trainer_gpt2_projects_within_5_percent_of_real_runs(gpt2, asked):
+    traced, real, _ = gpt2
+    key = (asked.get("batch", 8), asked.get("seq", 64), asked.get("optimizer", "AdamW"))
+    truth = real[key]
+    logdir, at_trace = traced["capture"]
+    answer = estimate(logdir, run="run", **asked)
+    assert answer["traced"]["peak_bytes"] == at_trace["total"]  # the traced figure itself, exactly
+    assert abs(_off(answer["peak_bytes"], truth["total"])) <= WITHIN, (answer["peak_bytes"], truth)
+    if "optimizer" not in asked:  # a plain torch.profiler log dir: no breakdown, the window's count
+        plain = estimate(traced["plain"][0], run="run", **asked)
+        assert plain["traced"]["peak_bytes"] == traced["plain"][1]["peak"]
+        assert abs(_off(plain["peak_bytes"], truth["peak"])) <= WITHIN, (plain["peak_bytes"], truth)
+        assert "not in this trace's count" in plain["unknown"]["weights"]
+    else:  # the optimizer's state recomputed from torch.optim's own rule
+        slots = {line["category"]: line["projected_bytes"] for line in answer["basis"]}
+        assert slots["optimizer_slots"] == truth["state"] == 0
+
+
+def test_trainer_gpt2_reads_the_trace_as_torch_made_it(gpt2):
+    traced, _, _ = gpt2
+    answer = estimate(traced["plain"][0], run="run", batch=16)
+    assert answer["traced"]["batch"] == 8 and answer["traced"]["seq"] == 64
+    words = json.dumps(answer["basis"])
+    assert "Keras" not in words and "TensorFlow" not in words
+    captured = estimate(traced["capture"][0], run="run", optimizer="momentum")
+    (slots,) = [line for line in captured["basis"] if line["category"] == "optimizer_slots"]
+    assert slots["projected_bytes"] == traced["capture"][1]["params"]  # a momentum buffer per parameter
+    assert "first step()" in slots["formula"] and "Keras" not in json.dumps(captured["basis"])
+
+
+def test_the_largest_batch_under_a_budget_fits_and_ten_percent_more_does_not(gpt2):
+    traced, _, root = gpt2
+    answer = estimate(traced["capture"][0], run="run", budget=BUDGET)
+    largest = answer["largest_batch"]
+    assert largest and largest > 8, answer["largest_batch_note"]
+    fits = _run("gpt2", str(root / "budget_fits"), largest, plain=True)
+    over = _run("gpt2", str(root / "budget_over"), math.ceil(largest * 1.1), plain=True)
+    assert fits["total"] <= BUDGET < over["total"], (largest, fits["total"], over["total"])
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    root = tmp_path_factory.mktemp("whatif_cnn")
+    traced = _run("cnn", str(root / "traced"), 32, optimizer="Adam")
+    return (str(root / "traced" / "run" / "lightning" / "version_0"), traced), {
+        "batch": _run("cnn", str(root / "x4"), 128, optimizer="Adam"),
+        "optimizer": _run("cnn", str(root / "sgd"), 32, optimizer="SGD")}
+
+
+@pytest.mark.parametrize("asked", [dict(batch=128), dict(optimizer="SGD")], ids=["batch_x4", "sgd"])
+def test_lightning_cnn_projects_within_5_percent_of_real_runs(cnn, asked):
+    (logdir, traced), real = cnn
+    truth = real["batch" if "batch" in asked else "optimizer"]
+    answer = estimate(logdir, **asked)
+    assert answer["traced"]["peak_bytes"] == traced["total"] and answer["traced"]["batch"] == 32
+    assert abs(_off(answer["peak_bytes"], truth["total"])) <= WITHIN, (answer["peak_bytes"], truth)
