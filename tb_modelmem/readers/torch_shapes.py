@@ -144,15 +144,16 @@ def _windowed(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Sha
     if name in _CONVOLUTIONS:
         if len(shapes) < 2 or len(shapes[1]) != len(shapes[0]):
             return None
-        channels, kernel = shapes[1][0], shapes[1][2:]
+        channels, window = shapes[1][0], shapes[1][2:]
     else:
-        channels, kernel = shapes[0][1], _int_list(concrete[1]) if len(concrete) > 1 else None
-    settings = [_int_list(concrete[i]) if len(concrete) > i else None for i in (stride_at, padding_at, dilation_at)]
-    if kernel is None or any(v is None for v in settings):
+        channels, window = shapes[0][1], (_int_list(concrete[1]) if len(concrete) > 1 else None) or ()
+    kernel = _per_axis(window, spatial)
+    if kernel is None:
         return None
-    stride, padding, dilation = (_per_axis(v or kernel, spatial) for v in settings)  # pooling's stride []: its kernel
-    kernel = _per_axis(kernel, spatial)
-    if None in (stride, padding, dilation, kernel) or 0 in stride:
+    asked = [_per_axis(_int_list(concrete[i]) if len(concrete) > i else None, spatial)
+             for i in (stride_at, padding_at, dilation_at)]
+    stride, padding, dilation = asked[0] or kernel, asked[1], asked[2]  # pooling's stride [] is its kernel
+    if padding is None or dilation is None or 0 in stride:
         return None
     out = [(size + 2 * p - d * (k - 1) - 1) // s + 1
            for size, p, d, k, s in zip(shapes[0][2:], padding, dilation, kernel, stride)]
@@ -160,8 +161,8 @@ def _windowed(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Sha
 
 
 def _per_axis(values: Optional[Shape], axes: int) -> Optional[Shape]:
-    """A window setting for each spatial axis (one value given: the same for all)."""
-    if values is None or len(values) not in (1, axes):
+    """A window setting for each spatial axis (one value given: the same for all); None when none is given."""
+    if not values or len(values) not in (1, axes):
         return None
     return values * axes if len(values) == 1 else values
 

@@ -30,6 +30,7 @@ from tb_modelmem.readers.torch_shapes import allocated_shape, tensor_shapes
 from tb_modelmem.rules import phases
 from tb_modelmem.rules.buffers import Lived, batch_of, carried, input_sequence, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
+from tb_modelmem.schema.dtypes import canonical
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import (
     BACKWARD,
@@ -41,7 +42,6 @@ from tb_modelmem.schema.names import (
     TEMPORARIES_CATEGORY,
     TORCH_PROFILER_SOURCE,
 )
-from tb_modelmem.schema.dtypes import canonical
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
 SOURCE = TORCH_PROFILER_SOURCE
@@ -303,11 +303,12 @@ def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -
     seq = _int(args.get("Sequence number"))
     if name.startswith(BACKWARD_PREFIX):
         return _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
-                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"), concrete=args.get("Concrete Inputs"))
+                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"),
+                   concrete=args.get("Concrete Inputs"))
     if seq is not None:  # autograd numbered the graph's function: the graph is numbered
         graph.inner_seqs.append(seq)
-    return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"), concrete=args.get("Concrete Inputs"),
-               graph=graph)
+    return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"),
+               types=args.get("Input type"), concrete=args.get("Concrete Inputs"), graph=graph)
 
 
 def _window_cut(ops: List[_Op]) -> List[str]:

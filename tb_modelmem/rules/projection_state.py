@@ -145,6 +145,7 @@ class State:
                 out[category] = None
                 unknown[category] = f"{e}: its state is not known"
             return out
+        made: Sequence[Tuple[str, str, Sequence[int], Optional[str]]]
         if self.torch:
             made = torch_optimizers.state_of(cls, flags, self.trainable)
         else:

@@ -2,9 +2,9 @@
 recomputes for a PyTorch run when another optimizer is asked (``rules.projection_state``). No torch.
 
 Each entry is what the class's ``step()`` puts in ``optimizer.state[p]`` the first time it runs (torch 2.x):
-tensors of the parameter's shape are its slots, ``step`` (and NAdam's ``mu_product``) a float32 scalar (on the CPU unless ``capturable`` or
-``fused``), counted as other state. ``tests/integration/test_torch_optimizers.py`` checks every entry against
-a real optimizer's own ``state``.
+tensors of the parameter's shape are its slots, ``step`` (and NAdam's ``mu_product``) a float32 scalar (on the
+CPU unless ``capturable`` or ``fused``), counted as other state. ``tests/integration/test_torch_optimizers.py``
+checks every entry against a real optimizer's own ``state``.
 """
 
 from __future__ import annotations
@@ -46,15 +46,19 @@ def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
     cls = OPTIMIZERS.get(str(entry.get("class_name", "")))
     if cls is None:
         return "", ()
-    config = entry.get("config") if isinstance(entry.get("config"), dict) else {}
+    config = entry.get("config")
+    config = config if isinstance(config, dict) else {}
     return str(entry["class_name"]), tuple(flag for flag in cls[1] if config.get(flag))
 
 
-def state_of(cls: str, flags: Sequence[str], trainable: Sequence[Weight]) -> List[Tuple[str, str, Tuple[int, ...], str]]:
+Made = Tuple[str, str, Tuple[int, ...], str]  # (role, name, shape, dtype) of one tensor an optimizer keeps
+
+
+def state_of(cls: str, flags: Sequence[str], trainable: Sequence[Weight]) -> List[Made]:
     """(role, name, shape, dtype) of every tensor ``cls`` keeps for ``trainable`` parameters with ``flags`` on,
     as its first ``step()`` makes them."""
     always, optional, scalars = OPTIMIZERS[cls]
-    out: List[Tuple[str, str, Tuple[int, ...], str]] = []
+    out: List[Made] = []
     for index, (_, shape, dtype) in enumerate(trainable):
         shape = tuple(shape)
         for slot in always + tuple(s for flag in flags for s in optional.get(flag, ())):
@@ -66,7 +70,7 @@ def state_of(cls: str, flags: Sequence[str], trainable: Sequence[Weight]) -> Lis
     return out
 
 
-def _factored(index: int, slot: str, shape: Tuple[int, ...], dtype: str) -> List[Tuple[str, str, Tuple[int, ...], str]]:
+def _factored(index: int, slot: str, shape: Tuple[int, ...], dtype: str) -> List[Made]:
     """Adafactor's second moment: a row and a column of a matrix (``row_var`` with the last dimension 1,
     ``col_var`` with the one before it 1), the whole ``variance`` of a vector."""
     if len(shape) < 2:

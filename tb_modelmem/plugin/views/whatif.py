@@ -14,8 +14,9 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     """``project()``'s answer for the joined trace, the choices the panel offers, and the largest
     batch within ``budget_bytes`` (with why there is none) when a budget is asked."""
     breakdown = view.breakdown.record if view.breakdown is not None else None
+    torch = view.trace.source in PLACED_BY_RANGES
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
-        "optimizers": optimizer_choices(view.trace.source in PLACED_BY_RANGES), "policies": list(POLICIES), "shardings": SHARDINGS}}
+        "optimizers": optimizer_choices(torch), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
         body["budget"] = {"bytes": budget_bytes, **budget_answer(view.trace, breakdown, what, budget_bytes)}
     return body
