@@ -127,8 +127,13 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         _at_the_all_reduce(synced, what, state, by_category, basis)
         steps, band = [], None  # the all-reduce's moment is not one of the traced steps' own
     elif middle is not None and peak is not None:
+        # every axis asked grows (no less batch, sequence or width, the state as traced): nothing can need less
+        grows = ((scale or 1.0) >= 1.0 and seq_ratio >= 1.0 and dtype_factor >= 1.0 and what.replicas == 1
+                 and not step.changes_state)
+        middle = max(middle, _traced_peak(trace, state)) if grows else middle
         _chunking(peak, middle, by_category, basis)
-        steps = [dict(s, peak_bytes=s["peak_bytes"] + middle - peak) for s in steps]  # each moved alike
+        steps = [dict(s, peak_bytes=max(s["peak_bytes"] + middle - peak, s["traced_peak_bytes"] if grows else 0))
+                 for s in steps]  # each moved alike, a step never below its own traced peak where all grows
         peak = middle
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
@@ -411,9 +416,10 @@ class _Step:
         # bytes as the slots (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91)
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
                              if reassigned and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
-        # the asked setting changes the step's buffers' sizes or a known part of the state
+        # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
+        self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
-                        or any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items()))
+                        or self.changes_state)
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)

@@ -66,3 +66,27 @@ def test_a_band_whose_middle_is_below_the_chunks_scaled_gives_a_negative_row():
 def _known_sum(answer: dict) -> int:
     """The rows' sum (with no breakdown the variables are unknown apart, counted whole in unattributed)."""
     return sum(v for v in answer["by_category"].values() if v is not None)
+
+
+def test_a_step_never_projects_below_its_own_traced_peak_when_every_axis_grows():
+    """Issue 54: a CI run projected LeNet at batch 128 below its traced batch-32 peak. Each step is moved by the
+    band's row, worked out at the figure's step: a step that holds little batch-carrying memory at its own peak
+    (here the first, 33 MiB of which 1 MiB carries the batch), moved by a large negative row (the second step's
+    logits asked 17 MiB and were handed 32), went below what it traced. Where every axis asked grows, neither
+    the figure nor any step goes below its traced peak."""
+    trace = _trace()
+    first_fixed = 32 * MiB
+    trace.timeline = Timeline([0.0, 10.0, 20.0], [float(first_fixed + MiB), 0.0, float(HANDED + FIXED)],
+                              ["a", "b", "c"], {ACTIVATIONS: [float(first_fixed + MiB), 0.0, float(HANDED + FIXED)]},
+                              {ACTIVATIONS: [float(MiB), 0.0, float(HANDED)]}, step_starts_us=[0.0, 15.0])
+    trace.peak_buffers = [BufferRecord(op="f/dense/MatMul", bytes=HANDED, shape="[1024,8000]", dtype="float32",
+                                       category=ACTIVATIONS, requested_bytes=17 * MiB, batch=True, seq=0, mixed=""),
+                          trace.peak_buffers[1]]
+    answer = project(trace, None, WhatIf(batch=32))
+    row = answer["by_category"]["allocator_chunking"]
+    assert first_fixed + 4 * MiB + row < first_fixed + MiB  # moved alike, the first step would fall below
+    assert [s["traced_peak_bytes"] for s in answer["steps"]] == [first_fixed + MiB, HANDED + FIXED]
+    assert answer["steps"][0]["peak_bytes"] == first_fixed + MiB  # its traced peak, not below it
+    assert answer["steps"][1]["peak_bytes"] == answer["peak_bytes"] == 4 * HANDED + FIXED + row
+    smaller = project(trace, None, WhatIf(batch=2))  # an axis that shrinks keeps its own arithmetic
+    assert smaller["steps"][0]["peak_bytes"] < first_fixed + MiB
