@@ -562,7 +562,9 @@ class _Step:
                 traced_bytes, how = self.held_traced[traced], "computed"
                 what = "0 B: momentum's assign keeps each new value's buffer: none held past the variables"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
-                what = f"{size_text(held[at])}: in use before the step (the run's variables among it, not split)"
+                what = (f"{size_text(held[at])}: in use before the step (the run's variables among it, not split)"
+                        if self.state.counted else "0 B: this trace's count starts at 0 in the window: what was in "
+                        "use before it (the run's variables) is in no figure here")
             if held[at] != held[traced]:
                 what += f"; at the traced peak {size_text(traced_bytes)}"
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
