@@ -12,6 +12,7 @@ batch, as an older trace's buffers are.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -19,11 +20,12 @@ from tb_modelmem.schema.dtypes import canonical, item_bytes
 
 Shape = Tuple[int, ...]
 _CUDA_ROUND = 512
+_SMALL_POOL = 1 << 20  # the CUDA caching allocator's small pool: blocks up to 1 MiB
 _JOINS = ("aten::cat", "aten::concat", "aten::stack")  # ops that join a tensor list
 # where a windowed op's stride, padding and dilation are among its inputs (its window: the weight's, or input 1)
 _CONVOLUTIONS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5), "aten::conv1d": (3, 4, 5),
                  "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5), "aten::mkldnn_convolution": (4, 3, 5),
-                 "aten::cudnn_convolution": (4, 3, 5)}
+                 "aten::cudnn_convolution": (3, 2, 4)}
 _POOLS = {"aten::max_pool2d_with_indices": (2, 3, 4), "aten::max_pool2d": (2, 3, 4), "aten::max_pool1d": (2, 3, 4),
           "aten::max_pool3d_with_indices": (2, 3, 4)}
 # factories whose buffer is their first concrete input's size, by where their dtype is: aten::empty(size, dtype,
@@ -37,14 +39,17 @@ _PRODUCTS = {"aten::mm": (0, 1), "aten::bmm": (0, 1), "aten::matmul": (0, 1), "a
              "aten::baddbmm": (1, 2), "aten::addbmm": (1, 2)}
 
 
-def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int) -> Optional[Tuple[Shape, str]]:
+def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int,
+                    cached: bool = False) -> Optional[Tuple[Shape, str]]:
     """(Shape, dtype) of an ``nbytes`` buffer op ``name`` allocated, given its recorded input ``dims``,
     ``types`` and ``concrete`` values ("Concrete Inputs": a factory's size and dtype, ``aten::empty``); None
-    when no candidate has exactly that size (or the op recorded no shapes)."""
+    when no candidate has that size (or the op recorded no shapes). ``cached``: the CUDA caching allocator's
+    block, which may be larger than the tensor (``_fits``); else exactly its size (torch's CPU allocator)."""
     if nbytes <= 0:
         return None
+    fits = functools.partial(_fits, cached=cached)
     if name in _FACTORIES:
-        return _factory(_FACTORIES[name], concrete, nbytes)
+        return _factory(_FACTORIES[name], concrete, nbytes, fits)
     tensors = _tensors(dims, types)
     if not tensors and name not in _JOINS:
         return None
@@ -64,17 +69,22 @@ def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int
     if name in _JOINS and isinstance(dims, list) and dims:  # a tensor list's dtype is not recorded
         candidates.extend((shape, "") for shape in _joined(dims[0], stacked=name == "aten::stack"))
     for shape, dtype in candidates:
-        if dtype and _fits(math.prod(shape) * item_bytes(dtype), nbytes):
+        if dtype and fits(math.prod(shape) * item_bytes(dtype), nbytes):
             return shape, dtype
-        if not dtype and any(_fits(math.prod(shape) * size, nbytes) for size in (1, 2, 4, 8)):
+        if not dtype and any(fits(math.prod(shape) * size, nbytes) for size in (1, 2, 4, 8)):
             return shape, ""  # its dtype unknown, its size says its shape
     return None
 
 
-def _fits(size: int, nbytes: int) -> bool:
-    """A buffer of ``size`` bytes is the allocation of ``nbytes``: exactly (the CPU's), or rounded up to 512 B
-    (the CUDA caching allocator's blocks)."""
-    return size > 0 and (size == nbytes or (nbytes % _CUDA_ROUND == 0 and nbytes - _CUDA_ROUND < size < nbytes))
+def _fits(size: int, nbytes: int, cached: bool) -> bool:
+    """A tensor of ``size`` bytes is an allocation of ``nbytes``: exactly (torch's CPU allocator), or in a CUDA
+    caching allocator's block: the size rounded up to 512 B, and a block of the large pool (over 1 MiB) is
+    handed whole, unsplit, when less than 1 MiB more would be left over."""
+    if size <= 0 or size > nbytes:
+        return False
+    if not cached or nbytes % _CUDA_ROUND:
+        return size == nbytes
+    return nbytes - size < _CUDA_ROUND or (nbytes > _SMALL_POOL and nbytes - size <= _SMALL_POOL)
 
 
 def tensor_shapes(dims: Any) -> List[Shape]:
@@ -96,14 +106,14 @@ def _tensors(dims: Any, types: Any) -> List[Tuple[Shape, str]]:
             if _is_shape(shape) and shape and isinstance(kind, str) and item_bytes(kind)]
 
 
-def _factory(dtype_at: int, concrete: Any, nbytes: int) -> Optional[Tuple[Shape, str]]:
+def _factory(dtype_at: int, concrete: Any, nbytes: int, fits: Any) -> Optional[Tuple[Shape, str]]:
     """A factory's buffer (``aten::empty(size, dtype, ...)``): its size list and ScalarType, as recorded."""
     if not isinstance(concrete, list) or len(concrete) <= dtype_at:
         return None
     shape, code = _int_list(concrete[0]), concrete[dtype_at]
     dtype = _SCALAR_TYPES.get(int(code)) if isinstance(code, str) and code.isdigit() else None
     dtype = dtype or "float32"  # no dtype given: the default
-    if shape is None or not _fits(math.prod(shape) * item_bytes(dtype), nbytes):
+    if shape is None or not fits(math.prod(shape) * item_bytes(dtype), nbytes):
         return None
     return shape, dtype
 

@@ -577,7 +577,8 @@ class _Sizes:
         per sample) unless it is a weight's size; the data loader's buffers (``INPUT``) carry the batch when
         they hold a whole number of samples; else "" and no batch."""
         maker = self.makers.get(id(event))
-        found = allocated_shape(*maker, size) if maker is not None else None
+        cached = _args(event).get("Device Type") == _CUDA
+        found = allocated_shape(*maker, size, cached=cached) if maker is not None else None
         if found is not None:
             shape = _shape_text(found[0])
             return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)

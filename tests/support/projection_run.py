@@ -6,8 +6,9 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
 transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
 10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens), "tied_lm" (the same,
-its logits by the embedding's own table) or "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query
-and 2 key-value heads; needs ``keras-hub``). Fits 4 batches
+its logits by the embedding's own table), "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query
+and 2 key-value heads; needs ``keras-hub``) or "gpt2_hub" (KerasHub's GPT2CausalLM, 2 layers, width 192, 6 heads,
+MLP 640, vocabulary 6000: held out, no rule was written on it). Fits 4 batches
 with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
 writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
 peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
@@ -49,6 +50,14 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
         tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
         x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
         return keras_hub.models.LlamaCausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
+    if name == "gpt2_hub":  # issue 54's held-out KerasHub LM: sizes no rule was written on
+        import keras_hub
+
+        backbone = keras_hub.models.GPT2Backbone(vocabulary_size=HELD_OUT_VOCAB, num_layers=2, num_heads=6,
+                                                 hidden_dim=192, intermediate_dim=640, max_sequence_length=640)
+        tokens = rng.integers(0, HELD_OUT_VOCAB, (samples, seq + 1))
+        x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
+        return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -85,6 +94,7 @@ def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: i
 
 
 CAUSAL_LM_VOCAB = 8000
+HELD_OUT_VOCAB = 6000  # the held-out KerasHub LM's: no rule was tuned on it
 
 
 def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, blocks: int = 2, ff: int = 768,
@@ -139,7 +149,7 @@ def main() -> None:
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama")
+    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama", "gpt2_hub")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=logits)
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, Any] = {"step_peaks": []}
