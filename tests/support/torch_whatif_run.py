@@ -47,7 +47,7 @@ def _gpt2(args: argparse.Namespace, run_dir: str, kept: str) -> Any:
     optim = {"AdamW": "adamw_torch", "SGD": "sgd"}[args.optimizer]
     training = TrainingArguments(output_dir=os.path.join(kept, "out"), per_device_train_batch_size=args.batch,
                                  max_steps=6, report_to=[], save_strategy="no", logging_steps=100, use_cpu=True,
-                                 optim=optim, dataloader_num_workers=0, disable_tqdm=True)
+                                 optim=optim, dataloader_num_workers=0, disable_tqdm=True, bf16=args.bf16)
     if args.plain:
         prof = torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1),
                                       profile_memory=True, record_shapes=True,
@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--optimizer", choices=("AdamW", "SGD", "Adam"), default="AdamW")
     parser.add_argument("--plain", action="store_true")
+    parser.add_argument("--bf16", action="store_true", help="Trainer's bf16=True: autocast to bfloat16")
     args = parser.parse_args()
     import torch
 
