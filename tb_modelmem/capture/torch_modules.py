@@ -23,10 +23,10 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
-from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
+from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, TORCH_MODULE_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
 
-SOURCE = "pytorch"
+SOURCE = TORCH_MODULE_SOURCE
 
 
 def is_module(obj: Any) -> bool:

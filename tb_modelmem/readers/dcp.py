@@ -29,10 +29,10 @@ from tb_modelmem.readers.torch_checkpoint import TORCH_ALLOWED
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
-from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
+from tb_modelmem.schema.names import DCP_SOURCE, NON_TRAINABLE, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
-SOURCE = "torch.distributed.checkpoint"
+SOURCE = DCP_SOURCE
 METADATA = ".metadata"
 SUFFIX = ".distcp"
 METADATA_LIMIT = 256 * 2**20  # a few hundred bytes an item

@@ -9,14 +9,14 @@ op-naming helpers here (kernel -> fused ops, shapes) are shared with
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import config_pb2, step_stats_pb2
 
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.dtypes import dtype_name
-from tb_modelmem.rules.buffers import step_category
+from tb_modelmem.rules.buffers import format_shape, step_category
 from tb_modelmem.rules.join import Joiner, OpGraph, Vocabulary
 from tb_modelmem.schema.names import MEASURED
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
@@ -108,11 +108,6 @@ def fused_ops(kernel: str, node_name: str) -> List[str]:
     if core.endswith("WithBias"):
         return [core[:-len("WithBias")], "BiasAddGrad"]
     return [core]
-
-
-def format_shape(dims: Iterable[Optional[int]]) -> str:
-    """"[1,28,28,32]"; unknown dimensions as "?"."""
-    return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
 
 
 def _as_run_metadata(run_metadata: Any) -> config_pb2.RunMetadata:

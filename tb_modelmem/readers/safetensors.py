@@ -26,10 +26,10 @@ import orjson
 from tb_modelmem.readers.bounded import JSON_LIMIT, InspectError, Opened, read_file
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.dtypes import item_bytes
-from tb_modelmem.schema.names import NON_TRAINABLE, WEIGHT
+from tb_modelmem.schema.names import NON_TRAINABLE, SAFETENSORS_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableTable
 
-SOURCE = "safetensors"
+SOURCE = SAFETENSORS_SOURCE
 SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".safetensors.index.json"
 HEADER_LIMIT = 100 * 2**20  # safetensors' own reader refuses headers past 100 MB

@@ -42,10 +42,10 @@ from tb_modelmem.readers.safe_pickle import (
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
-from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, WEIGHT
+from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, TORCH_CHECKPOINT_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
-SOURCE = "pytorch checkpoint"
+SOURCE = TORCH_CHECKPOINT_SOURCE
 SUFFIXES = (".pt", ".pth", ".ckpt")  # .ckpt: Lightning's
 _BIN_PREFIX = "pytorch_model"  # transformers' torch.save weights: pytorch_model.bin, pytorch_model-00001-of-00002.bin
 MiB = 1 << 20

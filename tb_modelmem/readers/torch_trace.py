@@ -9,8 +9,9 @@ forward op's layer; one outside every range that autograd numbered is forward), 
 runs before the forward pass in no other phase (input), CUDA kernels tied to the op that launched them
 by correlation id, and
 the ``[memory]`` instants: every allocation and free, each in its op, replayed for the timeline, the
-peak and the buffers in use at it (``allocator_replay``). What the trace cannot say (the shapes of
-what an op allocated) stays unknown.
+peak and the buffers in use at it (``allocator_replay``), each with the shape the op that made it says
+(``torch_shapes``: from its recorded inputs, with ``record_shapes=True``), and so whether it carries the
+batch and the sequence; one whose shape no input says stays unknown.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import orjson
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
-from tb_modelmem.readers.torch_shapes import allocated_shape, tensor_shapes
+from tb_modelmem.readers.torch_shapes import allocated_shape, is_shape, tensor_shapes
 from tb_modelmem.rules import phases
-from tb_modelmem.rules.buffers import Lived, batch_of, carried, input_sequence, lived_categories
+from tb_modelmem.rules.buffers import Lived, batch_of, carried, format_shape, input_sequence, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.dtypes import canonical
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
@@ -155,6 +156,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     _match_backend_work(ops)
     for op in ops:
         op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
+    weights = _weights(ops)  # before ops no range placed are given a phase (a metric after the step is none)
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
@@ -172,7 +174,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
     batch = _batch(ops)
-    sizes = _Sizes(makers, batch, _sequence(ops, batch), _weights(ops))
+    sizes = _Sizes(makers, batch, _sequence(ops, batch), weights)
     reduced = _table(ops, allocations, steps or step_annotations or 1, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
@@ -569,24 +571,32 @@ class _Sizes:
     batch: Optional[int]
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
+    _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by maker and size
+    _input_powers: Dict[int, List[int]] = dataclasses.field(default_factory=dict)  # by the maker's inputs
 
     def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
         allocated in ``phase``, as its maker's inputs say (``torch_shapes``). Where no shape fits its size, it
         carries what its maker's most batch-carrying input does (a convolution's backward, a reduction kept
         per sample) unless it is a weight's size; the data loader's buffers (``INPUT``) carry the batch when
-        they hold a whole number of samples; else "" and no batch."""
+        their bytes are a multiple of it; else "" and no batch."""
         maker = self.makers.get(id(event))
+        if maker is None:
+            return "", "", False, 0
         cached = _args(event).get("Device Type") == _CUDA
-        found = allocated_shape(*maker, size, cached=cached) if maker is not None else None
+        key = (maker[0], id(maker[1]), id(maker[2]), id(maker[3]), size, cached)  # one op's many allocations
+        found = self._shapes[key] if key in self._shapes else self._shapes.setdefault(
+            key, allocated_shape(*maker, size, cached=cached))
         if found is not None:
-            shape = _shape_text(found[0])
+            shape = format_shape(found[0])
             return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
         if not self.batch or size in self.weight_bytes:
             return "", "", False, 0
-        inputs = [carried(_shape_text(shape), self.batch, self.weights, self.seq)
-                  for shape in tensor_shapes(maker[1] if maker is not None else None)]
-        powers = [power for carries, power in inputs if carries]
+        powers = self._input_powers.get(id(maker[1]))
+        if powers is None:
+            powers = self._input_powers[id(maker[1])] = [
+                power for carries, power in (carried(format_shape(shape), self.batch, self.weights, self.seq)
+                                             for shape in tensor_shapes(maker[1])) if carries]
         if powers:
             return "", "", True, max(powers)
         return "", "", phase == INPUT and size % self.batch == 0, 0
@@ -597,13 +607,11 @@ class _Sizes:
         return frozenset(math.prod(shape) * width for shape in self.weights for width in (2, 4))
 
 
-def _shape_text(shape: Tuple[int, ...]) -> str:
-    return "[" + ",".join(map(str, shape)) + "]"
-
-
 def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:
-    """The shapes the optimizer's update read: the parameters', their gradients' and slots' (a ``_foreach_*``
-    op's tensor lists, or one op per parameter), which no buffer that carries the batch has."""
+    """The shapes the optimizer's update read (ops a range placed in it: ``Optimizer.step#``, tb_modelmem's
+    phase ranges; not what runs after it, a metric on the logits): the parameters', their gradients' and
+    slots' (a ``_foreach_*`` op's tensor lists, or one op per parameter), which no buffer that carries the
+    batch has."""
     return frozenset(shape for op in ops if op.phase == OPTIMIZER for shape in tensor_shapes(op.dims))
 
 
@@ -615,7 +623,7 @@ def _sequence(ops: List[_Op], batch: Optional[int]) -> Optional[int]:
         if op.phase != FORWARD or not isinstance(op.dims, list) or not isinstance(op.types, list):
             continue
         for dims, kind in zip(op.dims, op.types):
-            if isinstance(dims, list) and len(dims) == 2 and dims[0] == batch and isinstance(kind, str):
+            if is_shape(dims) and len(dims) == 2 and dims[0] == batch and isinstance(kind, str) and len(kind) < 64:
                 found = input_sequence(dims, canonical(kind))
                 if found:
                     return found

@@ -25,10 +25,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from tb_modelmem.readers.bounded import JSON_LIMIT, InspectError, file_size, read_file
 from tb_modelmem.readers.safetensors import INDEX_SUFFIX, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import read_torch_checkpoint
-from tb_modelmem.schema.names import WEIGHT
+from tb_modelmem.schema.names import TRAINER_FOLDER_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableTable
 
-SOURCE = "transformers Trainer checkpoint"
+SOURCE = TRAINER_FOLDER_SOURCE
 _WEIGHTS = ("model.safetensors" + INDEX_SUFFIX[len(".safetensors"):], "model.safetensors",
             "pytorch_model.bin.index.json", "pytorch_model.bin")
 _NOT_READ = {

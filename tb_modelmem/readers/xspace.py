@@ -25,10 +25,11 @@ from tb_modelmem.readers import hlo, xla
 from tb_modelmem.readers.allocator_replay import Event, headline_allocators, replay
 from tb_modelmem.readers.dtypes import dtype_name
 from tb_modelmem.readers.graph_info import GraphInfo, OutputSpec
-from tb_modelmem.readers.run_metadata import format_shape, fused_ops
+from tb_modelmem.readers.run_metadata import fused_ops
 from tb_modelmem.rules.buffers import (
     batch_of,
     carried,
+    format_shape,
     input_sequence,
     sequence_power,
     step_category,

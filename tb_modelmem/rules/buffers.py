@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from tb_modelmem.rules.join import strip_calls
 from tb_modelmem.schema.names import (
@@ -114,7 +114,7 @@ def batch_of(dims: Sequence[Any]) -> Optional[int]:
         return None
     first = dims[0]
     if isinstance(first, str):
-        first = int(first) if first.isdigit() else None
+        first = int(first) if first.isascii() and first.isdigit() and len(first) <= 18 else None
     return first if isinstance(first, int) and not isinstance(first, bool) and first > 0 else None
 
 
@@ -193,13 +193,18 @@ def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:
     return None
 
 
+def format_shape(dims: Iterable[Optional[int]]) -> str:
+    """"[1,28,28,32]" (unknown dimensions as "?"): how every reader writes a buffer's shape, as ``_dims`` reads it."""
+    return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
+
+
 def _dims(shape: str) -> Tuple[int, ...]:
     """A shape's dimensions ("[32,28,28,32]"), without a unit dimension in front of the batch (XLA's
     [1,32,200,4,256]); () when it is not one fully known shape."""
     if not shape.startswith("[") or ";" in shape:
         return ()
     texts = shape[1:-1].split(",")
-    if not all(t.isdigit() for t in texts):
+    if not all(t.isascii() and t.isdigit() and len(t) <= 18 for t in texts):
         return ()
     dims = tuple(map(int, texts))
     while len(dims) > 2 and dims[0] == 1:

@@ -139,8 +139,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         # every axis asked grows (no less batch, sequence or width, the state as traced): nothing can need less
         grows = ((scale or 1.0) >= 1.0 and seq_ratio >= 1.0 and dtype_factor >= 1.0 and what.replicas == 1
                  and not step.changes_state)
-        middle = max(middle, _traced_peak(trace, state)) if grows else middle
-        _chunking(peak, middle, by_category, basis)
+        floor = _traced_peak(trace, state) if grows else 0
+        _chunking(peak, middle, by_category, basis, floor)
+        middle = max(middle, floor)
         steps = [dict(s, peak_bytes=max(s["peak_bytes"] + middle - peak, s["traced_peak_bytes"] if grows else 0))
                  for s in steps]  # each moved alike, a step never below its own traced peak where all grows
         peak = middle
@@ -220,7 +221,8 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
             "counted_bytes": int(round(counted)), "most_bytes": int(round(most)), "copy": copy}
 
 
-def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> None:
+def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], basis: List[Dict[str, Any]],
+              floor: int = 0) -> None:
     """The figure where the asked setting changes it: the allocator band's ``middle``, with how far that is
     from the traced chunks ``scaled`` as its own signed row. Which free chunk BFC hands a buffer depends on
     what earlier steps left free, so a trace's chunks say little of another setting's: real runs at 2-4x the
@@ -228,6 +230,12 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
     middle read within 5% of the median of three real runs in 21, 22, 24, 20 and 19 of 30 cases on five sets
     of traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled
     in 16, 15, 16, 15 and 16 (docs/WHAT_IF.md's table)."""
+    if floor > middle:  # every axis grows: no less than the traced peak (``project``)
+        by_category[CHUNKING_CATEGORY] = floor - scaled
+        basis.append(basis_line(CHUNKING_CATEGORY, 0, floor - scaled, "computed",  # short: the tab's Basis cell
+                                f"{size_text(floor - scaled)}: the traced peak, {size_text(floor)} (the band's middle, "
+                                f"{size_text(middle)}, is less), less the chunks scaled"))
+        return
     by_category[CHUNKING_CATEGORY] = middle - scaled
     basis.append(basis_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
                        f"{size_text(middle - scaled)}: the band's middle, {size_text(middle)}, less the chunks scaled"))

@@ -20,6 +20,7 @@ from tb_modelmem.schema.names import (
     OTHER_STATE_CATEGORY,
     PLACED_BY_RANGES,
     RESIDENT_CATEGORIES,
+    TORCH_BREAKDOWN_SOURCES,
     WEIGHT,
     WEIGHTS_CATEGORY,
 )
@@ -84,7 +85,7 @@ class State:
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
         totals = resident_state(trace, breakdown)  # the one rule the peak split reads (``rules.peak``)
-        torch, counted = trace.source in PLACED_BY_RANGES, trace.counts_resident
+        torch, counted = is_torch_run(trace, breakdown), trace.counts_resident
         if totals is None:
             return cls(dict.fromkeys(RESIDENT_CATEGORIES, 0), [], ("", (), ""), "", torch=torch, counted=counted)
         if breakdown is None:
@@ -200,6 +201,15 @@ class State:
                 line.update(projected_bytes=value, how="computed", formula=f"{formula} ({SHARDINGS[shard]})")
 
 
+def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
+    """A PyTorch training run (``torch.optim``, autocast): its breakdown says so where there is one (Keras 3 on
+    the torch backend writes a torch trace and a Keras breakdown), else its trace (a torch profiler's or
+    snapshot's)."""
+    if breakdown is not None:
+        return breakdown.source in TORCH_BREAKDOWN_SOURCES
+    return trace.source in PLACED_BY_RANGES
+
+
 def optimizer_label_of(cls: str, flags: Sequence[str], wrapper: str) -> str:
     return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
 
@@ -225,10 +235,9 @@ def optimizer_class(name: str, torch: Optional[bool] = False) -> Tuple[str, Tupl
     class, or a ``torch.optim`` one for ``torch`` (None: either, as ``WhatIf.check`` asks before a run is read)."""
     if name.lower() == "momentum":
         return "SGD", ("momentum",)
-    found = None if torch else {cls.lower(): cls for cls in roles.optimizer_classes()}.get(
-        name.lower().replace("_", ""))
+    found = None if torch else torch_optimizers.class_among(name, roles.optimizer_classes())
     if found is None and torch is not False:
-        found = torch_optimizers.class_of(name)
+        found = torch_optimizers.class_among(name, torch_optimizers.classes())
     if found is None:
         raise ValueError(f"no built-in {'torch.optim' if torch else 'Keras'} optimizer {name[:40]!r} "
                          f"(known: {', '.join(optimizer_choices(bool(torch)))})")

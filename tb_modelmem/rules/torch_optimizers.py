@@ -2,8 +2,9 @@
 recomputes for a PyTorch run when another optimizer is asked (``rules.projection_state``). No torch.
 
 Each entry is what the class's ``step()`` puts in ``optimizer.state[p]`` the first time it runs (torch 2.x):
-tensors of the parameter's shape are its slots, ``step`` (and NAdam's ``mu_product``) a float32 scalar (on the
-CPU unless ``capturable`` or ``fused``), counted as other state. ``tests/integration/test_torch_optimizers.py``
+tensors of the parameter's shape are its slots, ``step`` (and NAdam's ``mu_product``) a float32 scalar, counted
+as other state (4 B each: torch keeps it on the CPU unless ``capturable`` or ``fused``, and a figure of the
+device counts it there alike). ``tests/integration/test_torch_optimizers.py``
 checks every entry against a real optimizer's own ``state``.
 """
 
@@ -33,9 +34,10 @@ def classes() -> List[str]:
     return list(OPTIMIZERS)
 
 
-def class_of(name: str) -> Optional[str]:
-    """The torch class a name means ("adamw", "AdamW"), None if it is none of ``OPTIMIZERS``."""
-    return {cls.lower(): cls for cls in OPTIMIZERS}.get(name.lower().replace("_", ""))
+def class_among(name: str, classes: Sequence[str]) -> Optional[str]:
+    """The class of ``classes`` a name means, case and underscores aside ("adamw", "Adam_W": "AdamW"), None
+    if none (the one rule for Keras' names and torch.optim's)."""
+    return {cls.lower(): cls for cls in classes}.get(name.lower().replace("_", ""))
 
 
 def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:

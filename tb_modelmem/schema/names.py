@@ -74,5 +74,14 @@ STEP_ONLY_CATEGORIES = (GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMP
 TORCH_PROFILER_SOURCE = "torch profiler"
 TORCH_SNAPSHOT_SOURCE = "torch memory snapshot"
 PLACED_BY_RANGES = (TORCH_PROFILER_SOURCE, TORCH_SNAPSHOT_SOURCE)
+# Where a breakdown comes from (``Breakdown.source``) when it is PyTorch's: What if recomputes its optimizer's
+# state as torch.optim keeps it (``rules.torch_optimizers``), not as Keras builds it
+TORCH_MODULE_SOURCE = "pytorch"
+TORCH_CHECKPOINT_SOURCE = "pytorch checkpoint"
+SAFETENSORS_SOURCE = "safetensors"
+TRAINER_FOLDER_SOURCE = "transformers Trainer checkpoint"
+DCP_SOURCE = "torch.distributed.checkpoint"
+TORCH_BREAKDOWN_SOURCES = (TORCH_MODULE_SOURCE, TORCH_CHECKPOINT_SOURCE, SAFETENSORS_SOURCE, TRAINER_FOLDER_SOURCE,
+                           DCP_SOURCE)
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare

@@ -90,3 +90,18 @@ def test_a_step_never_projects_below_its_own_traced_peak_when_every_axis_grows()
     assert answer["steps"][1]["peak_bytes"] == answer["peak_bytes"] == 4 * HANDED + FIXED + row
     smaller = project(trace, None, WhatIf(batch=2))  # an axis that shrinks keeps its own arithmetic
     assert smaller["steps"][0]["peak_bytes"] < first_fixed + MiB
+
+
+def test_a_figure_raised_to_the_traced_peak_says_so():
+    """The logits asked 17 MiB and were handed 32: at batch 9 the band's middle is below the traced 34 MiB though
+    every axis grew. The figure is the traced peak, and its row says that, not "the band's middle"."""
+    trace = _trace()
+    trace.peak_buffers = [BufferRecord(op="f/dense/MatMul", bytes=HANDED, shape="[1024,8000]", dtype="float32",
+                                       category=ACTIVATIONS, requested_bytes=17 * MiB, batch=True, seq=0, mixed=""),
+                          trace.peak_buffers[1]]
+    answer = project(trace, None, WhatIf(batch=9))
+    assert (answer["band"]["low_bytes"] + answer["band"]["high_bytes"]) // 2 < HANDED + FIXED
+    assert answer["peak_bytes"] == HANDED + FIXED
+    (line,) = [line for line in answer["basis"] if line["category"] == "allocator_chunking"]
+    assert "the traced peak" in line["formula"] and answer["band"]["low_bytes"] < HANDED + FIXED
+    assert _known_sum(answer) == answer["peak_bytes"]

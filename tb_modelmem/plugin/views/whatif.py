@@ -6,15 +6,14 @@ from typing import Any, Dict, Optional
 
 from tb_modelmem.plugin.views.trace import TraceView
 from tb_modelmem.rules.projection import budget_answer, project
-from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS, WhatIf, optimizer_choices
-from tb_modelmem.schema.names import PLACED_BY_RANGES
+from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS, WhatIf, is_torch_run, optimizer_choices
 
 
 def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> Dict[str, Any]:
     """``project()``'s answer for the joined trace, the choices the panel offers, and the largest
     batch within ``budget_bytes`` (with why there is none) when a budget is asked."""
     breakdown = view.breakdown.record if view.breakdown is not None else None
-    torch = view.trace.source in PLACED_BY_RANGES
+    torch = is_torch_run(view.trace, breakdown)
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
         "optimizers": optimizer_choices(torch), "policies": list(POLICIES), "shardings": SHARDINGS}}
     if budget_bytes is not None:
