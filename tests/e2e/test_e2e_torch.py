@@ -122,9 +122,12 @@ def test_a_plain_pytorch_trace_shows_its_peak_and_modules(torch_tb, torch_logdir
     assert "op by op (PyTorch)" in tab.testid("meta").inner_text()
     tab.open("timeline", PLAIN, "torch/" + trace)
     tab.text("timeline-peak", f"{peak:,} B")
-    tab.text("buffer-count", "records no buffer's shape")
+    # each buffer's shape from the op that made it (record_shapes=True): conv2's output, by PyTorch's own
+    # formula, 28 - 3 + 1 = 26, then 24, on 64 channels of the batch of 32
+    tab.text("buffer-table", "[32,64,24,24]")
+    assert "records no buffer's shape" not in tab.testid("buffer-count").inner_text()
     heads = tab.testid("buffer-table").locator('[role="columnheader"]').all_inner_texts()
-    assert "Shape" not in heads and "Op" in heads and "Layer" in heads, heads
+    assert "Shape" in heads and "Op" in heads and "Layer" in heads, heads
     tab.page.screenshot(path=os.path.join(shots, "plain-timeline.png"))
     assert not tab.errors, tab.errors
     tab.close()

@@ -283,14 +283,14 @@ def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
     assert sum(projected["by_category"].values()) == projected["peak_bytes"]
 
 
-def test_the_largest_batch_under_a_budget_against_real_runs(tmp_path):
+def test_ten_percent_past_the_largest_batch_a_real_run_is_over_the_budget(tmp_path):
     """Issue 54: the search checked against real runs, not against ``project()``: LeNet traced at batch 32, a
-    200 MiB budget. A real run at 10% more than the largest batch found is over the budget (TensorFlow's own
-    high-water mark over the step); one at the largest batch is near it, not always under: BFC's chunks jump
-    between nearby batches, on one inter-op thread too (211.29 MB at 509, where the projection read 209.71,
-    -0.74%; 243.10 MB at 528, +16%), so this checks it within 20%. The search against real runs that stay
-    under the budget: PyTorch's exact allocator (test_projection_torch.py). Runs on one inter-op thread
-    (``_run(ordered=True)``): free-running runs of one batch differ by up to 20% too. Replicas are checked
+    200 MiB budget, a real run at 10% more than the largest batch found is over it (TensorFlow's own high-water
+    mark over the step). That a run at the largest batch fits is not checked here: on BFC it does not hold from
+    one run to the next. Even on one inter-op thread (``_run(ordered=True)``, where runs of one batch agree:
+    187.87, 187.84, 187.87 MB at 368) BFC's chunks jump between nearby batches and are not monotone in them:
+    211.29 MB at 509 (the projection read 209.71, -0.74%), 243.10 at 528, 254.16 at 576 against 242.12 at
+    634. Runs that must fit are checked where the allocator is exact (test_projection_torch.py); replicas
     against real runs on 8 host devices in test_sharded.py."""
     logdir = str(tmp_path / "lenet_32")
     _run(logdir, 32, ordered=True)
@@ -298,9 +298,8 @@ def test_the_largest_batch_under_a_budget_against_real_runs(tmp_path):
     answer = tb_modelmem.estimate(logdir, budget="200MiB")
     found = answer["largest_batch"]
     assert found and found > 32 and answer["largest_batch_note"] == "", answer
-    at_found = _run(str(tmp_path / "found"), found, ordered=True)["allocator_step_peak"]
     over = _run(str(tmp_path / "over"), math.ceil(found * 1.1), ordered=True)["allocator_step_peak"]
-    assert over > budget and abs(at_found - budget) <= 0.2 * budget, (found, at_found, over)
+    assert over > budget, (found, over)
 
 
 def test_what_the_trace_cannot_say_is_unknown_not_zero(traced):

@@ -86,8 +86,8 @@ export function createTimelineView({ api, loader, shared }) {
     chart.set(timelineOption(stacked), timelineText(stacked));
     peakPanel.render(data);
     const rows = data.buffers || [];
-    // A PyTorch trace or snapshot records bytes per allocation, no shape (and names no layer without modules):
-    // no empty column for them; the missing shapes said once, in words.
+    // A PyTorch snapshot, or a trace without record_shapes, says no buffer's shape (and names no layer without
+    // modules): no empty column for them; the missing shapes said once, in words.
     const blank = new Set(["layer", "shape", "dtype"].filter((k) => rows.length && !rows.some((r) => r[k])));
     count.textContent = (rows.length < (data.buffer_count || 0)
       ? `the ${formatInt(rows.length)} largest of ${formatInt(data.buffer_count)} buffers in use at the peak`
