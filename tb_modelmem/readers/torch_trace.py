@@ -53,7 +53,6 @@ MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
 MAX_DEVICES = 1 << 16
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
 _ARG_KEYS = ("correlation", "Addr", "Device Id")
-Maker = Tuple[str, Any, Any, Any]  # what made an allocation: its name, "Input Dims", "Input type", "Concrete Inputs"
 
 
 def is_trace_name(name: str) -> bool:
@@ -105,7 +104,6 @@ class _Op:
     seq: Optional[int] = None
     dims: Any = None  # its inputs' shapes, as recorded ("Input Dims")
     types: Any = None  # and their types ("Input type")
-    concrete: Any = None  # and the values of those that are no tensor ("Concrete Inputs")
     in_step: bool = False  # inside a train step tb_modelmem annotated
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
@@ -145,7 +143,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
             by_thread[(e.get("pid"), e.get("tid"))].append(e)
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
-    makers: Dict[int, Maker] = {}
+    makers: Dict[int, Dict[str, Any]] = {}
     step_annotations = 0
     for thread_events in by_thread.values():
         found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers)
@@ -218,15 +216,17 @@ def _time(value: Any) -> bool:
     return _number(value) and math.isfinite(value) and abs(value) <= MAX_TIME_US
 
 
-def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]], makers: Dict[int, Maker]
+def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]],
+                 makers: Dict[int, Dict[str, Any]]
                  ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
     """One thread's top-level ops with their layer and phase, and each memory event with its op (and in
-    ``makers``, by the event's id, the innermost op open when it happened: its name, input shapes and types)."""
+    ``makers``, by the memory event's id, the event of the innermost op open when it happened: its inputs say
+    the allocation's shape, ``_Sizes``)."""
     # ranges before what they contain; at one instant, ranges open before memory events are placed
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
     # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
     # those open are every range not yet ended, in the order they began (innermost last).
-    stack: List[Tuple[float, str, Any]] = []  # (end, "op" or "child", the op or the child's event): the ops open
+    stack: List[Tuple[float, str, Any, Dict[str, Any]]] = []  # (end, "op" or "child", the op, its event): the ops open
     ranges: List[Tuple[float, str, str, float]] = []  # (end, kind, what, start): the annotations open
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
@@ -237,14 +237,11 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         while stack and (stack[-1][0] < ts if instant else stack[-1][0] <= ts):
             stack.pop()
         ranges = [r for r in ranges if (r[0] >= ts if instant else r[0] > ts)]
-        op = next((what for _, kind, what in reversed(stack) if kind == "op"), None)
+        op = next((what for _, kind, what, _ in reversed(stack) if kind == "op"), None)
         if instant:
             memory.append((e, op))
-            if stack:  # what allocated it: the innermost op open, whose inputs say its shape (``_shapes``)
-                _, kind, what = stack[-1]
-                makers[id(e)] = (what.name, what.dims, what.types, what.concrete) if kind == "op" else (
-                    str(what.get("name", "")), _args(what).get("Input Dims"), _args(what).get("Input type"),
-                    _args(what).get("Concrete Inputs"))
+            if stack:  # what allocated it: the innermost op open
+                makers[id(e)] = stack[-1][3]
             continue
         end = ts + float(e["dur"])
         name, cat = str(e.get("name", "")), e.get("cat")
@@ -264,7 +261,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             in_backward = op is not None and (op.phase == BACKWARD or op.name.startswith("torch::autograd::"))
             found.layer, found.serves = phases.collective_place([(k, w) for _, k, w, _ in ranges], in_backward)
             ops.append(found)
-            stack.append((end, "op", found))
+            stack.append((end, "op", found, e))
             continue
         if cat == "user_annotation" or cat == "python_function":
             found_range = phases.range_of(name)
@@ -276,25 +273,25 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             op.nested_us += end - ts
             found = _in_graph(op.graph or op, e, name, ts, end)
             ops.append(found)
-            stack.append((end, "op", found))
+            stack.append((end, "op", found, e))
             continue
         if op is not None:  # an op inside an op: its parent's (autograd may number the inner one: addmm in linear)
             child_seq = _int(_args(e).get("Sequence number"))
             if child_seq is not None and not name.startswith(BACKWARD_PREFIX):
                 op.inner_seqs.append(child_seq)
-            stack.append((end, "child", e))
+            stack.append((end, "child", None, e))
             continue
         args = _args(e)
         found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
                     tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"),
-                    types=args.get("Input type"), concrete=args.get("Concrete Inputs"))
+                    types=args.get("Input type"))
         open_ranges = [(kind, what) for _, kind, what, _ in ranges]
         found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
         found.in_closure = phases.in_closure(open_ranges)
         found.in_step = any(kind == "step" for _, kind, _, _ in ranges)
         found.iteration = max((start for _, kind, _, start in ranges if kind == "iteration"), default=None)
         ops.append(found)
-        stack.append((end, "op", found))
+        stack.append((end, "op", found, e))
     return ops, memory, steps
 
 
@@ -305,12 +302,11 @@ def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -
     seq = _int(args.get("Sequence number"))
     if name.startswith(BACKWARD_PREFIX):
         return _Op(name=name[len(BACKWARD_PREFIX):], ts=ts, end=end, tid=e.get("tid"), layer=graph.layer,
-                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"),
-                   concrete=args.get("Concrete Inputs"))
+                   phase=BACKWARD, seq=seq, dims=args.get("Input Dims"), types=args.get("Input type"))
     if seq is not None:  # autograd numbered the graph's function: the graph is numbered
         graph.inner_seqs.append(seq)
     return _Op(name=name, ts=ts, end=end, tid=e.get("tid"), seq=seq, dims=args.get("Input Dims"),
-               types=args.get("Input type"), concrete=args.get("Concrete Inputs"), graph=graph)
+               types=args.get("Input type"), graph=graph)
 
 
 def _window_cut(ops: List[_Op]) -> List[str]:
@@ -567,12 +563,12 @@ class _Sizes:
     """What a trace says of its buffers' sizes: the step's batch and sequence length, the weights' shapes
     (what the optimizer read), and what made each allocation (``makers``, by the event's id)."""
 
-    makers: Dict[int, Maker]
+    makers: Dict[int, Dict[str, Any]]
     batch: Optional[int]
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
-    _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by maker and size
-    _input_powers: Dict[int, List[int]] = dataclasses.field(default_factory=dict)  # by the maker's inputs
+    _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
+    _input_powers: Dict[int, List[int]] = dataclasses.field(default_factory=dict)  # by the maker's event
 
     def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
@@ -583,20 +579,22 @@ class _Sizes:
         maker = self.makers.get(id(event))
         if maker is None:
             return "", "", False, 0
-        cached = _args(event).get("Device Type") == _CUDA
-        key = (maker[0], id(maker[1]), id(maker[2]), id(maker[3]), size, cached)  # one op's many allocations
-        found = self._shapes[key] if key in self._shapes else self._shapes.setdefault(
-            key, allocated_shape(*maker, size, cached=cached))
+        args, cached = _args(maker), _args(event).get("Device Type") == _CUDA
+        key = (id(maker), size, cached)  # one op's many allocations: its shapes worked out once per size
+        if key not in self._shapes:
+            self._shapes[key] = allocated_shape(str(maker.get("name", "")), args.get("Input Dims"),
+                                                args.get("Input type"), args.get("Concrete Inputs"), size, cached)
+        found = self._shapes[key]
         if found is not None:
             shape = format_shape(found[0])
             return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
         if not self.batch or size in self.weight_bytes:
             return "", "", False, 0
-        powers = self._input_powers.get(id(maker[1]))
+        powers = self._input_powers.get(id(maker))
         if powers is None:
-            powers = self._input_powers[id(maker[1])] = [
+            powers = self._input_powers[id(maker)] = [
                 power for carries, power in (carried(format_shape(shape), self.batch, self.weights, self.seq)
-                                             for shape in tensor_shapes(maker[1])) if carries]
+                                             for shape in tensor_shapes(args.get("Input Dims"))) if carries]
         if powers:
             return "", "", True, max(powers)
         return "", "", phase == INPUT and size % self.batch == 0, 0

@@ -109,8 +109,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    reassigned = (what.optimizer is not None and not state.torch and _asked_class(what.optimizer) == _REASSIGNS_SLOTS
-                  and state.optimizer[:2] != _REASSIGNS_SLOTS)
+    reassigned = (what.optimizer is not None and not state.torch and state.optimizer[:2] != _REASSIGNS_SLOTS
+                  and optimizer_class(what.optimizer, None) == _REASSIGNS_SLOTS)
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
     series = step.series
@@ -153,14 +153,6 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
-
-
-def _asked_class(name: str) -> Tuple[str, Tuple[str, ...]]:
-    """The Keras (class, flags) asked; ("", ()) for a name Keras has not (its state is unknown: ``State``)."""
-    try:
-        return optimizer_class(name)
-    except ValueError:
-        return "", ()
 
 
 def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
@@ -230,15 +222,12 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
     middle read within 5% of the median of three real runs in 21, 22, 24, 20 and 19 of 30 cases on five sets
     of traces (a transformer LM and KerasHub's Llama: batch, sequence, policy, optimizer), the chunks scaled
     in 16, 15, 16, 15 and 16 (docs/WHAT_IF.md's table)."""
-    if floor > middle:  # every axis grows: no less than the traced peak (``project``)
-        by_category[CHUNKING_CATEGORY] = floor - scaled
-        basis.append(basis_line(CHUNKING_CATEGORY, 0, floor - scaled, "computed",  # short: the tab's Basis cell
-                                f"{size_text(floor - scaled)}: the traced peak, {size_text(floor)} (the band's middle, "
-                                f"{size_text(middle)}, is less), less the chunks scaled"))
-        return
-    by_category[CHUNKING_CATEGORY] = middle - scaled
-    basis.append(basis_line(CHUNKING_CATEGORY, 0, middle - scaled, "computed",  # short: the tab's Basis cell
-                       f"{size_text(middle - scaled)}: the band's middle, {size_text(middle)}, less the chunks scaled"))
+    figure = max(middle, floor)  # where every axis grows, no less than the traced peak (``project``)
+    said = (f"the traced peak, {size_text(floor)} (the band's middle, {size_text(middle)}, is less)" if floor > middle
+            else f"the band's middle, {size_text(middle)}")
+    by_category[CHUNKING_CATEGORY] = figure - scaled
+    basis.append(basis_line(CHUNKING_CATEGORY, 0, figure - scaled, "computed",  # short: the tab's Basis cell
+                            f"{size_text(figure - scaled)}: {said}, less the chunks scaled"))
 
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
