@@ -281,6 +281,18 @@ def write_readable(folder: str) -> Dict[str, str]:
          "args": {"Bytes": 8, "Addr": 2, "Total Allocated": 1e308}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::x", "pid": 1, "tid": 1, "ts": 1e300, "dur": 1.0},
     ]
+    # well-formed events whose op records lie (readers/torch_shapes.py reads them): each allocation inside them
+    # gets no shape, and the trace still reads (no event of these is skipped)
+    lying = [("aten::empty", [[]], ["ScalarList"], ["[²]", "9" * 5000]),
+             ("aten::cat", [[[2] * 64] * 5000, []], ["TensorList", "Scalar"], ["", "99999999999999999999"]),
+             ("aten::embedding", [[1000, 96], [8, "x"]], ["float", "long int"], ["", ""]),
+             ("aten::add", [[2 ** 61] * 20_000, [8]], ["float", "float"], ["", ""])]
+    for i, (name, dims, types, concrete) in enumerate(lying):
+        ts = 10.0 + 10 * i
+        bad_events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5.0,
+                           "args": {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete}})
+        bad_events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts + 1,
+                           "args": {"Bytes": 4096, "Addr": 100 + i, "Total Allocated": 4096, "Device Type": 0}})
     with open(os.path.join(folder, "malformed_events.pt.trace.json"), "wb") as f:
         f.write(_trace(bad_events))
     return {"surrogate_name.pt": "\\ud800weigh", "malformed_events.pt.trace.json": "5 malformed events skipped"}
