@@ -19,7 +19,7 @@ from tests.support import xla_plan
 from tests.support.paths import REPO
 from tests.support.plugin_harness import Served
 
-LAYOUTS = ("single", "dp", "2x4", "zero1")
+LAYOUTS = ("single", "dp", "dp2", "2x4", "zero1")
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +41,12 @@ def runs(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("layout", ["dp", "2x4", "zero1"])
+@pytest.mark.parametrize("layout", ["dp", "dp2", "2x4", "zero1"])
 def test_each_device_holds_what_its_shards_hold(runs, layout):
     logdir, truth = runs[layout]
     storage = Served(logdir).json("/breakdown", run="train", tag="storage")
     rows = {row["device"]: row["by_role"] for row in storage["devices"]["rows"]}
-    assert len(rows) == truth["devices"] == 8
+    assert len(rows) == len(truth["weights"]) == (2 if layout == "dp2" else 8)
     for device, weights in truth["weights"].items():
         held = rows[f"/device:CPU:{device}"]
         assert held["weight"] == weights
@@ -95,13 +95,13 @@ def test_ops_count_steps_per_device_and_collectives_apart(runs, layout):
     assert updates and all(row["layer"] for row in updates), [r["name"] for r in updates if not r["layer"]]
 
 
-@pytest.mark.parametrize("layout, shard", [("dp", None), ("zero1", "optimizer")])
-def test_a_single_device_trace_projects_to_a_real_sharded_run(runs, layout, shard):
-    """What if the one-device step ran data parallel over 8 devices (optimizer state sharded for
+@pytest.mark.parametrize("layout, shard, replicas", [("dp", None, 8), ("dp2", None, 2), ("zero1", "optimizer", 8)])
+def test_a_single_device_trace_projects_to_a_real_sharded_run(runs, layout, shard, replicas):
+    """What if the one-device step ran data parallel over 8 or 2 devices (optimizer state sharded for
     zero1): the projection against XLA's own plan of that real run, per device."""
     single, _ = runs["single"]
     _, truth = runs[layout]
-    projected = tb_modelmem.estimate(single, batch=truth["batch"], replicas=8, shard=shard)
+    projected = tb_modelmem.estimate(single, batch=truth["batch"], replicas=replicas, shard=shard)
     real = xla_plan.peak(truth["planned"])
     assert abs(projected["peak_bytes"] - real) <= 0.05 * real, (projected["peak_bytes"], real)
     assert projected["by_category"]["optimizer_slots"] <= truth["optimizer"]["0"]

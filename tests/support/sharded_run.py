@@ -2,7 +2,7 @@
 prints what JAX itself says of each device as JSON (the ground truth, never tb_modelmem's).
 
 The model is the issue's MLP (784 -> 2048 -> 2048 -> 2048 -> 10, 10.5M parameters) trained with
-Adam. ``LAYOUT`` is ``single`` (one device), ``dp`` (``DataParallel`` over 8), a model-parallel
+Adam. ``LAYOUT`` is ``single`` (one device), ``dp`` (``DataParallel`` over 8; ``dp2`` over 2 of them), a model-parallel
 mesh ``2x4`` / ``1x8`` (``ModelParallel``: the dense kernels sharded over the ``model`` axis), or data
 parallel over 8 with the optimizer's slots sharded over the batch axis (``zero1``: ZeRO-1), or the
 slots and the weights (``fsdp``: ZeRO-3), by a ``LayoutMap`` on the variables' paths.
@@ -44,6 +44,8 @@ def _distribution(layout: str) -> Any:
         return None
     if layout == "dp":
         return keras.distribution.DataParallel()
+    if layout == "dp2":  # data parallel over 2 of the 8 devices
+        return keras.distribution.DataParallel(devices=keras.distribution.list_devices()[:2])
     if layout == "zero1":  # data parallel; the slots are sharded after they are built (_shard_slots)
         return keras.distribution.DataParallel()
     if layout == "fsdp":  # data parallel over 8, the weights (and so their slots) sharded over the batch axis
