@@ -71,8 +71,6 @@ _AUTOCAST_UNKNOWN = ("another precision under torch.autocast is not projected fr
                      "under autocast to see it")
 
 
-
-
 def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dict[str, Any]:
     """The projected peak of one device: ``{"peak_bytes", "by_category", "basis": [lines], "unknown":
     {category: reason}, "steps", "band", "peak_moved", "peak_time_us", "batch_per_replica", "replicas",
@@ -112,7 +110,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     reassigned = (what.optimizer is not None and not state.torch and state.optimizer[:2] != _REASSIGNS_SLOTS
                   and optimizer_class(what.optimizer, None) == _REASSIGNS_SLOTS)
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
-                 1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio)
+                 1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
+                 _ddp_buckets(state, projected_state, what, unknown))
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -139,12 +138,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         # every axis asked grows (no less batch, sequence or width, the state as traced): nothing can need less
         grows = ((scale or 1.0) >= 1.0 and seq_ratio >= 1.0 and dtype_factor >= 1.0 and what.replicas == 1
                  and not step.changes_state)
-        floor = _traced_peak(trace, state) if grows else 0
-        _chunking(peak, middle, by_category, basis, floor)
-        middle = max(middle, floor)
-        steps = [dict(s, peak_bytes=max(s["peak_bytes"] + middle - peak, s["traced_peak_bytes"] if grows else 0))
-                 for s in steps]  # each moved alike, a step never below its own traced peak where all grows
-        peak = middle
+        peak, steps = _at_the_band(peak, middle, _traced_peak(trace, state) if grows else None, steps,
+                                   by_category, basis)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
@@ -213,6 +208,18 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
             "counted_bytes": int(round(counted)), "most_bytes": int(round(most)), "copy": copy}
 
 
+def _at_the_band(scaled: int, middle: int, floor: Optional[int], steps: List[Dict[str, int]],
+                 by_category: Dict[str, Optional[int]],
+                 basis: List[Dict[str, Any]]) -> Tuple[int, List[Dict[str, int]]]:
+    """(The figure, each step's) at the band's ``middle`` rather than the traced chunks ``scaled``: each step
+    moved alike, and where every axis asked grows (``floor``, the traced peak: not None) none below its own
+    traced peak."""
+    _chunking(scaled, middle, by_category, basis, floor or 0)
+    figure = max(middle, floor or 0)
+    return figure, [dict(s, peak_bytes=max(s["peak_bytes"] + figure - scaled,
+                                           s["traced_peak_bytes"] if floor is not None else 0)) for s in steps]
+
+
 def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], basis: List[Dict[str, Any]],
               floor: int = 0) -> None:
     """The figure where the asked setting changes it: the allocator band's ``middle``, with how far that is
@@ -266,15 +273,33 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     return what.seq / traced, ""
 
 
+def _ddp_buckets(state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
+                 unknown: Dict[str, str]) -> float:
+    """The bytes ``DistributedDataParallel`` holds all step on each device of a PyTorch step asked for
+    replicas, unsharded: its Reducer's gradient buckets, made at construction, one flat copy of every
+    trainable gradient (none where ``gradient_as_bucket_view=True`` makes the gradients views into them, not
+    its default, nor Lightning's or accelerate's). Measured on 2 gloo ranks: each rank's step peaked the
+    weights' size above the same step in one process (``tests/integration/test_projection_torch.py``)."""
+    if not state.torch or what.replicas < 2 or what.shard is not None:
+        return 0.0
+    weights = projected_state.get(WEIGHTS_CATEGORY)
+    if not state.source or weights is None:
+        unknown.setdefault(GRADIENTS_CATEGORY, "DDP's gradient buckets hold a copy of every gradient, the trainable "
+                           "weights' size, unknown without the run's variables")
+        return 0.0
+    return float(weights)
+
+
 def _gradient_sync(trace: OpTrace, state: "State", what: WhatIf, by_category: Dict[str, Optional[int]],
                    unknown: Dict[str, str]) -> Optional[Dict[str, int]]:
     """A data-parallel step on several devices that was traced on one: after the backward pass every
     gradient is live at once, and the all-reduce's result beside it (XLA's plan of Keras on 8 devices
     holds 2x the weights there: measured, docs/ARCHITECTURE.md); a reduce-scatter (ZeRO-2/3) leaves each
     device its shard of the result. That moment's bytes by category (None: not such a step, or a figure
-    it needs is unknown)."""
+    it needs is unknown; or a PyTorch step's, whose all-reduce fills the buckets its step holds throughout:
+    ``_ddp_buckets``)."""
     traced_on = {d for d in trace.devices if d.startswith("/device:")}  # a TF trace lists its host's ops too
-    if what.replicas < 2 or len(traced_on) > 1 or not state.whole or unknown:
+    if what.replicas < 2 or len(traced_on) > 1 or not state.whole or unknown or state.torch:
         return None
     weights = state.whole.get(WEIGHTS_CATEGORY, 0)
     reduced = math.ceil(weights / what.replicas) if what.shard in ("gradients", "weights") else weights
@@ -377,12 +402,6 @@ _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 
           "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
-# --- the state ----------------------------------------------------------------------------------
-
-
-
-
-
 # --- the step -----------------------------------------------------------------------------------
 
 class _Step:
@@ -391,7 +410,7 @@ class _Step:
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], reassigned: bool = False, gradient_share: float = 1.0,
-                 seq_ratio: float = 1.0) -> None:
+                 seq_ratio: float = 1.0, buckets: float = 0.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -425,7 +444,7 @@ class _Step:
         # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
         self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
-                        or self.changes_state)
+                        or buckets != 0.0 or self.changes_state)
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
@@ -435,6 +454,8 @@ class _Step:
             wide = self.wide.get(category, [0.0] * n)
             self.series[category] = [(v - b) * self.fixed_at(category, v - b) + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
+        self.buckets = buckets  # DDP's, beside the gradients all step (``_ddp_buckets``)
+        self.series[GRADIENTS_CATEGORY] = [v + buckets for v in self.series[GRADIENTS_CATEGORY]]
         self.scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]  # the traced update scratch, scaled
         if self.early_update:
             self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in self.scratch]
@@ -549,6 +570,9 @@ class _Step:
             else:
                 formula += f"; {size_text(rest)} do not, kept"
             how = "scaled" if carries or fixed_factor != 1.0 else "kept"
+            if category == GRADIENTS_CATEGORY and self.buckets:
+                formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
+                how = "computed"
             if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
                 formula = f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
@@ -586,8 +610,6 @@ class _Step:
                                f"+ {size_text(made[at])} the step itself created, in use at the peak")
 
 
-
-
 def _traced_compute_bytes(trace: OpTrace) -> int:
     """Bytes of an activation's element in the traced step: the dtype holding most of the peak's
     activation bytes; where the peak holds none (it fell in the optimizer's update), the dtype of most of
@@ -612,14 +634,6 @@ def _policy_name(size: int) -> str:
     return "float32" if size == 4 else "mixed (16-bit activations)"
 
 
-
-
-
-
-
-
-
-
 def _times(factor: float) -> str:
     return f"{factor:,.0f}" if factor >= 100 else f"{factor:.4g}"  # 4 digits: 1/32 reads 0.03125
 
@@ -628,8 +642,6 @@ def _times(factor: float) -> str:
 _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
                        HELD_CATEGORY: "chunk slack and runtime buffers, held all step",
                        UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
-
-
 
 
 def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],

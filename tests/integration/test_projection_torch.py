@@ -128,3 +128,33 @@ def test_lightning_cnn_projects_within_5_percent_of_real_runs(cnn, asked):
     answer = estimate(logdir, **asked)
     assert answer["traced"]["peak_bytes"] == traced["total"] and answer["traced"]["batch"] == 32
     assert abs(_off(answer["peak_bytes"], truth["total"])) <= WITHIN, (answer["peak_bytes"], truth)
+
+
+def _ddp_worker(*args):
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_ddp_whatif_run", *map(str, args)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]) if args[0] == "ddp" else None
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    root = tmp_path_factory.mktemp("whatif_ddp")
+    _ddp_worker("single", root / "single", "--batch", 512)
+    return str(root / "single"), {per_rank: _ddp_worker("ddp", root / f"ddp{per_rank}", "--batch", per_rank)
+                                  for per_rank in (32, 2048)}
+
+
+@pytest.mark.parametrize("per_rank", [32, 2048])
+def test_a_one_process_trace_projects_to_each_ddp_rank(ddp, per_rank):
+    """A plain loop traced in one process at batch 512, asked for 2 replicas: each rank of a real 2-rank DDP job
+    (gloo) peaks where the projection says, DDP's gradient buckets (a copy of every gradient) included. At 32
+    per rank Adam's update is the peak; at 2048 the activations are."""
+    logdir, real = ddp
+    truth = real[per_rank]
+    answer = estimate(logdir, batch=2 * per_rank, replicas=2)
+    for peak in truth["peaks"]:
+        assert abs(_off(answer["peak_bytes"], peak)) <= WITHIN, (answer["peak_bytes"], truth)
+    (gradients,) = [line for line in answer["basis"] if line["category"] == "gradients"]
+    assert "DDP's gradient buckets" in gradients["formula"], gradients
