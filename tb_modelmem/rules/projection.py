@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from tb_modelmem.rules import torch_optimizers
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
 from tb_modelmem.rules.join import phase_by_name
 from tb_modelmem.rules.peak import before_the_trace
@@ -60,6 +61,8 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # AdamW's or Adam's trace held past the variables' sizes (7.6-16 MiB on the causal LM, 4.4 MiB on LeNet) is
 # 0 B in every momentum run (causal LM 5 of 5, LeNet 1 of 1); plain SGD (assign_sub in place) keeps it.
 _REASSIGNS_SLOTS = ("SGD", ("momentum",))
+# how an asked optimizer's update holds memory unlike the traced one's (``_asked_update``)
+_REASSIGNS, _IN_PLACE, _UNTRACED = "reassigns", "in place", "untraced"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 # Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
@@ -107,9 +110,12 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    reassigned = (what.optimizer is not None and not state.torch and state.optimizer[:2] != _REASSIGNS_SLOTS
-                  and optimizer_class(what.optimizer, None) == _REASSIGNS_SLOTS)
-    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, reassigned,
+    update = _asked_update(state, what)
+    if update == _UNTRACED:
+        unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
+            f"the traced {state.optimizer[0]} updates in place, so its trace has no update scratch to scale: "
+            f"{what.optimizer}'s is not in it; trace a step under {what.optimizer}"))
+    step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
                  _ddp_buckets(state, projected_state, what, unknown))
     series = step.series
@@ -273,6 +279,21 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     return what.seq / traced, ""
 
 
+def _asked_update(state: State, what: WhatIf) -> str:
+    """How the asked optimizer's update holds memory unlike the traced one's: ``_REASSIGNS`` (Keras' SGD with
+    momentum, whose assign keeps each new slot's buffer), ``_IN_PLACE`` (torch.optim's SGD, with momentum or
+    not: its step adds into the weights and buffers, no scratch), ``_UNTRACED`` (a torch optimizer with scratch
+    where the traced one updated in place: none to scale) or "" (as the traced, scaled)."""
+    if what.optimizer is None:
+        return ""
+    asked = optimizer_class(what.optimizer, state.torch or None)
+    if state.torch:
+        if asked[0] in torch_optimizers.IN_PLACE:
+            return _IN_PLACE
+        return _UNTRACED if state.optimizer[0] in torch_optimizers.IN_PLACE else ""
+    return _REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""
+
+
 def _ddp_buckets(state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
                  unknown: Dict[str, str]) -> float:
     """The bytes ``DistributedDataParallel`` holds all step on each device of a PyTorch step asked for
@@ -409,7 +430,7 @@ class _Step:
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
-                 projected_state: Dict[str, Optional[int]], reassigned: bool = False, gradient_share: float = 1.0,
+                 projected_state: Dict[str, Optional[int]], update: str = "", gradient_share: float = 1.0,
                  seq_ratio: float = 1.0, buckets: float = 0.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
@@ -433,14 +454,15 @@ class _Step:
         # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
         self.state_sizes = state_sizes(state, projected_state)
         now, was = self.state_sizes
-        slot_ratio = now / was if was else 1.0
-        self.largest_update = (max((tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0)
-                               * gradient_share)
+        self.in_place = update == _IN_PLACE
+        slot_ratio = 0.0 if self.in_place else now / was if was else 1.0
+        self.largest_update = 0 if state.torch else (  # torch's foreach updates make no lr x grad buffer
+            max((tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0) * gradient_share)
         # SGD with momentum's m x momentum reads no gradient, so TensorFlow's executor makes it for every slot
         # as the step starts and holds each until its weight's gradient arrives: one buffer per slot, as many
         # bytes as the slots (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91)
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
-                             if reassigned and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
+                             if update == _REASSIGNS and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
         # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
         self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
@@ -465,7 +487,7 @@ class _Step:
         self.held_traced: List[float] = []
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
-            if reassigned and HELD_CATEGORY in self.series:
+            if update == _REASSIGNS and HELD_CATEGORY in self.series:
                 self.held_traced = self.series[HELD_CATEGORY]
                 self.series[HELD_CATEGORY] = [0.0] * n
         else:
@@ -563,6 +585,8 @@ class _Step:
             elif kept != fixed_factor:
                 formula += (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
                             "largest weight's lr x grad)")  # short: the tab's Basis cell
+            elif self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
+                formula += f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
                 formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "

@@ -1,0 +1,126 @@
+"""A plain PyTorch loop, in one process or as a 2-rank ``DistributedDataParallel`` job on gloo (CPU), for What
+if's checks of data parallelism and of optimizers whose step has no scratch (tests/integration/
+test_projection_torch.py).
+
+    python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O]  # by tb_modelmem.pytorch.profile
+    python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--ranks 2]  # B per rank
+
+The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer``
+Adam (the default), SGD, or SGD with momentum 0.9 (``momentum``). ``--ranks 2``: the model in DDP, its defaults.
+
+``truth`` prints JSON ground truth read without tb_modelmem: each process profiles from before its model is
+built (so everything it holds, DDP's own buffers made at construction too, is in torch's CPU count from 0) and
+the truth is the highest "Total Allocated" of its raw trace, read with ``json``, inside steps 1-3 (the first
+step, and DDP's broadcast of rank 0's weights at construction, left out); and the bytes ``model.parameters()``
+hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from typing import Any, Dict, List
+
+STEPS = 4
+
+
+def _model() -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                               torch.nn.ReLU(), torch.nn.Linear(2048, 10))
+
+
+def _step(model: Any, optimizer: Any, batch: int) -> None:
+    import torch
+
+    x, y = torch.randn(batch, 784), torch.randint(0, 10, (batch,))
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def _optimizer(name: str, model: Any) -> Any:
+    import torch
+
+    if name == "Adam":
+        return torch.optim.Adam(model.parameters())
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0)
+
+
+def _traced(logdir: str, batch: int, optimizer_name: str) -> None:
+    import tb_modelmem
+
+    model = _model()
+    optimizer = _optimizer(optimizer_name, model)
+    with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
+        for _ in range(STEPS + 1):
+            _step(model, optimizer, batch)
+            prof.step()
+
+
+def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if ranks > 1:
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+        dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    with torch.profiler.profile(profile_memory=True) as prof:
+        model = _model()
+        if ranks > 1:
+            model = torch.nn.parallel.DistributedDataParallel(model)  # its defaults, as most scripts build it
+        optimizer = _optimizer(optimizer_name, model)
+        for i in range(STEPS):
+            with torch.profiler.record_function(f"step{i}"):
+                _step(model, optimizer, batch)
+    prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
+    if ranks > 1:
+        dist.destroy_process_group()
+
+
+def _highest(path: str) -> int:
+    """The highest "Total Allocated" inside steps 1-3 of a rank's raw trace."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and e.get("name") in {f"step{i}" for i in range(1, STEPS)}]
+    return max(e["args"]["Total Allocated"] for e in events
+               if e.get("name") == "[memory]" and any(start <= e["ts"] <= end for start, end in spans))
+
+
+def _truth(out: str, batch: int, optimizer_name: str, ranks: int) -> Dict[str, Any]:
+    import torch.multiprocessing as mp
+
+    os.makedirs(out, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    if ranks > 1:
+        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out), nprocs=ranks)
+    else:
+        _rank(0, port, 1, batch, optimizer_name, out)
+    peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
+    params = sum(p.numel() * p.element_size() for p in _model().parameters())
+    return {"peaks": peaks, "params": params, "batch_per_rank": batch}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=("traced", "truth"))
+    parser.add_argument("path")
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--optimizer", choices=("Adam", "SGD", "momentum"), default="Adam")
+    parser.add_argument("--ranks", type=int, choices=(1, 2), default=1)
+    args = parser.parse_args()
+    if args.kind == "traced":
+        _traced(args.path, args.batch, args.optimizer)
+    else:
+        print(json.dumps(_truth(args.path, args.batch, args.optimizer, args.ranks)))
+
+
+if __name__ == "__main__":
+    main()
