@@ -179,3 +179,32 @@ def test_a_snapshot_and_a_checkpoint_read_in_place(torch_tb, browser, shots):
     tab.page.screenshot(path=os.path.join(shots, "checkpoint-storage.png"))
     assert not tab.errors, tab.errors
     tab.close()
+
+
+def test_what_if_offers_each_runs_own_choices(torch_tb, torch_logdir, browser, shots):
+    """A PyTorch run's What if offers torch.optim's classes and no Keras policy (autocast sets its precision:
+    the disabled menu says so); the Keras run beside it, Keras' own, refilled as the item changes."""
+    logdir, _, trace = torch_logdir
+    tab = Tab(browser, torch_tb, shots, height=1400)
+    tab.open("whatif", PLAIN, "torch/" + trace)
+    tab.text("whatif-traced", "batch 32")
+    def offered(testid):  # each option's text, without the bidi isolation every name is shown in
+        return [text.strip("\u2068\u2069") for text in tab.testid(testid).locator("option").all_inner_texts()]
+
+    assert "NAdam" in offered("whatif-optimizer") and "Ftrl" not in offered("whatif-optimizer")
+    assert offered("whatif-policy") == ["as traced"] and tab.testid("whatif-policy").is_disabled()
+    assert "autocast" in tab.testid("whatif-policy").get_attribute("title")
+    tab.testid("whatif-batch").fill("64")
+    tab.testid("whatif-project").click()
+    status, body = torch_tb.answer("/whatif", run=PLAIN, tag="torch/" + trace, batch="64")
+    assert status == 200, body
+    answer = json.loads(body)["whatif"]
+    tab.text("whatif-headline", "at batch 64")
+    tab.row("whatif-table", "Peak in use").filter(has_text=f"{answer['peak_bytes']:,} B").wait_for(timeout=30_000)
+    tab.page.screenshot(path=os.path.join(shots, "whatif-torch.png"))
+    tab.open("whatif", KERAS, "ops")
+    tab.text("whatif-traced", "batch")
+    assert "Ftrl" in offered("whatif-optimizer") and "mixed_bfloat16" in offered("whatif-policy")
+    assert not tab.testid("whatif-policy").is_disabled()
+    assert not tab.errors, tab.errors
+    tab.close()

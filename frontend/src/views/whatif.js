@@ -131,13 +131,20 @@ function showForm({ batch, seq, optimizer, policy, devices, shard, budget }, for
   }
 }
 
-/** The optimizer and policy choices, filled once from the first answer that has them. */
+/** The optimizer and policy choices of the item shown (a PyTorch run's are torch.optim's, and it has no
+ * policy: ``choices.policy_note`` says why), refilled only when they change; a value no longer offered reads
+ * "as traced". */
 function fillChoices({ optimizer, policy }, choices, form) {
-  const fill = (select, values, keep, first) => {
-    select.replaceChildren(option("", first, keep === ""), ...values.map((v) => option(v, v, v === keep)));
+  const fill = (select, values, keep) => {
+    const offered = [...select.options].slice(1).map((o) => o.value);
+    if (select.options.length && offered.join("\0") === values.join("\0")) return;
+    const kept = values.includes(keep) ? keep : "";
+    select.replaceChildren(option("", "as traced", kept === ""), ...values.map((v) => option(v, v, v === kept)));
   };
-  if (!optimizer.options.length) fill(optimizer, choices?.optimizers || [], form.optimizer, "as traced");
-  if (!policy.options.length) fill(policy, choices?.policies || [], form.policy, "as traced");
+  fill(optimizer, choices?.optimizers || [], optimizer.options.length ? optimizer.value : form.optimizer);
+  fill(policy, choices?.policies || [], policy.options.length ? policy.value : form.policy);
+  policy.disabled = !(choices?.policies || []).length;
+  policy.title = choices?.policy_note || "";
 }
 
 /** Where an answer is shown: the traced line, and the results (headline, notes, table by category). */

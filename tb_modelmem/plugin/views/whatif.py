@@ -15,7 +15,10 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     breakdown = view.breakdown.record if view.breakdown is not None else None
     torch = is_torch_run(view.trace, breakdown)
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
-        "optimizers": optimizer_choices(torch), "policies": list(POLICIES), "shardings": SHARDINGS}}
+        "optimizers": optimizer_choices(torch), "policies": [] if torch else list(POLICIES), "shardings": SHARDINGS}}
+    if torch:  # autocast, not a policy, sets a PyTorch step's precision (``rules.projection``)
+        body["choices"]["policy_note"] = ("a PyTorch step's precision is what autocast picks op by op: trace the "
+                                          "step under autocast to see it")
     if budget_bytes is not None:
         body["budget"] = {"bytes": budget_bytes, **budget_answer(view.trace, breakdown, what, budget_bytes)}
     return body
