@@ -140,17 +140,20 @@ def _mlp(*args):
 
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
-    """A plain loop's MLP traced in one process at batch 512 under Adam and under SGD, and real runs: 2-rank DDP
-    jobs under Adam, one process under SGD with and without momentum."""
+    """A plain loop's MLP traced in one process at batch 512 under Adam, under SGD and compiled by torch.compile
+    (Adam), and real runs: 2-rank DDP jobs under Adam, one process under SGD with and without momentum, and
+    compiled at 2048."""
     root = tmp_path_factory.mktemp("whatif_mlp")
-    for optimizer in ("Adam", "SGD"):
-        _mlp("traced", root / optimizer, "--batch", 512, "--optimizer", optimizer)
+    traced = {"Adam": (), "SGD": ("--optimizer", "SGD"), "compiled": ("--compile",)}
+    for name, extra in traced.items():
+        _mlp("traced", root / name, "--batch", 512, *extra)
     real = {("Adam", per_rank, 2): None for per_rank in (32, 2048)}
     real.update({(optimizer, 512, 1): None for optimizer in ("SGD", "momentum")})
     for optimizer, batch, ranks in real:
         real[(optimizer, batch, ranks)] = _mlp("truth", root / f"{optimizer}_{batch}_{ranks}", "--batch", batch,
                                                "--optimizer", optimizer, "--ranks", ranks)
-    return {optimizer: str(root / optimizer) for optimizer in ("Adam", "SGD")}, real
+    real[("compiled", 2048, 1)] = _mlp("truth", root / "compiled_2048", "--batch", 2048, "--compile")
+    return {name: str(root / name) for name in traced}, real
 
 
 @pytest.mark.parametrize("per_rank", [32, 2048])
@@ -184,3 +187,14 @@ def test_no_scratch_traced_is_no_scratch_to_scale(mlp):
     answer = estimate(traced["SGD"], optimizer="Adam")
     assert answer["peak_bytes"] is None
     assert "updates in place" in answer["unknown"]["optimizer_temporaries"]
+
+
+def test_a_compiled_step_projects_as_an_eager_one(mlp):
+    """torch.compile's inductor runs the forward as one generated function: its buffers are made by
+    ``empty_strided`` calls whose recorded arguments say their shapes, so batch 512 projects to a real compiled
+    run at 2048 (the activations are the peak there)."""
+    traced, real = mlp
+    (peak,) = real[("compiled", 2048, 1)]["peaks"]
+    answer = estimate(traced["compiled"], batch=2048)
+    assert answer["traced"]["batch"] == 512
+    assert abs(_off(answer["peak_bytes"], peak)) <= WITHIN, (answer["peak_bytes"], peak)
