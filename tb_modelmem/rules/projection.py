@@ -45,10 +45,12 @@ from tb_modelmem.schema.names import (
     INPUTS_CATEGORY,
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
+    PLACED_BY_RANGES,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
     TEMPORARIES_CATEGORY,
+    TORCH_PROFILER_SOURCE,
     UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
@@ -150,7 +152,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
             "band": band,
             "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
-            "shard": what.shard, "seq": what.seq or trace.sequence_length,
+            "shard": what.shard, "seq": what.seq or trace.sequence_length, "caveat": _caveat(trace),
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
@@ -352,6 +354,21 @@ def _gradients_high(trace: OpTrace) -> int:
     """The timeline point where the traced step held the most gradient bytes (where its all-reduce would be)."""
     held = trace.timeline.by_category.get(GRADIENTS_CATEGORY) or [0.0]
     return max(range(len(held)), key=held.__getitem__)
+
+
+def _caveat(trace: OpTrace) -> str:
+    """How far a figure from this trace can be trusted, as measured against real runs (docs/WHAT_IF.md): by
+    the allocator that counted it (Keras on torch is counted by torch's, as a PyTorch step is)."""
+    if trace.source == TORCH_PROFILER_SOURCE and all(device == "cpu" for device in trace.devices):
+        return ("torch counts a CPU step's bytes exactly, so runs of one setting agree: within 0.2% of real Trainer, "
+                "Lightning, DDP and torch.compile runs; docs/WHAT_IF.md has each")
+    if trace.source in PLACED_BY_RANGES:
+        return ("a CUDA step's tensors, scaled: what the caching allocator reserves besides them (what an "
+                "out-of-memory error compares) is not projected, and no GPU run at another setting has checked it yet")
+    return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
+            "so read it as within about 5-15% (trace two steps to see how far they differ here; the allocator band, "
+            "where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors measured against "
+            "real runs")
 
 
 def _traced_peak(trace: OpTrace, state: "State") -> int:

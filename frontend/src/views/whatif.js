@@ -157,22 +157,20 @@ function resultParts() {
   const band = el("div", { class: "msg info", testid: "whatif-band" });
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories" });
-  const caveat = el("small", {}, "a traced step, replayed: runs of the same step differ (the executor's order, the "
-    + "allocator's chunks), so read it as within about 5-15% (trace two steps to see how far they differ here; the "
-    + "allocator band, where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors "
-    + "measured against real runs");
+  const caveat = el("small", { testid: "whatif-caveat" });
   const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element);
   moved.hidden = true;
   band.hidden = true;
   fits.hidden = true;
   spread.hidden = true;
-  return { traced, headline, moved, fits, spread, band, table, results };
+  return { traced, headline, caveat, moved, fits, spread, band, table, results };
 }
 
-function showProjection({ traced, headline, moved, fits, spread, band, table, results }, data) {
+function showProjection({ traced, headline, caveat, moved, fits, spread, band, table, results }, data) {
   const whatif = data.whatif || {};
   traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
   headline.textContent = projectionHeadline(whatif);
+  caveat.textContent = whatif.caveat || ""; // how far this trace's figures can be trusted, as measured
   moved.hidden = !whatif.peak_moved;
   moved.textContent = movedLine(whatif);
   spread.textContent = stepsLine(whatif);
