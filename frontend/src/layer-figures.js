@@ -4,7 +4,7 @@
 // own time is the time of ops on it and in none of its sublayers. Pure, no DOM.
 
 import { isolate } from "./bidi.js";
-import { UNKNOWN, formatBytesFull, formatInt, formatMicros, formatShare, isKnown } from "./format.js";
+import { UNKNOWN, formatBytesFull, formatHuman, formatInt, formatMicros, formatShare, isKnown } from "./format.js";
 import { PHASES } from "./roles.js";
 
 const plural = (n, one, many = `${one}s`) => `${formatInt(n)} ${n === 1 ? one : many}`;
@@ -173,6 +173,23 @@ export function plannedNote(data) {
   if (data?.allocations !== "planned") return "";
   const note = String(data.allocations_note || "").trim();
   return `Planned by XLA's buffer assignment, per device${note ? `: ${note}` : "."}`;
+}
+
+/**
+ * What a caching allocator (torch's on CUDA) held reserved at the peak beyond the tensors in use: cached free
+ * blocks, which an out-of-memory error counts too (`reserved_at_peak_bytes` of the counted allocator). "" where
+ * no allocator reported it.
+ */
+export function reservedNote(data) {
+  const caching = (data?.allocators || []).find((a) => a.counted !== false && isKnown(a.reserved_at_peak_bytes)
+    && isKnown(a.peak_bytes));
+  if (!caching) return "";
+  const cached = caching.reserved_at_peak_bytes - caching.peak_bytes;
+  return `${caching.name}'s caching allocator held ${formatHuman(caching.reserved_at_peak_bytes)} reserved at the peak: `
+    + `${formatHuman(cached)} (${formatShare(cached / caching.reserved_at_peak_bytes)}) in cached free blocks beyond `
+    + `the ${formatHuman(caching.peak_bytes)} of tensors in use, which an out-of-memory error counts too`
+    + (isKnown(caching.max_reserved_bytes) && caching.max_reserved_bytes > caching.reserved_at_peak_bytes
+      ? ` (at most ${formatHuman(caching.max_reserved_bytes)} reserved in the window).` : ".");
 }
 
 /** The peak is XLA's plan, not a measurement. */

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { rowsOf } from "../src/api.js";
 import {
-  allocationsWarning, allocationWhy, compiledWords, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
+  allocationsWarning, allocationWhy, reservedNote, compiledWords, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, ownTime, phaseTimes,
   timeTitle, topDeviceWords,
 } from "../src/layer-figures.js";
 import { formatShare } from "../src/format.js";
@@ -161,4 +161,16 @@ test("topDeviceWords names the device whose ops the top charts list, only when t
   assert.equal(topDeviceWords({ top_device: null, devices: ["cpu"] }), "");
   assert.equal(topDeviceWords({ top_device: "/device:CPU:3", devices: ["/device:CPU:0", "/device:CPU:3"] }),
     "the top ops are /device:CPU:3's, the busiest of the 2 devices (an XLA step runs the same instructions on each)");
+});
+
+test("a caching allocator's reserved memory beyond the tensors is said, with its share", () => {
+  // the H100 ResNet50 trace's cuda:0, as the reader gives it (tests/integration/test_torch_trace.py checks those)
+  const allocators = [{ name: "cpu", peak_bytes: 8, counted: false },
+    { name: "cuda:0", peak_bytes: 3182946816, reserved_at_peak_bytes: 3720347648, max_reserved_bytes: 3720347648,
+      counted: true }];
+  const note = reservedNote({ allocators });
+  assert.match(note, /^cuda:0's caching allocator held 3\.46 GiB reserved at the peak: 512\.51 MiB \(14\.4%\)/);
+  assert.ok(!note.includes("at most"), note);
+  assert.equal(reservedNote({ allocators: [{ name: "GPU_0_bfc", peak_bytes: 10, fragmentation_at_peak: 0.1 }] }), "");
+  assert.equal(reservedNote({}), "");
 });

@@ -51,6 +51,7 @@ class Event:
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
     fragmentation: Optional[float] = None  # the allocator's own figure after the event (BFC: 0..1), if it reports one
+    reserved: Optional[float] = None  # a caching allocator's device memory after it (torch's "Total Reserved")
 
 
 @dataclasses.dataclass
@@ -223,24 +224,39 @@ def _in_use_after(event: Event, in_use: Dict[str, float]) -> float:
 
 def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) -> List[Dict[str, Any]]:
     """Each allocator's lowest and highest bytes in use over the window (from what it held before
-    its first event), and whether the step's figures count it."""
+    its first event), whether the step's figures count it, and where it reports them, its fragmentation
+    and what it held reserved at its highest point (a caching allocator's: what it holds beyond the tensors
+    in use is its fragmentation there) and at most."""
     in_use: Dict[str, float] = {}
     extremes: Dict[str, List[float]] = {}
-    fragmentation: Dict[str, float] = {}  # allocator -> its own fragmentation figure at its highest point
+    at_peak: Dict[str, Dict[str, Any]] = {}  # allocator -> what it reported at its highest point
+    most_reserved: Dict[str, float] = {}
     for event in ordered:
         if event.allocator not in in_use:  # what it held before the window's first event
             in_use[event.allocator] = (event.in_use - event.delta) if event.in_use is not None else 0.0
             extremes[event.allocator] = [in_use[event.allocator]] * 2
-        in_use[event.allocator] = _in_use_after(event, in_use)
+        now = in_use[event.allocator] = _in_use_after(event, in_use)
         low_high = extremes[event.allocator]
-        low_high[0] = min(low_high[0], in_use[event.allocator])
-        if in_use[event.allocator] >= low_high[1] and event.fragmentation is not None:
-            fragmentation[event.allocator] = event.fragmentation
-        low_high[1] = max(low_high[1], in_use[event.allocator])
-    return [{"name": name, "peak_bytes": int(high), "min_bytes": int(low),
-             **({} if name not in fragmentation else {"fragmentation_at_peak": round(fragmentation[name], 4)}),
+        low_high[0] = min(low_high[0], now)
+        if event.reserved is not None:
+            most_reserved[event.allocator] = max(most_reserved.get(event.allocator, 0.0), event.reserved)
+        reported = _reported(event, now)
+        if now > low_high[1] or (now == low_high[1] and reported):
+            at_peak[event.allocator] = reported
+        low_high[1] = max(low_high[1], now)
+    return [{"name": name, "peak_bytes": int(high), "min_bytes": int(low), **at_peak.get(name, {}),
+             **({"max_reserved_bytes": int(most_reserved[name])} if name in most_reserved else {}),
              **({} if headline is None else {"counted": name in headline})}
             for name, (low, high) in sorted(extremes.items())]
+
+
+def _reported(event: Event, in_use: float) -> Dict[str, Any]:
+    """What an allocator said of itself after ``event``, ``in_use`` bytes in use then: its fragmentation
+    figure, or a caching allocator's reserved bytes and the share of them not in use."""
+    if event.reserved is not None and event.reserved > 0:
+        return {"reserved_at_peak_bytes": int(event.reserved),
+                "fragmentation_at_peak": round(max(event.reserved - in_use, 0.0) / event.reserved, 4)}
+    return {} if event.fragmentation is None else {"fragmentation_at_peak": round(event.fragmentation, 4)}
 
 
 def _allocated_before(ordered: Sequence[Event], moves: Dict[int, int]) -> Dict[Hashable, _Live]:

@@ -416,10 +416,12 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
             in_use -= base
         shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
             "", "", False, 0)
+        reserved = args.get("Total Reserved")  # the CUDA caching allocator's segments (0 on a CPU)
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
                          category=categories.get(id(event), ""), shape=shape, dtype=dtype, batch=batch, seq=seq,
-                         allocator=device, in_use=in_use))
+                         allocator=device, in_use=in_use,
+                         reserved=float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None))
     return out, origin or 0.0, devices, int(carried.get("cpu", 0))
 
 

@@ -363,8 +363,12 @@ def _caveat(trace: OpTrace) -> str:
         return ("torch counts a CPU step's bytes exactly, so runs of one setting agree: within 0.2% of real Trainer, "
                 "Lightning, DDP and torch.compile runs; docs/WHAT_IF.md has each")
     if trace.source in PLACED_BY_RANGES:
-        return ("a CUDA step's tensors, scaled: what the caching allocator reserves besides them (what an "
-                "out-of-memory error compares) is not projected, and no GPU run at another setting has checked it yet")
+        caching = next((a for a in trace.allocators or () if a.get("reserved_at_peak_bytes")), None)
+        held = ("" if caching is None else f" (the traced step's held "
+                f"{size_text(caching['reserved_at_peak_bytes'] - caching['peak_bytes'])} of them at its peak)")
+        return (f"a CUDA step's tensors, scaled: the cached blocks its caching allocator reserves besides them{held}, "
+                "which an out-of-memory error counts too, are not projected; no GPU run at another setting has checked "
+                "it yet")
     return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
             "so read it as within about 5-15% (trace two steps to see how far they differ here; the allocator band, "
             "where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors measured against "

@@ -109,6 +109,13 @@ def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():
     assert record.counts_resident  # the CUDA allocator's count holds the parameters and AdamW's state
     assert "cuda:0" in record.devices
     assert {a["name"]: a["counted"] for a in record.allocators} == {"cpu": False, "cuda:0": True}
+    # what the caching allocator held from the device: "Total Reserved" at the highest "Total Allocated"
+    cuda = [e["args"] for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    at_peak = max(cuda, key=lambda a: a["Total Allocated"])["Total Reserved"]
+    (caching,) = [a for a in record.allocators if a["name"] == "cuda:0"]
+    assert caching["reserved_at_peak_bytes"] == at_peak == 3_720_347_648
+    assert caching["max_reserved_bytes"] == max(a["Total Reserved"] for a in cuda)
+    assert caching["fragmentation_at_peak"] == round((at_peak - H100_MAX_MEMORY_ALLOCATED) / at_peak, 4)
     kernel_us = sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy"))
     ops_us = sum(t for t, d in zip(record.ops.column("time_us"), record.ops.column("device")) if d == "cuda:0")
     assert ops_us == pytest.approx(kernel_us, rel=1e-9)  # every kernel tied to the op that launched it

@@ -3,7 +3,7 @@ import { el, message } from "../dom.js";
 import { UNATTRIBUTED_TYPE } from "../opnames.js";
 import { xlaSummary } from "../xla.js";
 import { untimedNote } from "../framework.js";
-import { allocationsWarning, plannedNote } from "../layer-figures.js";
+import { allocationsWarning, plannedNote, reservedNote } from "../layer-figures.js";
 import { infoBox, warnBox } from "./widgets.js";
 
 /** What kind of step this is and what the data cannot tell, said before any figure. */
@@ -19,6 +19,7 @@ export function banners(data) {
   // XLA's plan standing in for allocations nobody recorded: complete figures, said so; missing ones: a warning
   if (plannedNote(data)) out.push(infoBox(plannedNote(data), "allocations-note"));
   else if (data.allocations && data.allocations !== "all") out.push(warnBox(allocationsWarning(data), "allocations-note"));
+  if (reservedNote(data)) out.push(infoBox(reservedNote(data), "reserved-note"));
   if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
   return out;
 }
