@@ -64,7 +64,7 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 # 0 B in every momentum run (causal LM 5 of 5, LeNet 1 of 1); plain SGD (assign_sub in place) keeps it.
 _REASSIGNS_SLOTS = ("SGD", ("momentum",))
 # how an asked optimizer's update holds memory unlike the traced one's (``_asked_update``)
-_REASSIGNS, _IN_PLACE, _UNTRACED = "reassigns", "in place", "untraced"
+_REASSIGNS, _IN_PLACE, _NO_SCRATCH_TRACED = "reassigns", "in place", "no scratch traced"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 # Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
@@ -112,14 +112,14 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    update = _asked_update(state, what)
-    if update == _UNTRACED:
+    update, asked = _asked_update(state, what)
+    if update == _NO_SCRATCH_TRACED:
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
             f"the traced {state.optimizer[0]} updates in place, so its trace has no update scratch to scale: "
-            f"{what.optimizer}'s is not in it; trace a step under {what.optimizer}"))
+            f"{asked}'s is not in it; trace a step under {asked}"))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(state, projected_state, what, unknown))
+                 _ddp_buckets(trace, state, projected_state, what, unknown))
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -281,36 +281,45 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     return what.seq / traced, ""
 
 
-def _asked_update(state: State, what: WhatIf) -> str:
-    """How the asked optimizer's update holds memory unlike the traced one's: ``_REASSIGNS`` (Keras' SGD with
-    momentum, whose assign keeps each new slot's buffer), ``_IN_PLACE`` (torch.optim's SGD, with momentum or
-    not: its step adds into the weights and buffers, no scratch), ``_UNTRACED`` (a torch optimizer with scratch
-    where the traced one updated in place: none to scale) or "" (as the traced, scaled)."""
+def _asked_update(state: State, what: WhatIf) -> Tuple[str, str]:
+    """(How the asked optimizer's update holds memory unlike the traced one's, the asked class): ``_REASSIGNS``
+    (Keras' SGD with momentum, whose assign keeps each new slot's buffer), ``_IN_PLACE`` (torch.optim's SGD, with
+    momentum or not: its step adds into the weights and buffers, no scratch), ``_NO_SCRATCH_TRACED`` (a torch
+    optimizer with scratch where the traced one updated in place: none to scale) or "" (as the traced, scaled;
+    also for a name the run's framework has no class of: ``State.projected`` says its state is unknown)."""
     if what.optimizer is None:
-        return ""
-    asked = optimizer_class(what.optimizer, state.torch or None)
+        return "", ""
+    try:
+        asked = optimizer_class(what.optimizer, state.torch or None)
+    except ValueError:
+        return "", ""
     if state.torch:
-        if asked[0] in torch_optimizers.IN_PLACE:
-            return _IN_PLACE
-        return _UNTRACED if state.optimizer[0] in torch_optimizers.IN_PLACE else ""
-    return _REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""
+        if torch_optimizers.in_place(*asked):
+            return _IN_PLACE, asked[0]
+        return (_NO_SCRATCH_TRACED if torch_optimizers.in_place(*state.optimizer[:2]) else ""), asked[0]
+    return (_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""), asked[0]
 
 
-def _ddp_buckets(state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
-                 unknown: Dict[str, str]) -> float:
+def _ddp_buckets(trace: OpTrace, state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
+                 unknown: Dict[str, str]) -> Optional[float]:
     """The bytes ``DistributedDataParallel`` holds all step on each device of a PyTorch step asked for
-    replicas, unsharded: its Reducer's gradient buckets, made at construction, one flat copy of every
-    trainable gradient (none where ``gradient_as_bucket_view=True`` makes the gradients views into them, not
-    its default, nor Lightning's or accelerate's). Measured on 2 gloo ranks: each rank's step peaked the
-    weights' size above the same step in one process (``tests/integration/test_projection_torch.py``)."""
-    if not state.torch or what.replicas < 2 or what.shard is not None:
+    replicas, its gradients whole (no sharding, or the optimizer state's: ``ZeroRedundancyOptimizer`` in DDP):
+    its Reducer's gradient buckets, made at construction, one flat copy of every trainable gradient (none where
+    ``gradient_as_bucket_view=True`` makes the gradients views into them, not its default, nor Lightning's or
+    accelerate's; a checkpoint's breakdown does not say which weights are frozen, so a frozen one counts).
+    Measured on 2 gloo ranks: each rank's step peaked the weights' size above the same step in one process
+    (``tests/integration/test_projection_torch.py``). 0: not such a step; None: the buckets are in no figure of
+    this trace, as the weights they are made with are not (a count from 0 in the window, no breakdown)."""
+    if not state.torch or what.replicas < 2 or what.shard in ("gradients", "weights"):
         return 0.0
     weights = projected_state.get(WEIGHTS_CATEGORY)
-    if not state.source or weights is None:
-        unknown.setdefault(GRADIENTS_CATEGORY, "DDP's gradient buckets hold a copy of every gradient, the trainable "
-                           "weights' size, unknown without the run's variables")
-        return 0.0
-    return float(weights)
+    if state.source and weights is not None:
+        return float(weights)
+    if not state.source and not trace.counts_resident:
+        return None
+    unknown.setdefault(GRADIENTS_CATEGORY, "DDP's gradient buckets hold a copy of every gradient, the trainable "
+                       "weights' size, unknown without the run's variables")
+    return 0.0
 
 
 def _gradient_sync(trace: OpTrace, state: "State", what: WhatIf, by_category: Dict[str, Optional[int]],
@@ -322,7 +331,9 @@ def _gradient_sync(trace: OpTrace, state: "State", what: WhatIf, by_category: Di
     it needs is unknown; or a PyTorch step's, whose all-reduce fills the buckets its step holds throughout:
     ``_ddp_buckets``)."""
     traced_on = {d for d in trace.devices if d.startswith("/device:")}  # a TF trace lists its host's ops too
-    if what.replicas < 2 or len(traced_on) > 1 or not state.whole or unknown or state.torch:
+    if what.replicas < 2 or len(traced_on) > 1 or not state.whole or unknown:
+        return None
+    if state.torch and what.shard not in ("gradients", "weights"):  # DDP's buckets, in its step's series
         return None
     weights = state.whole.get(WEIGHTS_CATEGORY, 0)
     reduced = math.ceil(weights / what.replicas) if what.shard in ("gradients", "weights") else weights
@@ -360,8 +371,9 @@ def _caveat(trace: OpTrace) -> str:
     """How far a figure from this trace can be trusted, as measured against real runs (docs/WHAT_IF.md): by
     the allocator that counted it (Keras on torch is counted by torch's, as a PyTorch step is)."""
     if trace.source == TORCH_PROFILER_SOURCE and all(device == "cpu" for device in trace.devices):
-        return ("torch counts a CPU step's bytes exactly, so runs of one setting agree: within 0.2% of real Trainer, "
-                "Lightning, DDP and torch.compile runs; docs/WHAT_IF.md has each")
+        return ("torch counts a CPU step's bytes exactly, so runs of one setting agree: float32 steps of Trainer, "
+                "Lightning, DDP and torch.compile runs read within 0.2% of real runs, a step under autocast 1.2%; "
+                "docs/WHAT_IF.md has each")
     if trace.source in PLACED_BY_RANGES:
         caching = next((a for a in trace.allocators or () if a.get("reserved_at_peak_bytes")), None)
         held = ("" if caching is None else f" (the traced step's held "
@@ -452,7 +464,7 @@ class _Step:
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], update: str = "", gradient_share: float = 1.0,
-                 seq_ratio: float = 1.0, buckets: float = 0.0) -> None:
+                 seq_ratio: float = 1.0, buckets: Optional[float] = 0.0) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -487,7 +499,7 @@ class _Step:
         # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
         self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
-                        or buckets != 0.0 or self.changes_state)
+                        or bool(buckets) or self.changes_state)
         self.wide = self._wide(timeline, scale, dtype_factor)
         for category in STEP_ONLY_CATEGORIES:
             factor = scale * (dtype_factor if category in _COMPUTED else 1.0)
@@ -497,8 +509,8 @@ class _Step:
             wide = self.wide.get(category, [0.0] * n)
             self.series[category] = [(v - b) * self.fixed_at(category, v - b) + g * factor + w for v, b, g, w
                                      in zip(in_window[category], self.batch[category], self.grown[category], wide)]
-        self.buckets = buckets  # DDP's, beside the gradients all step (``_ddp_buckets``)
-        self.series[GRADIENTS_CATEGORY] = [v + buckets for v in self.series[GRADIENTS_CATEGORY]]
+        self.buckets = buckets  # DDP's, beside the gradients all step (``_ddp_buckets``; None: in no figure here)
+        self.series[GRADIENTS_CATEGORY] = [v + (buckets or 0.0) for v in self.series[GRADIENTS_CATEGORY]]
         self.scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]  # the traced update scratch, scaled
         if self.early_update:
             self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in self.scratch]
@@ -618,6 +630,8 @@ class _Step:
             if category == GRADIENTS_CATEGORY and self.buckets:
                 formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
                 how = "computed"
+            elif category == GRADIENTS_CATEGORY and self.buckets is None:
+                formula += "; DDP's gradient buckets are made before the window, with the weights: in no figure here"
             if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
                 formula = f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"

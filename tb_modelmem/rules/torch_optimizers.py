@@ -29,12 +29,19 @@ OPTIMIZERS: Dict[str, Tuple[Tuple[str, ...], Dict[str, Tuple[str, ...]], Tuple[s
     "Adafactor": (("row_var", "col_var"), {}, ("step",)),  # factored for a matrix, one ``variance`` for a vector
 }
 
-# The classes whose ``step()`` allocates no per-parameter scratch at their defaults: SGD adds the gradient (or
-# its momentum buffer, scaled in place) into each weight (``add_``, ``mul_``; foreach: ``_foreach_add_``); Adam's
-# ``exp_avg_sq.sqrt() / bias_correction`` is two new tensors of the parameter's size, one parameter at a time on
-# a CPU, every parameter at once with foreach. Measured: an MLP's step traced under Adam, asked for SGD, and
-# the other way round (tests/integration/test_projection_torch.py).
-IN_PLACE = frozenset({"SGD"})
+# The classes whose ``step()`` allocates no per-parameter scratch, unless one of these config keys is on: SGD adds
+# the gradient (or its momentum buffer, scaled in place) into each weight (``add_``, ``mul_``; foreach:
+# ``_foreach_add_``), but weight decay adds ``weight_decay x param`` to a copy of the gradient, nesterov makes
+# ``grad + momentum x buf`` and maximize negates the gradient. Adam's ``exp_avg_sq.sqrt() / bias_correction`` is two
+# new tensors of the parameter's size, one parameter at a time on a CPU, every parameter at once with foreach.
+# Measured: an MLP's step traced under Adam, asked for SGD, and the other way round
+# (tests/integration/test_projection_torch.py).
+IN_PLACE: Dict[str, Tuple[str, ...]] = {"SGD": ("weight_decay", "nesterov", "maximize")}
+
+
+def in_place(cls: str, flags: Sequence[str]) -> bool:
+    """Whether ``cls`` with ``flags`` on (``plan``'s) updates every tensor in place, allocating no scratch."""
+    return cls in IN_PLACE and not set(flags) & set(IN_PLACE[cls])
 
 
 def classes() -> List[str]:
@@ -48,7 +55,8 @@ def class_among(name: str, classes: Sequence[str]) -> Optional[str]:
 
 
 def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
-    """(Class, the flags its config turns on) of a breakdown's optimizer entry ``{"class_name", "config"}``
+    """(Class, the flags its config turns on: those that add slots, and those that give an in-place update
+    scratch, ``IN_PLACE``) of a breakdown's optimizer entry ``{"class_name", "config"}``
     as ``capture.torch_modules.optimizer_record`` writes it; class "" for one this table does not know."""
     if not isinstance(entry, dict):
         return "", ()
@@ -57,7 +65,8 @@ def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
         return "", ()
     config = entry.get("config")
     config = config if isinstance(config, dict) else {}
-    return str(entry["class_name"]), tuple(flag for flag in cls[1] if config.get(flag))
+    flags = tuple(cls[1]) + IN_PLACE.get(str(entry["class_name"]), ())  # the slots' flags, then the scratch's
+    return str(entry["class_name"]), tuple(flag for flag in flags if config.get(flag))
 
 
 Made = Tuple[str, str, Tuple[int, ...], str]  # (role, name, shape, dtype) of one tensor an optimizer keeps

@@ -186,15 +186,29 @@ def test_a_snapshot_and_a_checkpoint_read_in_place(torch_tb, browser, shots):
 
 def test_what_if_offers_each_runs_own_choices(torch_tb, torch_logdir, browser, shots):
     """A PyTorch run's What if offers torch.optim's classes and no Keras policy (autocast sets its precision:
-    the disabled menu says so); the Keras run beside it, Keras' own, refilled as the item changes."""
+    the disabled menu says so); the Keras run beside it, Keras' own. An optimizer asked of the Keras run that the
+    PyTorch run does not offer is dropped from the question as from the menu, not sent to fail."""
     logdir, _, trace = torch_logdir
     tab = Tab(browser, torch_tb, shots, height=1400)
-    tab.open("whatif", PLAIN, "torch/" + trace)
-    tab.text("whatif-traced", "batch 32")
+
     def offered(testid):  # each option's text, without the bidi isolation every name is shown in
         return [text.strip("\u2068\u2069") for text in tab.testid(testid).locator("option").all_inner_texts()]
 
+    tab.open("whatif", KERAS, "ops")
+    tab.text("whatif-traced", "batch")
+    assert "Ftrl" in offered("whatif-optimizer") and "mixed_bfloat16" in offered("whatif-policy")
+    assert not tab.testid("whatif-policy").is_disabled()
+    tab.text("whatif-caveat", "torch counts a CPU step's bytes exactly")  # Keras on torch: torch's allocator
+    tab.testid("whatif-optimizer").select_option("Ftrl")
+    tab.testid("whatif-project").click()
+    tab.text("whatif-table", "Ftrl")
+    tab.open("whatif", PLAIN, "torch/" + trace)
+    tab.text("whatif-traced", "batch 32")
     assert "NAdam" in offered("whatif-optimizer") and "Ftrl" not in offered("whatif-optimizer")
+    assert tab.testid("whatif-optimizer").input_value() == ""  # Ftrl: not torch's, "as traced" here
+    asked = [url for url in tab.requests if "/whatif?" in url and "run=plain" in url]
+    assert asked and not any("Ftrl" in url for url in asked), asked  # nor asked of it
+    assert not tab.testid("error").count()
     assert offered("whatif-policy") == ["as traced"] and tab.testid("whatif-policy").is_disabled()
     assert "autocast" in tab.testid("whatif-policy").get_attribute("title")
     tab.testid("whatif-batch").fill("64")
@@ -206,10 +220,5 @@ def test_what_if_offers_each_runs_own_choices(torch_tb, torch_logdir, browser, s
     tab.text("whatif-caveat", "torch counts a CPU step's bytes exactly")
     tab.row("whatif-table", "Peak in use").filter(has_text=f"{answer['peak_bytes']:,} B").wait_for(timeout=30_000)
     tab.page.screenshot(path=os.path.join(shots, "whatif-torch.png"))
-    tab.open("whatif", KERAS, "ops")
-    tab.text("whatif-traced", "batch")
-    assert "Ftrl" in offered("whatif-optimizer") and "mixed_bfloat16" in offered("whatif-policy")
-    assert not tab.testid("whatif-policy").is_disabled()
-    tab.text("whatif-caveat", "torch counts a CPU step's bytes exactly")  # Keras on torch: torch's allocator
     assert not tab.errors, tab.errors
     tab.close()

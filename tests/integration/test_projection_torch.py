@@ -24,7 +24,8 @@ from tests.support.paths import REPO
 pytest.importorskip("transformers")
 pytest.importorskip("lightning")
 
-WITHIN = 0.05
+WITHIN = 0.05  # the bound issue 54 asks for
+EXACT = 0.005  # torch's CPU count is exact: the float32 figures below read within 0.2%, asserted within 0.5%
 BUDGET = 64 * 2**20
 
 
@@ -65,11 +66,11 @@ def test_trainer_gpt2_projects_within_5_percent_of_real_runs(gpt2, asked):
     logdir, at_trace = traced["capture"]
     answer = estimate(logdir, run="run", **asked)
     assert answer["traced"]["peak_bytes"] == at_trace["total"]  # the traced figure itself, exactly
-    assert abs(_off(answer["peak_bytes"], truth["total"])) <= WITHIN, (answer["peak_bytes"], truth)
+    assert abs(_off(answer["peak_bytes"], truth["total"])) <= EXACT, (answer["peak_bytes"], truth)
     if "optimizer" not in asked:  # a plain torch.profiler log dir: no breakdown, the window's count
         plain = estimate(traced["plain"][0], run="run", **asked)
         assert plain["traced"]["peak_bytes"] == traced["plain"][1]["peak"]
-        assert abs(_off(plain["peak_bytes"], truth["peak"])) <= WITHIN, (plain["peak_bytes"], truth)
+        assert abs(_off(plain["peak_bytes"], truth["peak"])) <= EXACT, (plain["peak_bytes"], truth)
         assert "not in this trace's count" in plain["unknown"]["weights"]
     else:  # the optimizer's state recomputed from torch.optim's own rule
         slots = {line["category"]: line["projected_bytes"] for line in answer["basis"]}
@@ -127,7 +128,7 @@ def test_lightning_cnn_projects_within_5_percent_of_real_runs(cnn, asked):
     truth = real["batch" if "batch" in asked else "optimizer"]
     answer = estimate(logdir, **asked)
     assert answer["traced"]["peak_bytes"] == traced["total"] and answer["traced"]["batch"] == 32
-    assert abs(_off(answer["peak_bytes"], truth["total"])) <= WITHIN, (answer["peak_bytes"], truth)
+    assert abs(_off(answer["peak_bytes"], truth["total"])) <= EXACT, (answer["peak_bytes"], truth)
 
 
 def _mlp(*args):
@@ -165,7 +166,7 @@ def test_a_one_process_trace_projects_to_each_ddp_rank(mlp, per_rank):
     truth = real[("Adam", per_rank, 2)]
     answer = estimate(traced["Adam"], batch=2 * per_rank, replicas=2)
     for peak in truth["peaks"]:
-        assert abs(_off(answer["peak_bytes"], peak)) <= WITHIN, (answer["peak_bytes"], truth)
+        assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], truth)
     (gradients,) = [line for line in answer["basis"] if line["category"] == "gradients"]
     assert "DDP's gradient buckets" in gradients["formula"], gradients
 
@@ -178,7 +179,7 @@ def test_sgd_updates_in_place(mlp, traced_under, asked):
     traced, real = mlp
     (peak,) = real[(asked, 512, 1)]["peaks"]
     answer = estimate(traced[traced_under], optimizer=asked)
-    assert abs(_off(answer["peak_bytes"], peak)) <= WITHIN, (answer["peak_bytes"], peak)
+    assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
 
 
 def test_no_scratch_traced_is_no_scratch_to_scale(mlp):
@@ -197,4 +198,4 @@ def test_a_compiled_step_projects_as_an_eager_one(mlp):
     (peak,) = real[("compiled", 2048, 1)]["peaks"]
     answer = estimate(traced["compiled"], batch=2048)
     assert answer["traced"]["batch"] == 512
-    assert abs(_off(answer["peak_bytes"], peak)) <= WITHIN, (answer["peak_bytes"], peak)
+    assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)

@@ -3,6 +3,8 @@ optimizer's own ``state`` after its first step: every tensor's name, shape and d
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tb_modelmem.rules import torch_optimizers
@@ -41,3 +43,32 @@ def test_the_state_each_class_keeps_is_what_its_first_step_makes(cls, config):
     assert {name: (shape, dtype) for _, name, shape, dtype in made} == truth
     for role, name, shape, _ in made:  # a scalar is a count, every other tensor a slot
         assert role == (OTHER if not shape else OPTIMIZER_SLOT)
+
+
+SCRATCH_CASES = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}),
+                 ("SGD", {"lr": 0.1, "weight_decay": 1e-4}), ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+                 ("SGD", {"lr": 0.1, "maximize": True}),
+                 ("SGD", {"lr": 0.1, "foreach": True}), ("Adam", {}), ("AdamW", {}), ("RMSprop", {})]
+
+
+@pytest.mark.parametrize("cls,config", SCRATCH_CASES, ids=[f"{c}-{'-'.join(k)}" for c, k in SCRATCH_CASES])
+def test_an_update_said_in_place_allocates_nothing_the_size_of_a_weight(cls, config, tmp_path):
+    """``in_place`` against what a real step allocates inside ``Optimizer.step`` (the ``[memory]`` events of
+    torch.profiler's trace, read with ``json``, after the first step made the state): none as large as the
+    largest weight, or some."""
+    model = _model()
+    optimizer = getattr(torch.optim, cls)(model.parameters(), **config)
+    for _ in range(2):
+        model(torch.randint(0, 11, (4, 3))).sum().backward()
+        optimizer.step()
+    model(torch.randint(0, 11, (4, 3))).sum().backward()
+    with torch.profiler.profile(profile_memory=True) as prof:
+        optimizer.step()
+    prof.export_chrome_trace(str(tmp_path / "step.json"))
+    events = json.loads((tmp_path / "step.json").read_text())["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("Optimizer.step#")]
+    made = [e["args"]["Bytes"] for e in events if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0
+            and any(start <= e["ts"] <= end for start, end in steps)]
+    largest = max(p.numel() * p.element_size() for p in model.parameters())
+    entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
+    assert torch_optimizers.in_place(*torch_optimizers.plan(entry)) == (max(made, default=0) < largest), made

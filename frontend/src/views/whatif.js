@@ -132,17 +132,20 @@ function showForm({ batch, seq, optimizer, policy, devices, shard, budget }, for
 }
 
 /** The optimizer and policy choices of the item shown (a PyTorch run's are torch.optim's, and it has no
- * policy: ``choices.policy_note`` says why), refilled only when they change; a value no longer offered reads
- * "as traced". */
+ * policy: ``choices.policy_note`` says why), refilled only when they change. A value the item does not offer
+ * reads "as traced", in the menu and in the question (`form`) alike, so what is asked is what is shown. */
 function fillChoices({ optimizer, policy }, choices, form) {
-  const fill = (select, values, keep) => {
+  const fill = (select, values, key) => {
     const offered = [...select.options].slice(1).map((o) => o.value);
-    if (select.options.length && offered.join("\0") === values.join("\0")) return;
-    const kept = values.includes(keep) ? keep : "";
-    select.replaceChildren(option("", "as traced", kept === ""), ...values.map((v) => option(v, v, v === kept)));
+    if (!select.options.length || offered.join("\0") !== values.join("\0")) {
+      const keep = select.options.length ? select.value : form[key];
+      select.replaceChildren(option("", "as traced", !values.includes(keep)),
+        ...values.map((v) => option(v, v, v === keep)));
+    }
+    if (form[key] && !values.includes(form[key])) form[key] = "";
   };
-  fill(optimizer, choices?.optimizers || [], optimizer.options.length ? optimizer.value : form.optimizer);
-  fill(policy, choices?.policies || [], policy.options.length ? policy.value : form.policy);
+  fill(optimizer, choices?.optimizers || [], "optimizer");
+  fill(policy, choices?.policies || [], "policy");
   policy.disabled = !(choices?.policies || []).length;
   policy.title = choices?.policy_note || "";
 }
