@@ -168,15 +168,18 @@ def snapshot_report(trace: OpTrace, path: str) -> Dict[str, Any]:
 def format_snapshot(trace: OpTrace, path: str) -> str:
     """Terminal report of a memory snapshot."""
     r = snapshot_report(trace, path)
-    alloc = trace.allocators[0] if trace.allocators else {}
+    # the allocator that says what it reserved (a snapshot's one device, a CUDA trace's caching allocator)
+    alloc = next((a for a in trace.allocators or () if "reserved_at_peak_bytes" in a),
+                 trace.allocators[0] if trace.allocators else {})
     timed = (f", {r['op_count']:,} ops, {r['total_time_us'] / 1000:,.2f} ms op time over {trace.steps} traced "
              f"step{'s' if trace.steps != 1 else ''}" if trace.timed else "")
     out = [f"{path}: {trace.source}, {', '.join(trace.devices) or 'no device recorded'}{timed}", "",
            f"peak allocated: {_fmt(trace.peak_bytes)} at {trace.peak_time_us:,.0f} us into the window"]
     if "reserved_at_peak_bytes" in alloc:
         out.append(f"reserved at the peak: {_fmt(alloc['reserved_at_peak_bytes'])} "
-                   f"({alloc['fragmentation_at_peak']:.1%} of it not allocated); max reserved "
-                   f"{_fmt(alloc['max_reserved_bytes'])}, {alloc['segments_at_dump']} segments at the dump")
+                   f"({alloc['fragmentation_at_peak']:.1%} of it not allocated: cached free blocks, which an "
+                   f"out-of-memory error counts too); max reserved {_fmt(alloc['max_reserved_bytes'])}"
+                   + (f", {alloc['segments_at_dump']} segments at the dump" if "segments_at_dump" in alloc else ""))
     out += ["", text_table(["category at the peak", "bytes"],
                            [[c, f"{b:,}"] for c, b in sorted(r["peak_by_category"].items(), key=lambda x: -x[1])],
                            left=1)]
@@ -278,6 +281,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
         reasons.setdefault(reason, []).append(category)
     for reason, categories in reasons.items():
         out.append(f"unknown {', '.join(categories)}: {reason}")
+    if result.get("caveat"):
+        out.append(f"how far to trust it: {result['caveat']}")
     if "largest_batch" in result:
         found, note = result["largest_batch"], result.get("largest_batch_note")
         cautious = result.get("cautious_batch")

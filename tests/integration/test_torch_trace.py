@@ -121,6 +121,23 @@ def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():
     assert ops_us == pytest.approx(kernel_us, rel=1e-9)  # every kernel tied to the op that launched it
 
 
+def test_inspect_and_estimate_say_what_the_caching_allocator_reserved(tmp_path, capsys):
+    """``tb-modelmem inspect`` of the H100 trace says the reserved memory at the peak, as the trace's own "Total
+    Reserved" there (read with json); ``estimate`` says it is not projected."""
+    from tb_modelmem import cli
+
+    cuda = [e["args"] for e in _events(H100) if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    at_peak = max(cuda, key=lambda a: a["Total Allocated"])["Total Reserved"]
+    assert cli.main(["inspect", H100]) == 0
+    assert f"reserved at the peak: {at_peak:,} B" in capsys.readouterr().out
+    (tmp_path / "resnet50").mkdir()
+    shutil.copy(H100, tmp_path / "resnet50")
+    assert cli.main(["estimate", str(tmp_path), "--run", "resnet50", "--batch", "64"]) == 0
+    said = capsys.readouterr().out
+    held = (at_peak - H100_MAX_MEMORY_ALLOCATED) / 2**20
+    assert "how far to trust it: a CUDA step's tensors" in said and f"held {held:,.2f} MiB" in said, said
+
+
 def test_the_h100_peak_splits_into_what_the_step_made_and_what_it_found(tmp_path):
     """No breakdown, no with_stack: ops autograd recorded are the forward pass, so their live outputs are
     activations; what was in the CUDA allocator before the window (parameters, buffers, AdamW's state,
