@@ -20,7 +20,7 @@ import collections
 import dataclasses
 import functools
 import math
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import orjson
 
@@ -171,7 +171,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     for op in ops:  # a compiled graph's ops ran where it ran
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
-    batch = _batch(ops)
+    batch = _batch(ops, weights)
     sizes = _Sizes(makers, batch, _sequence(ops, batch), weights)
     reduced = _table(ops, allocations, steps or step_annotations or 1, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
@@ -630,13 +630,18 @@ def _sequence(ops: List[_Op], batch: Optional[int]) -> Optional[int]:
     return None
 
 
-def _batch(ops: List[_Op]) -> Optional[int]:
-    """The step's batch: the first dimension of the first forward op's first input, in the first layer."""
+def _batch(ops: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Optional[int]:
+    """The step's batch: the first dimension of the first forward op's first input that is no weight (an
+    embedding's first input is its table: ``aten::embedding(weight, indices)``, a Llama's first op)."""
     for op in ops:
-        if op.phase == FORWARD and isinstance(op.dims, list) and op.dims and isinstance(op.dims[0], list):
-            found = batch_of(op.dims[0])
-            if found is not None:
-                return found
+        if op.phase != FORWARD or not isinstance(op.dims, list):
+            continue
+        for dims in op.dims:
+            if is_shape(dims) and len(dims) >= 2 and tuple(dims) not in weights:
+                found = batch_of(dims)
+                if found is not None:
+                    return found
+                break
     return None
 
 

@@ -199,3 +199,36 @@ def test_a_compiled_step_projects_as_an_eager_one(mlp):
     answer = estimate(traced["compiled"], batch=2048)
     assert answer["traced"]["batch"] == 512
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
+
+
+def _llama(*args):
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false")
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_llama_run", *map(str, args)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]) if args[0] == "truth" else None
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """Held out: a tiny Llama in a plain loop, traced at batch 8 x 64 tokens under AdamW, and real runs."""
+    root = tmp_path_factory.mktemp("whatif_llama")
+    _llama("traced", root / "traced", "--batch", 8, "--seq", 64)
+    real = {(32, 64, "AdamW"): None, (8, 128, "AdamW"): None, (8, 64, "SGD"): None, (8, 64, "momentum"): None}
+    for batch, seq, optimizer in real:
+        real[(batch, seq, optimizer)] = _llama("truth", root / f"{batch}_{seq}_{optimizer}", "--batch", batch,
+                                               "--seq", seq, "--optimizer", optimizer)["peak"]
+    return str(root / "traced"), real
+
+
+@pytest.mark.parametrize("asked, setting", [(dict(batch=32), (32, 64, "AdamW")), (dict(seq=128), (8, 128, "AdamW")),
+                                            (dict(optimizer="SGD"), (8, 64, "SGD")),
+                                            (dict(optimizer="momentum"), (8, 64, "momentum"))],
+                         ids=["batch_x4", "seq_x2", "sgd", "momentum"])
+def test_a_held_out_llama_projects_within_half_a_percent(llama, asked, setting):
+    """No rule was written on this model. Its first forward op is the embedding, whose first input is its table:
+    the traced batch and length are the token ids' [8, 64], not the vocabulary (they read 3000 and none before)."""
+    logdir, real = llama
+    answer = estimate(logdir, **asked)
+    assert (answer["traced"]["batch"], answer["traced"]["seq"]) == (8, 64)
+    assert abs(_off(answer["peak_bytes"], real[setting])) <= EXACT, (answer["peak_bytes"], real[setting])
