@@ -631,8 +631,15 @@ def _sequence(ops: List[_Op], batch: Optional[int]) -> Optional[int]:
 
 
 def _batch(ops: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Optional[int]:
-    """The step's batch: the first dimension of the first forward op's first input that is no weight (an
-    embedding's first input is its table: ``aten::embedding(weight, indices)``, a Llama's first op)."""
+    """The step's batch: where the step looks up an embedding, the first dimension of the first lookup's ids
+    (``aten::embedding(weight, indices)``: the token ids; what runs before it may be a [1, max length] buffer of
+    position ids, BERT's first op slicing it); else of the first forward op's first input that is no weight."""
+    forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
+    lookup = next((op for op in forward if op.name == "aten::embedding" and len(op.dims) > 1), None)
+    if lookup is not None and is_shape(lookup.dims[1]):
+        found = batch_of(lookup.dims[1])
+        if found is not None:
+            return found
     for op in ops:
         if op.phase != FORWARD or not isinstance(op.dims, list):
             continue

@@ -1,10 +1,11 @@
-"""A model no What-if rule was written on: a tiny Hugging Face Llama (rotary positions, RMSNorm, a gated SiLU MLP)
-made from a config and trained by a plain loop with AdamW, for What if's held-out PyTorch check
-(tests/integration/test_projection_torch.py). Its first forward op is the embedding, whose first input is the
-table [3000, 160], not the batch.
+"""Models no What-if rule was written on, made from a config and trained by a plain loop with AdamW, for What if's
+held-out PyTorch check (tests/integration/test_projection_torch.py): a tiny Hugging Face Llama (rotary positions,
+RMSNorm, a gated SiLU MLP), whose first forward op is the embedding, its first input the table [3000, 160], not
+the batch; and a tiny BERT masked LM, whose first op slices a [1, 512] buffer of position ids, and whose position
+table [512, 144] has the shape of its [batch x seq, 144] buffers at batch 8 x 64 tokens.
 
-    python -m tests.support.torch_llama_run traced LOGDIR --batch B --seq L [--optimizer O]
-    python -m tests.support.torch_llama_run truth OUT --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run llama|bert traced LOGDIR --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run llama|bert truth OUT --batch B --seq L [--optimizer O]
 
 ``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile``. ``truth`` prints JSON read without
 tb_modelmem: the process profiles from before its model is built and the truth is the highest "Total
@@ -23,11 +24,14 @@ from tests.support.torch_mlp_run import STEPS, _highest
 VOCAB = 3000
 
 
-def _model() -> Any:
+def _model(name: str) -> Any:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import BertConfig, BertForMaskedLM, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
+    if name == "bert":  # BERT's default table of 512 positions
+        return BertForMaskedLM(BertConfig(vocab_size=VOCAB, hidden_size=144, intermediate_size=400, num_hidden_layers=2,
+                                          num_attention_heads=4, max_position_embeddings=512))
     return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=352, num_hidden_layers=2,
                                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512))
 
@@ -51,6 +55,7 @@ def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("model", choices=("llama", "bert"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
@@ -62,7 +67,7 @@ def main() -> None:
     if args.kind == "traced":
         import tb_modelmem
 
-        model = _model()
+        model = _model(args.model)
         optimizer = _optimizer(args.optimizer, model)
         with tb_modelmem.pytorch.profile(model, optimizer, args.path, profile_steps=(3, 4)) as prof:
             for i in range(STEPS + 1):
@@ -71,7 +76,7 @@ def main() -> None:
         return
     os.makedirs(args.path, exist_ok=True)
     with torch.profiler.profile(profile_memory=True) as prof:
-        model = _model()
+        model = _model(args.model)
         optimizer = _optimizer(args.optimizer, model)
         for i in range(STEPS):
             with torch.profiler.record_function(f"step{i}"):
