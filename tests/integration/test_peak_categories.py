@@ -26,7 +26,10 @@ def logdir(tmp_path_factory) -> str:
     logdir = str(tmp_path_factory.mktemp("peak"))
     result = subprocess.run([sys.executable, "-m", "tests.support.peak_run", logdir], cwd=REPO, capture_output=True,
                             text=True, timeout=600,
-                            env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3"))
+                            # one inter-op thread: the executor runs the step's ops in one order, so the peak is
+                            # one moment (free-running, a clean CI run once peaked where no activation was held)
+                            env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
+                                     TF_NUM_INTEROP_THREADS="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     return logdir
 
