@@ -240,9 +240,10 @@ def _extremes(ordered: Sequence[Event], headline: Optional[AbstractSet[str]]) ->
         low_high[0] = min(low_high[0], now)
         if event.reserved is not None:
             most_reserved[event.allocator] = max(most_reserved.get(event.allocator, 0.0), event.reserved)
-        reported = _reported(event, now)
-        if now > low_high[1] or (now == low_high[1] and reported):
-            at_peak[event.allocator] = reported
+        if now >= low_high[1]:  # what it reported there, worked out only at a new high (the replay's hot loop)
+            reported = _reported(event, now)
+            if now > low_high[1] or reported:
+                at_peak[event.allocator] = reported
         low_high[1] = max(low_high[1], now)
     return [{"name": name, "peak_bytes": int(high), "min_bytes": int(low), **at_peak.get(name, {}),
              **({"max_reserved_bytes": int(most_reserved[name])} if name in most_reserved else {}),

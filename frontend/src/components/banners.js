@@ -19,7 +19,8 @@ export function banners(data) {
   // XLA's plan standing in for allocations nobody recorded: complete figures, said so; missing ones: a warning
   if (plannedNote(data)) out.push(infoBox(plannedNote(data), "allocations-note"));
   else if (data.allocations && data.allocations !== "all") out.push(warnBox(allocationsWarning(data), "allocations-note"));
-  if (reservedNote(data)) out.push(infoBox(reservedNote(data), "reserved-note"));
+  const reserved = reservedNote(data);
+  if (reserved) out.push(infoBox(reserved, "reserved-note"));
   if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
   return out;
 }
