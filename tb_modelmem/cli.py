@@ -281,6 +281,10 @@ def format_estimate(result: Dict[str, Any]) -> str:
         reasons.setdefault(reason, []).append(category)
     for reason, categories in reasons.items():
         out.append(f"unknown {', '.join(categories)}: {reason}")
+    reserved = result.get("reserved")
+    if reserved:
+        out.append("reserved by the caching allocator: " + ("unknown" if reserved["bytes"] is None else
+                   f"{reserved['bytes']:,} B") + f" (traced {reserved['traced_bytes']:,} B): {reserved['how']}")
     if result.get("caveat"):
         out.append(f"how far to trust it: {result['caveat']}")
     if "largest_batch" in result:

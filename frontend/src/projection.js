@@ -51,6 +51,23 @@ export function projectionRows(whatif) {
 }
 
 /**
+ * The row under the peak for a CUDA step: what its caching allocator reserved in the trace and would reserve at
+ * the asked setting (its requests replayed, `reserved.how` says how and how close it reads at the traced setting);
+ * null where the trace's allocator is no caching one.
+ */
+export function reservedRow(whatif) {
+  const reserved = whatif?.reserved;
+  if (!reserved) return null;
+  return {
+    category: "reserved", label: CATEGORY_LABEL.reserved,
+    traced: isKnown(reserved.traced_bytes) ? reserved.traced_bytes : null,
+    projected: isKnown(reserved.bytes) ? reserved.bytes : null,
+    how: isKnown(reserved.bytes) ? "replayed" : "unknown",
+    formula: reserved.how || "",
+  };
+}
+
+/**
  * "Projected peak 245.9 MiB at batch 128 (traced: 37.6 MiB at batch 16)", "... at batch 16 on each of 8 devices,
  * optimizer state sharded (...)", or why it is unknown. An older answer has `replicas` and no `devices`.
  */

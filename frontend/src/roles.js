@@ -63,6 +63,7 @@ export const CATEGORY_LABEL = {
   moved_state: "Variable (moved buffer)",
   allocator_chunking: "Allocator chunking",
   total: "Peak in use",
+  reserved: "Reserved (caching allocator)",
 };
 
 export const CATEGORY_HINT = {
@@ -80,6 +81,7 @@ export const CATEGORY_HINT = {
   unattributed: "in use, but no allocation in the trace names it",
   moved_state: "a variable's buffer that TensorFlow's copy-on-write replaces by a copy, or that copy once it holds the variable: counted with the variables",
   allocator_chunking: "where the asked setting changes the step or the state, the figure is the allocator band's middle: this row is how far that is from the traced chunks scaled (which chunk BFC hands each buffer then, the trace does not say)",
+  reserved: "what a CUDA caching allocator holds from the device: the tensors and its cached free blocks, which an out-of-memory error counts too",
 };
 
 // The variables' categories share the role colours above.
@@ -98,6 +100,7 @@ export const CATEGORY_COLOR = {
   unattributed: "#bdbdbd",
   moved_state: "#5c6bc0",
   total: "#212121",
+  reserved: "#455a64",
 };
 
 // For series that are neither roles nor categories (compute time, save-format modes).

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../src/projection.js";
+import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, reservedRow, stepsLine, tracedLine, whatifParams } from "../src/projection.js";
 
 // /whatif answers of a real run: seed 002's LeNet, Adam, batch 32, traced with the BFC CPU allocator
 // (tests/projection_run.py), asked through the plugin; the "unknown" one is the same trace with no breakdown.
@@ -157,4 +157,16 @@ test("the allocator band names the largest buffer and its two figures", () => {
     /to the largest, the loss's float32 copy of model\/dense_4\/MatMul \(\[1024,8000\] as traced\), asking/);
   assert.equal(bandLine({ band: null }), "");
   assert.equal(bandLine({}), "");
+});
+
+test("a CUDA step's reserved memory is a row of its own, replayed or unknown with why; none on other allocators", () => {
+  const how = "its requests replayed through a model of the CUDA caching allocator: at the traced setting it reads +0.5%";
+  const replayed = reservedRow({ reserved: { bytes: 7098859520, traced_bytes: 3720347648, how } });
+  assert.deepEqual(replayed, { category: "reserved", label: "Reserved (caching allocator)", traced: 3720347648,
+    projected: 7098859520, how: "replayed", formula: how });
+  const asked = reservedRow({ reserved: { bytes: null, traced_bytes: 3720347648, how: "not replayed: another optimizer" } });
+  assert.equal(asked.projected, null);
+  assert.equal(asked.how, "unknown");
+  assert.match(asked.formula, /^not replayed/);
+  assert.equal(reservedRow({ peak_bytes: 10 }), null);
 });

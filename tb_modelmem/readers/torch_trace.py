@@ -28,7 +28,7 @@ from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
 from tb_modelmem.readers.torch_shapes import allocated_shape, is_shape, tensor_shapes
-from tb_modelmem.rules import phases
+from tb_modelmem.rules import caching_allocator, phases
 from tb_modelmem.rules.buffers import Lived, batch_of, carried, format_shape, input_sequence, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.dtypes import canonical
@@ -359,6 +359,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
     events, origin, devices, carried = _allocator_events(allocations, sizes)
     headline = _headline(devices)
     replayed = replay(events, origin, headline)
+    plan = caching_allocator.plan_of(events, next(iter(headline))) if headline and len(headline) == 1 else None
     return OpTrace(source=SOURCE, ops=OpTable.by_name(rows.values()), peak_bytes=replayed.peak_bytes,
                    peak_time_us=replayed.peak_time_us, timeline=replayed.timeline, devices=sorted(devices),
                    steps=steps, counts_resident=headline is not None and "cpu" not in headline,
@@ -369,7 +370,8 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                                      "start" if carried else "") if events else
                    "the trace has no [memory] events: profile with profile_memory=True",
                    allocators=replayed.allocators, layers=layers, batch_size=sizes.batch,
-                   sequence_length=sizes.seq, weight_dims=sorted({d for shape in sizes.weights for d in shape}))
+                   sequence_length=sizes.seq, weight_dims=sorted({d for shape in sizes.weights for d in shape}),
+                   caching_plan=plan)
 
 
 def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:

@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from tb_modelmem.rules import torch_optimizers
+from tb_modelmem.rules import caching_allocator, torch_optimizers
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
 from tb_modelmem.rules.join import phase_by_name
 from tb_modelmem.rules.peak import before_the_trace
@@ -43,6 +43,7 @@ from tb_modelmem.schema.names import (
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
+    OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
     PLACED_BY_RANGES,
@@ -76,10 +77,10 @@ _AUTOCAST_UNKNOWN = ("another precision under torch.autocast is not projected fr
                      "under autocast to see it")
 
 
-def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dict[str, Any]:
-    """The projected peak of one device: ``{"peak_bytes", "by_category", "basis": [lines], "unknown":
-    {category: reason}, "steps", "band", "peak_moved", "peak_time_us", "batch_per_replica", "replicas",
-    "devices", "shard", "seq", "traced": {...}}`` (bytes None: unknown; ``_unknown_peak`` has the same keys)."""
+def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserved: bool = True) -> Dict[str, Any]:
+    """The projected peak of one device: ``{"peak_bytes", "by_category", "basis": [lines], "unknown": {category:
+    reason}, "steps", "band", "peak_moved", "peak_time_us", "batch_per_replica", "replicas", "devices", "shard",
+    "seq", "caveat", "reserved" (None unless ``reserved``), "traced"}`` (None: unknown; ``_unknown_peak``'s too)."""
     what.check()
     state = State.of(breakdown, trace)
     unknown: Dict[str, str] = {}
@@ -149,10 +150,10 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Dic
         peak, steps = _at_the_band(peak, middle, _traced_peak(trace, state) if grows else None, steps,
                                    by_category, basis)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
-            "band": band,
-            "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
+            "band": band, "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
             "shard": what.shard, "seq": what.seq or trace.sequence_length, "caveat": _caveat(trace),
+            "reserved": _reserved(trace, breakdown, what, (scale, seq_ratio), unknown) if reserved else None,
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
                        "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
@@ -361,6 +362,60 @@ def _at_the_all_reduce(at_sync: Dict[str, int], what: WhatIf, state: "State", by
             line.update(projected_bytes=at_sync[line["category"]], how="computed", formula=formula)
 
 
+def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
+              factors: Tuple[Optional[float], float], unknown: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    """What a CUDA step's caching allocator would reserve (``rules.caching_allocator``: its requests replayed at
+    the asked batch and length; ``factors``: the batch's and the sequence's), beside what it reserved in the
+    trace and what the replay reads at the traced setting; None where the allocator is no caching one."""
+    scale, seq_ratio = factors
+    plan = trace.caching_plan
+    traced = next((a["max_reserved_bytes"] for a in trace.allocators or () if a.get("max_reserved_bytes")), None)
+    if not plan or traced is None:
+        return None
+    resident, at_update = _resident_blocks(plan, breakdown)
+    try:
+        _, at_traced = caching_allocator.replay(plan, lambda size, carries: size, resident, at_update)
+    except ValueError as e:
+        return {"bytes": None, "allocated_bytes": None, "traced_bytes": traced, "replayed_traced_bytes": None,
+                "how": f"not replayed: {e}"}
+    out: Dict[str, Any] = {"bytes": None, "allocated_bytes": None, "traced_bytes": traced,
+                           "replayed_traced_bytes": at_traced}
+    held = ("the run's variables each a block, the optimizer's state made at the first update" if at_update else
+            "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
+            "block and the optimizer's state is made at the first update)")
+    if what.optimizer is not None or what.policy is not None or what.replicas > 1 or what.shard is not None:
+        out["how"] = ("not replayed: another optimizer, precision or device count changes the step's requests in "
+                      "ways its trace does not record; the batch and the sequence length are replayed")
+        return out
+    if any(category in unknown for category in STEP_ONLY_CATEGORIES):
+        out["how"] = "not replayed: the step's own buffers cannot be projected (see why beside them)"
+        return out
+    batch = scale or 1.0
+
+    def size_of(size: int, carries: int) -> int:
+        return int(round(size * (batch if carries & 1 else 1.0) * seq_ratio ** (carries >> 1)))
+
+    out["allocated_bytes"], out["bytes"] = caching_allocator.replay(plan, size_of, resident, at_update)
+    out["how"] = (f"its requests replayed through a model of the CUDA caching allocator (512 B rounding, 2 MiB and "
+                  f"20 MiB segments, best fit, splitting and merging) from a cold start, {held}: at the traced setting "
+                  f"it reads {size_text(at_traced)} against the {size_text(traced)} the trace reserved "
+                  f"({(at_traced - traced) / traced:+.1%})")
+    return out
+
+
+def _resident_blocks(plan: Dict[str, Any], breakdown: Optional[Breakdown]) -> Tuple[List[int], List[int]]:
+    """(What the replay holds from the start, what it makes at the first update): the breakdown's variables, each
+    a block, and its optimizer slots; the rest of what the window held throughout one block beside them."""
+    held = int(plan["resident_bytes"])
+    if breakdown is None:
+        return [held], []
+    columns = breakdown.variables.columns
+    resident = [size for size, role in zip(columns["bytes"], columns["role"]) if size and role != OPTIMIZER_SLOT]
+    slots = [size for size, role in zip(columns["bytes"], columns["role"]) if size and role == OPTIMIZER_SLOT]
+    rest = held - sum(map(caching_allocator.round_size, resident + slots))
+    return resident + ([rest] if rest > 0 else []), slots
+
+
 def _gradients_high(trace: OpTrace) -> int:
     """The timeline point where the traced step held the most gradient bytes (where its all-reduce would be)."""
     held = trace.timeline.by_category.get(GRADIENTS_CATEGORY) or [0.0]
@@ -378,9 +433,9 @@ def _caveat(trace: OpTrace) -> str:
         caching = next((a for a in trace.allocators or () if a.get("reserved_at_peak_bytes")), None)
         held = ("" if caching is None else f" (the traced step's held "
                 f"{size_text(caching['reserved_at_peak_bytes'] - caching['peak_bytes'])} of them at its peak)")
-        return (f"a CUDA step's tensors, scaled: the cached blocks its caching allocator reserves besides them{held}, "
-                "which an out-of-memory error counts too, are not projected; no GPU run at another setting has checked "
-                "it yet")
+        return (f"a CUDA step's tensors, scaled; the cached blocks its caching allocator reserves besides "
+                f"them{held}, which an out-of-memory error counts too, are in the reserved figure, its requests "
+                "replayed; no GPU run at another setting has checked either yet")
     return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
             "so read it as within about 5-15% (trace two steps to see how far they differ here; the allocator band, "
             "where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors measured against "
@@ -405,7 +460,8 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
 
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
         if per_replica not in made:
-            made[per_replica] = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas))
+            made[per_replica] = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas),
+                                        reserved=False)  # the search is on the tensors' peak
         result = made[per_replica]
         if result["peak_bytes"] is None:
             return None, result
@@ -712,4 +768,4 @@ def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Opt
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
             "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "steps": [], "band": None,
             "peak_moved": False, "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas,
-            "devices": what.replicas, "shard": what.shard, "seq": what.seq, "traced": {}}
+            "devices": what.replicas, "shard": what.shard, "seq": what.seq, "reserved": None, "traced": {}}

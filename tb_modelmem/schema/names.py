@@ -50,6 +50,8 @@ BEFORE_TRACE_CATEGORIES = (EARLIER_STEPS_CATEGORY, HELD_CATEGORY, UNATTRIBUTED_C
 # What-if only: how far the middle of the allocator band is from the traced chunks scaled (signed:
 # ``rules.projection._chunking``)
 CHUNKING_CATEGORY = "allocator_chunking"
+# What if's row under the peak for a CUDA caching allocator: what it would reserve (``rules.caching_allocator``)
+RESERVED_ROW = "reserved"
 PEAK_CATEGORIES = (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY, OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY,
                    GRADIENTS_CATEGORY, ACTIVATIONS_CATEGORY, OPTIMIZER_TEMPORARIES_CATEGORY, INPUTS_CATEGORY,
                    TEMPORARIES_CATEGORY) + BEFORE_TRACE_CATEGORIES

@@ -318,6 +318,9 @@ class OpTrace(_Assigned):
     # Bytes the step's program holds as its state before it runs, by role, where the program's
     # parameters say what they are (Keras on JAX); the breakdown, when there is one, says it instead.
     resident: Dict[str, int] = dataclasses.field(default_factory=dict)
+    # A CUDA caching allocator's requests over the step, in order, for What if to replay at another setting
+    # (``rules.caching_allocator.plan_of``); None where the allocator is no caching one (a CPU, TensorFlow, XLA).
+    caching_plan: Optional[Dict[str, Any]] = None
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
@@ -325,6 +328,14 @@ class OpTrace(_Assigned):
                                                  "sequence_length")
 
     def _check(self) -> None:
+        plan = self.caching_plan
+        if plan is not None and not (isinstance(plan, dict) and isinstance(plan.get("requests"), list)
+                                     and len(plan["requests"]) % 3 == 0
+                                     and all(type(v) is int for v in plan["requests"])
+                                     and all(type(plan.get(k)) is int and plan[k] >= 0
+                                             for k in ("resident_bytes", "update_at"))):
+            raise ValueError("OpTrace.caching_plan: expected {\"requests\": [int, ...] in triples, "
+                             f"\"resident_bytes\", \"update_at\": int >= 0}}, got {preview(plan)}")
         for role, size in self.resident.items():
             if type(size) is not int or size < 0:  # bool is not an int here
                 raise ValueError(f"OpTrace.resident[{preview(role)}]: expected bytes >= 0, got {preview(size)}")

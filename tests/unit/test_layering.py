@@ -154,8 +154,9 @@ def test_the_frontend_names_what_the_backend_names():
     assert _js_list(source, "RESIDENT") == list(names.RESIDENT_CATEGORIES)
     for table in ("ROLE_LABEL", "ROLE_COLOR"):
         assert _js_keys(source, table) - {"total"} == set(names.ROLES), table
-    # and a buffer's own (a variable's moved one), and What-if's chunking row (labelled and hinted, not stacked)
+    # and a buffer's own (a variable's moved one), What-if's chunking row (labelled and hinted, not stacked) and
+    # its caching allocator's reserved row
     for table in ("CATEGORY_LABEL", "CATEGORY_COLOR", "CATEGORY_HINT"):
-        shown = set(names.PEAK_CATEGORIES) | {names.MOVED_STATE}
+        shown = set(names.PEAK_CATEGORIES) | {names.MOVED_STATE, names.RESERVED_ROW}
         shown |= {names.CHUNKING_CATEGORY} if table != "CATEGORY_COLOR" else set()
         assert _js_keys(source, table) - {"total"} == shown, table

@@ -4,7 +4,7 @@
 
 import { el, name, option } from "../dom.js";
 import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
-import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, stepsLine, tracedLine, whatifParams } from "../projection.js";
+import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, reservedRow, stepsLine, tracedLine, whatifParams } from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView, sameItem } from "../components/item-view.js";
@@ -183,6 +183,7 @@ function showProjection({ traced, headline, caveat, moved, fits, spread, band, t
   fits.hidden = !data.budget;
   fits.textContent = budgetLine(data.budget);
   table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
-    projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" }]);
+    projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" },
+  ...[reservedRow(whatif)].filter(Boolean)]);
   results.hidden = false;
 }

@@ -1,0 +1,63 @@
+"""The CUDA caching allocator's rules as ``c10/cuda/CUDACachingAllocator.cpp`` states them (its defaults), on
+requests chosen to meet each: the segment a request opens, best fit, when a block is split or handed whole,
+merging on free, and segments never given back. The model against a real GPU run is
+tests/integration/test_torch_trace.py (the H100 ResNet50 step's own "Total Reserved")."""
+
+from tb_modelmem.rules.caching_allocator import CachingAllocator, replay, round_size, segment_size
+
+MiB = 1 << 20
+
+
+def test_requests_round_to_512_bytes_and_open_the_segment_their_size_asks():
+    assert [round_size(n) for n in (0, 1, 512, 513)] == [512, 512, 512, 1024]
+    assert segment_size(MiB) == 2 * MiB  # the small pool's 2 MiB segments, up to 1 MiB
+    assert segment_size(MiB + 512) == 20 * MiB  # the large pool's 20 MiB ones, under 10 MiB
+    assert segment_size(10 * MiB) == 10 * MiB and segment_size(11 * MiB + 512) == 12 * MiB  # then rounded to 2 MiB
+
+
+def test_small_requests_share_a_2_mib_segment_and_large_ones_a_20_mib_one():
+    a = CachingAllocator()
+    for _ in range(4):
+        a.malloc(500 << 10)  # 500 KiB each: four fit in one small segment
+    assert a.reserved == 2 * MiB and a.allocated == 4 * (500 << 10)
+    a.malloc(500 << 10)  # the fifth does not (48 KiB is left): a second segment
+    assert a.reserved == 4 * MiB
+    a.malloc(3 * MiB)
+    a.malloc(3 * MiB)
+    assert a.reserved == 4 * MiB + 20 * MiB  # both 3 MiB blocks split from one 20 MiB segment
+
+
+def test_a_large_block_is_handed_whole_when_at_most_1_mib_would_be_left():
+    a = CachingAllocator()
+    block = a.malloc(19 * MiB + 512)  # 19 MiB + 512 from a 20 MiB segment leaves 1 MiB - 512: not split
+    assert a.allocated == 20 * MiB and block.size == 20 * MiB
+    a.free(block)
+    a.malloc(18 * MiB)  # 2 MiB left over 1 MiB: split
+    assert a.allocated == 18 * MiB and a.reserved == 20 * MiB
+
+
+def test_best_fit_and_merging_on_free_reuse_the_cache_and_segments_stay():
+    a = CachingAllocator()
+    first, second, third = (a.malloc(6 * MiB) for _ in range(3))  # one 20 MiB segment, 2 MiB left
+    a.free(first)
+    a.free(second)  # merges with the free 6 MiB beside it: 12 MiB free in one block
+    a.malloc(11 * MiB)  # fits the merged block: no new segment
+    assert a.reserved == 20 * MiB
+    a.free(third)
+    assert a.allocated == 11 * MiB + MiB and a.reserved == 20 * MiB  # (12 MiB was split, 1 MiB left was not)
+    a.malloc(30 * MiB)
+    assert a.reserved == 20 * MiB + 30 * MiB
+
+
+def test_a_window_cut_mid_step_is_replayed_as_a_cycle():
+    """A window that frees last step's 8 MiB buffer and makes this step's, never freed: the pair is one buffer a
+    step on, so a steady step holds one of them beside what it makes, not one more each step."""
+    made, freed, freed_before = 0, 1, 2
+    plan = {"requests": [made, 4 * MiB, 1,  # a batch-carrying buffer (made #0)
+                         freed_before, 8 * MiB, 0,  # last step's buffer, freed
+                         freed, 0, 0,  # made #0 freed
+                         made, 8 * MiB, 0],  # this step's (made #1), left for the next
+            "resident_bytes": 0, "update_at": 4}
+    peak, reserved = replay(plan, lambda size, carries: size * (2 if carries & 1 else 1), [])
+    assert peak == 16 * MiB  # last step's 8 MiB beside the batch-carrying buffer at twice the batch
+    assert reserved == 20 * MiB  # both split from one 20 MiB segment, reused every step
