@@ -63,7 +63,7 @@ export const CATEGORY_LABEL = {
   moved_state: "Variable (moved buffer)",
   allocator_chunking: "Allocator chunking",
   total: "Peak in use",
-  reserved: "Reserved (caching allocator)",
+  reserved: "Reserved (allocator)",
 };
 
 export const CATEGORY_HINT = {

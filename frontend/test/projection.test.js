@@ -162,7 +162,7 @@ test("the allocator band names the largest buffer and its two figures", () => {
 test("a CUDA step's reserved memory is a row of its own, replayed or unknown with why; none on other allocators", () => {
   const how = "its requests replayed through a model of the CUDA caching allocator: at the traced setting it reads +0.5%";
   const replayed = reservedRow({ reserved: { bytes: 7098859520, traced_bytes: 3720347648, how } });
-  assert.deepEqual(replayed, { category: "reserved", label: "Reserved (caching allocator)", traced: 3720347648,
+  assert.deepEqual(replayed, { category: "reserved", label: "Reserved (allocator)", traced: 3720347648,
     projected: 7098859520, how: "replayed", formula: how });
   const asked = reservedRow({ reserved: { bytes: null, traced_bytes: 3720347648, how: "not replayed: another optimizer" } });
   assert.equal(asked.projected, null);

@@ -157,7 +157,7 @@ def test_the_h100_trace_peak_is_the_gpus_and_its_op_table_fits_1400_px(torch_tb,
     tab.text("meta", f"{peak:,} B")
     tab.text("whatif-table", "no variable breakdown")  # weights unknown, and why
     tab.text("whatif-caveat", "held 512.51 MiB of them at its peak")  # the cached blocks, in the reserved row
-    tab.text("whatif-table", "Reserved (caching allocator)")  # its requests replayed, and how close that reads
+    tab.text("whatif-table", "Reserved (allocator)")  # its requests replayed, and how close that reads
     tab.text("whatif-table", "against the 3.46 GiB the trace reserved")
     assert not tab.errors, tab.errors
     tab.close()
