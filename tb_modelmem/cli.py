@@ -18,6 +18,7 @@ import sys
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
+from tb_modelmem.rules.projection import CAUTIOUS_WORDS
 from tb_modelmem.rules.projection_state import POLICIES, SHARDINGS
 from tb_modelmem.rules.rollup import layer_rollup
 from tb_modelmem.schema.names import ROLES
@@ -292,8 +293,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
         cautious = result.get("cautious_batch")
         out.append(f"largest batch within {result['budget_bytes']:,} B: "
                    + ("none" if found is None else f"{found:,}") + (f" ({note})" if note else "")
-                   + (f"; {cautious:,} with the allocator band's high end within it too" if cautious is not None
-                      and found and cautious < found else ""))
+                   + (f"; {cautious:,} with {CAUTIOUS_WORDS[result.get('cautious_by') or 'band']} within it too"
+                      if cautious is not None and found and cautious < found else ""))
     return "\n".join(out)
 
 

@@ -18,7 +18,8 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
     "by_category", "basis", "unknown", ...}`` on each of ``replicas`` devices (``shard``: what else is
     split over them, one of ``rules.projection.SHARDINGS``; ``seq``: tokens per sample), plus
     ``"largest_batch"`` and ``"largest_batch_note"`` (why there is none) when a ``budget`` (bytes, or text
-    such as "16GiB") is given, and ``"cautious_batch"``: the largest whose allocator band fits too.
+    such as "16GiB") is given, and ``"cautious_batch"``: the largest whose allocator band fits too, or on a CUDA
+    trace what its caching allocator would reserve (``"cautious_by"``: "band" or "reserved").
     ValueError for a bad argument or a log dir with no traced step."""
     what = WhatIf(batch, optimizer, policy, replicas, shard, seq)
     what.check()
@@ -33,5 +34,5 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
         result["budget_bytes"] = budget_bytes
         answer = budget_answer(logged.trace, logged.breakdown, what, budget_bytes)
         result.update(largest_batch=answer["largest_batch"], largest_batch_note=answer["note"],
-                      cautious_batch=answer["cautious_batch"])
+                      cautious_batch=answer["cautious_batch"], cautious_by=answer["cautious_by"])
     return result

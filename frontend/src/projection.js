@@ -133,9 +133,10 @@ export function tracedLine(whatif) {
 export function budgetLine(budget) {
   if (!budget) return "";
   const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
+  const within = budget.cautious_by === "reserved" ? "what the caching allocator reserves" : "the allocator band's high end";
   const cautious = isKnown(budget.cautious_batch) && isKnown(budget.largest_batch)
     && budget.cautious_batch < budget.largest_batch
-    ? `; ${formatInt(budget.cautious_batch)} with the allocator band's high end within it too` : "";
+    ? `; ${formatInt(budget.cautious_batch)} with ${within} within it too` : "";
   return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}${cautious}`;
 }
 

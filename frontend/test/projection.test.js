@@ -81,6 +81,8 @@ test("what the trace cannot tell reads unknown, with the reason, never 0", async
     "Largest batch within 1.00 GiB: 782; 640 with the allocator band's high end within it too");
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 782, note: "", cautious_batch: 782 }),
     "Largest batch within 1.00 GiB: 782");
+  assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 782, note: "", cautious_batch: 700, cautious_by: "reserved" }),
+    "Largest batch within 1.00 GiB: 782; 700 with what the caching allocator reserves within it too");
 });
 
 // The Basis cell's arithmetic, read as a user reads it: "A carry the batch x f = ..., B do not, x g = ..." or a

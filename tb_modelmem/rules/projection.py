@@ -67,6 +67,8 @@ _REASSIGNS_SLOTS = ("SGD", ("momentum",))
 # how an asked optimizer's update holds memory unlike the traced one's (``_asked_update``)
 _REASSIGNS, _IN_PLACE, _NO_SCRATCH_TRACED = "reassigns", "in place", "no scratch traced"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
+# What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
+CAUTIOUS_WORDS = {"band": "the allocator band's high end", "reserved": "what the caching allocator reserves"}
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 # Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
 # 16-bit, reductions and losses float32, the rest as their inputs) and caches 16-bit copies of the weights,
@@ -454,18 +456,22 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     """(The largest global batch whose projected peak on each device fits ``budget_bytes``, a multiple
     of ``replicas``; why, where there is none): 0 if not even one sample per device fits, None if the
     peak cannot be projected or does not grow with the batch up to ``most`` per device. ``cautious``:
-    the allocator band's high end must fit too, where the answer has a band. ``answers``: the projections
-    already made, by batch per device (another search's), filled in as this one goes."""
+    what a CUDA caching allocator would reserve must fit too where it is replayed, else the allocator band's
+    high end where the answer has a band. ``answers``: the projections already made, by batch per device
+    (another search's), filled in as this one goes."""
     made = {} if answers is None else answers
+    replayed = cautious and trace.caching_plan is not None  # (else the search is on the tensors' peak)
 
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
         if per_replica not in made:
             made[per_replica] = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas),
-                                        reserved=False)  # the search is on the tensors' peak
+                                        reserved=replayed)
         result = made[per_replica]
         if result["peak_bytes"] is None:
             return None, result
         high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
+        if replayed and (result["reserved"] or {}).get("bytes") is not None:
+            high = result["reserved"]["bytes"]
         return max(high, result["peak_bytes"]) <= budget_bytes, result
 
     first, result = fits(1)
@@ -487,11 +493,14 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
 
 def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int) -> Dict[str, Any]:
     """What a budget question gets (the API, the CLI and the tab alike): ``{"largest_batch", "note",
-    "cautious_batch"}``, the last the largest batch whose allocator band fits too (None without a batch)."""
-    answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches
+    "cautious_batch", "cautious_by"}``: the largest batch whose allocator band fits too (None without a batch), or
+    on a CUDA trace whose caching allocator is replayed, what it reserves (``cautious_by``: "band", "reserved")."""
+    answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches (not when replayed)
     found, note = largest_batch(trace, breakdown, what, budget_bytes, answers=answers)
-    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True, answers=answers)[0] if found else None
-    return {"largest_batch": found, "note": note, "cautious_batch": cautious}
+    by = "reserved" if trace.caching_plan is not None else "band"
+    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True,
+                             answers=None if by == "reserved" else answers)[0] if found else None
+    return {"largest_batch": found, "note": note, "cautious_batch": cautious, "cautious_by": by}
 
 
 def parse_size(text: Union[int, str]) -> int:

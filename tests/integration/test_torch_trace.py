@@ -137,6 +137,10 @@ def test_inspect_and_estimate_say_what_the_caching_allocator_reserved(tmp_path, 
     held = (at_peak - H100_MAX_MEMORY_ALLOCATED) / 2**20
     assert "how far to trust it: a CUDA step's tensors" in said and f"held {held:,.2f} MiB" in said, said
     assert "reserved by the caching allocator: " in said and f"(traced {at_peak:,} B)" in said, said
+    # a budget's cautious batch keeps what the caching allocator would reserve within it (no GPU run checks it yet)
+    assert cli.main(["estimate", str(tmp_path), "--run", "resnet50", "--budget", "16GiB"]) == 0
+    said = capsys.readouterr().out
+    assert "with what the caching allocator reserves within it too" in said, said
 
 
 @pytest.mark.parametrize("breakdown", [True, False], ids=["with its checkpoint", "trace alone"])
