@@ -369,40 +369,46 @@ def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
     """What a CUDA step's caching allocator would reserve (``rules.caching_allocator``: its requests replayed at
     the asked batch and length; ``factors``: the batch's and the sequence's), beside what it reserved in the
     trace and what the replay reads at the traced setting; None where the allocator is no caching one."""
-    scale, seq_ratio = factors
-    plan = trace.caching_plan
     traced = next((a["max_reserved_bytes"] for a in trace.allocators or () if a.get("max_reserved_bytes")), None)
-    if not plan or traced is None:
+    if not trace.caching_plan or traced is None:
         return None
-    resident, at_update = _resident_blocks(plan, breakdown)
-    try:
-        _, at_traced = caching_allocator.replay(plan, lambda size, carries: size, resident, at_update)
-    except ValueError as e:
-        return {"bytes": None, "allocated_bytes": None, "traced_bytes": traced, "replayed_traced_bytes": None,
-                "how": f"not replayed: {e}"}
     out: Dict[str, Any] = {"bytes": None, "allocated_bytes": None, "traced_bytes": traced,
-                           "replayed_traced_bytes": at_traced}
-    held = ("the run's variables each a block, the optimizer's state made at the first update" if at_update else
+                           "replayed_traced_bytes": None}
+    try:
+        out["replayed_traced_bytes"] = replayed(trace, breakdown, 1.0, 1.0)[1]
+    except ValueError as e:
+        return dict(out, how=f"not replayed: {e}")
+    held = ("the run's variables each a block, the optimizer's state made at the first update" if breakdown else
             "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
             "block and the optimizer's state is made at the first update)")
-    if what.optimizer is not None or what.policy is not None or what.replicas > 1 or what.shard is not None:
-        out["how"] = ("not replayed: another optimizer, precision or device count changes the step's requests in "
-                      "ways its trace does not record; the batch and the sequence length are replayed")
-        return out
+    if not _replays(what):
+        return dict(out, how="not replayed: another optimizer, precision or device count changes the step's "
+                             "requests in ways its trace does not record; the batch and the sequence length are")
     if any(category in unknown for category in STEP_ONLY_CATEGORIES):
-        out["how"] = "not replayed: the step's own buffers cannot be projected (see why beside them)"
-        return out
-    batch = scale or 1.0
+        return dict(out, how="not replayed: the step's own buffers cannot be projected (see why beside them)")
+    out["allocated_bytes"], out["bytes"] = replayed(trace, breakdown, factors[0] or 1.0, factors[1])
+    out["how"] = (f"its requests replayed through a model of the CUDA caching allocator (512 B rounding, 2 MiB and "
+                  f"20 MiB segments, best fit, splitting and merging) from a cold start, {held}: at the traced setting "
+                  f"it reads {size_text(out['replayed_traced_bytes'])} against the {size_text(traced)} the trace "
+                  f"reserved ({(out['replayed_traced_bytes'] - traced) / traced:+.1%})")
+    return out
+
+
+def _replays(what: WhatIf) -> bool:
+    """Whether the caching allocator's requests are replayed for this question: the batch and the length only."""
+    return what.optimizer is None and what.policy is None and what.replicas == 1 and what.shard is None
+
+
+def replayed(trace: OpTrace, breakdown: Optional[Breakdown], batch: float, seq_ratio: float) -> Tuple[int, int]:
+    """(The highest bytes allocated, the bytes reserved) of the trace's caching allocator, its requests replayed
+    with those carrying the batch scaled by ``batch`` and the sequence by ``seq_ratio`` (ValueError: too many)."""
+    plan = trace.caching_plan or {}
+    resident, at_update = _resident_blocks(plan, breakdown)
 
     def size_of(size: int, carries: int) -> int:
         return int(round(size * (batch if carries & 1 else 1.0) * seq_ratio ** (carries >> 1)))
 
-    out["allocated_bytes"], out["bytes"] = caching_allocator.replay(plan, size_of, resident, at_update)
-    out["how"] = (f"its requests replayed through a model of the CUDA caching allocator (512 B rounding, 2 MiB and "
-                  f"20 MiB segments, best fit, splitting and merging) from a cold start, {held}: at the traced setting "
-                  f"it reads {size_text(at_traced)} against the {size_text(traced)} the trace reserved "
-                  f"({(at_traced - traced) / traced:+.1%})")
-    return out
+    return caching_allocator.replay(plan, size_of, resident, at_update)
 
 
 def _resident_blocks(plan: Dict[str, Any], breakdown: Optional[Breakdown]) -> Tuple[List[int], List[int]]:
@@ -460,18 +466,22 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     high end where the answer has a band. ``answers``: the projections already made, by batch per device
     (another search's), filled in as this one goes."""
     made = {} if answers is None else answers
-    replayed = cautious and trace.caching_plan is not None  # (else the search is on the tensors' peak)
+    reserves = cautious and trace.caching_plan is not None and trace.batch_size and _replays(what)
+    seq_ratio = _sequence_ratio(trace, breakdown, what)[0]
 
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
         if per_replica not in made:
             made[per_replica] = project(trace, breakdown, dataclasses.replace(what, batch=per_replica * what.replicas),
-                                        reserved=replayed)
+                                        reserved=False)
         result = made[per_replica]
         if result["peak_bytes"] is None:
             return None, result
         high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
-        if replayed and (result["reserved"] or {}).get("bytes") is not None:
-            high = result["reserved"]["bytes"]
+        if reserves:  # what the caching allocator would reserve (the step's own buffers projected: above)
+            try:
+                high = replayed(trace, breakdown, per_replica / (trace.batch_size or 1), seq_ratio)[1]
+            except ValueError:  # too many requests to replay: the tensors' peak, as the answer says
+                pass
         return max(high, result["peak_bytes"]) <= budget_bytes, result
 
     first, result = fits(1)
@@ -495,11 +505,10 @@ def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     """What a budget question gets (the API, the CLI and the tab alike): ``{"largest_batch", "note",
     "cautious_batch", "cautious_by"}``: the largest batch whose allocator band fits too (None without a batch), or
     on a CUDA trace whose caching allocator is replayed, what it reserves (``cautious_by``: "band", "reserved")."""
-    answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches (not when replayed)
+    answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches
     found, note = largest_batch(trace, breakdown, what, budget_bytes, answers=answers)
-    by = "reserved" if trace.caching_plan is not None else "band"
-    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True,
-                             answers=None if by == "reserved" else answers)[0] if found else None
+    by = "reserved" if trace.caching_plan is not None and _replays(what) else "band"
+    cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True, answers=answers)[0] if found else None
     return {"largest_batch": found, "note": note, "cautious_batch": cautious, "cautious_by": by}
 
 

@@ -61,3 +61,17 @@ def test_a_window_cut_mid_step_is_replayed_as_a_cycle():
     peak, reserved = replay(plan, lambda size, carries: size * (2 if carries & 1 else 1), [])
     assert peak == 16 * MiB  # last step's 8 MiB beside the batch-carrying buffer at twice the batch
     assert reserved == 20 * MiB  # both split from one 20 MiB segment, reused every step
+
+
+def test_a_plan_too_long_to_replay_says_so_and_a_crafted_one_frees_nothing_it_never_made():
+    """A window of more requests than a replay takes keeps its count, so the answer says why there is no figure;
+    a crafted plan's free of an index never made, or of an unknown kind, is no free."""
+    import pytest
+
+    from tb_modelmem.rules.caching_allocator import MAX_REQUESTS
+
+    with pytest.raises(ValueError, match=f"{MAX_REQUESTS + 1:,} allocator requests, more than"):
+        replay({"requests": [], "resident_bytes": 0, "update_at": 0, "left_out": MAX_REQUESTS + 1},
+               lambda size, carries: size, [])
+    crafted = {"requests": [1, 7, 0, 9, 5, 0, 0, MiB, 0, 1, 0, 0, 1, 0, 0], "resident_bytes": 0, "update_at": 0}
+    assert replay(crafted, lambda size, carries: size, []) == (MiB, 2 * MiB)
