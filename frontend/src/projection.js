@@ -133,7 +133,8 @@ export function tracedLine(whatif) {
 export function budgetLine(budget) {
   if (!budget) return "";
   const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
-  const within = budget.cautious_by === "reserved" ? "what the caching allocator reserves" : "the allocator band's high end";
+  const within = budget.cautious_by === "reserved"
+    ? "what the caching allocator reserves" : "the allocator band's high end";
   const cautious = isKnown(budget.cautious_batch) && isKnown(budget.largest_batch)
     && budget.cautious_batch < budget.largest_batch
     ? `; ${formatInt(budget.cautious_batch)} with ${within} within it too` : "";

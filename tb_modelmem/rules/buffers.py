@@ -198,6 +198,11 @@ def format_shape(dims: Iterable[Optional[int]]) -> str:
     return "[" + ",".join("?" if d is None or d < 0 else str(d) for d in dims) + "]"
 
 
+def shape_dims(shape: str) -> Tuple[int, ...]:
+    """A shape's dimensions, () when it is not one fully known shape (see ``_dims``)."""
+    return _dims(shape)
+
+
 def _dims(shape: str) -> Tuple[int, ...]:
     """A shape's dimensions ("[32,28,28,32]"), without a unit dimension in front of the batch (XLA's
     [1,32,200,4,256]); () when it is not one fully known shape."""

@@ -369,29 +369,33 @@ def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
     """What a CUDA step's caching allocator would reserve (``rules.caching_allocator``: its requests replayed at
     the asked batch and length; ``factors``: the batch's and the sequence's), beside what it reserved in the
     trace and what the replay reads at the traced setting; None where the allocator is no caching one."""
-    traced = next((a["max_reserved_bytes"] for a in trace.allocators or () if a.get("max_reserved_bytes")), None)
-    if not trace.caching_plan or traced is None:
+    traced = next((a.get("max_reserved_bytes") for a in trace.allocators or () if a.get("counted")), None)
+    if not trace.caching_plan or not traced:
         return None
     out: Dict[str, Any] = {"bytes": None, "allocated_bytes": None, "traced_bytes": traced,
                            "replayed_traced_bytes": None}
     try:
-        out["replayed_traced_bytes"] = replayed(trace, breakdown, 1.0, 1.0)[1]
-    except ValueError as e:
+        at_traced = replayed(trace, breakdown, 1.0, 1.0)
+    except (ValueError, ArithmeticError) as e:
         return dict(out, how=f"not replayed: {e}")
-    held = ("the run's variables each a block, the optimizer's state made at the first update" if breakdown else
-            "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
-            "block and the optimizer's state is made at the first update)")
+    out["replayed_traced_bytes"] = at_traced.reserved
     if not _replays(what):
         return dict(out, how="not replayed: another optimizer, precision or device count changes the step's "
                              "requests in ways its trace does not record; the batch and the sequence length are")
     if any(category in unknown for category in STEP_ONLY_CATEGORIES):
         return dict(out, how="not replayed: the step's own buffers cannot be projected (see why beside them)")
-    out["allocated_bytes"], out["bytes"] = replayed(trace, breakdown, factors[0] or 1.0, factors[1])
-    out["how"] = (f"its requests replayed through a model of the CUDA caching allocator (512 B rounding, 2 MiB and "
-                  f"20 MiB segments, best fit, splitting and merging) from a cold start, {held}: at the traced setting "
-                  f"it reads {size_text(out['replayed_traced_bytes'])} against the {size_text(traced)} the trace "
-                  f"reserved ({(out['replayed_traced_bytes'] - traced) / traced:+.1%})")
-    return out
+    scale, seq_ratio = factors[0] or 1.0, factors[1]
+    asked = at_traced if scale == seq_ratio == 1.0 else replayed(trace, breakdown, scale, seq_ratio)
+    held = ("the run's variables each a block, the optimizer's state made at the first update" if breakdown else
+            "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
+            "block and the optimizer's state is made at the first update)")
+    paired = (f"; {asked.unpaired:,} buffers the window left or found were paired with no buffer of their size"
+              if asked.unpaired else "")
+    return dict(out, allocated_bytes=asked.allocated, bytes=asked.reserved, how=(
+        f"its requests replayed through a model of the CUDA caching allocator (512 B rounding, 2 MiB and 20 MiB "
+        f"segments, best fit, splitting and merging) from a cold start, {held}: at the traced setting it reads "
+        f"{size_text(at_traced.reserved)} against the {size_text(traced)} the trace reserved "
+        f"({(at_traced.reserved - traced) / traced:+.1%}){paired}"))
 
 
 def _replays(what: WhatIf) -> bool:
@@ -399,16 +403,24 @@ def _replays(what: WhatIf) -> bool:
     return what.optimizer is None and what.policy is None and what.replicas == 1 and what.shard is None
 
 
-def replayed(trace: OpTrace, breakdown: Optional[Breakdown], batch: float, seq_ratio: float) -> Tuple[int, int]:
-    """(The highest bytes allocated, the bytes reserved) of the trace's caching allocator, its requests replayed
-    with those carrying the batch scaled by ``batch`` and the sequence by ``seq_ratio`` (ValueError: too many)."""
+def _reserves(trace: OpTrace, what: WhatIf) -> bool:
+    """Whether a budget's cautious batch is the one whose replayed caching allocator fits it."""
+    plan = trace.caching_plan
+    return (plan is not None and not plan.get("left_out") and bool(trace.batch_size) and _replays(what)
+            and len(plan["requests"]) // 3 <= caching_allocator.MAX_REQUESTS)
+
+
+def replayed(trace: OpTrace, breakdown: Optional[Breakdown], batch: float, seq_ratio: float,
+             limit: Optional[int] = None) -> caching_allocator.Replayed:
+    """The trace's caching allocator, its requests replayed with those carrying the batch scaled by ``batch`` and
+    the sequence by ``seq_ratio``, on a device of ``limit`` bytes where given (ValueError: too many requests)."""
     plan = trace.caching_plan or {}
     resident, at_update = _resident_blocks(plan, breakdown)
 
     def size_of(size: int, carries: int) -> int:
-        return int(round(size * (batch if carries & 1 else 1.0) * seq_ratio ** (carries >> 1)))
+        return int(round(size * (batch if carries & 1 else 1.0) * seq_ratio ** min(carries >> 1, 2)))
 
-    return caching_allocator.replay(plan, size_of, resident, at_update)
+    return caching_allocator.replay(plan, size_of, resident, at_update, limit)
 
 
 def _resident_blocks(plan: Dict[str, Any], breakdown: Optional[Breakdown]) -> Tuple[List[int], List[int]]:
@@ -466,7 +478,7 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     high end where the answer has a band. ``answers``: the projections already made, by batch per device
     (another search's), filled in as this one goes."""
     made = {} if answers is None else answers
-    reserves = cautious and trace.caching_plan is not None and trace.batch_size and _replays(what)
+    reserves = cautious and _reserves(trace, what)
     seq_ratio = _sequence_ratio(trace, breakdown, what)[0]
 
     def fits(per_replica: int) -> Tuple[Optional[bool], Dict[str, Any]]:
@@ -477,11 +489,9 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
         if result["peak_bytes"] is None:
             return None, result
         high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
-        if reserves:  # what the caching allocator would reserve (the step's own buffers projected: above)
-            try:
-                high = replayed(trace, breakdown, per_replica / (trace.batch_size or 1), seq_ratio)[1]
-            except ValueError:  # too many requests to replay: the tensors' peak, as the answer says
-                pass
+        if reserves and replayed(trace, breakdown, per_replica / (trace.batch_size or 1), seq_ratio,
+                                 limit=budget_bytes).out_of_memory:
+            return False, result  # the caching allocator, even with its cache emptied, would pass the budget
         return max(high, result["peak_bytes"]) <= budget_bytes, result
 
     first, result = fits(1)
@@ -507,7 +517,7 @@ def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     on a CUDA trace whose caching allocator is replayed, what it reserves (``cautious_by``: "band", "reserved")."""
     answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches
     found, note = largest_batch(trace, breakdown, what, budget_bytes, answers=answers)
-    by = "reserved" if trace.caching_plan is not None and _replays(what) else "band"
+    by = "reserved" if _reserves(trace, what) else "band"
     cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True, answers=answers)[0] if found else None
     return {"largest_batch": found, "note": note, "cautious_batch": cautious, "cautious_by": by}
 

@@ -331,7 +331,7 @@ class OpTrace(_Assigned):
         plan = self.caching_plan
         if plan is not None and not (isinstance(plan, dict) and isinstance(plan.get("requests"), list)
                                      and len(plan["requests"]) % 3 == 0
-                                     and all(type(v) is int for v in plan["requests"])
+                                     and all(type(v) is int and -(1 << 62) < v < 1 << 62 for v in plan["requests"])
                                      and all(type(plan.get(k)) is int and plan[k] >= 0
                                              for k in ("resident_bytes", "update_at"))):
             raise ValueError("OpTrace.caching_plan: expected {\"requests\": [int, ...] in triples, "

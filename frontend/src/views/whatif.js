@@ -4,7 +4,9 @@
 
 import { el, name, option } from "../dom.js";
 import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
-import { bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, reservedRow, stepsLine, tracedLine, whatifParams } from "../projection.js";
+import {
+  bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, reservedRow, stepsLine, tracedLine, whatifParams,
+} from "../projection.js";
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView, sameItem } from "../components/item-view.js";
