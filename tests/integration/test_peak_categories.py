@@ -85,8 +85,14 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
     timeline = served.json("/timeline", run="keras", tag="ops")
     buffers = timeline["buffers"]
     assert sum(b["bytes"] for b in buffers) <= timeline["peak_bytes"]
-    (conv1,) = _buffer(buffers, "[32,28,28,32]", "activations")
-    assert conv1["layer"] == "lenet/conv1" and conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
+    # conv1's output shape at the peak: its activation, kept for the backward pass, or (about 1 run in 10 even on
+    # one inter-op thread: the peak falls in the backward pass, 76.6 MB where others read 87.8) pool1's gradient of
+    # it, made by MaxPoolGrad once the activation is consumed. Either way it is named by its op's layer and phase.
+    (conv1,) = [b for b in buffers if b["shape"] == "[32,28,28,32]"]
+    expected = (("activations", "lenet/conv1") if conv1["op"].endswith("conv1_1/Relu") else
+                ("gradients", "lenet/pool1") if "gradient_tape" in conv1["op"] else ("neither", conv1["op"]))
+    assert (conv1["category"], conv1["layer"]) == expected, conv1
+    assert conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
     # The peak falls where fc1's 12.25 MiB kernel is worked on: its gradient from the tape is live, or
     # (about 1 run in 20: the executor's order varies) Adam's temporaries of it once the gradient is
     # consumed. Either way each such buffer is fc1's, in the category its op's scope says, unless the op
@@ -100,7 +106,8 @@ def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(serve
         assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32"), b  # its op and region
     fc1_grads = [b for b in fc1 if b["category"] == "gradients"]
     layers = {row["layer"]: row for row in layer_rows(served.json("/ops", run="keras", tag="ops"))}
-    assert layers["lenet/conv1"]["peak_activations_bytes"] >= 32 * 28 * 28 * 32 * 4
+    held = "peak_activations_bytes" if conv1["category"] == "activations" else "peak_gradients_bytes"
+    assert layers[conv1["layer"]][held] >= 32 * 28 * 28 * 32 * 4
     assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4 * len(fc1_grads)
 
 
