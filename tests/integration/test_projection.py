@@ -102,7 +102,10 @@ def test_mixed_float16_adds_the_loss_scale_state(traced):
 def test_what_a_bfc_peak_holds_from_before_the_trace_is_named(traced):
     """Issue 38 item 1: a LeNet step's BFC peak holds 4-10% that no allocation in the trace made. It is in the
     count TensorFlow reported as step 3 began (less model.weights + optimizer.variables), and the peak names
-    it: what earlier steps left and this one frees, what stays all through it (the chunk slack), with why."""
+    it: what earlier steps left and this one frees, what stays all through it (the chunk slack), with why.
+    TensorFlow's count is read as the step begins, before MemoryCallback's profiler starts: what other threads
+    allocate in between is before the window too (clean CI runs read 26,880 and 67,840 B over the count), so the
+    bound is the count within 1% of the peak."""
     from tb_modelmem.plugin.views.breakdown import BreakdownView
     from tb_modelmem.plugin.views.peak import peak_by_category, peak_notes
 
@@ -113,7 +116,7 @@ def test_what_a_bfc_peak_holds_from_before_the_trace_is_named(traced):
     state = truth["weights"] + truth["non_trainable"] + truth["optimizer_slots"] + truth["optimizer_scalars"]
     held_before = truth["allocator_before_trace"] - state  # TensorFlow's figures, not tb_modelmem's
     before = peak["earlier_steps"] + peak["held_between_steps"] + peak["unattributed"]
-    assert 0 < peak["held_between_steps"] <= before <= held_before, (peak, held_before)
+    assert 0 < peak["held_between_steps"] <= before <= held_before + 0.01 * peak["total"], (peak, held_before)
     assert peak["unattributed"] <= 0.02 * peak["total"], peak
     why = peak_notes(logged.trace, breakdown, peak)["held_between_steps"]
     assert f"{peak['held_between_steps']:,} B" in why and f"beyond the run's variables ({state:,} B" in why, why
