@@ -116,17 +116,22 @@ class CachingAllocator:
         for neighbour in (block.prev, block.next):
             if neighbour is not None and not neighbour.used:
                 self._take(neighbour, small)
-                first, second = (neighbour, block) if neighbour is block.prev else (block, neighbour)
-                first.size += second.size
-                first.next = second.next
-                if second.next is not None:
-                    second.next.prev = first
-                block = first
+                block = merged(neighbour, block) if neighbour is block.prev else merged(block, neighbour)
         bisect.insort(self._pools[small], (block.size, block.address, block))
 
     def _take(self, block: _Block, small: bool) -> None:
         pool = self._pools[small]
         pool.pop(bisect.bisect_left(pool, (block.size, block.address)))
+
+
+def merged(first: Any, second: Any) -> Any:
+    """``first`` grown by ``second``, its free neighbour after it in one segment, which leaves the list (a block's
+    ``size``, ``prev`` and ``next``: the same for TensorFlow's BFC chunks, ``tests/support/bfc_replay_experiment``)."""
+    first.size += second.size
+    first.next = second.next
+    if second.next is not None:
+        second.next.prev = first
+    return first
 
 
 class Replayed(NamedTuple):

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
+from tb_modelmem.rules.caching_allocator import merged
+
 _MIN, _MOST_OVER = 256, 128 << 20
 LENET = [3200, 128, 204800, 256, 12845056, 4096, 40960, 40]  # LeNet's variables, in build order (bytes)
 
@@ -91,12 +93,7 @@ class BFC:
         for neighbour in (chunk.next, chunk.prev):
             if neighbour is not None and not neighbour.used:
                 self._remove(neighbour)
-                first, second = (chunk, neighbour) if neighbour is chunk.next else (neighbour, chunk)
-                first.size += second.size
-                first.next = second.next
-                if second.next is not None:
-                    second.next.prev = first
-                chunk = first
+                chunk = merged(chunk, neighbour) if neighbour is chunk.next else merged(neighbour, chunk)
         self._insert(chunk)
 
 
