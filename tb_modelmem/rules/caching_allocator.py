@@ -211,13 +211,19 @@ def _asked(block: int, shape: str, dtype: str) -> int:
         else block
 
 
+def requests_in(plan: Dict[str, Any]) -> int:
+    """How many requests the window made (a plan too long to keep holds only the count): over ``MAX_REQUESTS``,
+    ``replay`` refuses it."""
+    left_out = plan.get("left_out")
+    return max(len(plan["requests"]) // 3, left_out if type(left_out) is int else 0)
+
+
 def replay(plan: Dict[str, Any], size_of: Callable[[int, int], int], resident: Sequence[int],
            state: Sequence[int] = (), limit: Optional[int] = None) -> Replayed:
     """``plan`` (``plan_of``) replayed from a cold allocator holding ``resident`` (blocks, in order), ``state`` made
     where the first step's update starts, each made request ``size_of(traced bytes, carries)`` bytes; on a device of
     ``limit`` bytes, where given. ValueError: more requests than a replay takes."""
-    left_out = plan.get("left_out")
-    count = max(len(plan["requests"]) // 3, left_out if type(left_out) is int else 0)
+    count = requests_in(plan)
     if count > MAX_REQUESTS:
         raise ValueError(f"{count:,} allocator requests, more than the {MAX_REQUESTS:,} a replay takes")
     triples = [tuple(plan["requests"][i:i + 3]) for i in range(0, len(plan["requests"]), 3)]

@@ -375,7 +375,7 @@ def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
     out: Dict[str, Any] = {"bytes": None, "allocated_bytes": None, "traced_bytes": traced,
                            "replayed_traced_bytes": None}
     try:
-        at_traced = replayed(trace, breakdown, 1.0, 1.0)
+        at_traced = _replayed(trace, breakdown, 1.0, 1.0)
     except (ValueError, ArithmeticError) as e:
         return dict(out, how=f"not replayed: {e}")
     out["replayed_traced_bytes"] = at_traced.reserved
@@ -385,7 +385,7 @@ def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
     if any(category in unknown for category in STEP_ONLY_CATEGORIES):
         return dict(out, how="not replayed: the step's own buffers cannot be projected (see why beside them)")
     scale, seq_ratio = factors[0] or 1.0, factors[1]
-    asked = at_traced if scale == seq_ratio == 1.0 else replayed(trace, breakdown, scale, seq_ratio)
+    asked = at_traced if scale == seq_ratio == 1.0 else _replayed(trace, breakdown, scale, seq_ratio)
     held = ("the run's variables each a block, the optimizer's state made at the first update" if breakdown else
             "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
             "block and the optimizer's state is made at the first update)")
@@ -406,11 +406,11 @@ def _replays(what: WhatIf) -> bool:
 def _reserves(trace: OpTrace, what: WhatIf) -> bool:
     """Whether a budget's cautious batch is the one whose replayed caching allocator fits it."""
     plan = trace.caching_plan
-    return (plan is not None and not plan.get("left_out") and bool(trace.batch_size) and _replays(what)
-            and len(plan["requests"]) // 3 <= caching_allocator.MAX_REQUESTS)
+    return (plan is not None and bool(trace.batch_size) and _replays(what)
+            and caching_allocator.requests_in(plan) <= caching_allocator.MAX_REQUESTS)
 
 
-def replayed(trace: OpTrace, breakdown: Optional[Breakdown], batch: float, seq_ratio: float,
+def _replayed(trace: OpTrace, breakdown: Optional[Breakdown], batch: float, seq_ratio: float,
              limit: Optional[int] = None) -> caching_allocator.Replayed:
     """The trace's caching allocator, its requests replayed with those carrying the batch scaled by ``batch`` and
     the sequence by ``seq_ratio``, on a device of ``limit`` bytes where given (ValueError: too many requests)."""
@@ -489,8 +489,8 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
         if result["peak_bytes"] is None:
             return None, result
         high = result["band"]["high_bytes"] if cautious and result.get("band") else result["peak_bytes"]
-        if reserves and replayed(trace, breakdown, per_replica / (trace.batch_size or 1), seq_ratio,
-                                 limit=budget_bytes).out_of_memory:
+        if reserves and _replayed(trace, breakdown, per_replica / (trace.batch_size or 1), seq_ratio,
+                                  limit=budget_bytes).out_of_memory:
             return False, result  # the caching allocator, even with its cache emptied, would pass the budget
         return max(high, result["peak_bytes"]) <= budget_bytes, result
 
