@@ -28,13 +28,15 @@ OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", 
 
 
 def _run(logdir: str, batch: int, *extra: str, ordered: bool = False) -> Dict[str, Any]:
-    """A real LeNet run; ``ordered``: TensorFlow's executor on one inter-op thread, so that runs of one setting
-    run their ops in one order and peak alike (187.87, 187.84, 187.87 MB at batch 368, where free-running
-    ones differed by up to 20%)."""
+    """A real LeNet run; ``ordered``: TensorFlow on one inter-op and one intra-op thread, so that runs of one
+    setting run their ops in one order and peak alike. Batch 32 under Adam, five runs on an idle machine:
+    87.32, 87.32, 86.80, 87.29, 87.29 MB; with the intra-op threads free, 77.57-87.32; free-running, up to 20%
+    apart. Under load the order moves again (80.53-87.04 MB in four ordered runs beside two busy processes):
+    the tests that compare a projection with real runs are marked ``quiet`` and run alone (scripts/test.sh)."""
     truth = logdir + ".json"
     env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
     if ordered:
-        env["TF_NUM_INTEROP_THREADS"] = "1"
+        env.update(TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
     result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "lenet", str(batch),
                              "--truth", truth, *extra], cwd=REPO, capture_output=True, text=True, timeout=600,
                             env=env)
@@ -48,6 +50,13 @@ def traced(tmp_path_factory):
     """Seed 002's LeNet, batch 32, Adam, every CPU allocation recorded."""
     logdir = str(tmp_path_factory.mktemp("whatif") / "lenet_32")
     return logdir, _run(logdir, 32)
+
+
+@pytest.fixture(scope="module")
+def traced_in_order(tmp_path_factory):
+    """The same, ordered (``_run``): the trace the ``quiet`` tests project from and check against real runs."""
+    logdir = str(tmp_path_factory.mktemp("whatif_ordered") / "lenet_32")
+    return logdir, _run(logdir, 32, ordered=True)
 
 
 def _real_optimizer_bytes(name: str, policy: str = "float32") -> Dict[str, int]:
@@ -212,29 +221,25 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
     assert floored, "no projection kept an update buffer of the largest weight: nothing checks it"
 
 
+@pytest.mark.quiet
 @pytest.mark.parametrize("optimizer", ["SGD", "momentum"])
-def test_another_optimizer_against_a_real_run_of_it(traced, tmp_path, optimizer):
-    """Adam's trace asked for SGD, plain and with momentum, against TensorFlow's allocator peak of a real run
-    of each. Measured: five Adam traces to SGD +1.5, +5.0, -9.4, -10.5, -6.1% of real SGD runs (55.6-55.9 MiB;
-    one run in this test read 61.9), to momentum -5.4% (+0.8% with every m x momentum counted, where the floor
-    below had fc1's alone: +0.4%); before the update-scratch floor and the momentum rule -18% and -7%. SGD's
-    update still makes lr x gradient, a buffer of fc1's kernel's size, where Adam's held 19.75 MiB; a momentum
-    run holds nothing past the variables' sizes (its assign takes each new value's buffer), and holds every
-    m x momentum at its peak: those the asserts below check, whatever the executor's order did to the peaks.
-    Against three real runs: within 20% of their median, as docs/WHAT_IF.md's table measures, or, where the
-    executor's order split them (one real SGD run in CI read 42.85 MiB, 20.4% under the projection; once two of
-    three read ~46 MiB and the third 55.9, a median 21.8% under it), within 20% of one of them, what a run of
-    that setting can be."""
-    logdir, _ = traced
-    runs = [_run(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower()) for i in range(3)]
+def test_another_optimizer_against_a_real_run_of_it(traced_in_order, tmp_path, optimizer):
+    """Adam's trace asked for SGD, plain and with momentum, against TensorFlow's allocator peak of real runs of
+    each, all ordered and run alone (``_run``, ``quiet``), where real runs of one setting agree: SGD 57.92, 57.92,
+    59.44 MB; momentum 68.91, 69.03, 69.03. Measured: SGD +13.9% of their median (65.99 MB: Adam's traced chunk
+    slack, 12.1 MiB held all step, is kept, where the SGD runs held 4.25), momentum -9.9%; from the one ordered
+    trace in eight whose order differed (80.88 MB where the others read 84.55-87.32) -12.3% and -12.9%.
+    Free-running, five Adam traces read +1.5 ... -10.5% of SGD runs; CI once read +27% where all three SGD runs
+    peaked low (40.6-45.7 MB). SGD's update still makes lr x gradient, a buffer of fc1's kernel's size, where
+    Adam's held 19.75 MiB; a momentum run holds nothing past the variables' sizes (its assign takes each new
+    value's buffer), and holds every m x momentum at its peak: those the asserts below check."""
+    logdir, _ = traced_in_order
+    runs = [_run(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower(), ordered=True)
+            for i in range(3)]
     real = runs[0]
     answer = tb_modelmem.estimate(logdir, optimizer=optimizer)
-    peaks = [run["allocator_step_peak"] for run in runs]
-    measured = statistics.median(peaks)
-    near = abs(answer["peak_bytes"] - measured) <= 0.20 * measured
-    split = max(peaks) - min(peaks) > 0.15 * measured  # runs that far apart: the executor's order differed
-    assert near or (split and any(abs(answer["peak_bytes"] - p) <= 0.20 * p for p in peaks)), (
-        answer["peak_bytes"], peaks)
+    measured = statistics.median(run["allocator_step_peak"] for run in runs)
+    assert abs(answer["peak_bytes"] - measured) <= 0.20 * measured, (answer["peak_bytes"], runs)
     assert answer["by_category"]["optimizer_temporaries"] >= FC1_KERNEL - 1
     assert (answer["by_category"]["held_between_steps"] == 0) == (optimizer == "momentum")
     if optimizer == "momentum":
@@ -255,17 +260,20 @@ def test_the_traced_step_projects_to_itself(traced):
     assert sum(result["by_category"].values()) == result["peak_bytes"]
 
 
-def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
-    """Batch 32 projected to 64, against a real run at 64 (the executor's order moves a LeNet step's BFC
-    peak by up to ~15% from run to run: benchmarks/bench_projection.py measures the error over runs), the
-    median of three runs' traced peaks."""
-    logdir, _ = traced
+@pytest.mark.quiet
+def test_a_larger_batch_against_a_real_run_at_it(traced_in_order, tmp_path):
+    """Batch 32 projected to 64, against the median of three real runs at 64, all ordered and run alone
+    (``_run``, ``quiet``): 97.63, 97.65, 97.65 MB. Measured +2.4% (99.98 MB); from the one ordered trace in
+    eight whose order differed (80.88 MB, its peak at another moment) -15.1% (82.88). Free-running, the
+    executor's order moves a LeNet step's BFC peak by up to ~15% from run to run (benchmarks/bench_projection.py
+    measures the error over runs)."""
+    logdir, _ = traced_in_order
     for i in range(3):
-        assert _run(str(tmp_path / f"lenet_64_{i}"), 64)["weights"] == 13_098_536
+        assert _run(str(tmp_path / f"lenet_64_{i}"), 64, ordered=True)["weights"] == 13_098_536
     projected = tb_modelmem.estimate(logdir, batch=64)
     real = statistics.median(read_run(str(tmp_path / f"lenet_64_{i}")).trace.peak_bytes for i in range(3))
     assert projected["peak_bytes"] > tb_modelmem.estimate(logdir)["peak_bytes"]
-    assert abs(projected["peak_bytes"] - real) <= 0.25 * real, (projected["peak_bytes"], real)
+    assert abs(projected["peak_bytes"] - real) <= 0.20 * real, (projected["peak_bytes"], real)
     grows = {b["category"] for b in projected["basis"] if b["how"] == "scaled"}
     assert {"activations", "inputs"} <= grows
     # the allocator band: BFC hands the largest buffer at the traced peak (its shape as TensorFlow recorded it)
@@ -286,17 +294,19 @@ def test_a_larger_batch_against_a_real_run_at_it(traced, tmp_path):
     assert sum(projected["by_category"].values()) == projected["peak_bytes"]
 
 
-def test_ten_percent_past_the_largest_batch_a_real_run_is_over_the_budget(tmp_path):
+@pytest.mark.quiet
+def test_ten_percent_past_the_largest_batch_a_real_run_is_over_the_budget(traced_in_order, tmp_path):
     """Issue 54: the search checked against real runs, not against ``project()``: LeNet traced at batch 32, a
     200 MiB budget, a real run at 10% more than the largest batch found is over it (TensorFlow's own high-water
     mark over the step). That a run at the largest batch fits is not checked here: on BFC it does not hold from
     one run to the next. Even on one inter-op thread (``_run(ordered=True)``, where runs of one batch agree:
     187.87, 187.84, 187.87 MB at 368) BFC's chunks jump between nearby batches and are not monotone in them:
     211.29 MB at 509 (the projection read 209.71, -0.74%), 243.10 at 528, 254.16 at 576 against 242.12 at
-    634. Runs that must fit are checked where the allocator is exact (test_projection_torch.py); replicas
-    against real runs on 8 host devices in test_sharded.py."""
-    logdir = str(tmp_path / "lenet_32")
-    _run(logdir, 32, ordered=True)
+    634. Ordered and run alone, eight traces found 502-576 (522 in six; a run at 559 read 246.30 MB); run beside
+    other tests, CI once found 346, where a real run at 381 read 189.20 MB. Runs that must fit are checked where
+    the allocator is exact (test_projection_torch.py); replicas against real runs on 8 host devices in
+    test_sharded.py."""
+    logdir, _ = traced_in_order
     budget = 200 * 2**20
     answer = tb_modelmem.estimate(logdir, budget="200MiB")
     found = answer["largest_batch"]
