@@ -226,9 +226,11 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
 def test_another_optimizer_against_a_real_run_of_it(traced_in_order, tmp_path, optimizer):
     """Adam's trace asked for SGD, plain and with momentum, against TensorFlow's allocator peak of real runs of
     each, all ordered and run alone (``_run``, ``quiet``), where real runs of one setting agree: SGD 57.92, 57.92,
-    59.44 MB; momentum 68.91, 69.03, 69.03. Measured: SGD +13.9% of their median (65.99 MB: Adam's traced chunk
-    slack, 12.1 MiB held all step, is kept, where the SGD runs held 4.25), momentum -9.9%; from the one ordered
-    trace in eight whose order differed (80.88 MB where the others read 84.55-87.32) -12.3% and -12.9%.
+    59.44 MB; momentum 68.91, 69.03, 69.03. Measured: SGD -0.7% of their median (57.54 MB; +13.9% before what
+    BFC held past the variables went with their bytes: Adam's runs held 12.10 MiB, SGD's 4.25), -4.9 ... -0.7%
+    from five other ordered traces; momentum -9.9% (its real peak holds 4.55 MB of the last step's momentum
+    buffers, freed as each is assigned: not modelled). From the one ordered trace in thirteen whose order
+    differed most (80.88 MB where the others read 84.42-87.32) -17.6% and -12.9%: hence 20%.
     Free-running, five Adam traces read +1.5 ... -10.5% of SGD runs; CI once read +27% where all three SGD runs
     peaked low (40.6-45.7 MB). SGD's update still makes lr x gradient, a buffer of fc1's kernel's size, where
     Adam's held 19.75 MiB; a momentum run holds nothing past the variables' sizes (its assign takes each new
