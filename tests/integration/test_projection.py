@@ -255,7 +255,8 @@ def test_another_optimizer_against_a_real_run_of_it(traced_in_order, tmp_path, o
         real = json.load(f)
     answer = tb_modelmem.estimate(logdir, optimizer=optimizer)
     measured = statistics.median(peaks)
-    assert abs(answer["peak_bytes"] - measured) <= 0.20 * measured, (answer["peak_bytes"], peaks)
+    bound = {"SGD": 0.20, "momentum": 0.05}[optimizer]  # SGD reads -9.0 ... -6.4%, momentum -2.6 ... -1.5%
+    assert abs(answer["peak_bytes"] - measured) <= bound * measured, (answer["peak_bytes"], peaks)
     assert answer["by_category"]["optimizer_temporaries"] >= FC1_KERNEL - 1
     assert (answer["by_category"]["held_between_steps"] == 0) == (optimizer == "momentum")
     if optimizer == "momentum":
