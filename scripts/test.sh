@@ -24,14 +24,24 @@ done
 # where xdist 3.8 under loadfile reruns that test on a replacement or hangs (pytest-dev/pytest-xdist#784).
 # Tests marked quiet compare a projection with real BFC runs, whose op order (and so peak) moves when the
 # machine is busy: they run after the rest, one at a time, alone. An -m of your own selects in one run instead.
-# Exit 5 is "no test selected" (a path with none of that kind).
+# pytest's exit 5 is "no test selected": fine for one phase (a path with no quiet test), not for both.
 marks=(-m "not quiet")
 for arg in "$@"; do
-  if [ "$arg" = "-m" ]; then marks=(); fi
+  case "$arg" in -m*) marks=() ;; esac
 done
-.venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 "${marks[@]}" \
-  -n "${TEST_WORKERS:-2}" --dist loadfile --max-worker-restart=0 "$@" || [ $? -eq 5 ]
+run_pytest() {
+  local rc=0
+  .venv/bin/python -m pytest "$@" || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
+  return "$rc"
+}
+empty=0
+run_pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 "${marks[@]}" \
+  -n "${TEST_WORKERS:-2}" --dist loadfile --max-worker-restart=0 "$@" || empty=$((empty + 1))
 if [ ${#marks[@]} -gt 0 ]; then
   echo "== python tests that run alone (marked quiet)"
-  .venv/bin/python -m pytest "${paths[@]}" -q -p no:cacheprovider -m quiet -n 0 "$@" || [ $? -eq 5 ]
+  run_pytest "${paths[@]}" -q -p no:cacheprovider -m quiet "$@" -n 0 || empty=$((empty + 1))
+  if [ "$empty" -eq 2 ]; then echo "no test selected"; exit 5; fi
+elif [ "$empty" -eq 1 ]; then
+  exit 5
 fi

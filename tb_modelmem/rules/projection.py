@@ -191,7 +191,8 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
     ``copy``: it is the loss's float32 copy of that buffer, under a mixed policy).
     None where no BFC allocator counted the trace, it recorded no request, or the step is XLA's (its program
     asks for its buffers in one allocation, which the trace splits by buffer)."""
-    if trace.xla or not _counted_by_bfc(trace):
+    if trace.xla or not any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True)
+                            for a in trace.allocators or ()):
         return None
     buffers = trace.peak_buffers
     weights = frozenset(tuple(s) for s in breakdown.variables.column("shape")) if breakdown is not None else frozenset()
@@ -216,12 +217,6 @@ def _chunk_band(trace: OpTrace, breakdown: Optional[Breakdown], peak: int, step:
     return {"low_bytes": int(round(peak - slack)), "high_bytes": int(round(peak + max(most - counted, 0.0))),
             "slack_bytes": int(round(slack)), "op": op, "shape": shape, "requested_bytes": int(round(asked)),
             "counted_bytes": int(round(counted)), "most_bytes": int(round(most)), "copy": copy}
-
-
-def _counted_by_bfc(trace: OpTrace) -> bool:
-    """Whether a BFC allocator counted the trace's step (TensorFlow's executor, not XLA's one-allocation plan)."""
-    return not trace.xla and any("bfc" in str(a.get("name", "")).lower() and a.get("counted", True)
-                                 for a in trace.allocators or ())
 
 
 def _at_the_band(scaled: int, middle: int, floor: Optional[int], steps: List[Dict[str, int]],
@@ -603,18 +598,15 @@ class _Step:
         self.scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]  # the traced update scratch, scaled
         if self.early_update:
             self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in self.scratch]
-        # What the allocator held besides the step's buffers: the state, and what else was resident. On BFC that
-        # is mostly the chunks it handed the variables past their size, so it goes with their bytes (LeNet's
-        # ordered Adam runs held 12.10 MiB, its SGD runs 4.25: Adam's x 1/3 is 4.03); elsewhere, as traced. None
-        # where the asked optimizer assigns its slots whole each step (``_REASSIGNS_SLOTS``).
+        # What the allocator held besides the step's buffers: the state, and what else was resident (kept as
+        # traced: LeNet's held part read 4.37 MiB under Adam, 4.25 under SGD), but none where the asked optimizer
+        # assigns its slots whole each step (``_REASSIGNS_SLOTS``).
         self.held_traced: List[float] = []
-        self.held_ratio = now / was if was and _counted_by_bfc(trace) else 1.0
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
-            if HELD_CATEGORY in self.series and (update == _REASSIGNS or self.held_ratio != 1.0):
+            if update == _REASSIGNS and HELD_CATEGORY in self.series:
                 self.held_traced = self.series[HELD_CATEGORY]
-                ratio = 0.0 if update == _REASSIGNS else self.held_ratio
-                self.series[HELD_CATEGORY] = [v * ratio for v in self.held_traced]
+                self.series[HELD_CATEGORY] = [0.0] * n
         else:
             self.series[UNATTRIBUTED_CATEGORY] = [0.0] * n
         self.made = {c: in_window[c] for c in (WEIGHTS_CATEGORY, OPTIMIZER_SLOTS_CATEGORY)}  # by the step itself
@@ -741,9 +733,7 @@ class _Step:
             traced_bytes = held[traced]
             if category == HELD_CATEGORY and self.held_traced:
                 traced_bytes, how = self.held_traced[traced], "computed"
-                what = ("0 B: momentum's assign keeps each new value's buffer: none held past the variables"
-                        if not any(held) else f"{size_text(held[at])}: BFC's chunk slack on the variables, "
-                        f"x {self.held_ratio:.4g} with their bytes")
+                what = "0 B: momentum's assign keeps each new value's buffer: none held past the variables"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
                 what = (f"{size_text(held[at])}: in use before the step (the run's variables among it, not split)"
                         if self.state.counted else "0 B: this trace's count starts at 0 in the window: what was in "
