@@ -18,6 +18,10 @@ from tb_modelmem.schema.names import PEAK_CATEGORIES
 from tests.support.plugin_harness import Served, layer_rows
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The held and peak checks read BFC's chunks, which move with the executor's op order, and the order moves
+# when the machine is busy: a CI run beside other tests held 10,178,428 B past the variables where runs alone
+# hold 8,495,996-8,497,020 (the slack made at build time 7,971,376). These run alone (scripts/test.sh).
+pytestmark = pytest.mark.quiet
 LENET_WEIGHTS = (5 * 5 * 1 + 1) * 32 + (5 * 5 * 32 + 1) * 64 + (3136 + 1) * 1024 + (1024 + 1) * 10
 
 
@@ -26,10 +30,11 @@ def logdir(tmp_path_factory) -> str:
     logdir = str(tmp_path_factory.mktemp("peak"))
     result = subprocess.run([sys.executable, "-m", "tests.support.peak_run", logdir], cwd=REPO, capture_output=True,
                             text=True, timeout=600,
-                            # one inter-op thread: the executor runs the step's ops in one order, so the peak is
-                            # one moment (free-running, a clean CI run once peaked where no activation was held)
+                            # one inter-op and one intra-op thread: the executor runs the step's ops in one order,
+                            # so the peak is one moment (free-running, a clean CI run once peaked where no
+                            # activation was held)
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
-                                     TF_NUM_INTEROP_THREADS="1"))
+                                     TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     return logdir
 
