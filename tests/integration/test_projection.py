@@ -336,15 +336,15 @@ def test_the_band_at_twice_the_batch_is_bfcs_split_rule(traced):
 def test_ten_percent_past_the_largest_batch_a_real_run_is_over_the_budget(traced_in_order, tmp_path):
     """Issue 54: the search checked against real runs, not against ``project()``: LeNet traced at batch 32, a 200
     MiB budget, a real run at 10% more than the largest batch found is over it (TensorFlow's own high-water mark
-    over the step). That a run at the largest batch fits is not checked here: on BFC it does not hold from one run
-    to the next. Even on one inter-op thread (``_run(ordered=True)``, where runs of one batch agree: 187.87, 187.84,
-    187.87 MB at 368) BFC's chunks jump between nearby batches and are not monotone in them: 211.29 MB at 509 (the
-    projection read 209.71, -0.74%), 243.10 at 528, 254.16 at 576 against 242.12 at 634. Ordered and run alone,
-    eight single-step traces found 502-576 (522 in six; a run at 559 read 246.30 MB), the median of three two-step
-    traces' batches (497-545) 516 in three sets (a run at 568 read 246.66-264.53 MB over the same two steps); run
-    beside other tests, CI once found 346, where a real run at 381 read 189.20 MB. Runs that must fit are checked
-    where the allocator is exact (test_projection_torch.py); replicas against real runs on 8 host devices in
-    test_sharded.py."""
+    over the step). That a run at the largest batch fits is not checked here, and it does not (docs/WHAT_IF.md:
+    242.28 MB at 516): on BFC it does not hold from one run to the next. Even on one inter-op thread
+    (``_run(ordered=True)``, where runs of one batch agree: 187.87, 187.84, 187.87 MB at 368) BFC's chunks jump
+    between nearby batches and are not monotone in them: 211.29 MB at 509 (the projection read 209.71, -0.74%),
+    243.10 at 528, 254.16 at 576 against 242.12 at 634. Ordered and run alone, eight single-step traces found
+    502-576 (522 in six; a run at 559 read 246.30 MB), the median of three two-step traces' batches (497-545) 516 in
+    three sets (a run at 568 read 246.66-264.53 MB over the same two steps); run beside other tests, CI once found
+    346, where a real run at 381 read 189.20 MB. Runs that must fit are checked where the allocator is exact
+    (test_projection_torch.py); replicas against real runs on 8 host devices in test_sharded.py."""
     budget = 200 * 2**20
     answers = [tb_modelmem.estimate(logdir, budget="200MiB") for logdir in traced_in_order]
     assert all(a["largest_batch"] and a["largest_batch_note"] == "" for a in answers), answers
