@@ -56,9 +56,10 @@ def traced(tmp_path_factory):
 TWO_STEPS = ("--profile-steps", "3,4")
 
 
-def _peak_over_two_steps(logdir: str, batch: int, *extra: str) -> int:
-    """A real ordered run's peak over steps 3 and 4, as TensorFlow's allocator counted each (``_run``)."""
-    return max(_run(logdir, batch, *extra, *TWO_STEPS, ordered=True)["allocator_step_peaks"])
+def _ordered_two_steps(logdir: str, batch: int, *extra: str) -> Dict[str, Any]:
+    """A real ordered run with steps 3 and 4 traced; its peak over them is ``max(run["allocator_step_peaks"])``,
+    as TensorFlow's allocator counted each (``_run``)."""
+    return _run(logdir, batch, *extra, *TWO_STEPS, ordered=True)
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +72,13 @@ def traced_in_order(tmp_path_factory) -> List[str]:
     folder = tmp_path_factory.mktemp("whatif_ordered")
     logdirs = [str(folder / f"lenet_32_{i}") for i in range(3)]
     for logdir in logdirs:
-        _run(logdir, 32, *TWO_STEPS, ordered=True)
+        _ordered_two_steps(logdir, 32)
     return logdirs
 
 
-def _median_projection(logdirs: List[str], key: str = "peak_bytes", **asked: Any) -> float:
-    """The median over three traces of one figure of What if's answer."""
-    return statistics.median(tb_modelmem.estimate(logdir, **asked)[key] for logdir in logdirs)
+def _median_projection(logdirs: List[str], **asked: Any) -> float:
+    """The median over three traces of What if's projected peak."""
+    return statistics.median(tb_modelmem.estimate(logdir, **asked)["peak_bytes"] for logdir in logdirs)
 
 
 def _real_optimizer_bytes(name: str, policy: str = "float32") -> Dict[str, int]:
@@ -256,10 +257,10 @@ def test_another_optimizer_against_a_real_run_of_it(traced_in_order, tmp_path, o
     SGD's update still makes lr x gradient, a buffer of fc1's kernel's size, where Adam's held 19.75 MiB; a momentum
     run holds nothing past the variables' sizes (its assign takes each new value's buffer), and holds every m x
     momentum at its peak: those the asserts below check."""
-    peaks = [_peak_over_two_steps(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower())
-             for i in range(5)]
-    with open(str(tmp_path / f"{optimizer}_0") + ".json") as f:
-        real = json.load(f)
+    runs = [_ordered_two_steps(str(tmp_path / f"{optimizer}_{i}"), 32, "--optimizer", optimizer.lower())
+            for i in range(5)]
+    real = runs[0]
+    peaks = [max(run["allocator_step_peaks"]) for run in runs]
     projected = _median_projection(traced_in_order, optimizer=optimizer)
     measured = statistics.median(peaks)
     bound = {"SGD": 0.20, "momentum": 0.05}[optimizer]
@@ -300,7 +301,7 @@ def test_a_larger_batch_against_a_real_run_at_it(traced_in_order, tmp_path):
     Each real run holds LeNet's weights (TensorFlow's variables, 13,098,536 B). Free-running, the executor's order
     moves a LeNet step's BFC peak by up to ~15% from run to run (benchmarks/bench_projection.py measures the error
     over runs)."""
-    runs = [_run(str(tmp_path / f"lenet_64_{i}"), 64, *TWO_STEPS, ordered=True) for i in range(5)]
+    runs = [_ordered_two_steps(str(tmp_path / f"lenet_64_{i}"), 64) for i in range(5)]
     assert all(run["weights"] == 13_098_536 for run in runs)
     real = statistics.median(max(run["allocator_step_peaks"]) for run in runs)
     figure = _median_projection(traced_in_order, batch=64)
@@ -350,7 +351,7 @@ def test_ten_percent_past_the_largest_batch_a_real_run_is_over_the_budget(traced
     assert all(a["largest_batch"] and a["largest_batch_note"] == "" for a in answers), answers
     found = int(statistics.median(a["largest_batch"] for a in answers))
     assert found > 32
-    over = _peak_over_two_steps(str(tmp_path / "over"), math.ceil(found * 1.1))
+    over = max(_ordered_two_steps(str(tmp_path / "over"), math.ceil(found * 1.1))["allocator_step_peaks"])
     assert over > budget, (found, over)
 
 
