@@ -47,7 +47,7 @@ def test_most_op_time_is_on_the_layers_of_the_model(corpus, name):
     body = served.json("/ops", run=result["run"], tag="ops")
     ops = served.all_ops(result["run"], "ops")
     layers = model_layers(result)
-    fraction, elsewhere = rows_on_layers(ops, layers)
+    fraction, elsewhere = rows_on_layers(ops, layers, leave_out_longest=True)
     assert fraction >= 0.9, f"{name}: {fraction:.1%} of forward and backward op time on layers; elsewhere {elsewhere}"
     # a summary serialized in the step (TF1's image of the batch: 0.9-4 ms) is logging, not the model's pass
     logged = [(op["name"], op["phase"]) for op in ops if op["op_type"].endswith("Summary")]
