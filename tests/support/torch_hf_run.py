@@ -1,4 +1,5 @@
-"""Models no What-if rule was written on, made from a config and trained by a plain loop with AdamW, for What if's
+"""Models no What-if rule was written on, made from a config and trained by a plain loop (AdamW, or the
+``torch.optim`` class ``--optimizer`` names), for What if's
 held-out PyTorch check (tests/integration/test_projection_torch.py): a tiny Hugging Face Llama (rotary positions,
 RMSNorm, a gated SiLU MLP), whose first forward op is the embedding, its first input the table [3000, 160], not
 the batch; and a tiny BERT masked LM, whose first op slices a [1, 512] buffer of position ids, and whose position
@@ -41,6 +42,8 @@ def _optimizer(name: str, model: Any) -> Any:
 
     if name == "AdamW":
         return torch.optim.AdamW(model.parameters(), lr=1e-3)
+    if name in ("Adafactor", "RMSprop", "Adagrad", "NAdam", "Adamax", "Adadelta", "RAdam"):
+        return getattr(torch.optim, name)(model.parameters(), lr=1e-3)
     return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0)
 
 
@@ -60,7 +63,8 @@ def main() -> None:
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True)
-    parser.add_argument("--optimizer", choices=("AdamW", "SGD", "momentum"), default="AdamW")
+    parser.add_argument("--optimizer", default="AdamW", choices=("AdamW", "SGD", "momentum", "Adafactor", "RMSprop",
+                                                                 "Adagrad", "NAdam", "Adamax", "Adadelta", "RAdam"))
     args = parser.parse_args()
     import torch
 
