@@ -407,13 +407,23 @@ def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
     return number
 
 
+def _asked_arg(request: wrappers.Request, name: str) -> Optional[int]:
+    """A count a What-if question asks (batch, seq, devices): None where not given, else a positive integer
+    (0 is an error, as on the command line: not "as traced")."""
+    if request.args.get(name) in (None, ""):
+        return None
+    number = _int_arg(request, name, 0)
+    if number < 1:
+        raise errors.InvalidArgumentError(f"{name} must be a positive integer, got {number}")
+    return number
+
+
 def _whatif_args(request: wrappers.Request) -> Tuple[WhatIf, Optional[int]]:
     """The change a What-if question asks (batch, optimizer, policy, devices or replicas, shard, seq) and its
     budget in bytes."""
-    batch = _int_arg(request, "batch", 0) or None
-    devices = _int_arg(request, "devices", 0) or _int_arg(request, "replicas", 1)
-    what = WhatIf(batch, _optional(request, "optimizer"), _optional(request, "policy"), devices,
-                  _optional(request, "shard"), _int_arg(request, "seq", 0) or None)
+    devices = _asked_arg(request, "devices") or _asked_arg(request, "replicas") or 1
+    what = WhatIf(_asked_arg(request, "batch"), _optional(request, "optimizer"), _optional(request, "policy"),
+                  devices, _optional(request, "shard"), _asked_arg(request, "seq"))
     budget = _optional(request, "budget")
     try:
         what.check()

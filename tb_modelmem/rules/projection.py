@@ -530,10 +530,18 @@ def parse_size(text: Union[int, str]) -> int:
         found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", str(text).lower())
         if found is None or found.group(2) not in _UNITS:
             raise ValueError(f"not a size: {str(text)[:40]!r} (say 16GiB, 512MB or a number of bytes)")
-        value = int(float(found.group(1)) * _UNITS[found.group(2)])
+        number = float(found.group(1)) * _UNITS[found.group(2)]
+        if not number < _MOST_BUDGET:  # 1e400 is inf as a float
+            raise ValueError(f"a budget must be under 8 EiB, got {str(text)[:40]!r}")
+        value = int(number)
     if value <= 0:
         raise ValueError(f"a budget must be positive, got {str(text)[:40]!r}")
+    if value >= _MOST_BUDGET:
+        raise ValueError(f"a budget must be under 8 EiB, got {str(text)[:40]!r}")
     return value
+
+
+_MOST_BUDGET = 2**63  # a byte count a signed 64-bit integer holds, as every allocator counts
 
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,

@@ -36,7 +36,7 @@ POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 # What ``build()`` gives a counter or rate whose dtype Keras decides at run time: int64 counters,
 # float32 rates and scales (TensorFlow's backend; JAX's default makes counters int32).
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
-_MOST_SEQ = 10**9  # the longest sequence asked (the route's bound): its ratio squared stays a float
+MOST_ASKED = 10**9  # the largest batch or sequence asked (the route's bound): a length's ratio squared stays a float
 _SCALAR_BYTES = 4
 
 
@@ -53,12 +53,11 @@ class WhatIf:
 
     def check(self) -> None:
         """ValueError naming what is wrong, before anything is projected."""
-        for name, most in (("batch", None), ("seq", _MOST_SEQ)):
+        for name in ("batch", "seq"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1
-                                      or (most and value > most)):
-                raise ValueError(f"{name} must be a positive integer{f' up to {most:,}' if most else ''}, "
-                                 f"got {str(value)[:40]}")
+                                      or value > MOST_ASKED):
+                raise ValueError(f"{name} must be a positive integer up to {MOST_ASKED:,}, got {str(value)[:40]}")
         if not isinstance(self.replicas, int) or self.replicas < 1:
             raise ValueError(f"devices (replicas) must be a positive integer, got {str(self.replicas)[:40]}")
         if self.shard is not None and self.shard not in SHARDINGS:
@@ -238,6 +237,9 @@ def optimizer_class(name: str, torch: Optional[bool] = False) -> Tuple[str, Tupl
     found = None if torch else torch_optimizers.class_among(name, roles.optimizer_classes())
     if found is None and torch is not False:
         found = torch_optimizers.class_among(name, torch_optimizers.classes())
+    if found is None and torch is None:  # asked before the run is read: either kind's names
+        raise ValueError(f"no built-in Keras or torch.optim optimizer {name[:40]!r} (Keras: "
+                         f"{', '.join(optimizer_choices(False))}; torch.optim: {', '.join(optimizer_choices(True))})")
     if found is None:
         raise ValueError(f"no built-in {'torch.optim' if torch else 'Keras'} optimizer {name[:40]!r} "
                          f"(known: {', '.join(optimizer_choices(bool(torch)))})")

@@ -364,8 +364,12 @@ def test_what_the_trace_cannot_say_is_unknown_not_zero(traced):
     assert "batch" in result["unknown"]["activations"]
     no_breakdown = project(logged.trace, None, WhatIf(optimizer="SGD"))
     assert no_breakdown["peak_bytes"] is None and "breakdown" in no_breakdown["unknown"]["optimizer_slots"]
-    with pytest.raises(ValueError, match="no built-in Keras optimizer"):
+    with pytest.raises(ValueError, match="no built-in Keras or torch.optim optimizer 'Adamm'"):
         tb_modelmem.estimate(logdir, optimizer="Adamm")
+    with pytest.raises(ValueError, match="a budget must be under 8 EiB"):  # 1e400 is inf as a float
+        tb_modelmem.estimate(logdir, budget="1e400")
+    with pytest.raises(ValueError, match="batch must be a positive integer up to 1,000,000,000"):
+        tb_modelmem.estimate(logdir, batch=10**20)
     with pytest.raises(ValueError, match="policy"):
         tb_modelmem.estimate(logdir, policy="float16")
 
@@ -436,7 +440,10 @@ def test_the_tab_asks_the_same_question_and_gets_the_same_answer(traced):
     assert body["budget"]["largest_batch"] == api["largest_batch"] and body["budget"]["bytes"] == 300 * 2**20
     assert "Adam" in body["choices"]["optimizers"] and body["choices"]["policies"][0] == "float32"
     for bad, says in (({"batch": "x"}, "batch must be an integer"), ({"policy": "float8"}, "policy"),
-                      ({"optimizer": "<script>"}, "no built-in Keras optimizer"), ({"budget": "lots"}, "not a size")):
+                      ({"optimizer": "<script>"}, "no built-in Keras or torch.optim optimizer"),
+                      ({"budget": "lots"}, "not a size"), ({"budget": "1e400"}, "a budget must be under 8 EiB"),
+                      ({"batch": "0"}, "batch must be a positive integer"), ({"seq": "0"}, "seq must be a positive"),
+                      ({"devices": "0"}, "devices must be a positive"), ({"batch": "99999999999"}, "between 0 and")):
         response = served.get("/whatif", run=logged.run, tag=tag, **bad)
         assert response.status_code == 400 and says in response.get_data(as_text=True), bad
 
