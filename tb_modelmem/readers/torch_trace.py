@@ -143,7 +143,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
             by_thread[(e.get("pid"), e.get("tid"))].append(e)
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
-    makers: Dict[int, Dict[str, Any]] = {}
+    makers: Dict[int, Tuple[Dict[str, Any], ...]] = {}
     step_annotations = 0
     for thread_events in by_thread.values():
         found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers)
@@ -217,11 +217,11 @@ def _time(value: Any) -> bool:
 
 
 def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]],
-                 makers: Dict[int, Dict[str, Any]]
+                 makers: Dict[int, Tuple[Dict[str, Any], ...]]
                  ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
     """One thread's top-level ops with their layer and phase, and each memory event with its op (and in
-    ``makers``, by the memory event's id, the event of the innermost op open when it happened: its inputs say
-    the allocation's shape, ``_Sizes``)."""
+    ``makers``, by the memory event's id, the events of the ops open when it happened, innermost last: its
+    inputs say the allocation's shape, ``_Sizes``)."""
     # ranges before what they contain; at one instant, ranges open before memory events are placed
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
     # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
@@ -240,8 +240,8 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         op = next((what for _, kind, what, _ in reversed(stack) if kind == "op"), None)
         if instant:
             memory.append((e, op))
-            if stack:  # what allocated it: the innermost op open
-                makers[id(e)] = stack[-1][3]
+            if stack:  # what allocated it: the innermost op open, and the ops it runs inside
+                makers[id(e)] = tuple(entry[3] for entry in stack[-_MAKER_DEPTH:])
             continue
         end = ts + float(e["dur"])
         name, cat = str(e.get("name", "")), e.get("cat")
@@ -536,6 +536,10 @@ def _message_bytes(args: Dict[str, Any]) -> int:
 
 
 _MAX_TENSORS, _MAX_RANK = 64, 64  # tensors one call names, dimensions one tensor has (a real op: a few)
+_MAKER_DEPTH = 8  # the ops open at an allocation kept for its shape (a real one: aten::gru > aten::stack, a few)
+# torch's recurrent layers: on the CPU one call runs a loop over the time steps, each making its own buffers
+_RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten::gru", "aten::_cudnn_rnn",
+                        "aten::mkldnn_rnn_layer"})
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 
@@ -567,23 +571,28 @@ class _Sizes:
     """What a trace says of its buffers' sizes: the step's batch and sequence length, the weights' shapes
     (what the optimizer read), and what made each allocation (``makers``, by the event's id)."""
 
-    makers: Dict[int, Dict[str, Any]]
+    makers: Dict[int, Tuple[Dict[str, Any], ...]]
     batch: Optional[int]
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
     _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
-    _input_powers: Dict[int, List[int]] = dataclasses.field(default_factory=dict)  # by the maker's event
+    _input_powers: Dict[int, Optional[List[int]]] = dataclasses.field(default_factory=dict)  # by the op's event
 
     def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
         allocated in ``phase``, as its maker's inputs say (``torch_shapes``). Where no shape fits its size, it
         carries what its maker's most batch-carrying input does (a convolution's backward, a reduction kept
-        per sample) unless it is a weight's size; the data loader's buffers (``INPUT``) carry the batch when
-        their bytes are a multiple of it; else "" and no batch."""
-        maker = self.makers.get(id(event))
-        if maker is None:
+        per sample) unless it is a weight's size; where its maker recorded no shape (a list of over 30 tensors,
+        which torch's profiler records as ``[]``: a recurrent layer's steps stacked), what the innermost op
+        around it that recorded one does. Inside a recurrent layer's call, a buffer is one time step's
+        (``_per_step``). The data loader's buffers (``INPUT``) carry the batch when their bytes are a
+        multiple of it; else "" and no batch."""
+        chain = self.makers.get(id(event))
+        if not chain:
             return "", "", False, 0
+        maker = chain[-1]
         args, cached = _args(maker), _args(event).get("Device Type") == _CUDA
+        recurrent = any(op.get("name") in _RECURRENT for op in chain)
         key = (id(maker), size, cached)  # one op's many allocations: its shapes worked out once per size
         if key not in self._shapes:
             self._shapes[key] = allocated_shape(str(maker.get("name", "")), args.get("Input Dims"),
@@ -591,17 +600,40 @@ class _Sizes:
         found = self._shapes[key]
         if found is not None:
             shape = format_shape(found[0])
-            return (shape, found[1]) + carried(shape, self.batch, self.weights, self.seq)
+            carries, power = carried(shape, self.batch, self.weights, self.seq)
+            if recurrent:
+                carries, power = self._per_step(found[0], size, carries, power)
+            return shape, found[1], carries, power
         if not self.batch or size in self.weight_bytes:
             return "", "", False, 0
-        powers = self._input_powers.get(id(maker))
-        if powers is None:
-            powers = self._input_powers[id(maker)] = [
-                power for carries, power in (carried(format_shape(shape), self.batch, self.weights, self.seq)
-                                             for shape in tensor_shapes(args.get("Input Dims"))) if carries]
+        powers = next((recorded for recorded in map(self._powers, reversed(chain)) if recorded is not None), None)
         if powers:
-            return "", "", True, max(powers)
+            return "", "", True, max(max(powers), int(recurrent))
         return "", "", phase == INPUT and size % self.batch == 0, 0
+
+    def _powers(self, op: Dict[str, Any]) -> Optional[List[int]]:
+        """How many times each of ``op``'s batch-carrying inputs holds the sequence; None if it recorded no
+        tensor's shape (``[]`` for each input: a list too long to record, and its scalars)."""
+        if id(op) not in self._input_powers:
+            shapes = [shape for shape in tensor_shapes(_args(op).get("Input Dims")) if shape]
+            self._input_powers[id(op)] = [
+                power for carries, power in (carried(format_shape(shape), self.batch, self.weights, self.seq)
+                                             for shape in shapes) if carries] if shapes else None
+        return self._input_powers[id(op)]
+
+    def _per_step(self, dims: Tuple[int, ...], size: int, carries: bool, power: int) -> Tuple[bool, int]:
+        """A buffer a recurrent layer's call made: it computes gates and states for every sample at every time
+        step, so each buffer beyond a copy of its weights holds one step's ([batch, hidden], one per step: their
+        bytes grow with the length though no shape holds it) or every step's (its outputs time first,
+        [seq, batch, hidden]; oneDNN's workspace, bytes in one dimension: LSTM's at 4x the batch 3.98-3.99x, at
+        2x the length 1.98x). None in a shape carries the batch where its first dimension is no multiple of
+        it, so the rule is the call's, not the shape's."""
+        if carries:
+            return True, max(power, 1)
+        weight = dims in self.weights or dims[::-1] in self.weights or size in self.weight_bytes
+        if not self.batch or not dims or weight:
+            return False, 0
+        return True, 1
 
     @functools.cached_property
     def weight_bytes(self) -> FrozenSet[int]:

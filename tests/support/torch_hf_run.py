@@ -26,6 +26,8 @@ VOCAB = 3000
 
 
 def _model(name: str) -> Any:
+    if name in ("gru", "lstm", "rnn"):
+        return _recurrent(name)
     import torch
     from transformers import BertConfig, BertForMaskedLM, LlamaConfig, LlamaForCausalLM
 
@@ -35,6 +37,41 @@ def _model(name: str) -> Any:
                                           num_attention_heads=4, max_position_embeddings=512))
     return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=160, intermediate_size=352, num_hidden_layers=2,
                                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512))
+
+
+def _recurrent(name: str) -> Any:
+    """A recurrent language model called as the Hugging Face ones are (``model(input_ids=, labels=).loss``): an
+    embedding, ``nn.GRU`` (one layer, 128 wide), ``nn.LSTM`` (two layers, bidirectional, 96 wide, time first)
+    or ``nn.RNN`` (three layers of ReLU, 112 wide), a head over the vocabulary at each position. On the CPU each
+    call runs a loop over the time steps, its buffers one step's, and stacks the steps' outputs from a list whose
+    shapes torch's profiler does not record past 30 members (the LSTM: oneDNN's, with a workspace in bytes)."""
+    import torch
+    from torch import nn
+
+    class Recurrent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, 64)
+            if name == "gru":
+                self.rnn: nn.Module = nn.GRU(64, 128, batch_first=True)
+                width, self.time_first = 128, False
+            elif name == "rnn":
+                self.rnn = nn.RNN(64, 112, num_layers=3, batch_first=True, nonlinearity="relu")
+                width, self.time_first = 112, False
+            else:
+                self.rnn = nn.LSTM(64, 96, num_layers=2, bidirectional=True)
+                width, self.time_first = 192, True
+            self.head = nn.Linear(width, VOCAB)
+
+        def forward(self, input_ids: Any, labels: Any) -> Any:
+            x = self.embed(input_ids)
+            hidden, _ = self.rnn(x.transpose(0, 1) if self.time_first else x)
+            logits = self.head(hidden.transpose(0, 1) if self.time_first else hidden)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+            return type("Output", (), {"loss": loss})
+
+    torch.manual_seed(0)
+    return Recurrent()
 
 
 def _optimizer(name: str, model: Any) -> Any:
@@ -58,7 +95,7 @@ def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=("llama", "bert"))
+    parser.add_argument("model", choices=("llama", "bert", "gru", "lstm", "rnn"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
