@@ -116,13 +116,18 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
     update, asked = _asked_update(state, what)
+    scratch = None  # the most a torch.optim class's step holds at once, asked and traced
+    if state.torch and what.optimizer and asked and update == "":
+        sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
+        scratch = (torch_optimizers.scratch_peak(*optimizer_class(what.optimizer, True), sizes),
+                   torch_optimizers.scratch_peak(*state.optimizer[:2], sizes))
     if update == _NO_SCRATCH_TRACED:
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
             f"the traced {state.optimizer[0]} updates in place, so its trace has no update scratch to scale: "
             f"{asked}'s is not in it; trace a step under {asked}"))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown))
+                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -556,7 +561,8 @@ class _Step:
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], update: str = "", gradient_share: float = 1.0,
-                 seq_ratio: float = 1.0, buckets: Optional[float] = 0.0) -> None:
+                 seq_ratio: float = 1.0, buckets: Optional[float] = 0.0,
+                 scratch: Optional[Tuple[int, int]] = None) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -580,7 +586,10 @@ class _Step:
         self.state_sizes = state_sizes(state, projected_state)
         now, was = self.state_sizes
         self.in_place = update == _IN_PLACE
-        slot_ratio = 0.0 if self.in_place else now / was if was else 1.0
+        # the most a torch.optim class's step holds at once, asked and traced (``torch_optimizers.scratch_peak``)
+        self.scratch_bytes = scratch if scratch is not None and scratch[1] else None
+        slot_ratio = (0.0 if self.in_place else self.scratch_bytes[0] / self.scratch_bytes[1]
+                      if self.scratch_bytes else now / was if was else 1.0)
         self.largest_update = 0 if state.torch else (  # torch's foreach updates make no lr x grad buffer
             max((tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0) * gradient_share)
         # SGD with momentum's m x momentum reads no gradient, so TensorFlow's executor makes it for every slot
@@ -712,6 +721,11 @@ class _Step:
                             "largest weight's lr x grad)")  # short: the tab's Basis cell
             elif self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
                 formula += f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
+            elif self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
+                most, traced_most = self.scratch_bytes
+                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
+                            f"(its step's scratch at most {size_text(most)} at once, the traced "
+                            f"{size_text(traced_most)})")
             elif fixed_factor != 1.0:
                 after, before = self.state_sizes
                 formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "

@@ -29,6 +29,9 @@ EXACT = 0.005  # torch's CPU count is exact: the float32 figures below read with
 BUDGET = 64 * 2**20
 
 
+SCRATCH_ASKED = ("AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor")
+
+
 def _run(model, logdir, batch, seq=64, optimizer="AdamW", plain=False, bf16=False):
     env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false")
     command = [sys.executable, "-m", "tests.support.torch_whatif_run", model, logdir, "--batch", str(batch),
@@ -152,7 +155,7 @@ def mlp(tmp_path_factory):
     for name, extra in traced.items():
         _mlp("traced", root / name, "--batch", 512, *extra)
     real = {("Adam", per_rank, 2): None for per_rank in (32, 2048)}
-    real.update({(optimizer, 512, 1): None for optimizer in ("SGD", "momentum")})
+    real.update({(optimizer, 512, 1): None for optimizer in ("SGD", "momentum") + SCRATCH_ASKED})
     for optimizer, batch, ranks in real:
         real[(optimizer, batch, ranks)] = _mlp("truth", root / f"{optimizer}_{batch}_{ranks}", "--batch", batch,
                                                "--optimizer", optimizer, "--ranks", ranks)
@@ -182,6 +185,18 @@ def test_sgd_updates_in_place(mlp, traced_under, asked):
     traced, real = mlp
     (peak,) = real[(asked, 512, 1)]["peaks"]
     answer = estimate(traced[traced_under], optimizer=asked)
+    assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
+
+
+@pytest.mark.parametrize("asked", SCRATCH_ASKED)
+def test_another_optimizers_scratch_is_its_own(mlp, asked):
+    """Traced under Adam, whose update is this MLP's peak, asked for a class whose step makes other scratch: its
+    most at once (``torch_optimizers.scratch_peak``: tensors of a parameter's size held at once, and of the
+    previous parameter's still held), against a real run. Scaling Adam's by the state's bytes, as before, read
+    Adagrad and RMSprop +6.3%, Adamax +15.0%, Adafactor -8.6%."""
+    traced, real = mlp
+    (peak,) = real[(asked, 512, 1)]["peaks"]
+    answer = estimate(traced["Adam"], optimizer=asked)
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
 
 

@@ -72,3 +72,52 @@ def test_an_update_said_in_place_allocates_nothing_the_size_of_a_weight(cls, con
     largest = max(p.numel() * p.element_size() for p in model.parameters())
     entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
     assert torch_optimizers.in_place(*torch_optimizers.plan(entry)) == (max(made, default=0) < largest), made
+
+
+DECAY = {"weight_decay": 0.01}
+COUNT_CASES = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}), ("SGD", {"lr": 0.1, "weight_decay": 1e-4}),
+               ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}), ("SGD", {"lr": 0.1, "maximize": True}),
+               ("Adam", {}), ("Adam", {"amsgrad": True}), ("Adam", DECAY), ("Adam", {"maximize": True}),
+               ("Adam", {**DECAY, "decoupled_weight_decay": True}), ("AdamW", {}), ("Adamax", {}), ("Adamax", DECAY),
+               ("NAdam", {}), ("NAdam", DECAY), ("RAdam", {}), ("RAdam", DECAY), ("Adagrad", {}), ("Adagrad", DECAY),
+               ("Adadelta", {}), ("Adadelta", DECAY), ("RMSprop", {}), ("RMSprop", DECAY),
+               ("RMSprop", {"momentum": 0.9, "centered": True}), ("Adafactor", {}), ("Adafactor", DECAY)]
+
+
+def _step_scratch(cls, config, layers, tmp_path):
+    """The most a real third ``step()`` holds at once beyond what it began with (torch.profiler's ``[memory]``
+    events inside ``Optimizer.step``, read with ``json``), over ``layers`` equal 512 x 512 weights."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512, bias=False) for _ in range(layers)])
+    optimizer = getattr(torch.optim, cls)(model.parameters(), **config)
+    x = torch.randn(8, 512)
+    for _ in range(2):
+        model(x).sum().backward()
+        optimizer.step()
+    model(x).sum().backward()
+    with torch.profiler.profile(profile_memory=True) as prof:
+        optimizer.step()
+    prof.export_chrome_trace(str(tmp_path / "step.json"))
+    events = json.loads((tmp_path / "step.json").read_text())["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("Optimizer.step#")]
+    memory = sorted((e for e in events if e.get("name") == "[memory]" and any(a <= e["ts"] <= b for a, b in steps)),
+                    key=lambda e: e["ts"])
+    if not memory:
+        return 0, optimizer
+    start = memory[0]["args"]["Total Allocated"] - memory[0]["args"]["Bytes"]
+    return max(e["args"]["Total Allocated"] for e in memory) - start, optimizer
+
+
+@pytest.mark.parametrize("cls,config", COUNT_CASES, ids=[f"{c}-{'-'.join(k)}" for c, k in COUNT_CASES])
+def test_the_scratch_each_step_holds_at_once(cls, config, tmp_path):
+    """``scratch_counts`` against real steps: over one weight, the tensors of its size held at once; over two equal
+    ones, that and what the first one's loop still holds (a name rebound only when the next is made). Within the
+    steps' own scalars (``step`` counts) and Adafactor's row and column factors: under 0.5% of a weight."""
+    weight = 512 * 512 * 4
+    one, optimizer = _step_scratch(cls, config, 1, tmp_path)
+    two, _ = _step_scratch(cls, config, 2, tmp_path)
+    entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
+    within, held = torch_optimizers.scratch_counts(*torch_optimizers.plan(entry))
+    assert abs(one - within * weight) < 0.005 * weight, (one / weight, within)
+    assert abs(two - one - held * weight) < 0.005 * weight, ((two - one) / weight, held)
+    assert torch_optimizers.scratch_peak(*torch_optimizers.plan(entry), [weight, weight]) == (within + held) * weight

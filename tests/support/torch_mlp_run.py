@@ -6,7 +6,8 @@ test_projection_torch.py).
     python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--ranks 2] [--compile]  # B per rank
 
 The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer``
-Adam (the default), SGD, or SGD with momentum 0.9 (``momentum``). ``--ranks 2``: the model in DDP.
+Adam (the default), another ``torch.optim`` class of ``SCRATCH_MAKERS`` (lr 1e-3), SGD, or SGD with momentum 0.9
+(``momentum``). ``--ranks 2``: the model in DDP.
 ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
@@ -27,6 +28,8 @@ import socket
 from typing import Any, Dict, List
 
 STEPS = 4
+# torch.optim classes whose step makes scratch of its parameters' sizes, besides SGD with and without momentum
+SCRATCH_MAKERS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor")
 
 
 def _model() -> Any:
@@ -49,8 +52,8 @@ def _step(model: Any, optimizer: Any, batch: int, forward: Any = None) -> None:
 def _optimizer(name: str, model: Any) -> Any:
     import torch
 
-    if name == "Adam":
-        return torch.optim.Adam(model.parameters())
+    if name in SCRATCH_MAKERS:
+        return getattr(torch.optim, name)(model.parameters(), lr=1e-3)
     return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0)
 
 
@@ -125,7 +128,7 @@ def main() -> None:
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--optimizer", choices=("Adam", "SGD", "momentum"), default="Adam")
+    parser.add_argument("--optimizer", choices=SCRATCH_MAKERS + ("SGD", "momentum"), default="Adam")
     parser.add_argument("--ranks", type=int, choices=(1, 2), default=1)
     parser.add_argument("--compile", action="store_true")
     args = parser.parse_args()
