@@ -116,18 +116,13 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
     update, asked = _asked_update(state, what)
-    scratch = None  # the most a torch.optim class's step holds at once, asked and traced
-    if state.torch and what.optimizer and asked and update == "":
-        sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
-        scratch = (torch_optimizers.scratch_peak(*optimizer_class(what.optimizer, True), sizes),
-                   torch_optimizers.scratch_peak(*state.optimizer[:2], sizes))
     if update == _NO_SCRATCH_TRACED:
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
             f"the traced {state.optimizer[0]} updates in place, so its trace has no update scratch to scale: "
             f"{asked}'s is not in it; trace a step under {asked}"))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch)
+                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(state, what, update))
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -306,6 +301,20 @@ def _asked_update(state: State, what: WhatIf) -> Tuple[str, str]:
             return _IN_PLACE, asked[0]
         return (_NO_SCRATCH_TRACED if torch_optimizers.in_place(*state.optimizer[:2]) else ""), asked[0]
     return (_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""), asked[0]
+
+
+def _torch_scratch(state: State, what: WhatIf, update: str) -> Optional[Tuple[int, int]]:
+    """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
+    parameters (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked another class that makes
+    scratch, the traced one making some too (``_asked_update``'s "")."""
+    if not (state.torch and what.optimizer and update == ""):
+        return None
+    try:
+        asked = optimizer_class(what.optimizer, True)
+    except ValueError:  # a class torch.optim has none of: its state is unknown, said by ``State.projected``
+        return None
+    sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
+    return (torch_optimizers.scratch_peak(*asked, sizes), torch_optimizers.scratch_peak(*state.optimizer[:2], sizes))
 
 
 def _ddp_buckets(trace: OpTrace, state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
@@ -711,27 +720,7 @@ class _Step:
                            f"{size_text(grown * factor)}")
             else:
                 formula = "none carries the batch"
-            if not rest and carries:
-                formula += ", all of it"
-            elif fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
-                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
-                            "(each device keeps its shard of the gradients)")
-            elif kept != fixed_factor:
-                formula += (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
-                            "largest weight's lr x grad)")  # short: the tab's Basis cell
-            elif self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
-                formula += f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
-            elif self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
-                most, traced_most = self.scratch_bytes
-                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
-                            f"(its step's scratch at most {size_text(most)} at once, the traced "
-                            f"{size_text(traced_most)})")
-            elif fixed_factor != 1.0:
-                after, before = self.state_sizes
-                formula += (f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)} "
-                            f"(weights + slots: {size_text(after)} / {size_text(before)} traced)")
-            else:
-                formula += f"; {size_text(rest)} do not, kept"
+            formula += ", all of it" if not rest and carries else self._rest_note(category, rest, kept)
             how = "scaled" if carries or fixed_factor != 1.0 else "kept"
             if category == GRADIENTS_CATEGORY and self.buckets:
                 formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
@@ -773,6 +762,28 @@ class _Step:
             line["projected_bytes"] = int(round(self.series[category][at]))
             line["formula"] = (f"{size_text(self.series[category][at])}: {state}, {why}; "
                                f"+ {size_text(made[at])} the step itself created, in use at the peak")
+
+
+    def _rest_note(self, category: str, rest: float, kept: float) -> str:
+        """What a basis line says of the ``rest`` bytes of ``category`` that carry no batch, ``kept`` being
+        their factor (``fixed_at``)."""
+        fixed_factor = self.fixed_factor[category]
+        scaled = f"; {size_text(rest)} do not, x {_times(fixed_factor)} = {size_text(rest * fixed_factor)}"
+        if fixed_factor != 1.0 and category == GRADIENTS_CATEGORY:
+            return f"{scaled} (each device keeps its shard of the gradients)"
+        if kept != fixed_factor:
+            return (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
+                    "largest weight's lr x grad)")  # short: the tab's Basis cell
+        if self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
+            return f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
+        if self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
+            most, traced_most = self.scratch_bytes
+            return (f"{scaled} (its step's scratch at most {size_text(most)} at once, the traced "
+                    f"{size_text(traced_most)})")
+        if fixed_factor != 1.0:
+            after, before = self.state_sizes
+            return f"{scaled} (weights + slots: {size_text(after)} / {size_text(before)} traced)"
+        return f"; {size_text(rest)} do not, kept"
 
 
 def _traced_compute_bytes(trace: OpTrace) -> int:
