@@ -292,7 +292,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
         found, note = result["largest_batch"], result.get("largest_batch_note")
         cautious = result.get("cautious_batch")
         out.append(f"largest batch within {result['budget_bytes']:,} B: "
-                   + ("none" if found is None else f"{found:,}") + (f" ({note})" if note else "")
+                   + ("none" if found is None else "none fits" if found == 0 else f"{found:,}")
+                   + (f" ({note})" if note else "")
                    + (f"; {cautious:,} with {CAUTIOUS_WORDS[result.get('cautious_by') or 'band']} within it too"
                       if cautious is not None and found and cautious < found else ""))
     return "\n".join(out)

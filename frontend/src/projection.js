@@ -129,10 +129,11 @@ export function tracedLine(whatif) {
     : "batch not recorded", traced.seq ? `sequence ${formatInt(traced.seq)}` : ""].filter(Boolean).join(" · ");
 }
 
-/** "Largest batch within 16.0 GiB: 1,024", or "none" and why. */
+/** "Largest batch within 16.0 GiB: 1,024", or "none" (unknown) or "none fits" (not one sample) and why. */
 export function budgetLine(budget) {
   if (!budget) return "";
-  const found = isKnown(budget.largest_batch) ? formatInt(budget.largest_batch) : "none";
+  const found = !isKnown(budget.largest_batch) ? "none"
+    : budget.largest_batch === 0 ? "none fits" : formatInt(budget.largest_batch);
   const within = budget.cautious_by === "reserved"
     ? "what the caching allocator reserves" : "the allocator band's high end";
   const cautious = isKnown(budget.cautious_batch) && isKnown(budget.largest_batch)

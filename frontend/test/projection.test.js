@@ -77,6 +77,8 @@ test("what the trace cannot tell reads unknown, with the reason, never 0", async
   assert.match(projectionHeadline(whatif), /^Projected peak: unknown/);
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: null, note: "the peak cannot be projected: x" }),
     "Largest batch within 1.00 GiB: none (the peak cannot be projected: x)");
+  assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 0, note: "even one sample per device projects to 1.10 GiB" }),
+    "Largest batch within 1.00 GiB: none fits (even one sample per device projects to 1.10 GiB)");
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 782, note: "", cautious_batch: 640 }),
     "Largest batch within 1.00 GiB: 782; 640 with the allocator band's high end within it too");
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 782, note: "", cautious_batch: 782 }),

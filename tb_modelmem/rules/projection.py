@@ -513,7 +513,8 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
         reasons = sorted(set(result["unknown"].values()))
         return None, "the peak cannot be projected: " + "; ".join(reasons)
     if not first:
-        return 0, f"even one sample per device projects to {result['peak_bytes']:,} B"
+        one = result["peak_bytes"]
+        return 0, f"even one sample per device projects to {size_text(one)} ({one:,} B)"
     low, high = 1, 2
     while high <= most and fits(high)[0]:
         low, high = high, high * 2
@@ -778,8 +779,7 @@ class _Step:
             return f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
         if self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
             most, traced_most = self.scratch_bytes
-            return (f"{scaled} (its step's scratch at most {size_text(most)} at once, the traced "
-                    f"{size_text(traced_most)})")
+            return f"{scaled} (most at once: {size_text(most)} / {size_text(traced_most)} traced)"
         if fixed_factor != 1.0:
             after, before = self.state_sizes
             return f"{scaled} (weights + slots: {size_text(after)} / {size_text(before)} traced)"

@@ -122,7 +122,7 @@ class State:
                 unsplit.extend(RESIDENT_CATEGORIES)
             return out
         source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
-        kept = "kept float32 under autocast" if self.torch else "kept float32 under every Keras policy"
+        kept = "as traced" if self.torch else "kept float32 under every Keras policy"  # autocast leaves them
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
                                f"{size_text(self.bytes[category])}: {source} ({kept})"))

@@ -142,7 +142,7 @@ function fillChoices({ optimizer, policy }, choices, form) {
     if (!select.options.length || offered.join("\0") !== values.join("\0")) {
       const keep = select.options.length ? select.value : form[key];
       select.replaceChildren(option("", "as traced", !values.includes(keep)),
-        ...values.map((v) => option(v, v, v === keep)));
+        ...values.map((v) => option(v, v === "momentum" ? "SGD with momentum" : v, v === keep)));
     }
     if (form[key] && !values.includes(form[key])) form[key] = "";
   };
