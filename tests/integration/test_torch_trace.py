@@ -71,11 +71,13 @@ def test_op_time_is_on_the_modules_it_ran_in(plain):
     body = served.json("/ops", run="run", tag=tag)
     rows = served.all_ops("run", tag)
     # with_stack's nn.Module ranges, backward by sequence number: of the forward and backward passes' time
-    # 99.8% is on modules (measured); the share of all op time (0.86-0.89 idle, 0.69 once in CI beside another
-    # job) moves with the optimizer's unplaced share of a noisy step, so the passes' share is the check
+    # 99.4-99.5% is on modules (measured alone); the share of all op time (0.86-0.89 idle, 0.69 once in CI beside
+    # another job) moves with the optimizer's unplaced share of a noisy step, so the passes' share is the check.
+    # Beside other jobs the ops on no module (AccumulateGrad, the loss's) slow more than the modules' convolutions:
+    # 94.4% once in CI, its passes 5x as long. A join that missed the backward pass would put most on no module.
     passes = [row for row in rows if row["phase"] in ("forward", "backward")]
     on_modules = sum(row["time_us"] for row in passes if row["layer"]) / sum(row["time_us"] for row in passes)
-    assert on_modules >= 0.95, (on_modules, body["join"])
+    assert on_modules >= 0.9, (on_modules, body["join"])
     placed = {(row["layer"], row["phase"]) for row in rows}
     assert ("Net_0/Conv2d_1", "forward") in placed and ("Net_0/Conv2d_1", "backward") in placed, sorted(placed)
     assert any(row["phase"] == "optimizer" for row in rows)  # torch.optim's Optimizer.step# range
