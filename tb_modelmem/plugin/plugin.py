@@ -36,7 +36,7 @@ from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, l
 from tb_modelmem.plugin.views.trace import OP_FIELDS, TraceView
 from tb_modelmem.plugin.views.whatif import whatif_view
 from tb_modelmem.rules import growth
-from tb_modelmem.rules.projection import WhatIf, parse_size
+from tb_modelmem.rules.projection import MOST_ASKED, WhatIf, parse_size
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.names import COLLECTIVE
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -410,11 +410,15 @@ def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
 def _asked_arg(request: wrappers.Request, name: str) -> Optional[int]:
     """A count a What-if question asks (batch, seq, devices): None where not given, else a positive integer
     (0 is an error, as on the command line: not "as traced")."""
-    if request.args.get(name) in (None, ""):
+    value = request.args.get(name)
+    if value in (None, ""):
         return None
-    number = _int_arg(request, name, 0)
-    if number < 1:
-        raise errors.InvalidArgumentError(f"{name} must be a positive integer, got {number}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise errors.InvalidArgumentError(f"{name} must be an integer, got {value[:40]!r}") from None
+    if not 1 <= number <= MOST_ASKED:
+        raise errors.InvalidArgumentError(f"{name} must be a positive integer up to {MOST_ASKED:,}, got {number}")
     return number
 
 

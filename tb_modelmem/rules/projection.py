@@ -23,6 +23,7 @@ from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
 from tb_modelmem.rules.join import phase_by_name
 from tb_modelmem.rules.peak import before_the_trace
 from tb_modelmem.rules.projection_state import (
+    MOST_ASKED,
     POLICIES,
     State,
     WhatIf,
@@ -43,6 +44,7 @@ from tb_modelmem.schema.names import (
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
+    OPTIMIZER,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
     OPTIMIZER_TEMPORARIES_CATEGORY,
@@ -122,7 +124,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
             f"{asked}'s is not in it; trace a step under {asked}"))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(state, what, update))
+                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(trace, state, what, update))
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -303,18 +305,26 @@ def _asked_update(state: State, what: WhatIf) -> Tuple[str, str]:
     return (_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""), asked[0]
 
 
-def _torch_scratch(state: State, what: WhatIf, update: str) -> Optional[Tuple[int, int]]:
+def _torch_scratch(trace: OpTrace, state: State, what: WhatIf, update: str) -> Optional[Tuple[int, int]]:
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
-    parameters (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked another class that makes
-    scratch, the traced one making some too (``_asked_update``'s "")."""
-    if not (state.torch and what.optimizer and update == ""):
+    parameters, one parameter at a time (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
+    another class that makes scratch, the traced one making some too (``_asked_update``'s ""), its update
+    run one parameter at a time (a CUDA step's default foreach path, every parameter at once, and the fused
+    one hold other counts) and its state whole on each device (no ``shard``): else the weights + slots ratio."""
+    if not (state.torch and what.optimizer and update == "") or what.shard not in (None, "replicated"):
+        return None
+    if any(("_foreach_" in op.name or "_fused_" in op.name) for op in trace.ops if op.phase == OPTIMIZER):
         return None
     try:
         asked = optimizer_class(what.optimizer, True)
     except ValueError:  # a class torch.optim has none of: its state is unknown, said by ``State.projected``
         return None
+    traced = state.optimizer[:2]
+    if asked[0] == traced[0] and not asked[1]:  # the traced class asked by name: with its config's flags
+        asked = traced
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
-    return (torch_optimizers.scratch_peak(*asked, sizes), torch_optimizers.scratch_peak(*state.optimizer[:2], sizes))
+    most, traced_most = torch_optimizers.scratch_peak(*asked, sizes), torch_optimizers.scratch_peak(*traced, sizes)
+    return None if most is None or traced_most is None else (most, traced_most)
 
 
 def _ddp_buckets(trace: OpTrace, state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,
@@ -492,6 +502,7 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
     high end where the answer has a band. ``answers``: the projections already made, by batch per device
     (another search's), filled in as this one goes."""
     made = {} if answers is None else answers
+    most = max(1, min(most, MOST_ASKED // what.replicas))  # the largest global batch a question may ask
     reserves = cautious and _reserves(trace, what)
     seq_ratio = _sequence_ratio(trace, breakdown, what)[0]
 
@@ -545,7 +556,8 @@ def parse_size(text: Union[int, str]) -> int:
         found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", str(text).lower())
         if found is None or found.group(2) not in _UNITS:
             raise ValueError(f"not a size: {str(text)[:40]!r} (say 16GiB, 512MB or a number of bytes)")
-        number = float(found.group(1)) * _UNITS[found.group(2)]
+        digits, unit = found.group(1), found.group(2)
+        number = int(digits) * _UNITS[unit] if digits.isdigit() else float(digits) * _UNITS[unit]
         if not number < _MOST_BUDGET:  # 1e400 is inf as a float
             raise ValueError(f"a budget must be under 8 EiB, got {str(text)[:40]!r}")
         value = int(number)

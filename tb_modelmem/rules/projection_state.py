@@ -58,8 +58,10 @@ class WhatIf:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1
                                       or value > MOST_ASKED):
                 raise ValueError(f"{name} must be a positive integer up to {MOST_ASKED:,}, got {str(value)[:40]}")
-        if not isinstance(self.replicas, int) or self.replicas < 1:
-            raise ValueError(f"devices (replicas) must be a positive integer, got {str(self.replicas)[:40]}")
+        replicas = self.replicas
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or not 1 <= replicas <= MOST_ASKED:
+            raise ValueError(f"devices (replicas) must be a positive integer up to {MOST_ASKED:,}, "
+                             f"got {str(self.replicas)[:40]}")
         if self.shard is not None and self.shard not in SHARDINGS:
             raise ValueError(f"shard must be one of {', '.join(SHARDINGS)}, got {self.shard!r}")
         if self.policy is not None and self.policy not in POLICIES:

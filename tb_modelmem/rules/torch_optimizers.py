@@ -52,24 +52,32 @@ SCRATCH: Dict[str, Tuple[int, int, Tuple[str, ...], Tuple[str, ...]]] = {
 _DECOUPLED = "decoupled_weight_decay"  # Adam's, NAdam's, RAdam's: the decay scales the weight in place
 
 
-def scratch_counts(cls: str, flags: Sequence[str]) -> Tuple[int, int]:
+def scratch_counts(cls: str, flags: Sequence[str]) -> Optional[Tuple[int, int]]:
     """(Tensors of a parameter's size ``cls`` with ``flags`` on, ``plan``'s, holds at once in its step, of the
-    previous parameter's it still holds then)."""
-    within, held, adding, holding = SCRATCH.get(cls, (0, 0, (), ()))
+    previous parameter's it still holds then); None for a class this table lacks, or ``maximize`` where it was
+    not measured alone (every class copies the gradient for it, but with weight decay the two share a copy)."""
+    if cls not in SCRATCH:
+        return None
+    within, held, adding, holding = SCRATCH[cls]
     on = set(flags) - ({"weight_decay"} if _DECOUPLED in flags else set())
+    if "maximize" in on and ("maximize" not in adding + holding or "weight_decay" in on):
+        return None
     return within + len(on & set(adding)), held + len(on & set(holding))
 
 
-def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int]) -> int:
+def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int]) -> Optional[int]:
     """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes, in the order
-    it updates them."""
-    within, held = scratch_counts(cls, flags)
+    it updates them, one at a time (not the foreach or fused path); None where ``scratch_counts`` is."""
+    counts = scratch_counts(cls, flags)
+    if counts is None:
+        return None
+    within, held = counts
     return max((held * before + within * size for before, size in zip((0, *sizes), sizes)), default=0)
 
 
 def in_place(cls: str, flags: Sequence[str]) -> bool:
     """Whether ``cls`` with ``flags`` on (``plan``'s) updates every tensor in place, allocating no scratch."""
-    return cls in SCRATCH and scratch_counts(cls, flags) == (0, 0)
+    return scratch_counts(cls, flags) == (0, 0)
 
 
 def classes() -> List[str]:
@@ -94,7 +102,8 @@ def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
     config = entry.get("config")
     config = config if isinstance(config, dict) else {}
     scratch = SCRATCH[str(entry["class_name"])]
-    flags = tuple(cls[1]) + scratch[2] + scratch[3] + (_DECOUPLED,)  # the slots', the scratch's
+    decoupled = (_DECOUPLED,) if "weight_decay" in scratch[2] else ()  # AdamW's is always: not said
+    flags = dict.fromkeys(tuple(cls[1]) + scratch[2] + scratch[3] + decoupled)  # the slots', the scratch's
     return str(entry["class_name"]), tuple(flag for flag in flags if config.get(flag))
 
 

@@ -79,3 +79,13 @@ def test_a_length_that_is_no_length_is_refused_before_anything_is_projected(bad)
                                             ((8, 28, 28, 1), "float32", None), ((8, None), "int32", None)])
 def test_the_traced_length_is_read_from_a_sequence_input_only(dims, dtype, seq):
     assert input_sequence(dims, dtype) == seq
+
+
+def test_a_budget_over_many_devices_searches_only_batches_a_question_may_ask():
+    """The search asks global batches up to the bound a question has (10**9): over 2,000 devices a model that
+    fits 2**20 samples each used to ask 2,097,152,000 and raise; now the answer is a batch, or none with why."""
+    from tb_modelmem.rules.projection import budget_answer
+
+    answer = budget_answer(_trace(), LM, WhatIf(replicas=2000), 2**62)
+    assert answer["largest_batch"] is None or answer["largest_batch"] <= 10**9, answer
+    assert answer["note"] or answer["largest_batch"]
