@@ -394,7 +394,8 @@ def _optional(request: wrappers.Request, name: str) -> Optional[str]:
     return _arg(request, name) if value not in (None, "") else None
 
 
-def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
+def _int_arg(request: wrappers.Request, name: str, default: int, lowest: int = 0) -> int:
+    """An integer query argument from ``lowest`` to 10**9 (``default`` where not given)."""
     value = request.args.get(name)
     if value in (None, ""):
         return default
@@ -402,24 +403,15 @@ def _int_arg(request: wrappers.Request, name: str, default: int) -> int:
         number = int(value)
     except ValueError:
         raise errors.InvalidArgumentError(f"{name} must be an integer, got {value[:40]!r}") from None
-    if not 0 <= number <= 10**9:
-        raise errors.InvalidArgumentError(f"{name} must be between 0 and 1,000,000,000")
+    if not lowest <= number <= MOST_ASKED:
+        raise errors.InvalidArgumentError(f"{name} must be between {lowest} and {MOST_ASKED:,}, got {number}")
     return number
 
 
 def _asked_arg(request: wrappers.Request, name: str) -> Optional[int]:
-    """A count a What-if question asks (batch, seq, devices): None where not given, else a positive integer
-    (0 is an error, as on the command line: not "as traced")."""
-    value = request.args.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise errors.InvalidArgumentError(f"{name} must be an integer, got {value[:40]!r}") from None
-    if not 1 <= number <= MOST_ASKED:
-        raise errors.InvalidArgumentError(f"{name} must be a positive integer up to {MOST_ASKED:,}, got {number}")
-    return number
+    """A count a What-if question asks (batch, seq, devices): None where not given, else from 1 (0 is an error,
+    as on the command line: not "as traced")."""
+    return None if request.args.get(name) in (None, "") else _int_arg(request, name, 0, lowest=1)
 
 
 def _whatif_args(request: wrappers.Request) -> Tuple[WhatIf, Optional[int]]:
