@@ -144,9 +144,10 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
     makers: Dict[int, Tuple[Dict[str, Any], ...]] = {}
+    followers: Dict[int, Dict[str, Any]] = {}
     step_annotations = 0
     for thread_events in by_thread.values():
-        found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers)
+        found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers, followers)
         ops.extend(found)
         allocations.extend(memory)
         step_annotations += annotated_steps
@@ -172,7 +173,8 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
     batch = _batch(ops, weights)
-    sizes = _Sizes(makers, batch, _sequence(ops, batch), weights)
+    seq = _sequence(ops, batch)
+    sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq))
     reduced = _table(ops, allocations, steps or step_annotations or 1, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
@@ -217,11 +219,12 @@ def _time(value: Any) -> bool:
 
 
 def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]],
-                 makers: Dict[int, Tuple[Dict[str, Any], ...]]
+                 makers: Dict[int, Tuple[Dict[str, Any], ...]], followers: Dict[int, Dict[str, Any]]
                  ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
     """One thread's top-level ops with their layer and phase, and each memory event with its op (and in
     ``makers``, by the memory event's id, the events of the ops open when it happened, innermost last: its
-    inputs say the allocation's shape, ``_Sizes``)."""
+    inputs say the allocation's shape, ``_Sizes``; in ``followers``, where the innermost recorded no shape, the
+    next top-level op, which likely reads it)."""
     # ranges before what they contain; at one instant, ranges open before memory events are placed
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
     # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
@@ -230,6 +233,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
     ranges: List[Tuple[float, str, str, float]] = []  # (end, kind, what, start): the annotations open
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
+    unshaped: List[Dict[str, Any]] = []  # memory events whose maker recorded no shape, waiting for the next op
     steps = 0
     for e in ordered:
         ts = float(e["ts"])
@@ -242,6 +246,8 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             memory.append((e, op))
             if stack:  # what allocated it: the innermost op open, and the ops it runs inside
                 makers[id(e)] = tuple(entry[3] for entry in stack[-_MAKER_DEPTH:])
+                if not _recorded_a_shape(stack[-1][3]):
+                    unshaped.append(e)
             continue
         end = ts + float(e["dur"])
         name, cat = str(e.get("name", "")), e.get("cat")
@@ -281,18 +287,28 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 op.inner_seqs.append(child_seq)
             stack.append((end, "child", None, e))
             continue
-        args = _args(e)
-        found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
-                    tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"),
-                    types=args.get("Input type"))
-        open_ranges = [(kind, what) for _, kind, what, _ in ranges]
-        found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
-        found.in_closure = phases.in_closure(open_ranges)
-        found.in_step = any(kind == "step" for _, kind, _, _ in ranges)
-        found.iteration = max((start for _, kind, _, start in ranges if kind == "iteration"), default=None)
+        for waiting in unshaped:
+            followers[id(waiting)] = e
+        unshaped.clear()
+        found = _top_level(e, name, ts, end, ranges)
         ops.append(found)
         stack.append((end, "op", found, e))
     return ops, memory, steps
+
+
+def _top_level(e: Dict[str, Any], name: str, ts: float, end: float,
+               ranges: List[Tuple[float, str, str, float]]) -> _Op:
+    """A top-level op, its layer, phase and step from the annotations open around it."""
+    args = _args(e)
+    found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
+                tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"),
+                types=args.get("Input type"))
+    open_ranges = [(kind, what) for _, kind, what, _ in ranges]
+    found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
+    found.in_closure = phases.in_closure(open_ranges)
+    found.in_step = any(kind == "step" for _, kind, _, _ in ranges)
+    found.iteration = max((start for _, kind, _, start in ranges if kind == "iteration"), default=None)
+    return found
 
 
 def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -> _Op:
@@ -540,6 +556,8 @@ _MAKER_DEPTH = 8  # the ops open at an allocation kept for its shape (a real one
 # torch's recurrent layers: on the CPU one call runs a loop over the time steps, each making its own buffers
 _RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten::gru", "aten::_cudnn_rnn",
                         "aten::mkldnn_rnn_layer"})
+# one time step of a recurrent cell (nn.GRUCell, nn.LSTMCell, nn.RNNCell), which a Python loop calls per token
+_CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"})
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 
@@ -575,6 +593,8 @@ class _Sizes:
     batch: Optional[int]
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
+    followers: Dict[int, Dict[str, Any]]  # by the event's id: the next top-level op after a maker with no shape
+    per_step: FrozenSet[str]  # ops each of whose calls is one time step (``_per_step``)
     _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
     _input_powers: Dict[int, Optional[List[int]]] = dataclasses.field(default_factory=dict)  # by the op's event
 
@@ -584,7 +604,8 @@ class _Sizes:
         carries what its maker's most batch-carrying input does (a convolution's backward, a reduction kept
         per sample) unless it is a weight's size; where its maker recorded no shape (a list of over 30 tensors,
         which torch's profiler records as ``[]``: a recurrent layer's steps stacked), what the innermost op
-        around it that recorded one does. Inside a recurrent layer's call, a buffer is one time step's
+        around it that recorded one does, else the shape the next top-level op read it as (``_read_next``).
+        Inside a recurrent layer's call, or a cell a Python loop calls per token, a buffer is one time step's
         (``_per_step``). The data loader's buffers (``INPUT``) carry the batch when their bytes are a
         multiple of it; else "" and no batch."""
         chain = self.makers.get(id(event))
@@ -592,7 +613,7 @@ class _Sizes:
             return "", "", False, 0
         maker = chain[-1]
         args, cached = _args(maker), _args(event).get("Device Type") == _CUDA
-        recurrent = any(op.get("name") in _RECURRENT for op in chain)
+        recurrent = any(op.get("name") in self.per_step for op in chain)
         key = (id(maker), size, cached)  # one op's many allocations: its shapes worked out once per size
         if key not in self._shapes:
             self._shapes[key] = allocated_shape(str(maker.get("name", "")), args.get("Input Dims"),
@@ -609,7 +630,21 @@ class _Sizes:
         powers = next((recorded for recorded in map(self._powers, reversed(chain)) if recorded is not None), None)
         if powers:
             return "", "", True, max(max(powers), int(recurrent))
+        read = self._read_next(event, size, cached) if powers is None else None
+        if read is not None:
+            shape = format_shape(read[0])
+            return (shape, read[1], *carried(shape, self.batch, self.weights, self.seq))
         return "", "", phase == INPUT and size % self.batch == 0, 0
+
+    def _read_next(self, event: Dict[str, Any], size: int, cached: bool) -> Optional[Tuple[Tuple[int, ...], str]]:
+        """Where no op around an allocation recorded a shape (a top-level ``torch.stack`` of a Python loop's
+        steps, over 30 of them): the shape of the next top-level op's input of its bytes, the op that likely
+        reads it (a char-RNN's head: ``aten::linear``'s [batch, seq, hidden])."""
+        follower = self.followers.get(id(event))
+        if follower is None:
+            return None
+        args = _args(follower)
+        return allocated_shape("", args.get("Input Dims"), args.get("Input type"), None, size, cached)
 
     def _powers(self, op: Dict[str, Any]) -> Optional[List[int]]:
         """How many times each of ``op``'s batch-carrying inputs holds the sequence; None if it recorded no
@@ -639,6 +674,19 @@ class _Sizes:
     def weight_bytes(self) -> FrozenSet[int]:
         """The sizes a weight-shaped buffer has (in 16 and 32 bits): a weight's gradient or update."""
         return frozenset(math.prod(shape) * width for shape in self.weights for width in (2, 4))
+
+
+def _recorded_a_shape(event: Dict[str, Any]) -> bool:
+    """Whether an op recorded any input's shape (not ``[[], []]``: a list of over 30 tensors, and a scalar)."""
+    dims = _args(event).get("Input Dims")
+    return isinstance(dims, list) and any(isinstance(entry, list) and entry for entry in dims)
+
+
+def _cells_per_token(ops: List[_Op], seq: Optional[int]) -> FrozenSet[str]:
+    """The recurrent cells a Python loop called once per token: each's forward calls a positive multiple of
+    the sequence length (a cell called once per step, an RL policy's, is not one)."""
+    calls = collections.Counter(op.name for op in ops if op.phase == FORWARD and op.name in _CELLS)
+    return frozenset(name for name, count in calls.items() if seq and count % seq == 0)
 
 
 def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:

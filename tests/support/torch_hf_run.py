@@ -26,7 +26,7 @@ VOCAB = 3000
 
 
 def _model(name: str) -> Any:
-    if name in ("gru", "lstm", "rnn"):
+    if name in ("gru", "lstm", "rnn", "grucell", "lstmcell"):
         return _recurrent(name)
     import torch
     from transformers import BertConfig, BertForMaskedLM, LlamaConfig, LlamaForCausalLM
@@ -44,7 +44,9 @@ def _recurrent(name: str) -> Any:
     embedding, ``nn.GRU`` (one layer, 128 wide), ``nn.LSTM`` (two layers, bidirectional, 96 wide, time first)
     or ``nn.RNN`` (three layers of ReLU, 112 wide), a head over the vocabulary at each position. On the CPU each
     call runs a loop over the time steps, its buffers one step's, and stacks the steps' outputs from a list whose
-    shapes torch's profiler does not record past 30 members (the LSTM: oneDNN's, with a workspace in bytes)."""
+    shapes torch's profiler does not record past 30 members (the LSTM: oneDNN's, with a workspace in bytes).
+    ``grucell`` and ``lstmcell`` are a char-RNN's loop in Python instead: ``nn.GRUCell`` (128 wide) or
+    ``nn.LSTMCell`` (112 wide) called once per token, the outputs stacked at top level by ``torch.stack``."""
     import torch
     from torch import nn
 
@@ -58,6 +60,9 @@ def _recurrent(name: str) -> Any:
             elif name == "rnn":
                 self.rnn = nn.RNN(64, 112, num_layers=3, batch_first=True, nonlinearity="relu")
                 width, self.time_first = 112, False
+            elif name.endswith("cell"):
+                self.rnn = nn.GRUCell(64, 128) if name == "grucell" else nn.LSTMCell(64, 112)
+                width, self.time_first = 128 if name == "grucell" else 112, False
             else:
                 self.rnn = nn.LSTM(64, 96, num_layers=2, bidirectional=True)
                 width, self.time_first = 192, True
@@ -65,7 +70,14 @@ def _recurrent(name: str) -> Any:
 
         def forward(self, input_ids: Any, labels: Any) -> Any:
             x = self.embed(input_ids)
-            hidden, _ = self.rnn(x.transpose(0, 1) if self.time_first else x)
+            if name.endswith("cell"):  # a char-RNN's loop in Python: one call per step, its outputs stacked
+                state, steps = None, []
+                for t in range(x.shape[1]):
+                    state = self.rnn(x[:, t], state)
+                    steps.append(state if name == "grucell" else state[0])
+                hidden = torch.stack(steps, dim=1)
+            else:
+                hidden, _ = self.rnn(x.transpose(0, 1) if self.time_first else x)
             logits = self.head(hidden.transpose(0, 1) if self.time_first else hidden)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
             return type("Output", (), {"loss": loss})
@@ -95,7 +107,7 @@ def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=("llama", "bert", "gru", "lstm", "rnn"))
+    parser.add_argument("model", choices=("llama", "bert", "gru", "lstm", "rnn", "grucell", "lstmcell"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
