@@ -82,6 +82,16 @@ COUNT_CASES = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9}), ("SG
                ("NAdam", {}), ("NAdam", DECAY), ("RAdam", {}), ("RAdam", DECAY), ("Adagrad", {}), ("Adagrad", DECAY),
                ("Adadelta", {}), ("Adadelta", DECAY), ("RMSprop", {}), ("RMSprop", DECAY),
                ("RMSprop", {"momentum": 0.9, "centered": True}), ("Adafactor", {}), ("Adafactor", DECAY)]
+MAXIMIZE = {"maximize": True}
+COUNT_CASES += [  # maximize beside each class, and beside the flags that also copy the gradient
+    ("SGD", {"lr": 0.1, **MAXIMIZE, **DECAY}), ("SGD", {"lr": 0.1, "momentum": 0.9, **MAXIMIZE}),
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, **MAXIMIZE}),
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, **MAXIMIZE, **DECAY}), ("Adam", {**MAXIMIZE, **DECAY}),
+    ("Adam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}), ("AdamW", {**MAXIMIZE, **DECAY}),
+    ("Adamax", MAXIMIZE), ("Adamax", {**MAXIMIZE, **DECAY}), ("NAdam", MAXIMIZE), ("RAdam", MAXIMIZE),
+    ("RAdam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}), ("Adagrad", MAXIMIZE),
+    ("Adagrad", {**MAXIMIZE, **DECAY}), ("Adadelta", MAXIMIZE), ("RMSprop", {"momentum": 0.9, **MAXIMIZE}),
+    ("RMSprop", {**MAXIMIZE, **DECAY}), ("Adafactor", MAXIMIZE), ("Adafactor", {**MAXIMIZE, **DECAY})]
 
 
 def _step_scratch(cls, config, layers, tmp_path):
