@@ -8,7 +8,9 @@ transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights
 10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens), "tied_lm" (the same,
 its logits by the embedding's own table), "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query
 and 2 key-value heads; needs ``keras-hub``) or "gpt2_hub" (KerasHub's GPT2CausalLM, 2 layers, width 192, 6 heads,
-MLP 640, vocabulary 6000: held out, no rule was written on it). Fits 4 batches
+MLP 640, vocabulary 6000: held out, no rule was written on it), "lstm_lm" or "gru_lm" (an embedding, Keras'
+LSTM or GRU 96 wide over every token, a head over an 8000-word vocabulary: a ``while`` loop on TensorFlow). Fits
+4 batches
 with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
 writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
 peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
@@ -58,6 +60,14 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
         tokens = rng.integers(0, HELD_OUT_VOCAB, (samples, seq + 1))
         x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
         return keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
+    if name in ("lstm_lm", "gru_lm"):  # Keras' LSTM or GRU, 96 wide: a while loop over the tokens on TensorFlow
+        import keras
+
+        tokens = rng.integers(0, CAUSAL_LM_VOCAB, (samples, seq + 1))
+        recurrent = keras.layers.LSTM if name == "lstm_lm" else keras.layers.GRU
+        model = keras.Sequential([keras.Input((seq,), dtype="int32"), keras.layers.Embedding(CAUSAL_LM_VOCAB, 64),
+                                  recurrent(96, return_sequences=True), keras.layers.Dense(CAUSAL_LM_VOCAB)])
+        return model, tokens[:, :-1], tokens[:, 1:]
     raise SystemExit(f"unknown model {name!r}")
 
 
@@ -149,7 +159,7 @@ def main() -> None:
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama", "gpt2_hub")
+    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama", "gpt2_hub", "lstm_lm", "gru_lm")
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=logits)
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, Any] = {"step_peaks": []}
