@@ -729,11 +729,13 @@ class _Step:
                 # under another policy the factor is the dtype's, or the batch's times it: said (short: the tab's cell)
                 which = ("" if self.dtype_factor == 1.0 or category not in _COMPUTED
                          else " (dtype)" if self.scale == 1.0 else " (batch x dtype)")
-                formula = (f"{self._carried(category, at)} carry the batch x {_times(factor)}{which} = "
-                           f"{size_text(grown * factor)}")
+                times = f" x {_times(factor)}{which}" if factor != 1.0 else ""  # a length asked alone: no "x 1"
+                formula = f"{self._carried(category, at)} carry the batch{times} = {size_text(grown * factor)}"
+            elif not rest:
+                formula = "none in use at this moment"
             else:
                 formula = "none carries the batch"
-            formula += ", all of it" if not rest and carries else self._rest_note(category, rest, kept)
+            formula += ", all of it" if not rest and carries else self._rest_note(category, rest, kept) if rest else ""
             how = "scaled" if carries or fixed_factor != 1.0 else "kept"
             if category == GRADIENTS_CATEGORY and self.buckets:
                 formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
@@ -759,9 +761,10 @@ class _Step:
                 traced_bytes, how = self.held_traced[traced], "computed"
                 what = "0 B: momentum's assign keeps each new value's buffer: none held past the variables"
             if category == UNATTRIBUTED_CATEGORY and not self.state.source:
-                what = (f"{size_text(held[at])}: in use before the step (the run's variables among it, not split)"
-                        if self.state.counted else "0 B: this trace's count starts at 0 in the window: what was in "
-                        "use before it (the run's variables) is in no figure here")
+                what = (f"{size_text(held[at])}: in use before the step (the run's weights and optimizer state "
+                        "among it, not split)" if self.state.counted else "0 B: this trace's count starts at 0 in the "
+                        "window: what was in use before it (the run's weights and optimizer state) is in no figure "
+                        "here")
             if held[at] != held[traced]:
                 what += f"; at the traced peak {size_text(traced_bytes)}"
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
@@ -829,7 +832,7 @@ def _times(factor: float) -> str:
 # What the allocator held from before the traced step, in What-if's basis lines: kept as it was.
 _BEFORE_TRACE_BASIS = {EARLIER_STEPS_CATEGORY: "made by earlier steps and freed in this one, as traced",
                        HELD_CATEGORY: "chunk slack and runtime buffers, held all step",
-                       UNATTRIBUTED_CATEGORY: "in use before the step, and not one of the run's variables"}
+                       UNATTRIBUTED_CATEGORY: "in use before the step, and not the run's weights or optimizer state"}
 
 
 def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Optional[int]],

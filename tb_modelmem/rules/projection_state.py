@@ -123,7 +123,8 @@ class State:
             if not changed:
                 unsplit.extend(RESIDENT_CATEGORIES)
             return out
-        source = "the run's variables" if self.source == "breakdown" else "the XLA program's parameters"
+        source = ("the XLA program's parameters" if self.source != "breakdown"
+                  else "the run's tensors" if self.torch else "the run's variables")
         kept = "as traced" if self.torch else "kept float32 under every Keras policy"  # autocast leaves them
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",

@@ -12,9 +12,10 @@ UNIT = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 def basis_arithmetic(formula: str) -> Tuple[float, float]:
     """(What a basis line's printed arithmetic gives, how far its printed rounding may put that off): a
-    leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g", A
-    at another sequence length "S1 x r (seq) + S2 x r2 (seq²) + S0", under another precision policy "; + W kept
-    wide (norms, loss, ints, its copy)" (or "; - W wide already")."""
+    leading "12.49 MiB: ..." for a state figure, else "A carry the batch x f = ...; B do not, kept | x g" (no
+    "x f" where only the length is asked; "none in use at this moment": 0), A at another sequence length
+    "S1 x r (seq) + S2 x r2 (seq²) + S0", under another precision policy "; + W kept wide (norms, loss, ints, its
+    copy)" (or "; - W wide already")."""
     def size(number: str, unit: str) -> Tuple[float, float]:
         return float(number.replace(",", "")) * UNIT[unit], 0.5 if unit == "B" else 0.005 * UNIT[unit]
 
@@ -24,11 +25,12 @@ def basis_arithmetic(formula: str) -> Tuple[float, float]:
     total = slack = 0.0
     # the batch-carrying bytes: one size, or at another sequence length "A x r (seq) + B x r2 (seq²) + C"
     term = SIZE + r"(?: x ([\d.,]+) \(seq²?\))?"
-    carried = re.search(f"((?:{term} \\+ )*{term}) carry the batch x ([\\d.,]+)", formula)
+    factor = r"(?: x (?P<factor>[\d.,]+)(?: \([a-z ]+\))?)?"  # "x 0.5 (dtype)"; none where only the length is asked
+    carried = re.search(f"((?:{term} \\+ )*{term}) carry the batch{factor} = ", formula)
     rest = re.search("; " + SIZE + r" do not, (kept|x ([\d.,]+))", formula)
-    assert carried or rest, formula
+    assert carried or rest or formula.startswith("none in use at this moment"), formula
     if carried:
-        batch_factor = float(carried.group(carried.lastindex).replace(",", ""))
+        batch_factor = float((carried.group("factor") or "1").replace(",", ""))
         for number, unit, factor_text in re.findall(term, carried.group(1)):
             value, off = size(number, unit)
             factor = batch_factor * (float(factor_text.replace(",", "")) if factor_text else 1.0)
