@@ -18,12 +18,13 @@ slow or raise.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.schema.dtypes import canonical, item_bytes
 
 Shape = Tuple[int, ...]
 MAX_RANK = 64  # dimensions of a real tensor (torch allows 64)
+MAX_BYTES = 1 << 50  # one allocation, or a device's total in use (1 PiB): past it, a field no real trace has
 MAX_TENSORS = 4096  # members of a tensor list this reads (a real optimizer's foreach list: one per parameter)
 _MAX_DIM = 2 ** 62
 _CUDA_ROUND = 512
@@ -59,9 +60,10 @@ def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int
         return None
     if name in _FACTORIES:
         return _factory(_FACTORIES[name], concrete, nbytes, cached)
-    shapes = [tuple(entry) if is_shape(entry) else () for entry in (dims if isinstance(dims, list) else ())]
+    recorded = (dims if isinstance(dims, list) else [])[:MAX_TENSORS]  # a crafted list of millions: the first
+    shapes = [tuple(entry) if is_shape(entry) else () for entry in recorded]
     kinds = [canonical(kind) if isinstance(kind, str) and len(kind) < 64 else "" for kind in
-             (types if isinstance(types, list) else ())]
+             (types if isinstance(types, list) else [])[:MAX_TENSORS]]
     tensors = [(shape, kind) for shape, kind in zip(shapes, kinds) if shape and item_bytes(kind)]
     floating = next((kind for _, kind in tensors if kind.startswith(("float", "bfloat"))), "")
     candidates: List[Tuple[Shape, str]] = []
@@ -90,6 +92,19 @@ def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int
         if best is not None and best[0] == 0:
             break  # exact: nothing fits closer
     return (best[1], best[2]) if best is not None else None
+
+
+def inputs_by_bytes(dims: Any, types: Any) -> Dict[int, Tuple[Shape, str]]:
+    """An op's recorded input tensors by their exact bytes (the first of each size): (shape, dtype)."""
+    out: Dict[int, Tuple[Shape, str]] = {}
+    for entry, kind in zip((dims if isinstance(dims, list) else [])[:MAX_TENSORS],
+                           (types if isinstance(types, list) else [])[:MAX_TENSORS]):
+        dtype = canonical(kind) if isinstance(kind, str) and len(kind) < 64 else ""
+        if is_shape(entry) and item_bytes(dtype):
+            count = _count(tuple(entry), MAX_BYTES)
+            if count:
+                out.setdefault(count * item_bytes(dtype), (tuple(entry), dtype))
+    return out
 
 
 def is_shape(value: Any) -> bool:

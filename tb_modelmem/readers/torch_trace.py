@@ -27,7 +27,7 @@ import orjson
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
-from tb_modelmem.readers.torch_shapes import allocated_shape, is_shape, tensor_shapes
+from tb_modelmem.readers.torch_shapes import MAX_BYTES, allocated_shape, inputs_by_bytes, is_shape, tensor_shapes
 from tb_modelmem.rules import caching_allocator, phases
 from tb_modelmem.rules.buffers import Lived, batch_of, carried, format_shape, input_sequence, lived_categories
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
@@ -48,7 +48,6 @@ from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 SOURCE = TORCH_PROFILER_SOURCE
 MAX_TRACE_BYTES = 8 * MAX_DECODED_BYTES  # a trace's JSON, decompressed (1 GiB)
 _CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
-MAX_BYTES = 1 << 50  # one allocation, or a device's total in use (1 PiB): past it, a field no real trace has
 MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
 MAX_DEVICES = 1 << 16
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
@@ -144,7 +143,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     ops: List[_Op] = []
     allocations: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
     makers: Dict[int, Tuple[Dict[str, Any], ...]] = {}
-    followers: Dict[int, Dict[str, Any]] = {}
+    followers: Dict[int, Tuple[Dict[str, Any], _Op]] = {}
     step_annotations = 0
     for thread_events in by_thread.values():
         found, memory, annotated_steps = _walk_thread(thread_events, kernels, makers, followers)
@@ -174,8 +173,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
             op.layer, op.phase = op.graph.layer, op.graph.phase
     batch = _batch(ops, weights)
     seq = _sequence(ops, batch)
-    sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq))
-    reduced = _table(ops, allocations, steps or step_annotations or 1, sizes)
+    windowed = steps or step_annotations or 1
+    sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
+    reduced = _table(ops, allocations, windowed, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
@@ -219,7 +219,7 @@ def _time(value: Any) -> bool:
 
 
 def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str, Any]]],
-                 makers: Dict[int, Tuple[Dict[str, Any], ...]], followers: Dict[int, Dict[str, Any]]
+                 makers: Dict[int, Tuple[Dict[str, Any], ...]], followers: Dict[int, Tuple[Dict[str, Any], _Op]]
                  ) -> Tuple[List[_Op], List[Tuple[Dict[str, Any], Optional[_Op]]], int]:
     """One thread's top-level ops with their layer and phase, and each memory event with its op (and in
     ``makers``, by the memory event's id, the events of the ops open when it happened, innermost last: its
@@ -234,6 +234,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
     unshaped: List[Dict[str, Any]] = []  # memory events whose maker recorded no shape, waiting for the next op
+    shapeless: Dict[int, bool] = {}  # by an op's event: it recorded no input's shape (worked out once per op)
     steps = 0
     for e in ordered:
         ts = float(e["ts"])
@@ -246,7 +247,8 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             memory.append((e, op))
             if stack:  # what allocated it: the innermost op open, and the ops it runs inside
                 makers[id(e)] = tuple(entry[3] for entry in stack[-_MAKER_DEPTH:])
-                if not _recorded_a_shape(stack[-1][3]):
+                maker = stack[-1][3]
+                if shapeless.setdefault(id(maker), not _recorded_a_shape(maker)):
                     unshaped.append(e)
             continue
         end = ts + float(e["dur"])
@@ -287,10 +289,10 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
                 op.inner_seqs.append(child_seq)
             stack.append((end, "child", None, e))
             continue
-        for waiting in unshaped:
-            followers[id(waiting)] = e
-        unshaped.clear()
         found = _top_level(e, name, ts, end, ranges)
+        for waiting in unshaped:
+            followers[id(waiting)] = (e, found)
+        unshaped.clear()
         ops.append(found)
         stack.append((end, "op", found, e))
     return ops, memory, steps
@@ -558,6 +560,7 @@ _RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten:
                         "aten::mkldnn_rnn_layer"})
 # one time step of a recurrent cell (nn.GRUCell, nn.LSTMCell, nn.RNNCell), which a Python loop calls per token
 _CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"})
+_SHORTEST_LOOP = 4  # tokens: below it a step's few calls of a cell could be read as a loop's turns
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 
@@ -593,7 +596,8 @@ class _Sizes:
     batch: Optional[int]
     seq: Optional[int]
     weights: FrozenSet[Tuple[int, ...]]
-    followers: Dict[int, Dict[str, Any]]  # by the event's id: the next top-level op after a maker with no shape
+    followers: Dict[int, Tuple[Dict[str, Any], _Op]]  # by the event's id: the next top-level op after a maker
+    # that recorded no shape (its event and its row)
     per_step: FrozenSet[str]  # ops each of whose calls is one time step (``_per_step``)
     _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
     _input_powers: Dict[int, Optional[List[int]]] = dataclasses.field(default_factory=dict)  # by the op's event
@@ -630,21 +634,25 @@ class _Sizes:
         powers = next((recorded for recorded in map(self._powers, reversed(chain)) if recorded is not None), None)
         if powers:
             return "", "", True, max(max(powers), int(recurrent))
-        read = self._read_next(event, size, cached) if powers is None else None
+        read = self._read_next(event, size, phase) if powers is None and not cached else None
         if read is not None:
             shape = format_shape(read[0])
             return (shape, read[1], *carried(shape, self.batch, self.weights, self.seq))
         return "", "", phase == INPUT and size % self.batch == 0, 0
 
-    def _read_next(self, event: Dict[str, Any], size: int, cached: bool) -> Optional[Tuple[Tuple[int, ...], str]]:
+    def _read_next(self, event: Dict[str, Any], size: int, phase: str) -> Optional[Tuple[Tuple[int, ...], str]]:
         """Where no op around an allocation recorded a shape (a top-level ``torch.stack`` of a Python loop's
-        steps, over 30 of them): the shape of the next top-level op's input of its bytes, the op that likely
-        reads it (a char-RNN's head: ``aten::linear``'s [batch, seq, hidden])."""
-        follower = self.followers.get(id(event))
-        if follower is None:
+        steps, over 30 of them): the shape of the next top-level op's input of exactly its bytes (torch's CPU
+        count; a CUDA block is rounded), the op that likely reads it (a char-RNN's head: ``aten::linear``'s
+        [batch, seq, hidden]), where that op runs in the same phase (not the next step's first op)."""
+        found = self.followers.get(id(event))
+        if found is None or found[1].phase != phase:
             return None
-        args = _args(follower)
-        return allocated_shape("", args.get("Input Dims"), args.get("Input type"), None, size, cached)
+        key = ("next", id(found[0]))  # its inputs by their bytes, worked out once per op
+        if key not in self._shapes:
+            args = _args(found[0])
+            self._shapes[key] = inputs_by_bytes(args.get("Input Dims"), args.get("Input type"))
+        return self._shapes[key].get(size)
 
     def _powers(self, op: Dict[str, Any]) -> Optional[List[int]]:
         """How many times each of ``op``'s batch-carrying inputs holds the sequence; None if it recorded no
@@ -679,14 +687,17 @@ class _Sizes:
 def _recorded_a_shape(event: Dict[str, Any]) -> bool:
     """Whether an op recorded any input's shape (not ``[[], []]``: a list of over 30 tensors, and a scalar)."""
     dims = _args(event).get("Input Dims")
-    return isinstance(dims, list) and any(isinstance(entry, list) and entry for entry in dims)
+    return isinstance(dims, list) and any(isinstance(entry, list) and entry for entry in dims[:_MAX_TENSORS])
 
 
-def _cells_per_token(ops: List[_Op], seq: Optional[int]) -> FrozenSet[str]:
+def _cells_per_token(ops: List[_Op], seq: Optional[int], steps: int) -> FrozenSet[str]:
     """The recurrent cells a Python loop called once per token: each's forward calls a positive multiple of
-    the sequence length (a cell called once per step, an RL policy's, is not one)."""
+    the sequence length in each of the window's ``steps`` (a cell called once per step, an RL policy's, is not
+    one; an encoder's and a decoder's cell of other lengths, one name, neither)."""
+    if not seq or seq < _SHORTEST_LOOP:
+        return frozenset()
     calls = collections.Counter(op.name for op in ops if op.phase == FORWARD and op.name in _CELLS)
-    return frozenset(name for name, count in calls.items() if seq and count % seq == 0)
+    return frozenset(name for name, count in calls.items() if count % (seq * steps) == 0)
 
 
 def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:

@@ -124,7 +124,7 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     pipeline = {c.name for c in calls.values() if c.input_calls == c.count}
     input_sizes = _input_sizes(graph, batch) | (step.batch_sizes() if step else set()) | _pipeline_sizes(memory)
     seq = _input_sequence(measured, graph.outputs) or (step.sequence_length() if step else None)
-    events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes, seq, max(len(steps), 1))
+    events = _events(memory, joiner, input_sizes, batch, pipeline, weight_shapes, seq)
     allocations, note = _coverage(memory)
     if not events and step is not None and step.programs and not tf_ops:  # JAX on a CPU or TPU: XLA's plan
         planned = xla.planned_events(step.programs[0], step.first_run_us(), batch, weight_shapes, seq)
@@ -520,11 +520,10 @@ def _is_iterator_output(name: str) -> bool:
 
 def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet[int] = frozenset(),
             batch: Optional[int] = None, pipeline: AbstractSet[str] = frozenset(),
-            weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None,
-            steps: int = 1) -> List[Event]:
+            weight_shapes: AbstractSet[Tuple[int, ...]] = frozenset(), seq: Optional[int] = None) -> List[Event]:
     """Allocator events for ``allocator_replay.replay``: each allocation categorised by its op's phase,
-    with whether it carries the ``batch``, how many times the sequence length ``seq`` (once more for an op
-    run once per token, ``_per_token``, in ``steps`` steps), and what it would be under a mixed policy.
+    with whether it carries the ``batch``, how many times the sequence length ``seq`` (a batch-carrying one
+    of an op run once per token once more, ``_per_token``), and what it would be under a mixed policy.
     Deallocations carry no ``tf_op``; replay names the op that allocated the address. A buffer
     with no op (tf.data's own) or from before the window whose size is an input's is an input, and
     so is one made on tf.data's threads or by an op that ran only there (``pipeline``)."""
@@ -563,7 +562,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.batch = True
             event.seq = 1 if seq else 0  # a batch of [batch, seq] tokens
         out.append(event)
-    per_token = _per_token([e.op for e in made], steps, seq)
+    per_token = _per_token([e.op for e in made], seq)
     for event in made:
         if event.batch and event.op in per_token:
             event.seq = min(event.seq + 1, 2)
@@ -573,26 +572,29 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
     return out
 
 
-def _per_token(ops: List[str], steps: int, seq: Optional[int]) -> Set[str]:
-    """The ops that run once per token: those that allocate a positive multiple of ``seq`` times a step
-    (Keras' LSTM and GRU on TensorFlow loop over the time steps in a ``while``, the input unstacked into a
-    TensorList of one element per step, and their gradients), and every op of a loop one of them runs in
-    (its ``while.../body/`` scope: a turn may reuse a buffer and allocate once less)."""
-    if not seq or seq < _SHORTEST_LOOP:
+def _per_token(ops: List[str], seq: Optional[int]) -> Set[str]:
+    """The ops that run once per token: those whose allocations in the window are a multiple of ``seq`` times
+    the most common count, what an op run once per training step makes (Keras' LSTM and GRU on TensorFlow loop
+    over the time steps in a ``while``, the input unstacked into a TensorList of one element per step, and
+    their gradients; a tf.function that runs several steps, ``steps_per_execution``, multiplies every count
+    alike), and every op of the innermost loop one of them runs in (its ``while.../body/`` scope: a turn may
+    reuse a buffer and allocate once less)."""
+    counts: Dict[str, int] = collections.Counter(op for op in ops if op)
+    if not seq or seq < _SHORTEST_LOOP or not counts:
         return set()
-    counts: Dict[str, int] = collections.Counter(ops)
-    repeated = {op for op, count in counts.items() if op and count % (seq * steps) == 0}
+    once = collections.Counter(counts.values()).most_common(1)[0][0]
+    repeated = {op for op, count in counts.items() if count > once and count % (seq * once) == 0}
     loops = {loop for loop in map(_loop_of, repeated) if loop}
     return repeated | {op for op in counts if _loop_of(op) in loops}
 
 
 def _loop_of(op: str) -> str:
-    """The ``while`` loop an op runs in ("…/lstm_1/while", "…/while_grad"), "" if none."""
+    """The innermost ``while`` loop an op runs in ("…/lstm_1/while", "…/while_grad"), "" if none."""
     found = _LOOP.match(op)
     return found.group(1) if found else ""
 
 
-_LOOP = re.compile(r"(.*?/while[^/]*)/body/")
+_LOOP = re.compile(r"(.*/while[^/]*)/body/")
 _SHORTEST_LOOP = 4  # tokens: below it an op's several outputs could be read as a loop's turns
 
 

@@ -53,7 +53,8 @@ def scratch_counts(cls: str, flags: Sequence[str]) -> Optional[Tuple[int, int]]:
     one after another, each freeing the one before once made: two at once while the next is made, one after.
     SGD's step holds nothing else; every other class's own peak comes after them, with one copy beside it.
     SGD's negated gradient alone stays bound until the next parameter's is made (momentum and weight decay
-    rebind the name first). Measured for every class, each flag alone and with the others."""
+    rebind the name first). Measured: maximize on every class, alone and beside weight decay, coupled or
+    decoupled where the class has both, and SGD's flags together (tests/integration/test_torch_optimizers.py)."""
     if cls not in SCRATCH:
         return None
     within, held = SCRATCH[cls]
@@ -92,8 +93,8 @@ def class_among(name: str, classes: Sequence[str]) -> Optional[str]:
 
 
 def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
-    """(Class, the flags its config turns on: those that add slots, and those that add update scratch,
-    ``SCRATCH``) of a breakdown's optimizer entry ``{"class_name", "config"}``
+    """(Class, the flags its config turns on: those that add slots, and those that copy the gradient in its
+    update, ``scratch_counts``) of a breakdown's optimizer entry ``{"class_name", "config"}``
     as ``capture.torch_modules.optimizer_record`` writes it; class "" for one this table does not know."""
     if not isinstance(entry, dict):
         return "", ()

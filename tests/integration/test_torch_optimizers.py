@@ -88,9 +88,11 @@ COUNT_CASES += [  # maximize beside each class, and beside the flags that also c
     ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, **MAXIMIZE}),
     ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, **MAXIMIZE, **DECAY}), ("Adam", {**MAXIMIZE, **DECAY}),
     ("Adam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}), ("AdamW", {**MAXIMIZE, **DECAY}),
-    ("Adamax", MAXIMIZE), ("Adamax", {**MAXIMIZE, **DECAY}), ("NAdam", MAXIMIZE), ("RAdam", MAXIMIZE),
-    ("RAdam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}), ("Adagrad", MAXIMIZE),
-    ("Adagrad", {**MAXIMIZE, **DECAY}), ("Adadelta", MAXIMIZE), ("RMSprop", {"momentum": 0.9, **MAXIMIZE}),
+    ("Adamax", MAXIMIZE), ("Adamax", {**MAXIMIZE, **DECAY}), ("NAdam", MAXIMIZE), ("NAdam", {**MAXIMIZE, **DECAY}),
+    ("NAdam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}), ("RAdam", MAXIMIZE),
+    ("RAdam", {**MAXIMIZE, **DECAY}), ("RAdam", {**MAXIMIZE, **DECAY, "decoupled_weight_decay": True}),
+    ("Adagrad", MAXIMIZE), ("Adagrad", {**MAXIMIZE, **DECAY}), ("Adadelta", MAXIMIZE),
+    ("Adadelta", {**MAXIMIZE, **DECAY}), ("RMSprop", MAXIMIZE), ("RMSprop", {"momentum": 0.9, **MAXIMIZE}),
     ("RMSprop", {**MAXIMIZE, **DECAY}), ("Adafactor", MAXIMIZE), ("Adafactor", {**MAXIMIZE, **DECAY})]
 
 

@@ -89,3 +89,19 @@ def test_a_budget_over_many_devices_searches_only_batches_a_question_may_ask():
     answer = budget_answer(_trace(), LM, WhatIf(replicas=2000), 2**62)
     assert answer["largest_batch"] is None or answer["largest_batch"] <= 10**9, answer
     assert answer["note"] or answer["largest_batch"]
+
+
+def test_a_tensorflow_op_run_once_per_token_is_one_a_loop_runs_length_times_each_step():
+    """``xspace._per_token`` on op names as Keras' LSTM on TensorFlow makes them (2 steps traced, 36 tokens):
+    its body's ops allocate 72 times where the rest allocate twice, the body's other ops are in the same
+    innermost loop; a tf.function running 8 steps (``steps_per_execution``, itself a loop around the step)
+    multiplies every count alike, which at 8 tokens makes no op a per-token one."""
+    from tb_modelmem.readers.xspace import _per_token
+
+    body = "train/while/body/_1/seq/lstm/while/body/_27/seq/lstm/while/lstm_cell/"
+    lstm = (["train/seq/dense/MatMul", "train/adam/Square"] * 2 + [body + "split"] * 72 + [body + "Tanh_1"] * 70
+            + ["train/seq/lstm/TensorArrayUnstack/TensorListFromTensor"] * 72)
+    assert _per_token(lstm, 36) == {body + "split", body + "Tanh_1",
+                                    "train/seq/lstm/TensorArrayUnstack/TensorListFromTensor"}
+    executed_eight = ["train/while/body/_1/seq/dense/MatMul", "train/while/body/_1/seq/embedding/Gather"] * 8
+    assert _per_token(executed_eight, 8) == set() and _per_token(lstm, None) == set()

@@ -177,3 +177,48 @@ def test_a_collectives_crafted_figures_are_refused_for_it_alone():
     from tb_modelmem.schema import payload
 
     assert payload.decode(payload.encode(reduced)).ops.column("moved_bytes") == reduced.ops.column("moved_bytes")
+
+
+def _stacked_then_read(cuda: bool, reader_in_next_step: bool) -> Any:
+    """A char-RNN's shape of trace: a top-level ``aten::stack`` of over 30 tensors (recorded as ``[[], []]``)
+    allocates [8, 36, 16] floats, and the next top-level op reads [8, 36, 16]: in the same forward pass, or (a
+    crafted case) only as the next step's first op, the stack being the last op of the update."""
+    events: List[Dict[str, Any]] = []
+
+    def op(name: str, ts: float, dims: Any, types: Any, seq: Any = None) -> None:
+        args = {"Input Dims": dims, "Input type": types, **({} if seq is None else {"Sequence number": seq})}
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                       "args": args})
+
+    size = 8 * 36 * 16 * 4
+    for step, start in enumerate((0, 1000)):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": start, "dur": 900})
+        events.append({"ph": "X", "cat": "user_annotation", "name": "tb_modelmem.layer: rnn", "pid": 1, "tid": 1,
+                       "ts": start + 1, "dur": 100})
+        op("aten::embedding", start + 2, [[100, 16], [8, 36]], ["float", "long int"], seq=1)
+        stack_at = start + (600 if reader_in_next_step else 20)
+        if step == 0:
+            if reader_in_next_step:
+                events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 1,
+                               "tid": 1, "ts": start + 590, "dur": 100})
+            op("aten::stack", stack_at, [[], []], ["TensorList", "Scalar"])
+            events.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": stack_at + 2,
+                           "args": {"Bytes": size, "Addr": 77, "Total Allocated": size,
+                                    "Device Type": 1 if cuda else 0, "Device Id": 0 if cuda else -1}})
+        if not reader_in_next_step:
+            op("aten::linear", start + 40, [[8, 36, 16], [16, 16], [16]], ["float", "float", "float"], seq=2)
+    (buffer,) = [b for b in torch_trace.reduce_trace({"traceEvents": events}).peak_buffers.records()
+                 if b.op.endswith("aten::stack")]
+    return buffer
+
+
+def test_a_buffer_no_op_shaped_takes_the_next_ops_input_of_its_bytes_in_its_own_phase_on_the_cpu():
+    """Exact bytes (torch's CPU count) in the same phase: the next op's input is its shape, and it carries the
+    batch and the sequence. Not across a phase (the update's last op, read by the next step's first: it
+    reads other tensors), nor on CUDA, whose blocks are rounded (a 2 MiB block is no 1.125 MiB input)."""
+    shaped = _stacked_then_read(cuda=False, reader_in_next_step=False)
+    assert (shaped.shape, shaped.batch, shaped.seq) == ("[8,36,16]", True, 1)
+    for cuda, later in ((False, True), (True, False)):
+        unread = _stacked_then_read(cuda=cuda, reader_in_next_step=later)
+        assert (unread.shape, unread.batch) == ("", False), (cuda, later, unread)
