@@ -29,7 +29,15 @@ from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
 from tb_modelmem.readers.torch_shapes import MAX_BYTES, allocated_shape, inputs_by_bytes, is_shape, tensor_shapes
 from tb_modelmem.rules import caching_allocator, phases
-from tb_modelmem.rules.buffers import Lived, batch_of, carried, format_shape, input_sequence, lived_categories
+from tb_modelmem.rules.buffers import (
+    Lived,
+    batch_of,
+    carried,
+    format_shape,
+    input_sequence,
+    lived_categories,
+    once_per_token,
+)
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.dtypes import canonical
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
@@ -248,7 +256,9 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             if stack:  # what allocated it: the innermost op open, and the ops it runs inside
                 makers[id(e)] = tuple(entry[3] for entry in stack[-_MAKER_DEPTH:])
                 maker = stack[-1][3]
-                if shapeless.setdefault(id(maker), not _recorded_a_shape(maker)):
+                if id(maker) not in shapeless:
+                    shapeless[id(maker)] = not _recorded_a_shape(maker)
+                if shapeless[id(maker)]:
                     unshaped.append(e)
             continue
         end = ts + float(e["dur"])
@@ -560,7 +570,6 @@ _RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten:
                         "aten::mkldnn_rnn_layer"})
 # one time step of a recurrent cell (nn.GRUCell, nn.LSTMCell, nn.RNNCell), which a Python loop calls per token
 _CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"})
-_SHORTEST_LOOP = 4  # tokens: below it a step's few calls of a cell could be read as a loop's turns
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 
@@ -601,6 +610,7 @@ class _Sizes:
     per_step: FrozenSet[str]  # ops each of whose calls is one time step (``_per_step``)
     _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
     _input_powers: Dict[int, Optional[List[int]]] = dataclasses.field(default_factory=dict)  # by the op's event
+    _inputs: Dict[int, Dict[int, Tuple[Tuple[int, ...], str]]] = dataclasses.field(default_factory=dict)  # by bytes
 
     def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
@@ -648,11 +658,11 @@ class _Sizes:
         found = self.followers.get(id(event))
         if found is None or found[1].phase != phase:
             return None
-        key = ("next", id(found[0]))  # its inputs by their bytes, worked out once per op
-        if key not in self._shapes:
-            args = _args(found[0])
-            self._shapes[key] = inputs_by_bytes(args.get("Input Dims"), args.get("Input type"))
-        return self._shapes[key].get(size)
+        follower = found[0]
+        if id(follower) not in self._inputs:  # its inputs by their bytes, worked out once per op
+            args = _args(follower)
+            self._inputs[id(follower)] = inputs_by_bytes(args.get("Input Dims"), args.get("Input type"))
+        return self._inputs[id(follower)].get(size)
 
     def _powers(self, op: Dict[str, Any]) -> Optional[List[int]]:
         """How many times each of ``op``'s batch-carrying inputs holds the sequence; None if it recorded no
@@ -694,10 +704,8 @@ def _cells_per_token(ops: List[_Op], seq: Optional[int], steps: int) -> FrozenSe
     """The recurrent cells a Python loop called once per token: each's forward calls a positive multiple of
     the sequence length in each of the window's ``steps`` (a cell called once per step, an RL policy's, is not
     one; an encoder's and a decoder's cell of other lengths, one name, neither)."""
-    if not seq or seq < _SHORTEST_LOOP:
-        return frozenset()
     calls = collections.Counter(op.name for op in ops if op.phase == FORWARD and op.name in _CELLS)
-    return frozenset(name for name, count in calls.items() if count % (seq * steps) == 0)
+    return frozenset(name for name, count in calls.items() if once_per_token(count, steps, seq))
 
 
 def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:

@@ -32,6 +32,7 @@ from tb_modelmem.rules.buffers import (
     carried,
     format_shape,
     input_sequence,
+    once_per_token,
     sequence_power,
     step_category,
     under_mixed_policy,
@@ -580,10 +581,10 @@ def _per_token(ops: List[str], seq: Optional[int]) -> Set[str]:
     alike), and every op of the innermost loop one of them runs in (its ``while.../body/`` scope: a turn may
     reuse a buffer and allocate once less)."""
     counts: Dict[str, int] = collections.Counter(op for op in ops if op)
-    if not seq or seq < _SHORTEST_LOOP or not counts:
+    if not counts:
         return set()
     once = collections.Counter(counts.values()).most_common(1)[0][0]
-    repeated = {op for op, count in counts.items() if count > once and count % (seq * once) == 0}
+    repeated = {op for op, count in counts.items() if once_per_token(count, once, seq)}
     loops = {loop for loop in map(_loop_of, repeated) if loop}
     return repeated | {op for op in counts if _loop_of(op) in loops}
 
@@ -595,7 +596,6 @@ def _loop_of(op: str) -> str:
 
 
 _LOOP = re.compile(r"(.*/while[^/]*)/body/")
-_SHORTEST_LOOP = 4  # tokens: below it an op's several outputs could be read as a loop's turns
 
 
 def _fraction(value: Any) -> Optional[float]:

@@ -151,6 +151,18 @@ def sequence_power(shape: str, batch: Optional[int], seq: Optional[int]) -> int:
     return min(power, 2)
 
 
+def once_per_token(count: int, per_step: int, seq: Optional[int]) -> bool:
+    """Whether an op that ran (or allocated) ``count`` times in a window, where an op run once a training step
+    runs ``per_step`` times, runs once per token of ``seq``: a loop over the sequence (a Python loop of
+    recurrent cells, a TensorFlow ``while``), its count a positive multiple of the length times ``per_step``.
+    Not below ``SHORTEST_LOOP`` tokens, where a step's few calls or an op's several outputs could read as
+    a loop's turns: the one rule every reader asks."""
+    return seq is not None and seq >= SHORTEST_LOOP and count > 0 and count % (seq * per_step) == 0
+
+
+SHORTEST_LOOP = 4  # tokens
+
+
 def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset(),
             seq: Optional[int] = None) -> Tuple[bool, int]:
     """(Whether a buffer of ``shape`` carries the batch, how many times it holds the sequence length): the
