@@ -16,7 +16,7 @@ import bisect
 import dataclasses
 import math
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from tb_modelmem.rules import caching_allocator, torch_optimizers
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
@@ -117,14 +117,15 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     if trace.allocations == "none" or not trace.timeline.t_us:
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
-    update, asked = _asked_update(state, what)
-    if update == _NO_SCRATCH_TRACED:
+    update = _asked_update(trace, state, what)
+    if update.kind == _NO_SCRATCH_TRACED:
+        fused = " (fused)" if update.traced_path == torch_optimizers.FUSED else ""
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
-            f"the traced {state.optimizer[0]} updates in place, so its trace has no update scratch to scale: "
-            f"{asked}'s is not in it; trace a step under {asked}"))
+            f"the traced {state.optimizer[0]}{fused} updates in place, so its trace has no update scratch to "
+            f"scale: {update.asked}'s is not in it; trace a step under {update.asked}"))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(trace, state, what, update))
+                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(state, what, update))
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -286,44 +287,58 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     return what.seq / traced, ""
 
 
-def _asked_update(state: State, what: WhatIf) -> Tuple[str, str]:
-    """(How the asked optimizer's update holds memory unlike the traced one's, the asked class): ``_REASSIGNS``
-    (Keras' SGD with momentum, whose assign keeps each new slot's buffer), ``_IN_PLACE`` (torch.optim's SGD, with
-    momentum or not: its step adds into the weights and buffers, no scratch), ``_NO_SCRATCH_TRACED`` (a torch
-    optimizer with scratch where the traced one updated in place: none to scale) or "" (as the traced, scaled;
-    also for a name the run's framework has no class of: ``State.projected`` says its state is unknown)."""
+class _Update(NamedTuple):
+    """How the asked optimizer's update holds memory unlike the traced one's (``_asked_update``), the asked
+    class, and the ``torch.optim`` implementation its step and the traced one take (``torch_optimizers``)."""
+
+    kind: str = ""
+    asked: str = ""
+    path: str = torch_optimizers.FOR_LOOP
+    traced_path: str = torch_optimizers.FOR_LOOP
+
+
+def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
+    """``_Update.kind``: ``_REASSIGNS`` (Keras' SGD with momentum, whose assign keeps each new slot's buffer),
+    ``_IN_PLACE`` (a torch.optim step with no scratch: SGD's, with momentum or not, adds into the weights and
+    buffers; a fused kernel's), ``_NO_SCRATCH_TRACED`` (a torch optimizer with scratch where the traced one
+    updated in place: none to scale) or "" (as the traced, scaled; also for a name the run's framework has no
+    class of: ``State.projected`` says its state is unknown). A torch step's implementation is the traced one's
+    (``torch_optimizers.path_of`` its update's ops), or its device's default where the asked class lacks it."""
     if what.optimizer is None:
-        return "", ""
+        return _Update()
     try:
         asked = optimizer_class(what.optimizer, state.torch or None)
     except ValueError:
-        return "", ""
+        return _Update()
     if state.torch:
-        if torch_optimizers.in_place(*asked):
-            return _IN_PLACE, asked[0]
-        return (_NO_SCRATCH_TRACED if torch_optimizers.in_place(*state.optimizer[:2]) else ""), asked[0]
-    return (_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else ""), asked[0]
+        traced_path = torch_optimizers.path_of([op.name for op in trace.ops if op.phase == OPTIMIZER])
+        path = torch_optimizers.asked_path(asked[0], traced_path, any(d.startswith("cuda") for d in trace.devices))
+        if torch_optimizers.in_place(*asked, path):
+            return _Update(_IN_PLACE, asked[0], path, traced_path)
+        kind = _NO_SCRATCH_TRACED if torch_optimizers.in_place(*state.optimizer[:2], traced_path) else ""
+        return _Update(kind, asked[0], path, traced_path)
+    return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
+                   asked[0])
 
 
-def _torch_scratch(trace: OpTrace, state: State, what: WhatIf, update: str) -> Optional[Tuple[int, int]]:
+def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tuple[int, int]]:
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
-    parameters, one parameter at a time (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
-    another class that makes scratch, the traced one making some too (``_asked_update``'s ""), its update
-    run one parameter at a time (a CUDA step's default foreach path, every parameter at once, and the fused
-    one hold other counts) and its state whole on each device (no ``shard``): else the weights + slots ratio."""
-    if not (state.torch and what.optimizer and update == "") or what.shard not in (None, "replicated"):
+    parameters on the paths they take (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
+    another class that makes scratch, the traced one making some too (``_asked_update``'s ""), its state whole
+    on each device (no ``shard``), and on the foreach path its parameters of one dtype (one list each; lists
+    of several dtypes each hold a part of the next's, not measured): else the weights + slots ratio."""
+    if not (state.torch and what.optimizer and update.kind == "") or what.shard not in (None, "replicated"):
         return None
-    if any(("_foreach_" in op.name or "_fused_" in op.name) for op in trace.ops if op.phase == OPTIMIZER):
+    foreach = torch_optimizers.FOREACH in (update.path, update.traced_path)
+    if foreach and len({dtype for _, _, dtype in state.trainable}) > 1:
         return None
-    try:
-        asked = optimizer_class(what.optimizer, True)
-    except ValueError:  # a class torch.optim has none of: its state is unknown, said by ``State.projected``
-        return None
+    asked = optimizer_class(what.optimizer, True)  # ``_asked_update`` found it
     traced = state.optimizer[:2]
     if asked[0] == traced[0] and not asked[1]:  # the traced class asked by name: with its config's flags
         asked = traced
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
-    most, traced_most = torch_optimizers.scratch_peak(*asked, sizes), torch_optimizers.scratch_peak(*traced, sizes)
+    most = torch_optimizers.scratch_peak(*asked, sizes, update.path)
+    traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path)
     return None if most is None or traced_most is None else (most, traced_most)
 
 
@@ -582,7 +597,7 @@ class _Step:
     and how each was made, kept apart so that a figure's basis can be said at any moment of the step."""
 
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
-                 projected_state: Dict[str, Optional[int]], update: str = "", gradient_share: float = 1.0,
+                 projected_state: Dict[str, Optional[int]], update: _Update = _Update(), gradient_share: float = 1.0,
                  seq_ratio: float = 1.0, buckets: Optional[float] = 0.0,
                  scratch: Optional[Tuple[int, int]] = None) -> None:
         timeline = trace.timeline
@@ -607,7 +622,8 @@ class _Step:
         # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
         self.state_sizes = state_sizes(state, projected_state)
         now, was = self.state_sizes
-        self.in_place = update == _IN_PLACE
+        self.update = update
+        self.in_place = update.kind == _IN_PLACE
         # the most a torch.optim class's step holds at once, asked and traced (``torch_optimizers.scratch_peak``)
         self.scratch_bytes = scratch if scratch is not None and scratch[1] else None
         slot_ratio = (0.0 if self.in_place else self.scratch_bytes[0] / self.scratch_bytes[1]
@@ -618,7 +634,7 @@ class _Step:
         # as the step starts and holds each until its weight's gradient arrives: one buffer per slot, as many
         # bytes as the slots (every momentum run's peak held them all: causal LM 15.14 MiB, Llama 20.91)
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
-                             if update == _REASSIGNS and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
+                             if update.kind == _REASSIGNS and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
         # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
         self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
@@ -643,7 +659,7 @@ class _Step:
         self.held_traced: List[float] = []
         if trace.counts_resident:  # the state, when unknown, stays in it
             self.series.update(before_the_trace(trace, sum(state.bytes.values()), bool(state.source)))
-            if update == _REASSIGNS and HELD_CATEGORY in self.series:
+            if update.kind == _REASSIGNS and HELD_CATEGORY in self.series:
                 self.held_traced = self.series[HELD_CATEGORY]
                 self.series[HELD_CATEGORY] = [0.0] * n
         else:
@@ -791,10 +807,12 @@ class _Step:
             return (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
                     "largest weight's lr x grad)")  # short: the tab's Basis cell
         if self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
-            return f"; {size_text(rest)} do not, none asked: SGD's step() updates in place"
+            fused = " fused" if self.update.path == torch_optimizers.FUSED else ""
+            return f"; {size_text(rest)} do not, none asked: {self.update.asked}'s{fused} step() updates in place"
         if self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
             most, traced_most = self.scratch_bytes
-            return f"{scaled} (most at once: {size_text(most)} / {size_text(traced_most)} traced)"
+            on = "" if self.update.path == torch_optimizers.FOR_LOOP else f" on the {self.update.path} path"
+            return f"{scaled} (most at once{on}: {size_text(most)} / {size_text(traced_most)} traced)"
         if fixed_factor != 1.0:
             after, before = self.state_sizes
             return f"{scaled} (weights + slots: {size_text(after)} / {size_text(before)} traced)"

@@ -47,9 +47,50 @@ _DECOUPLED = "decoupled_weight_decay"  # Adam's, NAdam's, RAdam's: the decay sca
 _ALWAYS_DECOUPLED = frozenset({"AdamW", "Adafactor"})
 
 
-def scratch_counts(cls: str, flags: Sequence[str]) -> Optional[Tuple[int, int]]:
-    """(Tensors of a parameter's size ``cls`` with ``flags`` on, ``plan``'s, holds at once in its step, of the
-    previous parameter's it still holds then); None for a class this table lacks. The gradient's copies are made
+# torch.optim's three implementations of a step, as its docs name them: one parameter at a time (a CPU's
+# default), every parameter's tensors as one list per device and dtype (``foreach=True``, CUDA's default), or
+# one kernel per list (``fused=True``). ``path_of`` tells which a traced step took from its ops' names.
+FOR_LOOP, FOREACH, FUSED = "for-loop", "foreach", "fused"
+# The foreach path's scratch: (lists of every parameter's size it holds at once, lists a gradient copy adds:
+# maximize's negation or coupled weight decay's sum, one however many). Adam, AdamW, Adamax and RAdam delete
+# their gradients' copy before making their own list; SGD adds into the weights, in place but for the copy.
+# Measured: the peak ``Total Allocated`` inside a real ``step(foreach=True)`` over one, two and two unequal
+# parameters is the count x their total bytes (tests/integration/test_torch_optimizers.py).
+FOREACH_SCRATCH: Dict[str, Tuple[int, int]] = {
+    "SGD": (0, 1), "Adam": (1, 0), "AdamW": (1, 0), "Adamax": (1, 0), "NAdam": (1, 1), "RAdam": (1, 0),
+    "Adagrad": (2, 0), "Adadelta": (2, 1), "RMSprop": (1, 1), "Adafactor": (1, 1),
+}
+# Classes with a fused kernel (torch 2.13, CPU and CUDA): it updates every tensor in place, no scratch
+# (measured alike, every flag of ``COUNT_CASES``).
+FUSED_CLASSES = frozenset({"SGD", "Adam", "AdamW", "Adagrad"})
+
+
+def path_of(update_ops: Sequence[str]) -> str:
+    """The implementation a traced step's update took, from the names of the ops it ran: a ``_fused_*`` op's
+    (``aten::_fused_adamw_``), a ``_foreach_*`` op's, else one parameter at a time."""
+    if any("_fused_" in name for name in update_ops):
+        return FUSED
+    return FOREACH if any("_foreach_" in name for name in update_ops) else FOR_LOOP
+
+
+def asked_path(cls: str, traced: str, cuda: bool) -> str:
+    """The implementation ``cls`` would take where the traced step took ``traced``: the same, but for a fused
+    step asked a class with no fused kernel, which takes its device's default (foreach on CUDA)."""
+    if traced == FUSED and cls not in FUSED_CLASSES:
+        return FOREACH if cuda else FOR_LOOP
+    return traced
+
+
+def _copies(cls: str, flags: Sequence[str]) -> set:
+    """The flags of ``flags`` that rebind the update's gradient to a new copy (``_GRADIENT_COPIES``)."""
+    decoupled = cls in _ALWAYS_DECOUPLED or _DECOUPLED in flags
+    return set(flags) & set(_GRADIENT_COPIES) - ({"weight_decay"} if decoupled else set())
+
+
+def scratch_counts(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> Optional[Tuple[int, int]]:
+    """(Tensors of a parameter's size ``cls`` with ``flags`` on, ``plan``'s, holds at once in its step on
+    ``path``, of the previous parameter's it still holds then: on the foreach path, lists of every parameter's
+    size, ``FOREACH_SCRATCH``); None for a class this table, or its fused kernels, lack. The gradient's copies are made
     one after another, each freeing the one before once made: two at once while the next is made, one after.
     SGD's step holds nothing else; every other class's own peak comes after them, with one copy beside it.
     SGD's negated gradient alone stays bound until the next parameter's is made (momentum and weight decay
@@ -57,9 +98,13 @@ def scratch_counts(cls: str, flags: Sequence[str]) -> Optional[Tuple[int, int]]:
     decoupled where the class has both, and SGD's flags together (tests/integration/test_torch_optimizers.py)."""
     if cls not in SCRATCH:
         return None
+    copies = _copies(cls, flags)
+    if path == FUSED:
+        return (0, 0) if cls in FUSED_CLASSES else None
+    if path == FOREACH:  # one list per device and dtype: every parameter at once, none held from before
+        lists, copy = FOREACH_SCRATCH[cls]  # nesterov adds into the gradient's list in place there
+        return lists + (copy if copies - {"nesterov"} else 0), 0
     within, held = SCRATCH[cls]
-    decoupled = cls in _ALWAYS_DECOUPLED or _DECOUPLED in flags
-    copies = set(flags) & set(_GRADIENT_COPIES) - ({"weight_decay"} if decoupled else set())
     if copies:
         within = max(min(len(copies), 2), within + 1)
     if cls == "SGD" and copies == {"maximize"} and "momentum" not in flags:
@@ -67,19 +112,22 @@ def scratch_counts(cls: str, flags: Sequence[str]) -> Optional[Tuple[int, int]]:
     return within, held
 
 
-def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int]) -> Optional[int]:
-    """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes, in the order
-    it updates them, one at a time (not the foreach or fused path); None where ``scratch_counts`` is."""
-    counts = scratch_counts(cls, flags)
+def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int], path: str = FOR_LOOP) -> Optional[int]:
+    """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes (of one
+    dtype, on one device: one foreach list), in the order it updates them; None where ``scratch_counts`` is."""
+    counts = scratch_counts(cls, flags, path)
     if counts is None:
         return None
     within, held = counts
+    if path == FOREACH:
+        return within * sum(sizes)
     return max((held * before + within * size for before, size in zip((0, *sizes), sizes)), default=0)
 
 
-def in_place(cls: str, flags: Sequence[str]) -> bool:
-    """Whether ``cls`` with ``flags`` on (``plan``'s) updates every tensor in place, allocating no scratch."""
-    return scratch_counts(cls, flags) == (0, 0)
+def in_place(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> bool:
+    """Whether ``cls`` with ``flags`` on (``plan``'s) updates every tensor in place on ``path``, allocating
+    no scratch."""
+    return scratch_counts(cls, flags, path) == (0, 0)
 
 
 def classes() -> List[str]:

@@ -96,11 +96,13 @@ COUNT_CASES += [  # maximize beside each class, and beside the flags that also c
     ("RMSprop", {**MAXIMIZE, **DECAY}), ("Adafactor", MAXIMIZE), ("Adafactor", {**MAXIMIZE, **DECAY})]
 
 
-def _step_scratch(cls, config, layers, tmp_path):
+def _step_scratch(cls, config, layers, tmp_path, last=512):
     """The most a real third ``step()`` holds at once beyond what it began with (torch.profiler's ``[memory]``
-    events inside ``Optimizer.step``, read with ``json``), over ``layers`` equal 512 x 512 weights."""
+    events inside ``Optimizer.step``, read with ``json``), over ``layers`` 512 x 512 weights, the last ``last``
+    x 512."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512, bias=False) for _ in range(layers)])
+    model = torch.nn.Sequential(*[torch.nn.Linear(512, 512 if i < layers - 1 else last, bias=False)
+                                  for i in range(layers)])
     optimizer = getattr(torch.optim, cls)(model.parameters(), **config)
     x = torch.randn(8, 512)
     for _ in range(2):
@@ -133,3 +135,24 @@ def test_the_scratch_each_step_holds_at_once(cls, config, tmp_path):
     assert abs(one - within * weight) < 0.005 * weight, (one / weight, within)
     assert abs(two - one - held * weight) < 0.005 * weight, ((two - one) / weight, held)
     assert torch_optimizers.scratch_peak(*torch_optimizers.plan(entry), [weight, weight]) == (within + held) * weight
+
+
+PATH_CASES = [(cls, config, path) for cls, config in COUNT_CASES for path in ("foreach", "fused")
+              if path == "foreach" or cls in torch_optimizers.FUSED_CLASSES]
+
+
+@pytest.mark.parametrize("cls,config,path", PATH_CASES,
+                         ids=[f"{c}-{'-'.join(k)}-{p}" for c, k, p in PATH_CASES])
+def test_the_foreach_and_fused_steps_hold_their_own_scratch(cls, config, path, tmp_path):
+    """``scratch_peak`` on torch's other implementations against real steps made with ``foreach=True`` or
+    ``fused=True``: over one weight, and over two unequal ones (the foreach path's lists hold every parameter's
+    at once, so its scratch is a count x their total; a fused kernel makes none)."""
+    weight = 512 * 512 * 4
+    one, optimizer = _step_scratch(cls, {**config, path: True}, 1, tmp_path)
+    two, _ = _step_scratch(cls, {**config, path: True}, 2, tmp_path, last=256)
+    entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
+    found, flags = torch_optimizers.plan(entry)
+    assert abs(one - torch_optimizers.scratch_peak(found, flags, [weight], path)) < 0.005 * weight, one / weight
+    assert abs(two - torch_optimizers.scratch_peak(found, flags, [weight, weight // 2], path)) < 0.005 * weight, (
+        two / weight)
+    assert torch_optimizers.in_place(found, flags, path) == (one < 0.005 * weight)

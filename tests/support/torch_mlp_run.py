@@ -2,12 +2,13 @@
 if's checks of data parallelism and of optimizers whose step has no scratch (tests/integration/
 test_projection_torch.py).
 
-    python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O] [--compile]
-    python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--ranks 2] [--compile]  # B per rank
+    python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O] [--path P] [--compile]
+    python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--path P] [--ranks 2] [--compile]
 
 The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer``
 Adam (the default), another ``torch.optim`` class of ``SCRATCH_MAKERS`` (lr 1e-3), SGD, or SGD with momentum 0.9
-(``momentum``). ``--ranks 2``: the model in DDP.
+(``momentum``). ``--path foreach|fused``: the optimizer made with that flag set (a class with no fused kernel
+keeps the CPU's default, one parameter at a time). ``--ranks 2``: the model in DDP (B per rank).
 ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
@@ -22,6 +23,7 @@ of them (+23,298,088 B) through every later step in about 1 run in 4 under pytes
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import socket
@@ -49,12 +51,14 @@ def _step(model: Any, optimizer: Any, batch: int, forward: Any = None) -> None:
     optimizer.zero_grad()
 
 
-def _optimizer(name: str, model: Any) -> Any:
+def _optimizer(name: str, model: Any, path: str = "") -> Any:
     import torch
 
+    cls = getattr(torch.optim, name if name in SCRATCH_MAKERS else "SGD")
+    flag = {path: True} if path and path in inspect.signature(cls).parameters else {}
     if name in SCRATCH_MAKERS:
-        return getattr(torch.optim, name)(model.parameters(), lr=1e-3)
-    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0)
+        return cls(model.parameters(), lr=1e-3, **flag)
+    return cls(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0, **flag)
 
 
 def _forward(model: Any, compiled: bool) -> Any:
@@ -63,11 +67,11 @@ def _forward(model: Any, compiled: bool) -> Any:
     return torch.compile(model) if compiled else model
 
 
-def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool) -> None:
+def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str) -> None:
     import tb_modelmem
 
     model = _model()
-    optimizer = _optimizer(optimizer_name, model)
+    optimizer = _optimizer(optimizer_name, model, path)
     forward = _forward(model, compiled)
     with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
         for _ in range(STEPS + 1):
@@ -75,7 +79,8 @@ def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool) -> Non
             prof.step()
 
 
-def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool) -> None:
+def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool,
+          path: str) -> None:
     import torch
     import torch.distributed as dist
 
@@ -88,7 +93,7 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
             # its defaults but init_sync (every rank seeds alike: nothing to broadcast): that broadcast's flat copy
             # of the weights was held by gloo's work on one rank into every later step in some runs
             model = torch.nn.parallel.DistributedDataParallel(model, init_sync=False)
-        optimizer = _optimizer(optimizer_name, model)
+        optimizer = _optimizer(optimizer_name, model, path)
         forward = _forward(model, compiled)
         for i in range(STEPS):
             with torch.profiler.record_function(f"step{i}"):
@@ -108,7 +113,7 @@ def _highest(path: str) -> int:
                if e.get("name") == "[memory]" and any(start <= e["ts"] <= end for start, end in spans))
 
 
-def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool) -> Dict[str, Any]:
+def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str) -> Dict[str, Any]:
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
@@ -116,9 +121,9 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     if ranks > 1:
-        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled), nprocs=ranks)
+        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path), nprocs=ranks)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled)
+        _rank(0, port, 1, batch, optimizer_name, out, compiled, path)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     return {"peaks": peaks, "batch_per_rank": batch}
 
@@ -126,16 +131,17 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=("traced", "truth"))
-    parser.add_argument("path")
+    parser.add_argument("out")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--optimizer", choices=SCRATCH_MAKERS + ("SGD", "momentum"), default="Adam")
     parser.add_argument("--ranks", type=int, choices=(1, 2), default=1)
     parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--path", choices=("", "foreach", "fused"), default="")
     args = parser.parse_args()
     if args.kind == "traced":
-        _traced(args.path, args.batch, args.optimizer, args.compile)
+        _traced(args.out, args.batch, args.optimizer, args.compile, args.path)
     else:
-        print(json.dumps(_truth(args.path, args.batch, args.optimizer, args.ranks, args.compile)))
+        print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path)))
 
 
 if __name__ == "__main__":
