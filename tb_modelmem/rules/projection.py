@@ -118,14 +118,12 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return _unknown_peak(reason, basis, projected_state, unknown, what)
     update = _asked_update(trace, state, what)
-    if update.kind == _NO_SCRATCH_TRACED:
-        fused = " (fused)" if update.traced_path == torch_optimizers.FUSED else ""
-        unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, (
-            f"the traced {state.optimizer[0]}{fused} updates in place, so its trace has no update scratch to "
-            f"scale: {update.asked}'s is not in it; trace a step under {update.asked}"))
+    scratch = _torch_scratch(state, what, update)
+    if update.kind == _NO_SCRATCH_TRACED and not (scratch and update.moments):
+        unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, _no_scratch_traced(state, update, scratch is not None))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), _torch_scratch(state, what, update))
+                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -295,6 +293,9 @@ class _Update(NamedTuple):
     asked: str = ""
     path: str = torch_optimizers.FOR_LOOP
     traced_path: str = torch_optimizers.FOR_LOOP
+    # the timeline's points inside the traced update, where a step traced updating in place gets the asked
+    # class's scratch added (``_NO_SCRATCH_TRACED``): its allocator events (a fused step's ``step`` counts)
+    moments: Tuple[int, ...] = ()
 
 
 def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
@@ -315,19 +316,32 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
         path = torch_optimizers.asked_path(asked[0], traced_path, any(d.startswith("cuda") for d in trace.devices))
         if torch_optimizers.in_place(*asked, path):
             return _Update(_IN_PLACE, asked[0], path, traced_path)
-        kind = _NO_SCRATCH_TRACED if torch_optimizers.in_place(*state.optimizer[:2], traced_path) else ""
-        return _Update(kind, asked[0], path, traced_path)
+        if not torch_optimizers.in_place(*state.optimizer[:2], traced_path):
+            return _Update("", asked[0], path, traced_path)
+        phases = {op.name: op.phase for op in trace.ops}
+        moments = tuple(i for i, op in enumerate(trace.timeline.op) if phases.get(op) == OPTIMIZER)
+        return _Update(_NO_SCRATCH_TRACED, asked[0], path, traced_path, moments)
     return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
                    asked[0])
+
+
+def _no_scratch_traced(state: State, update: _Update, known: bool) -> str:
+    """Why the asked class's scratch is unknown on a step traced updating in place: its update allocated
+    nothing, so no moment of it is in the trace (``known``: the scratch itself is), or it is not measured."""
+    traced = f"{state.optimizer[0]}{' (fused)' if update.traced_path == torch_optimizers.FUSED else ''}"
+    why = (f"allocates nothing there, so its trace holds no moment of the update to add {update.asked}'s scratch "
+           "to" if known else f"its trace has no update scratch to scale: {update.asked}'s is not in it")
+    return f"the traced {traced} updates in place and {why}; trace a step under {update.asked}"
 
 
 def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tuple[int, int]]:
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
     parameters on the paths they take (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
-    another class that makes scratch, the traced one making some too (``_asked_update``'s ""), its state whole
+    another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced), its state whole
     on each device (no ``shard``), and on the foreach path its parameters of one dtype (one list each; lists
     of several dtypes each hold a part of the next's, not measured): else the weights + slots ratio."""
-    if not (state.torch and what.optimizer and update.kind == "") or what.shard not in (None, "replicated"):
+    if not (state.torch and what.optimizer and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
+            None, "replicated"):
         return None
     foreach = torch_optimizers.FOREACH in (update.path, update.traced_path)
     if foreach and len({dtype for _, _, dtype in state.trainable}) > 1:
@@ -626,6 +640,8 @@ class _Step:
         self.in_place = update.kind == _IN_PLACE
         # the most a torch.optim class's step holds at once, asked and traced (``torch_optimizers.scratch_peak``)
         self.scratch_bytes = scratch if scratch is not None and scratch[1] else None
+        # the asked class's scratch added at the traced update's moments, where the traced one made none
+        self.added_scratch = float(scratch[0]) if scratch and update.kind == _NO_SCRATCH_TRACED else 0.0
         slot_ratio = (0.0 if self.in_place else self.scratch_bytes[0] / self.scratch_bytes[1]
                       if self.scratch_bytes else now / was if was else 1.0)
         self.largest_update = 0 if state.torch else (  # torch's foreach updates make no lr x grad buffer
@@ -653,6 +669,10 @@ class _Step:
         self.scratch = self.series[OPTIMIZER_TEMPORARIES_CATEGORY]  # the traced update scratch, scaled
         if self.early_update:
             self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [max(v, self.early_update) for v in self.scratch]
+        if self.added_scratch:
+            moments = set(update.moments)
+            self.series[OPTIMIZER_TEMPORARIES_CATEGORY] = [v + self.added_scratch * (i in moments)
+                                                           for i, v in enumerate(self.scratch)]
         # What the allocator held besides the step's buffers: the state, and what else was resident (kept as
         # traced: LeNet's held part read 4.37 MiB under Adam, 4.25 under SGD), but none where the asked optimizer
         # assigns its slots whole each step (``_REASSIGNS_SLOTS``).
@@ -760,7 +780,8 @@ class _Step:
                 formula += "; DDP's gradient buckets are made before the window, with the weights: in no figure here"
             if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
-                formula = f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
+                formula = (f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
+                           if self.early_update else self._added_note(self.scratch[at]))
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
@@ -795,6 +816,13 @@ class _Step:
             line["formula"] = (f"{size_text(self.series[category][at])}: {state}, {why}; "
                                f"+ {size_text(made[at])} the step itself created, in use at the peak")
 
+
+    def _added_note(self, traced: float) -> str:
+        """The basis of the asked class's scratch added at the update of a step traced updating in place."""
+        on = "" if self.update.path == torch_optimizers.FOR_LOOP else f" on the {self.update.path} path"
+        fused = " fused" if self.update.traced_path == torch_optimizers.FUSED else ""
+        return (f"{size_text(self.added_scratch)}: {self.update.asked}'s step scratch, the most at once{on}, added "
+                f"at the update (the traced{fused} step updates in place: {size_text(traced)} there)")
 
     def _rest_note(self, category: str, rest: float, kept: float) -> str:
         """What a basis line says of the ``rest`` bytes of ``category`` that carry no batch, ``kept`` being
