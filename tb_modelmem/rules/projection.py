@@ -643,7 +643,7 @@ class _Step:
         # the asked class's scratch added at the traced update's moments, where the traced one made none
         self.added_scratch = float(scratch[0]) if scratch and update.kind == _NO_SCRATCH_TRACED else 0.0
         slot_ratio = (0.0 if self.in_place else self.scratch_bytes[0] / self.scratch_bytes[1]
-                      if self.scratch_bytes else now / was if was else 1.0)
+                      if self.scratch_bytes else 1.0 if self.added_scratch else now / was if was else 1.0)
         self.largest_update = 0 if state.torch else (  # torch's foreach updates make no lr x grad buffer
             max((tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable), default=0) * gradient_share)
         # SGD with momentum's m x momentum reads no gradient, so TensorFlow's executor makes it for every slot

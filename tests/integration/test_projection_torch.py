@@ -52,7 +52,8 @@ def _run(model, logdir, batch, seq=64, optimizer="AdamW", plain=False, bf16=Fals
 def gpt2(tmp_path_factory):
     root = tmp_path_factory.mktemp("whatif_gpt2")
     traced = {"capture": (str(root / "capture"), _run("gpt2", str(root / "capture"), 8)),
-              "plain": (str(root / "plain"), _run("gpt2", str(root / "plain"), 8, plain=True))}
+              "plain": (str(root / "plain"), _run("gpt2", str(root / "plain"), 8, plain=True)),
+              "fused": (str(root / "fused"), _run("gpt2", str(root / "fused"), 8, optimizer="AdamW_fused"))}
     real = {(16, 64, "AdamW"): None, (32, 64, "AdamW"): None, (8, 128, "AdamW"): None, (8, 64, "SGD"): None,
             (8, 64, "Adafactor"): None}
     for batch, seq, optimizer in real:
@@ -85,6 +86,17 @@ def test_trainer_gpt2_projects_within_5_percent_of_real_runs(gpt2, asked):
         # transformers' own Adafactor, whose factored rows and columns take torch.optim.Adafactor's bytes
         state = {line["category"]: line["projected_bytes"] for line in answer["basis"]}
         assert state["optimizer_slots"] + state["other_state"] == truth["state"], (state, truth)
+
+
+@pytest.mark.parametrize("asked", ["SGD", "Adafactor"])
+def test_trainers_default_fused_adamw_projects_another_optimizer(gpt2, asked):
+    """Trainer's default optimizer on torch >= 2.8 is ``adamw_torch_fused``, whose kernel makes no scratch:
+    another class's is added at the update (Adafactor's) or none (SGD's fused), against the real runs."""
+    traced, real, _ = gpt2
+    truth = real[(8, 64, asked)]
+    answer = estimate(traced["fused"][0], run="run", optimizer=asked)
+    assert abs(_off(answer["peak_bytes"], truth["total"])) <= EXACT, (answer["peak_bytes"], truth)
+    assert not answer["unknown"], answer["unknown"]
 
 
 def test_trainer_gpt2_reads_the_trace_as_torch_made_it(gpt2):

@@ -44,7 +44,8 @@ def _gpt2(args: argparse.Namespace, run_dir: str, kept: str) -> Any:
     config = AutoConfig.for_model("gpt2", vocab_size=1000, n_positions=256, n_embd=96, n_layer=2, n_head=4,
                                   n_inner=512, bos_token_id=0, eos_token_id=0)
     model = AutoModelForCausalLM.from_config(config)
-    optim = {"AdamW": "adamw_torch", "SGD": "sgd", "Adafactor": "adafactor"}[args.optimizer]
+    optim = {"AdamW": "adamw_torch", "AdamW_fused": "adamw_torch_fused", "SGD": "sgd",
+             "Adafactor": "adafactor"}[args.optimizer]
     training = TrainingArguments(output_dir=os.path.join(kept, "out"), per_device_train_batch_size=args.batch,
                                  max_steps=6, report_to=[], save_strategy="no", logging_steps=100, use_cpu=True,
                                  optim=optim, dataloader_num_workers=0, disable_tqdm=True, bf16=args.bf16)
@@ -92,7 +93,8 @@ def main() -> None:
     parser.add_argument("logdir")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--optimizer", choices=("AdamW", "SGD", "Adam", "Adafactor"), default="AdamW")
+    parser.add_argument("--optimizer", choices=("AdamW", "AdamW_fused", "SGD", "Adam", "Adafactor"), default="AdamW",
+                        help="AdamW_fused: Trainer's default on torch >= 2.8 (adamw_torch_fused)")
     parser.add_argument("--plain", action="store_true")
     parser.add_argument("--bf16", action="store_true", help="Trainer's bf16=True: autocast to bfloat16")
     args = parser.parse_args()
