@@ -28,7 +28,7 @@ from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
 from tb_modelmem.readers.torch_shapes import MAX_BYTES, allocated_shape, inputs_by_bytes, is_shape, tensor_shapes
-from tb_modelmem.rules import caching_allocator, phases
+from tb_modelmem.rules import caching_allocator, phases, torch_optimizers
 from tb_modelmem.rules.buffers import (
     Lived,
     batch_of,
@@ -185,6 +185,8 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
     reduced = _table(ops, allocations, windowed, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
+    update = [op.name for op in ops if op.in_closure and op.phase == OPTIMIZER]  # inside Optimizer.step
+    reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (

@@ -290,7 +290,8 @@ class _Update(NamedTuple):
     class, and the ``torch.optim`` implementation its step and the traced one take (``torch_optimizers``)."""
 
     kind: str = ""
-    asked: str = ""
+    asked: str = ""  # the asked class, "" where the run's framework has none of that name
+    flags: Tuple[str, ...] = ()  # its flags (``optimizer_class``'s), its implementation's name among them
     path: str = torch_optimizers.FOR_LOOP
     traced_path: str = torch_optimizers.FOR_LOOP
     # the timeline's points inside the traced update, where a step traced updating in place gets the asked
@@ -311,18 +312,19 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
         asked = optimizer_class(what.optimizer, state.torch or None)
     except ValueError:
         return _Update()
-    if state.torch:
-        traced_path = torch_optimizers.path_of([op.name for op in trace.ops if op.phase == OPTIMIZER])
-        path = torch_optimizers.asked_path(asked[0], traced_path, any(d.startswith("cuda") for d in trace.devices))
+    if state.torch:  # a trace read before ``OpTrace.optimizer_path``: its update phase's ops
+        traced_path = trace.optimizer_path or torch_optimizers.path_of(
+            [op.name for op in trace.ops if op.phase == OPTIMIZER])
+        path = torch_optimizers.asked_path(*asked, traced_path, any(d.startswith("cuda") for d in trace.devices))
         if torch_optimizers.in_place(*asked, path):
-            return _Update(_IN_PLACE, asked[0], path, traced_path)
+            return _Update(_IN_PLACE, *asked, path, traced_path)
         if not torch_optimizers.in_place(*state.optimizer[:2], traced_path):
-            return _Update("", asked[0], path, traced_path)
+            return _Update("", *asked, path, traced_path)
         phases = {op.name: op.phase for op in trace.ops}
         moments = tuple(i for i, op in enumerate(trace.timeline.op) if phases.get(op) == OPTIMIZER)
-        return _Update(_NO_SCRATCH_TRACED, asked[0], path, traced_path, moments)
+        return _Update(_NO_SCRATCH_TRACED, *asked, path, traced_path, moments)
     return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
-                   asked[0])
+                   *asked)
 
 
 def _no_scratch_traced(state: State, update: _Update, known: bool) -> str:
@@ -340,16 +342,16 @@ def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tupl
     another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced), its state whole
     on each device (no ``shard``), and on the foreach path its parameters of one dtype (one list each; lists
     of several dtypes each hold a part of the next's, not measured): else the weights + slots ratio."""
-    if not (state.torch and what.optimizer and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
+    if not (state.torch and update.asked and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
             None, "replicated"):
         return None
     foreach = torch_optimizers.FOREACH in (update.path, update.traced_path)
     if foreach and len({dtype for _, _, dtype in state.trainable}) > 1:
         return None
-    asked = optimizer_class(what.optimizer, True)  # ``_asked_update`` found it
+    asked = (update.asked, update.flags)
     traced = state.optimizer[:2]
-    if asked[0] == traced[0] and not asked[1]:  # the traced class asked by name: with its config's flags
-        asked = traced
+    if asked[0] == traced[0] and not set(asked[1]) - set(torch_optimizers.PATHS):  # the traced class asked by
+        asked = traced  # name (its implementation aside): with its config's flags
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
     most = torch_optimizers.scratch_peak(*asked, sizes, update.path)
     traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path)

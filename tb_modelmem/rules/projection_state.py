@@ -228,13 +228,22 @@ def state_sizes(state: State, projected: Dict[str, Optional[int]]) -> Tuple[floa
 
 def optimizer_choices(torch: bool = False) -> List[str]:
     """The names ``WhatIf.optimizer`` takes: "momentum" (SGD with it), then each built-in Keras class (``torch``:
-    each ``torch.optim`` class ``rules.torch_optimizers`` knows)."""
-    return ["momentum"] + (torch_optimizers.classes() if torch else roles.optimizer_classes())
+    each ``torch.optim`` class ``rules.torch_optimizers`` knows, and its implementations by name)."""
+    return ["momentum"] + (torch_optimizers.choices() if torch else roles.optimizer_classes())
 
 
 def optimizer_class(name: str, torch: Optional[bool] = False) -> Tuple[str, Tuple[str, ...]]:
     """(Class, flags) of an optimizer name: a class ("Adam", "adamw"), or "momentum" (SGD with it); a Keras
-    class, or a ``torch.optim`` one for ``torch`` (None: either, as ``WhatIf.check`` asks before a run is read)."""
+    class, or a ``torch.optim`` one for ``torch`` (None: either, as ``WhatIf.check`` asks before a run is read),
+    whose name may end in the implementation its step takes ("AdamW fused": ``torch_optimizers.split_path``)."""
+    if torch is not False:
+        base, path = torch_optimizers.split_path(name)
+        if path:
+            cls, flags = optimizer_class(base, True)
+            if path == torch_optimizers.FUSED and cls not in torch_optimizers.FUSED_CLASSES:
+                raise ValueError(f"torch.optim's {cls} has no fused kernel (fused: "
+                                 f"{', '.join(sorted(torch_optimizers.FUSED_CLASSES))})")
+            return cls, flags + (path,)
     if name.lower() == "momentum":
         return "SGD", ("momentum",)
     found = None if torch else torch_optimizers.class_among(name, roles.optimizer_classes())

@@ -10,7 +10,8 @@ checks every entry against a real optimizer's own ``state``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import re
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER
 
@@ -51,6 +52,7 @@ _ALWAYS_DECOUPLED = frozenset({"AdamW", "Adafactor"})
 # default), every parameter's tensors as one list per device and dtype (``foreach=True``, CUDA's default), or
 # one kernel per list (``fused=True``). ``path_of`` tells which a traced step took from its ops' names.
 FOR_LOOP, FOREACH, FUSED = "for-loop", "foreach", "fused"
+PATHS = (FOR_LOOP, FOREACH, FUSED)
 # The foreach path's scratch: (lists of every parameter's size it holds at once, lists a gradient copy adds:
 # maximize's negation or coupled weight decay's sum, one however many). Adam, AdamW, Adamax and RAdam delete
 # their gradients' copy before making their own list; SGD adds into the weights, in place but for the copy.
@@ -65,26 +67,44 @@ FOREACH_SCRATCH: Dict[str, Tuple[int, int]] = {
 FUSED_CLASSES = frozenset({"SGD", "Adam", "AdamW", "Adagrad"})
 
 
+_FUSED_KERNEL = re.compile(r"\b_fused_(adamw?|sgd|adagrad)_")  # aten::_fused_adamw_, never a fused dropout's
+
+
 def path_of(update_ops: Sequence[str]) -> str:
-    """The implementation a traced step's update took, from the names of the ops it ran: a ``_fused_*`` op's
-    (``aten::_fused_adamw_``), a ``_foreach_*`` op's, else one parameter at a time."""
-    if any("_fused_" in name for name in update_ops):
+    """The implementation a traced step's update took, from the names of the ops it ran: a fused optimizer
+    kernel's (``aten::_fused_adamw_``), a ``_foreach_*`` op's, else one parameter at a time. Only the ops inside
+    ``Optimizer.step`` say it (``OpTrace.optimizer_path``): clipping the gradients runs ``_foreach_norm``."""
+    if any(_FUSED_KERNEL.search(name) for name in update_ops):
         return FUSED
     return FOREACH if any("_foreach_" in name for name in update_ops) else FOR_LOOP
 
 
-def asked_path(cls: str, traced: str, cuda: bool) -> str:
-    """The implementation ``cls`` would take where the traced step took ``traced``: the same, but for a fused
-    step asked a class with no fused kernel, which takes its device's default (foreach on CUDA)."""
+def split_path(name: str) -> Tuple[str, str]:
+    """(The class part of an asked optimizer name, the implementation it names, "" for none): "AdamW fused",
+    "adamw_fused", "SGD-foreach", "Adam for-loop"."""
+    found = re.fullmatch(r"(.+?)[\s_-]+(fused|foreach|for[\s_-]?loop)", name.strip(), re.IGNORECASE)
+    if found is None:
+        return name, ""
+    path = re.sub(r"[\s_-]", "", found.group(2).lower())
+    return found.group(1), {"forloop": FOR_LOOP}.get(path, path)
+
+
+def asked_path(cls: str, flags: Sequence[str], traced: str, cuda: bool) -> str:
+    """The implementation ``cls`` with ``flags`` (``split_path``'s path among them where the name said one)
+    takes where the traced step took ``traced``: the one named, else the same, but for a fused step asked a
+    class with no fused kernel, which takes its device's default (foreach on CUDA)."""
+    named = [flag for flag in flags if flag in PATHS]
+    if named:
+        return named[0]
     if traced == FUSED and cls not in FUSED_CLASSES:
         return FOREACH if cuda else FOR_LOOP
     return traced
 
 
-def _copies(cls: str, flags: Sequence[str]) -> set:
+def _copies(cls: str, flags: Sequence[str]) -> FrozenSet[str]:
     """The flags of ``flags`` that rebind the update's gradient to a new copy (``_GRADIENT_COPIES``)."""
     decoupled = cls in _ALWAYS_DECOUPLED or _DECOUPLED in flags
-    return set(flags) & set(_GRADIENT_COPIES) - ({"weight_decay"} if decoupled else set())
+    return frozenset(flags) & frozenset(_GRADIENT_COPIES) - ({"weight_decay"} if decoupled else set())
 
 
 def scratch_counts(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> Optional[Tuple[int, int]]:
@@ -96,7 +116,7 @@ def scratch_counts(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> Opti
     SGD's negated gradient alone stays bound until the next parameter's is made (momentum and weight decay
     rebind the name first). Measured: maximize on every class, alone and beside weight decay, coupled or
     decoupled where the class has both, and SGD's flags together (tests/integration/test_torch_optimizers.py)."""
-    if cls not in SCRATCH:
+    if cls not in SCRATCH or cls not in FOREACH_SCRATCH:
         return None
     copies = _copies(cls, flags)
     if path == FUSED:
@@ -132,6 +152,13 @@ def in_place(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> bool:
 
 def classes() -> List[str]:
     return list(OPTIMIZERS)
+
+
+def choices() -> List[str]:
+    """The names What if offers a PyTorch run: each class (on the traced step's implementation), then each
+    fused kernel and each class's foreach path by name (``split_path``)."""
+    return classes() + [f"{cls} {FUSED}" for cls in OPTIMIZERS if cls in FUSED_CLASSES] + [
+        f"{cls} {FOREACH}" for cls in OPTIMIZERS]
 
 
 def class_among(name: str, classes: Sequence[str]) -> Optional[str]:

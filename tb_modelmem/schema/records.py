@@ -321,6 +321,9 @@ class OpTrace(_Assigned):
     # A CUDA caching allocator's requests over the step, in order, for What if to replay at another setting
     # (``rules.caching_allocator.plan_of``); None where the allocator is no caching one (a CPU, TensorFlow, XLA).
     caching_plan: Optional[Dict[str, Any]] = None
+    # The implementation a torch.optim step took, read from the ops inside ``Optimizer.step`` alone (gradient
+    # clipping, a GradScaler and an EMA run foreach ops beside it): ``rules.torch_optimizers.path_of``; "" untold.
+    optimizer_path: str = ""
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}

@@ -207,6 +207,7 @@ def test_what_if_offers_each_runs_own_choices(torch_tb, torch_logdir, browser, s
     tab.open("whatif", PLAIN, "torch/" + trace)
     tab.text("whatif-traced", "batch 32")
     assert "NAdam" in offered("whatif-optimizer") and "Ftrl" not in offered("whatif-optimizer")
+    assert {"AdamW fused", "Adam foreach"} <= set(offered("whatif-optimizer"))  # torch's implementations by name
     assert tab.testid("whatif-optimizer").input_value() == ""  # Ftrl: not torch's, "as traced" here
     asked = [url for url in tab.requests if "/whatif?" in url and "run=plain" in url]
     assert asked and not any("Ftrl" in url for url in asked), asked  # nor asked of it

@@ -2,13 +2,14 @@
 if's checks of data parallelism and of optimizers whose step has no scratch (tests/integration/
 test_projection_torch.py).
 
-    python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O] [--path P] [--compile]
-    python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--path P] [--ranks 2] [--compile]
+    python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O] [--path P] [--clip] [--compile]
+    python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--path P] [--clip] [--ranks 2]
 
 The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer``
 Adam (the default), another ``torch.optim`` class of ``SCRATCH_MAKERS`` (lr 1e-3), SGD, or SGD with momentum 0.9
 (``momentum``). ``--path foreach|fused``: the optimizer made with that flag set (a class with no fused kernel
-keeps the CPU's default, one parameter at a time). ``--ranks 2``: the model in DDP (B per rank).
+keeps the CPU's default, one parameter at a time). ``--clip``: the gradients clipped to norm 1 before each step
+(``clip_grad_norm_``, Trainer's default: foreach ops beside the update). ``--ranks 2``: the model in DDP (B per rank).
 ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
@@ -42,11 +43,13 @@ def _model() -> Any:
                                torch.nn.ReLU(), torch.nn.Linear(2048, 10))
 
 
-def _step(model: Any, optimizer: Any, batch: int, forward: Any = None) -> None:
+def _step(model: Any, optimizer: Any, batch: int, forward: Any = None, clip: bool = False) -> None:
     import torch
 
     x, y = torch.randn(batch, 784), torch.randint(0, 10, (batch,))
     torch.nn.functional.cross_entropy((forward or model)(x), y).backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad()
 
@@ -67,7 +70,7 @@ def _forward(model: Any, compiled: bool) -> Any:
     return torch.compile(model) if compiled else model
 
 
-def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str) -> None:
+def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str, clip: bool) -> None:
     import tb_modelmem
 
     model = _model()
@@ -75,12 +78,12 @@ def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: 
     forward = _forward(model, compiled)
     with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
         for _ in range(STEPS + 1):
-            _step(model, optimizer, batch, forward)
+            _step(model, optimizer, batch, forward, clip)
             prof.step()
 
 
 def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool,
-          path: str) -> None:
+          path: str, clip: bool) -> None:
     import torch
     import torch.distributed as dist
 
@@ -97,7 +100,7 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
         forward = _forward(model, compiled)
         for i in range(STEPS):
             with torch.profiler.record_function(f"step{i}"):
-                _step(model, optimizer, batch, forward)
+                _step(model, optimizer, batch, forward, clip)
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
     if ranks > 1:
         dist.destroy_process_group()
@@ -113,7 +116,8 @@ def _highest(path: str) -> int:
                if e.get("name") == "[memory]" and any(start <= e["ts"] <= end for start, end in spans))
 
 
-def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str) -> Dict[str, Any]:
+def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str,
+           clip: bool) -> Dict[str, Any]:
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
@@ -121,9 +125,9 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     if ranks > 1:
-        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path), nprocs=ranks)
+        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path, clip), nprocs=ranks)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled, path)
+        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     return {"peaks": peaks, "batch_per_rank": batch}
 
@@ -137,11 +141,13 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, choices=(1, 2), default=1)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--path", choices=("", "foreach", "fused"), default="")
+    parser.add_argument("--clip", action="store_true")
     args = parser.parse_args()
     if args.kind == "traced":
-        _traced(args.out, args.batch, args.optimizer, args.compile, args.path)
+        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip)
     else:
-        print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path)))
+        print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path,
+                                args.clip)))
 
 
 if __name__ == "__main__":
