@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--seq", type=int, help="tokens per sample (the traced step's input [batch, seq] gives the "
                                              "length it ran): what carries it grows with it, attention scores "
                                              "with its square")
-    est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum")
+    est.add_argument("--optimizer", help="a built-in Keras optimizer (Adam, SGD, AdamW, ...) or momentum; on a "
+                     "PyTorch run a torch.optim class, its implementation named or not ('AdamW fused', "
+                     "'Adam foreach')")
     est.add_argument("--policy", choices=list(POLICIES),
                      help="the Keras mixed-precision policy")
     est.add_argument("--devices", "--replicas", dest="replicas", type=int, default=1,

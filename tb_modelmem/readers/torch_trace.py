@@ -16,6 +16,7 @@ batch and the sequence; one whose shape no input says stays unknown.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import functools
@@ -389,6 +390,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
     events, origin, devices, carried = _allocator_events(allocations, sizes)
     headline = _headline(devices)
     replayed = replay(events, origin, headline)
+    replayed.timeline.update_starts_us = _update_starts(ops, origin, replayed.timeline.t_us)
     plan = caching_allocator.plan_of(events, next(iter(headline))) if headline and len(headline) == 1 else None
     return OpTrace(source=SOURCE, ops=OpTable.by_name(rows.values()), peak_bytes=replayed.peak_bytes,
                    peak_time_us=replayed.peak_time_us, timeline=replayed.timeline, devices=sorted(devices),
@@ -402,6 +404,19 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                    allocators=replayed.allocators, layers=layers, batch_size=sizes.batch,
                    sequence_length=sizes.seq, weight_dims=sorted({d for shape in sizes.weights for d in shape}),
                    caching_plan=plan)
+
+
+def _update_starts(ops: List[_Op], origin: float, t_us: Sequence[float]) -> List[float]:
+    """When each optimizer update began on the timeline's clock (``Timeline.update_starts_us``): the ops inside
+    ``Optimizer.step``, the first of each gap between the timeline's points (thousands of a for-loop step's)."""
+    starts: List[float] = []
+    gaps = set()
+    for ts in sorted(op.ts - origin for op in ops if op.in_closure and op.phase == OPTIMIZER):
+        gap = bisect.bisect_right(t_us, ts)
+        if gap not in gaps:
+            gaps.add(gap)
+            starts.append(round(ts, 6))
+    return starts
 
 
 def _charge(allocations: List[Tuple[Dict[str, Any], Optional[_Op]]]) -> None:

@@ -320,11 +320,19 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
             return _Update(_IN_PLACE, *asked, path, traced_path)
         if not torch_optimizers.in_place(*state.optimizer[:2], traced_path):
             return _Update("", *asked, path, traced_path)
-        phases = {op.name: op.phase for op in trace.ops}
-        moments = tuple(i for i, op in enumerate(trace.timeline.op) if phases.get(op) == OPTIMIZER)
-        return _Update(_NO_SCRATCH_TRACED, *asked, path, traced_path, moments)
+        return _Update(_NO_SCRATCH_TRACED, *asked, path, traced_path, _update_moments(trace))
     return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
                    *asked)
+
+
+def _update_moments(trace: OpTrace) -> Tuple[int, ...]:
+    """The timeline's points inside the traced update: its allocator events, and the point each update began
+    after (``Timeline.update_starts_us``: what was in use while an update that allocates nothing ran)."""
+    timeline = trace.timeline
+    phases = {op.name: op.phase for op in trace.ops}
+    inside = {i for i, op in enumerate(timeline.op) if phases.get(op) == OPTIMIZER}
+    before = {bisect.bisect_right(timeline.t_us, start) - 1 for start in timeline.update_starts_us}
+    return tuple(sorted(inside | {i for i in before if i >= 0}))
 
 
 def _no_scratch_traced(state: State, update: _Update, known: bool) -> str:

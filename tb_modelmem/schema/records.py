@@ -237,6 +237,9 @@ class Timeline(Record):
     # When each traced step began (its outermost tf.function call), on the points' clock, where the trace
     # holds two or more: each step's own peak, and the spread of a projection over them (``rules.projection``).
     step_starts_us: List[float] = dataclasses.field(default_factory=list)
+    # When each torch.optim update began (its first op inside ``Optimizer.step``), on the points' clock, one per
+    # gap between points: the moment an update that allocates nothing (SGD's) runs at (``rules.projection``).
+    update_starts_us: List[float] = dataclasses.field(default_factory=list)
 
     _non_negative: ClassVar[Tuple[str, ...]] = ("bytes",)
 

@@ -19,6 +19,8 @@ import sys
 import pytest
 
 from tb_modelmem import estimate
+from tb_modelmem.readers.logdir import read_run
+from tb_modelmem.rules.projection import WhatIf, project
 from tests.support.paths import REPO
 
 pytest.importorskip("transformers")
@@ -221,13 +223,21 @@ def test_another_optimizers_scratch_is_its_own(mlp, asked):
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
 
 
-def test_no_scratch_traced_is_no_scratch_to_scale(mlp):
-    """Traced under SGD, whose update allocates nothing, the trace holds no moment of the update to add Adam's
-    scratch to (a fused step's allocates its ``step`` counts: added there, above): unknown, said."""
-    traced, _ = mlp
-    answer = estimate(traced["SGD"], optimizer="Adam")
-    assert answer["peak_bytes"] is None
-    assert "updates in place" in answer["unknown"]["optimizer_temporaries"]
+@pytest.mark.parametrize("asked,truth", [("Adam", ("Adam", 512, 1)), ("Adadelta", ("Adadelta", 512, 1)),
+                                         ("Adam foreach", ("Adam", 512, 1, "foreach"))])
+def test_an_sgd_step_gets_the_asked_scratch_where_its_update_began(mlp, asked, truth):
+    """Traced under SGD, whose update allocates nothing, the asked class's scratch is added at the moment the
+    update began (``Timeline.update_starts_us``: every gradient live), against a real run of it; a trace that
+    does not say when (an older payload) leaves it unknown, said."""
+    traced, real = mlp
+    (peak,) = real[truth]["peaks"]
+    answer = estimate(traced["SGD"], optimizer=asked)
+    assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
+    logged = read_run(traced["SGD"])
+    logged.trace.timeline.update_starts_us = []
+    untold = project(logged.trace, logged.breakdown, WhatIf(optimizer=asked))
+    assert untold["peak_bytes"] is None
+    assert "no moment of the update" in untold["unknown"]["optimizer_temporaries"]
 
 
 @pytest.mark.parametrize("path,asked", [(path, asked) for path, classes in PATH_ASKED.items() for asked in classes])
