@@ -222,3 +222,23 @@ def test_a_buffer_no_op_shaped_takes_the_next_ops_input_of_its_bytes_in_its_own_
     for cuda, later in ((False, True), (True, False)):
         unread = _stacked_then_read(cuda=cuda, reader_in_next_step=later)
         assert (unread.shape, unread.batch) == ("", False), (cuda, later, unread)
+
+
+def test_the_steps_implementation_is_read_inside_optimizer_step_alone_and_when_it_began():
+    """Clipping the gradients runs foreach ops after the backward pass, in the update's phase but outside
+    ``Optimizer.step``: the step itself, one parameter at a time, says its implementation; and an update that
+    allocates nothing (SGD's) still says when it began, after the last allocator event before it."""
+    trace = (Trace().op("aten::linear", 0, seq=1, alloc=64)
+             .op("autograd::engine::evaluate_function: AddmmBackward0", 10, seq=1, alloc=32)
+             .op("aten::_foreach_norm", 20, alloc=8).op("aten::_foreach_mul_", 25)  # clip_grad_norm_
+             .range("Optimizer.step#SGD.step", 30, 10).op("aten::add_", 31).op("aten::add_", 33))
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    assert reduced.optimizer_path == "for-loop"
+    timeline = reduced.timeline
+    (start,) = timeline.update_starts_us  # two ops in one gap between points: one start
+    assert timeline.t_us[-1] < start  # after the clip's allocation, the last point
+    fused = Trace().range("Optimizer.step#AdamW.step", 0, 10).op("aten::_foreach_add_", 1, alloc=4).op(
+        "aten::_fused_adamw_", 3)
+    assert torch_trace.reduce_trace({"traceEvents": fused.events}).optimizer_path == "fused"
+    assert torch_trace.reduce_trace({"traceEvents": Trace().op("aten::_foreach_norm", 0, alloc=8).events}
+                                    ).optimizer_path == ""  # no Optimizer.step: untold

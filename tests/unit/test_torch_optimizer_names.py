@@ -1,0 +1,32 @@
+"""The names What if takes for a torch.optim step's implementation (``torch_optimizers.split_path``), as a user
+types them on the command line or picks them in the tab, and the one a class cannot take."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_modelmem.rules.projection_state import optimizer_choices, optimizer_class
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("AdamW fused", ("AdamW", ("fused",))), ("adamw_fused", ("AdamW", ("fused",))),
+    ("SGD-foreach", ("SGD", ("foreach",))), ("Adam for-loop", ("Adam", ("for-loop",))),
+    ("adam_for_loop", ("Adam", ("for-loop",))), ("momentum foreach", ("SGD", ("momentum", "foreach"))),
+    ("RMSprop", ("RMSprop", ()))])
+def test_an_implementation_is_named_after_the_class(name, expected):
+    assert optimizer_class(name, True) == expected
+    assert optimizer_class(name, None) == expected  # asked before the run is read
+
+
+def test_a_class_with_no_fused_kernel_and_keras_names_are_refused_with_the_choices():
+    with pytest.raises(ValueError, match="RMSprop has no fused kernel"):
+        optimizer_class("RMSprop fused", True)
+    with pytest.raises(ValueError, match="no built-in Keras optimizer"):
+        optimizer_class("Adam fused", False)  # Keras has no implementations by name
+
+
+def test_every_name_the_tab_offers_a_pytorch_run_is_one_it_takes():
+    offered = optimizer_choices(True)
+    assert {"AdamW fused", "Adam foreach"} <= set(offered) and "RMSprop fused" not in offered
+    for name in offered:
+        optimizer_class(name, True)
