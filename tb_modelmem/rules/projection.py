@@ -159,7 +159,14 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
             "reserved": _reserved(trace, breakdown, what, (scale, seq_ratio), unknown) if reserved else None,
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
                        "policy": _policy_name(traced_size),
-                       "optimizer": state.optimizer_label(), "peak_time_us": trace.timeline.t_us[traced_index]}}
+                       "optimizer": _traced_label(trace, state), "peak_time_us": trace.timeline.t_us[traced_index]}}
+
+
+def _traced_label(trace: OpTrace, state: State) -> str:
+    """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
+    at a time ("AdamW fused")."""
+    label, path = state.optimizer_label(), _traced_path(trace) if state.torch else torch_optimizers.FOR_LOOP
+    return f"{label} {path}" if label and path != torch_optimizers.FOR_LOOP else label
 
 
 def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
@@ -298,6 +305,13 @@ class _Update(NamedTuple):
     # class's scratch added (``_NO_SCRATCH_TRACED``): its allocator events (a fused step's ``step`` counts)
     moments: Tuple[int, ...] = ()
 
+    def labels(self, traced: str) -> Tuple[str, str]:
+        """(The asked class, the ``traced`` one), each with its implementation where either step's is not one
+        parameter at a time ("AdamW foreach", "Adam fused"), as the tab's menu names them."""
+        if torch_optimizers.FOR_LOOP == self.path == self.traced_path:
+            return self.asked, traced
+        return f"{self.asked} {self.path}", f"{traced} {self.traced_path}"
+
 
 def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
     """``_Update.kind``: ``_REASSIGNS`` (Keras' SGD with momentum, whose assign keeps each new slot's buffer),
@@ -312,9 +326,8 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
         asked = optimizer_class(what.optimizer, state.torch or None)
     except ValueError:
         return _Update()
-    if state.torch:  # a trace read before ``OpTrace.optimizer_path``: its update phase's ops
-        traced_path = trace.optimizer_path or torch_optimizers.path_of(
-            [op.name for op in trace.ops if op.phase == OPTIMIZER])
+    if state.torch:
+        traced_path = _traced_path(trace)
         path = torch_optimizers.asked_path(*asked, traced_path, any(d.startswith("cuda") for d in trace.devices))
         if torch_optimizers.in_place(*asked, path):
             return _Update(_IN_PLACE, *asked, path, traced_path)
@@ -323,6 +336,12 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
         return _Update(_NO_SCRATCH_TRACED, *asked, path, traced_path, _update_moments(trace))
     return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
                    *asked)
+
+
+def _traced_path(trace: OpTrace) -> str:
+    """The implementation the traced torch.optim step took (``OpTrace.optimizer_path``; a trace read before the
+    reader recorded it: its update phase's ops)."""
+    return trace.optimizer_path or torch_optimizers.path_of([op.name for op in trace.ops if op.phase == OPTIMIZER])
 
 
 def _update_moments(trace: OpTrace) -> Tuple[int, ...]:
@@ -792,6 +811,9 @@ class _Step:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
                 formula = (f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
                            if self.early_update else self._added_note(self.scratch[at]))
+            elif category == OPTIMIZER_TEMPORARIES_CATEGORY and self.added_scratch:  # said, not at this moment
+                formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
+                            " is not at this peak")
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
@@ -829,10 +851,9 @@ class _Step:
 
     def _added_note(self, traced: float) -> str:
         """The basis of the asked class's scratch added at the update of a step traced updating in place."""
-        on = "" if self.update.path == torch_optimizers.FOR_LOOP else f" on the {self.update.path} path"
-        fused = " fused" if self.update.traced_path == torch_optimizers.FUSED else ""
-        return (f"{size_text(self.added_scratch)}: {self.update.asked}'s step scratch, the most at once{on}, added "
-                f"at the update (the traced{fused} step updates in place: {size_text(traced)} there)")
+        asked, was = self.update.labels(self.state.optimizer[0])
+        return f"{size_text(self.added_scratch)}: {asked}'s scratch at the update, most at once (traced {was}: " \
+            f"{size_text(traced)})"
 
     def _rest_note(self, category: str, rest: float, kept: float) -> str:
         """What a basis line says of the ``rest`` bytes of ``category`` that carry no batch, ``kept`` being
@@ -845,12 +866,11 @@ class _Step:
             return (f"; {size_text(rest)} do not, x {_times(kept)} = {size_text(rest * kept)} (kept up to the "
                     "largest weight's lr x grad)")  # short: the tab's Basis cell
         if self.in_place and category == OPTIMIZER_TEMPORARIES_CATEGORY:
-            fused = " fused" if self.update.path == torch_optimizers.FUSED else ""
-            return f"; {size_text(rest)} do not, none asked: {self.update.asked}'s{fused} step() updates in place"
+            return f"; {size_text(rest)} do not, none asked: {self.update.labels('')[0]} updates in place"
         if self.scratch_bytes and category == OPTIMIZER_TEMPORARIES_CATEGORY:
             most, traced_most = self.scratch_bytes
-            on = "" if self.update.path == torch_optimizers.FOR_LOOP else f" on the {self.update.path} path"
-            return f"{scaled} (most at once{on}: {size_text(most)} / {size_text(traced_most)} traced)"
+            asked, was = self.update.labels(self.state.optimizer[0])
+            return f"{scaled} (most at once: {size_text(most)} {asked} / {size_text(traced_most)} {was})"
         if fixed_factor != 1.0:
             after, before = self.state_sizes
             return f"{scaled} (weights + slots: {size_text(after)} / {size_text(before)} traced)"

@@ -213,7 +213,12 @@ def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
 
 
 def optimizer_label_of(cls: str, flags: Sequence[str], wrapper: str) -> str:
-    return f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}" + (f" in {wrapper}" if wrapper else "")
+    """"SGD(momentum)", "AdamW foreach" (a torch step's implementation as the tab's menu names it), "Adam in
+    LossScaleOptimizer"."""
+    paths = [flag for flag in flags if flag in torch_optimizers.PATHS]
+    flags = [flag for flag in flags if flag not in torch_optimizers.PATHS]
+    return (f"{cls}{'(' + ', '.join(flags) + ')' if flags else ''}{''.join(' ' + path for path in paths)}"
+            + (f" in {wrapper}" if wrapper else ""))
 
 
 def state_sizes(state: State, projected: Dict[str, Optional[int]]) -> Tuple[float, float]:

@@ -254,7 +254,7 @@ def test_a_foreach_or_fused_step_projects_another_class_on_its_path(mlp, path, a
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
     (line,) = [line for line in answer["basis"] if line["category"] == "optimizer_temporaries"]
     added = path == "fused" and asked in ("RMSprop", "Adadelta", "NAdam", "Adafactor")  # no fused kernel
-    assert ("added at the update" in line["formula"]) == added, line
+    assert ("scratch at the update" in line["formula"]) == added, line
 
 
 @pytest.mark.parametrize("traced_under,asked,truth", [
