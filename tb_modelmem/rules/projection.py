@@ -302,7 +302,7 @@ class _Update(NamedTuple):
     path: str = torch_optimizers.FOR_LOOP
     traced_path: str = torch_optimizers.FOR_LOOP
     # the timeline's points inside the traced update, where a step traced updating in place gets the asked
-    # class's scratch added (``_NO_SCRATCH_TRACED``): its allocator events (a fused step's ``step`` counts)
+    # class's scratch added (``_NO_SCRATCH_TRACED``): ``_update_moments``
     moments: Tuple[int, ...] = ()
 
     def labels(self, traced: str) -> Tuple[str, str]:
