@@ -247,8 +247,10 @@ def format_estimate(result: Dict[str, Any]) -> str:
                + (f", {SHARDINGS[result['shard']]}" if result.get("shard") else "") if result["replicas"] > 1 else
                f" at batch {per}" if per else "")
             + (f", sequence {result['seq']}" if result.get("seq") else "")
+            + (f", under {result['optimizer']}" if result.get("optimizer") else "")
             + f"; traced: {size(traced.get('peak_bytes'), ' B')} at batch {traced.get('batch') or 'unknown'}"
-            + (f", sequence {traced['seq']}" if traced.get("seq") else "")]
+            + (f", sequence {traced['seq']}" if traced.get("seq") else "")
+            + (f", under {traced['optimizer']}" if result.get("optimizer") and traced.get("optimizer") else "")]
     steps = result.get("steps") or []
     if len(steps) > 1:
         low, high = min(s["peak_bytes"] for s in steps), max(s["peak_bytes"] for s in steps)

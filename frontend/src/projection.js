@@ -69,18 +69,20 @@ export function reservedRow(whatif) {
 
 /**
  * "Projected peak 245.9 MiB at batch 128 (traced: 37.6 MiB at batch 16)", "... at batch 16 on each of 8 devices,
- * optimizer state sharded (...)", or why it is unknown. An older answer has `replicas` and no `devices`.
+ * optimizer state sharded (...)", "... at batch 16, under Adam (traced: ... at batch 16, under SGD)" where an
+ * optimizer was asked, or why it is unknown. An older answer has `replicas` and no `devices`.
  */
 export function projectionHeadline(whatif) {
   if (!whatif) return "";
   const traced = whatif.traced || {};
   const where = devicesWords(whatif.devices ?? whatif.replicas, whatif.shard);
   const seq = (n) => (n ? `, sequence ${formatInt(n)}` : "");
-  const at = whatif.batch_per_replica
+  const under = (name) => (whatif.optimizer && name ? `, under ${name}` : "");
+  const at = (whatif.batch_per_replica
     ? ` at batch ${formatInt(whatif.batch_per_replica)}${seq(whatif.seq)}${where ? ` ${where}` : ""}`
-    : where ? ` ${where}` : "";
+    : where ? ` ${where}` : "") + under(whatif.optimizer);
   const was = isKnown(traced.peak_bytes) ? ` (traced: ${formatHuman(traced.peak_bytes)}`
-    + `${traced.batch ? ` at batch ${formatInt(traced.batch)}${seq(traced.seq)}` : ""})` : "";
+    + `${traced.batch ? ` at batch ${formatInt(traced.batch)}${seq(traced.seq)}` : ""}${under(traced.optimizer)})` : "";
   if (!isKnown(whatif.peak_bytes)) return `Projected peak: unknown${at}${was}`;
   return `Projected peak ${formatHuman(whatif.peak_bytes)}${at}${was}`;
 }

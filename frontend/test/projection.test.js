@@ -32,6 +32,14 @@ test("the headline says how many devices and what is sharded; an older answer's 
   assert.equal(projectionHeadline({ ...whatif, devices: 1, shard: null }), "Projected peak 1.00 MiB at batch 16 (traced: 2.00 MiB at batch 16)");
 });
 
+test("an asked optimizer is named in the headline beside the traced one", () => {
+  const whatif = { peak_bytes: 1024 ** 2, batch_per_replica: 16, optimizer: "AdamW fused",
+    traced: { peak_bytes: 2 * 1024 ** 2, batch: 16, optimizer: "SGD" } };
+  assert.equal(projectionHeadline(whatif),
+    "Projected peak 1.00 MiB at batch 16, under AdamW fused (traced: 2.00 MiB at batch 16, under SGD)");
+  assert.equal(projectionHeadline({ ...whatif, optimizer: null }), "Projected peak 1.00 MiB at batch 16 (traced: 2.00 MiB at batch 16)");
+});
+
 test("the traced step projects to itself, every category measured or kept", async () => {
   const { whatif } = await fixture("whatif-lenet.json");
   const rows = projectionRows(whatif);

@@ -29,6 +29,7 @@ from tb_modelmem.rules.projection_state import (
     WhatIf,
     basis_line,
     optimizer_class,
+    optimizer_label_of,
     size_text,
     state_sizes,
     tensor_bytes,
@@ -153,6 +154,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         peak, steps = _at_the_band(peak, middle, _traced_peak(trace, state) if grows else None, steps,
                                    by_category, basis)
     return {"peak_bytes": peak, "by_category": by_category, "basis": basis, "unknown": unknown, "steps": steps,
+            "optimizer": optimizer_label_of(update.asked, update.flags, "") if update.asked else what.optimizer,
             "band": band, "peak_moved": peak_index != traced_index, "peak_time_us": trace.timeline.t_us[peak_index],
             "batch_per_replica": per_replica, "replicas": what.replicas, "devices": what.replicas,
             "shard": what.shard, "seq": what.seq or trace.sequence_length, "caveat": _caveat(trace),
@@ -920,4 +922,5 @@ def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Opt
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
             "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "steps": [], "band": None,
             "peak_moved": False, "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas,
-            "devices": what.replicas, "shard": what.shard, "seq": what.seq, "reserved": None, "traced": {}}
+            "devices": what.replicas, "shard": what.shard, "seq": what.seq, "reserved": None, "traced": {},
+            "optimizer": what.optimizer}
