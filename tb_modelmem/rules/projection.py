@@ -342,8 +342,10 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
 
 def _traced_path(trace: OpTrace) -> str:
     """The implementation the traced torch.optim step took (``OpTrace.optimizer_path``; a trace read before the
-    reader recorded it: its update phase's ops)."""
-    return trace.optimizer_path or torch_optimizers.path_of([op.name for op in trace.ops if op.phase == OPTIMIZER])
+    reader recorded it, or naming one this version does not know: its update phase's ops)."""
+    if trace.optimizer_path in torch_optimizers.PATHS:
+        return trace.optimizer_path
+    return torch_optimizers.path_of([op.name for op in trace.ops if op.phase == OPTIMIZER])
 
 
 def _update_moments(trace: OpTrace) -> Tuple[int, ...]:
