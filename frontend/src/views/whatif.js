@@ -133,6 +133,9 @@ function showForm({ batch, seq, optimizer, policy, devices, shard, budget }, for
   }
 }
 
+// torch.optim's implementations a PyTorch run's optimizer names end in, each offered under its own heading
+const IMPLEMENTATIONS = [[" fused", "Fused kernel (no scratch)"], [" foreach", "Foreach: every parameter at once"]];
+
 /** The optimizer and policy choices of the item shown (a PyTorch run's are torch.optim's, and it has no
  * policy: ``choices.policy_note`` says why), refilled only when they change. A value the item does not offer
  * reads "as traced", in the menu and in the question (`form`) alike, so what is asked is what is shown. */
@@ -141,8 +144,12 @@ function fillChoices({ optimizer, policy }, choices, form) {
     const offered = [...select.options].slice(1).map((o) => o.value);
     if (!select.options.length || offered.join("\0") !== values.join("\0")) {
       const keep = select.options.length ? select.value : form[key];
-      select.replaceChildren(option("", "as traced", !values.includes(keep)),
-        ...values.map((v) => option(v, v === "momentum" ? "SGD with momentum" : v, v === keep)));
+      const made = (v) => option(v, v === "momentum" ? "SGD with momentum" : v, v === keep);
+      const grouped = IMPLEMENTATIONS.map(([ending, label]) =>
+        [label, values.filter((v) => v.endsWith(ending))]).filter(([, members]) => members.length);
+      const plain = values.filter((v) => !IMPLEMENTATIONS.some(([ending]) => v.endsWith(ending)));
+      select.replaceChildren(option("", "as traced", !values.includes(keep)), ...plain.map(made),
+        ...grouped.map(([label, members]) => el("optgroup", { label }, ...members.map(made))));
     }
     if (form[key] && !values.includes(form[key])) form[key] = "";
   };
