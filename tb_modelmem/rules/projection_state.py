@@ -149,6 +149,8 @@ class State:
                 unknown[category] = f"{e}: its state is not known"
             return out
         made: Sequence[Tuple[str, str, Sequence[int], Optional[str]]]
+        if self.torch and cls == traced_class and flags and set(flags) <= set(torch_optimizers.PATHS):
+            flags = tuple(traced_flags) + tuple(flags)  # "Adam fused" of an Adam run: its config's, fused
         if self.torch:
             made = torch_optimizers.state_of(cls, flags, self.trainable)
         else:

@@ -30,3 +30,14 @@ def test_every_name_the_tab_offers_a_pytorch_run_is_one_it_takes():
     assert {"AdamW fused", "Adam foreach"} <= set(offered) and "RMSprop fused" not in offered
     for name in offered:
         optimizer_class(name, True)
+
+
+def test_the_traced_class_asked_with_an_implementation_keeps_its_config():
+    """"Adam fused" of an Adam(amsgrad) run is that Adam, fused: its slots keep amsgrad's third moment."""
+    from tb_modelmem.rules.projection_state import State, WhatIf
+
+    trainable = [("w", (4, 8), "float32")]
+    state = State({"weights": 128, "non_trainable": 0, "optimizer_slots": 384, "other_state": 4}, trainable,
+                  ("Adam", ("amsgrad",), ""), "breakdown", {}, torch=True)
+    projected = state.projected(WhatIf(optimizer="Adam fused"), [], {}, [])
+    assert projected["optimizer_slots"] == 3 * 128
