@@ -212,7 +212,7 @@ def test_what_if_offers_each_runs_own_choices(torch_tb, torch_logdir, browser, s
     asked = [url for url in tab.requests if "/whatif?" in url and "run=plain" in url]
     assert asked and not any("Ftrl" in url for url in asked), asked  # nor asked of it
     assert not tab.testid("error").count()
-    assert offered("whatif-policy") == ["autocast, as traced"] and tab.testid("whatif-policy").is_disabled()
+    assert offered("whatif-policy") == ["as traced (autocast sets it)"] and tab.testid("whatif-policy").is_disabled()
     assert "autocast" in tab.testid("whatif-policy").get_attribute("title")
     tab.testid("whatif-batch").fill("64")
     tab.testid("whatif-project").click()

@@ -158,7 +158,7 @@ function fillChoices({ optimizer, policy }, choices, form) {
   policy.disabled = !(choices?.policies || []).length;
   policy.title = choices?.policy_note || "";
   // a disabled menu says why on its face, not only on hover (a PyTorch step's precision is autocast's)
-  if (policy.options.length) policy.options[0].textContent = choices?.policy_note ? "autocast, as traced" : "as traced";
+  if (policy.options.length) policy.options[0].textContent = choices?.policy_note ? "as traced (autocast sets it)" : "as traced";
 }
 
 /** Where an answer is shown: the traced line, and the results (headline, notes, table by category). */
