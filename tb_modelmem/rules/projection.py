@@ -167,8 +167,10 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
 def _traced_label(trace: OpTrace, state: State) -> str:
     """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
     at a time ("AdamW fused")."""
-    label, path = state.optimizer_label(), _traced_path(trace) if state.torch else torch_optimizers.FOR_LOOP
-    return f"{label} {path}" if label and path != torch_optimizers.FOR_LOOP else label
+    cls, flags, wrapper = state.optimizer
+    path = _traced_path(trace) if state.torch and cls else torch_optimizers.FOR_LOOP
+    return optimizer_label_of(cls, flags + (path,), wrapper) if path != torch_optimizers.FOR_LOOP else \
+        state.optimizer_label()
 
 
 def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:
@@ -312,7 +314,7 @@ class _Update(NamedTuple):
         parameter at a time ("AdamW foreach", "Adam fused"), as the tab's menu names them."""
         if torch_optimizers.FOR_LOOP == self.path == self.traced_path:
             return self.asked, traced
-        return f"{self.asked} {self.path}", f"{traced} {self.traced_path}"
+        return optimizer_label_of(self.asked, (self.path,), ""), optimizer_label_of(traced, (self.traced_path,), "")
 
 
 def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
