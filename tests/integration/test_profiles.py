@@ -186,16 +186,32 @@ def two_hosts(tmp_path_factory):
     return logdir
 
 
+TWO_HOSTS_READ = """
+import json, sys
+from tests.support.plugin_harness import Served
+served = Served(sys.argv[1])
+((run, tag), info), = list(served.tags().items())
+hosts = served.hosts(run, tag)
+ops = {host: served.json("/ops", run=run, tag=tag, host=host)["host"] for host in info["hosts"]}
+print(json.dumps({"info": info, "hosts": hosts, "ops": ops}))
+"""
+
+
 def test_a_two_host_session_shows_both_hosts_side_by_side(two_hosts):
-    served = Served(two_hosts)
-    ((run, tag), info), = list(served.tags().items())
+    # Read in a child process: twice a CI worker running this read died of a segfault (the first in a reduce
+    # thread beside JAX's gc callback, the second with its stacks cut off), which ended the whole run. Here
+    # a crash fails this test alone, with the child's stacks (faulthandler) in the message.
+    child = subprocess.run([sys.executable, "-X", "faulthandler", "-c", TWO_HOSTS_READ, two_hosts], cwd=REPO,
+                           env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
+                           capture_output=True, text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-6000:]
+    answer = json.loads(child.stdout.splitlines()[-1])
+    info, hosts = answer["info"], answer["hosts"]
     assert info["hosts"] == ["localhost_6311", "localhost_6312"]
-    hosts = served.hosts(run, tag)
     assert hosts["errors"] == [] and {row["host"] for row in hosts["rows"]} == set(info["hosts"])
     peaks = {row["host"]: row["peak_bytes"] for row in hosts["rows"]}
     assert peaks["localhost_6312"] > peaks["localhost_6311"]  # the wider model's host: the imbalance shows
-    for host in info["hosts"]:
-        assert served.json("/ops", run=run, tag=tag, host=host)["host"] == host
+    assert answer["ops"] == {host: host for host in info["hosts"]}
 
 
 def test_profiles_are_found_through_tensorboards_filesystem_layer(tmp_path, lenet_xplane_bytes):

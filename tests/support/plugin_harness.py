@@ -58,10 +58,10 @@ def layer_rows(body: Dict[str, Any]) -> List[dict]:
 
 def _without_jax_gc_callback() -> None:
     """Drops JAX's ``_xla_gc_callback`` from this test process's ``gc.callbacks``, where an import of
-    TensorFlow or Keras brought JAX in: a CI worker once died of a segfault in one of the plugin's reduce
-    threads while the other was inside that callback (jax-ml/jax#15810, open: segfaults in it under threads).
-    It only hastens XLA's freeing of objects it also frees on its own. TensorBoard processes (tests/e2e, the
-    demo, users') keep it."""
+    TensorFlow (its ``tensorflow.lite`` imports ``jax``) or Keras brought JAX in: a CI worker once died of a
+    segfault in one of the plugin's reduce threads while the other was inside that callback (jax-ml/jax#15810,
+    open: segfaults in it under threads). It only hastens XLA's freeing of objects it also frees on its own.
+    TensorBoard processes (tests/e2e, the demo, users') keep it."""
     gc.callbacks[:] = [c for c in gc.callbacks if getattr(c, "__name__", "") != "_xla_gc_callback"]
 
 
@@ -69,10 +69,10 @@ class Served:
     """A werkzeug client on a TensorBoard app holding only our plugin."""
 
     def __init__(self, logdir: str, **plugin_options: Any):
-        _without_jax_gc_callback()  # before the plugin's threads start
         multiplexer = plugin_event_multiplexer.EventMultiplexer(size_guidance={"tensors": 0})
-        multiplexer.AddRunsFromDirectory(logdir)
+        multiplexer.AddRunsFromDirectory(logdir)  # TensorBoard's first tf.io.gfile imports TensorFlow, and JAX
         multiplexer.Reload()
+        _without_jax_gc_callback()  # after those imports, before the plugin's threads start
         provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
         context = base_plugin.TBContext(logdir=logdir, data_provider=provider)
         self.plugin = ModelMemPlugin(context, **plugin_options)
