@@ -327,7 +327,7 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
     if what.optimizer is None:
         return _Update()
     try:
-        asked = optimizer_class(what.optimizer, state.torch or None)
+        asked = state.asked_optimizer(what.optimizer) if state.torch else optimizer_class(what.optimizer, None)
     except ValueError:
         return _Update()
     if state.torch:
@@ -381,10 +381,7 @@ def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tupl
     foreach = torch_optimizers.FOREACH in (update.path, update.traced_path)
     if foreach and len({dtype for _, _, dtype in state.trainable}) > 1:
         return None
-    asked = (update.asked, update.flags)
-    traced = state.optimizer[:2]
-    if asked[0] == traced[0] and not set(asked[1]) - set(torch_optimizers.PATHS):  # the traced class asked by
-        asked = traced  # name (its implementation aside): with its config's flags
+    asked, traced = (update.asked, update.flags), state.optimizer[:2]
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
     most = torch_optimizers.scratch_peak(*asked, sizes, update.path)
     traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path)

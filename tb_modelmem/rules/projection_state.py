@@ -104,6 +104,16 @@ class State:
         cls, flags, wrapper = self.optimizer
         return optimizer_label_of(cls, flags, wrapper) if cls else (wrapper or "")
 
+    def asked_optimizer(self, name: str) -> Tuple[str, Tuple[str, ...]]:
+        """(Class, flags) ``name`` asks of this run (``optimizer_class``): a class at its defaults ("Adam" of an
+        Adam(amsgrad) run drops amsgrad, as "SGD" of a momentum one drops momentum); the traced class with only
+        an implementation named ("Adam fused") keeps the traced config's flags. ValueError: no such class."""
+        cls, flags = optimizer_class(name, self.torch)
+        traced_class, traced_flags, _ = self.optimizer
+        if self.torch and cls == traced_class and flags and set(flags) <= set(torch_optimizers.PATHS):
+            flags = tuple(traced_flags) + tuple(flags)
+        return cls, flags
+
     def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str],
                   unsplit: List[str]) -> Dict[str, Optional[int]]:
         """The state's bytes on one device after the change, each with its line in ``basis``; what
@@ -136,8 +146,7 @@ class State:
                                    f"{self.optimizer_label() or 'the optimizer'}'s own, as traced"))
             return out
         try:
-            cls, flags = (optimizer_class(what.optimizer, self.torch) if what.optimizer
-                          else (traced_class, traced_flags))
+            cls, flags = self.asked_optimizer(what.optimizer) if what.optimizer else (traced_class, traced_flags)
             if not cls:
                 raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
                                  f"built-in {'torch.optim' if self.torch else 'Keras'} optimizer")
@@ -149,8 +158,6 @@ class State:
                 unknown[category] = f"{e}: its state is not known"
             return out
         made: Sequence[Tuple[str, str, Sequence[int], Optional[str]]]
-        if self.torch and cls == traced_class and flags and set(flags) <= set(torch_optimizers.PATHS):
-            flags = tuple(traced_flags) + tuple(flags)  # "Adam fused" of an Adam run: its config's, fused
         if self.torch:
             made = torch_optimizers.state_of(cls, flags, self.trainable)
         else:

@@ -166,18 +166,20 @@ def _mlp(*args):
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory):
     """A plain loop's MLP traced in one process at batch 512 under Adam, under SGD, compiled by torch.compile
-    (Adam) and under Adam's foreach and fused steps, and real runs: 2-rank DDP jobs under Adam, one process
-    under each class asked (``PATH_ASKED`` on those paths), and compiled at 2048."""
+    (Adam), under Adam's foreach and fused steps and under Adam(amsgrad=True), and real runs: 2-rank DDP jobs
+    under Adam, one process under each class asked (``PATH_ASKED`` on those paths), and compiled at 2048."""
     root = tmp_path_factory.mktemp("whatif_mlp")
     traced = {"Adam": (), "SGD": ("--optimizer", "SGD"), "compiled": ("--compile",),
               "foreach": ("--path", "foreach"), "fused": ("--path", "fused"),
-              "Adam_clip": ("--clip",), "SGD_clip": ("--optimizer", "SGD", "--clip")}
+              "Adam_clip": ("--clip",), "SGD_clip": ("--optimizer", "SGD", "--clip"),
+              "amsgrad": ("--optimizer", "amsgrad")}
     for name, extra in traced.items():
         _mlp("traced", root / name, "--batch", 512, *extra)
     real = {("Adam", per_rank, 2): None for per_rank in (32, 2048)}
     real.update({(optimizer, 512, 1): None for optimizer in ("SGD", "momentum", "Adam") + SCRATCH_ASKED})
     real.update({(optimizer, 512, 1, path): None for path, asked in PATH_ASKED.items() for optimizer in asked})
     real.update({(optimizer, 512, 1, "", "clip"): None for optimizer in ("Adam", "Adagrad")})
+    real[("amsgrad", 512, 1, "fused")] = None
     for key in real:
         optimizer, batch, ranks, path, clip = (key + ("", ""))[:5]
         real[key] = _mlp("truth", root / "_".join(map(str, key)), "--batch", batch, "--optimizer", optimizer,
@@ -270,6 +272,20 @@ def test_an_implementation_asked_by_name(mlp, traced_under, asked, truth):
     (peak,) = real[truth]["peaks"]
     answer = estimate(traced[traced_under], optimizer=asked)
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
+
+
+@pytest.mark.parametrize("asked,truth", [("Adam", ("Adam", 512, 1)), ("Adam fused", ("amsgrad", 512, 1, "fused"))],
+                         ids=["class_at_its_defaults", "implementation_keeps_the_config"])
+def test_the_traced_class_asked_by_name_or_by_implementation(mlp, asked, truth):
+    """Traced under Adam(amsgrad=True): "Adam" is Adam at its defaults, slots and scratch alike (as "SGD" of a
+    momentum run drops momentum), against a real Adam() run; "Adam fused" is that Adam on the fused kernel, its
+    amsgrad moment kept, against a real Adam(amsgrad=True, fused=True). Before, "Adam" counted amsgrad's scratch
+    with Adam's default slots."""
+    traced, real = mlp
+    (peak,) = real[truth]["peaks"]
+    answer = estimate(traced["amsgrad"], optimizer=asked)
+    assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
+    assert answer["by_category"]["optimizer_slots"] == real[truth]["slot_bytes"], answer["by_category"]
 
 
 @pytest.mark.parametrize("traced_under,asked", [("Adam_clip", "Adagrad"), ("SGD_clip", "Adam")])

@@ -5,18 +5,20 @@ test_projection_torch.py).
     python -m tests.support.torch_mlp_run traced LOGDIR --batch B [--optimizer O] [--path P] [--clip] [--compile]
     python -m tests.support.torch_mlp_run truth OUT --batch B [--optimizer O] [--path P] [--clip] [--ranks 2]
 
-The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer``
-Adam (the default), another ``torch.optim`` class of ``SCRATCH_MAKERS`` (lr 1e-3), SGD, or SGD with momentum 0.9
-(``momentum``). ``--path foreach|fused``: the optimizer made with that flag set (a class with no fused kernel
-keeps the CPU's default, one parameter at a time). ``--clip``: the gradients clipped to norm 1 before each step
-(``clip_grad_norm_``, Trainer's default: foreach ops beside the update). ``--ranks 2``: the model in DDP (B per rank).
-``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
+The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on random data; ``--optimizer`` Adam
+(the default), another ``torch.optim`` class of ``SCRATCH_MAKERS`` (lr 1e-3), Adam with ``amsgrad=True``
+(``amsgrad``), SGD, or SGD with momentum 0.9 (``momentum``). ``--path foreach|fused``: the optimizer made with that
+flag set (a class with no fused kernel keeps the CPU's default, one parameter at a time). ``--clip``: the gradients
+clipped to norm 1 before each step (``clip_grad_norm_``, Trainer's default: foreach ops beside the update).
+``--ranks 2``: the model in DDP (B per rank). ``--compile``: its forward run by ``torch.compile(model)`` (inductor,
+a fresh compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
 ``truth`` prints JSON ground truth read without tb_modelmem: each process profiles from before its model is
 built (so everything it holds, DDP's own buffers made at construction too, is in torch's CPU count from 0) and
 the truth is the highest "Total Allocated" of its raw trace, read with ``json``, inside steps 2-3 (the first two
-left out: DDP rebuilds its buckets after the first). DDP is built with
+left out: DDP rebuilds its buckets after the first), and the bytes of every tensor in ``optimizer.state`` but
+its ``step`` counts. DDP is built with
 ``init_sync=False``: the broadcast of rank 0's weights it makes at construction left one rank holding a flat copy
 of them (+23,298,088 B) through every later step in about 1 run in 4 under pytest, which is not the step's.
 """
@@ -57,9 +59,11 @@ def _step(model: Any, optimizer: Any, batch: int, forward: Any = None, clip: boo
 def _optimizer(name: str, model: Any, path: str = "") -> Any:
     import torch
 
-    cls = getattr(torch.optim, name if name in SCRATCH_MAKERS else "SGD")
+    cls = getattr(torch.optim, "Adam" if name == "amsgrad" else name if name in SCRATCH_MAKERS else "SGD")
     flag = {path: True} if path and path in inspect.signature(cls).parameters else {}
-    if name in SCRATCH_MAKERS:
+    if name == "amsgrad":
+        flag["amsgrad"] = True
+    if name in SCRATCH_MAKERS + ("amsgrad",):
         return cls(model.parameters(), lr=1e-3, **flag)
     return cls(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0, **flag)
 
@@ -102,6 +106,10 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
             with torch.profiler.record_function(f"step{i}"):
                 _step(model, optimizer, batch, forward, clip)
     prof.export_chrome_trace(os.path.join(out, f"rank{rank}.json"))
+    slots = sum(value.numel() * value.element_size() for state in optimizer.state.values()
+                for key, value in state.items() if key != "step" and isinstance(value, torch.Tensor))
+    with open(os.path.join(out, f"rank{rank}_slots.json"), "w") as f:
+        json.dump(slots, f)
     if ranks > 1:
         dist.destroy_process_group()
 
@@ -129,7 +137,9 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
     else:
         _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
-    return {"peaks": peaks, "batch_per_rank": batch}
+    with open(os.path.join(out, "rank0_slots.json")) as f:
+        slots = json.load(f)
+    return {"peaks": peaks, "batch_per_rank": batch, "slot_bytes": slots}
 
 
 def main() -> None:
@@ -137,7 +147,7 @@ def main() -> None:
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("out")
     parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--optimizer", choices=SCRATCH_MAKERS + ("SGD", "momentum"), default="Adam")
+    parser.add_argument("--optimizer", choices=SCRATCH_MAKERS + ("amsgrad", "SGD", "momentum"), default="Adam")
     parser.add_argument("--ranks", type=int, choices=(1, 2), default=1)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--path", choices=("", "foreach", "fused"), default="")
