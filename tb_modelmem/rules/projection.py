@@ -372,19 +372,17 @@ def _no_scratch_traced(state: State, update: _Update, known: bool) -> str:
 def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tuple[int, int]]:
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
     parameters on the paths they take (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
-    another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced), its state whole
-    on each device (no ``shard``), and on the foreach path its parameters of one dtype (one list each; lists
-    of several dtypes each hold a part of the next's, not measured): else the weights + slots ratio."""
+    another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced) with its state
+    whole on each device (no ``shard``): else the weights + slots ratio. On the foreach path, one list per dtype
+    in the parameters' order, each holding part of the previous one's."""
     if not (state.torch and update.asked and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
             None, "replicated"):
         return None
-    foreach = torch_optimizers.FOREACH in (update.path, update.traced_path)
-    if foreach and len({dtype for _, _, dtype in state.trainable}) > 1:
-        return None
     asked, traced = (update.asked, update.flags), state.optimizer[:2]
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
-    most = torch_optimizers.scratch_peak(*asked, sizes, update.path)
-    traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path)
+    dtypes = [dtype for _, _, dtype in state.trainable]
+    most = torch_optimizers.scratch_peak(*asked, sizes, update.path, dtypes)
+    traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path, dtypes)
     return None if most is None or traced_most is None else (most, traced_most)
 
 

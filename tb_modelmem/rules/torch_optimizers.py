@@ -53,14 +53,23 @@ _ALWAYS_DECOUPLED = frozenset({"AdamW", "Adafactor"})
 # one kernel per list (``fused=True``). ``path_of`` tells which a traced step took from its ops' names.
 FOR_LOOP, FOREACH, FUSED = "for-loop", "foreach", "fused"
 PATHS = (FOR_LOOP, FOREACH, FUSED)
-# The foreach path's scratch: (lists of every parameter's size it holds at once, lists a gradient copy adds:
-# maximize's negation or coupled weight decay's sum, one however many). Adam, AdamW, Adamax and RAdam delete
-# their gradients' copy before making their own list; SGD adds into the weights, in place but for the copy.
-# Measured: the peak ``Total Allocated`` inside a real ``step(foreach=True)`` over one, two and two unequal
-# parameters is the count x their total bytes (tests/integration/test_torch_optimizers.py).
-FOREACH_SCRATCH: Dict[str, Tuple[int, int]] = {
-    "SGD": (0, 1), "Adam": (1, 0), "AdamW": (1, 0), "Adamax": (1, 0), "NAdam": (1, 1), "RAdam": (1, 0),
-    "Adagrad": (2, 0), "Adadelta": (2, 1), "RMSprop": (1, 1), "Adafactor": (1, 1),
+# The foreach path's scratch. torch groups a step's parameters by device and dtype, in the order they come, and
+# makes each group's lists in turn; a list bound to a name is freed only when the next group's is made. So each
+# class is a set of moments (lists of the previous group's sizes still held, lists of this group's): the most at
+# once is the largest over its moments and each group (the first's previous group: none). Without, then with a
+# gradient copy (maximize's negation or coupled weight decay's sum; nesterov's adds into a list in place there).
+# Adam, AdamW, RAdam and Adamax delete their copy before making their own list, Adamax its own too; SGD adds into
+# the weights, in place but for the copy. Over one dtype every parameter is one group: the largest ``cur`` x their
+# total. Measured: the peak ``Total Allocated`` inside a real ``step(foreach=True)`` over one, two and two unequal
+# parameters, and over float32 and bfloat16 ones in both orders (tests/integration/test_torch_optimizers.py).
+_HOLDS_ONE_BACK = ((1, 1),)
+_TWO_AFTER_THE_COPY = ((2, 1), (0, 2))
+FOREACH_MOMENTS: Dict[str, Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]] = {
+    "SGD": ((), ((0, 1),)), "Adam": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK), "AdamW": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK),
+    "RAdam": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK), "Adamax": (((0, 1),), ((0, 1),)),
+    "NAdam": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY), "RMSprop": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY),
+    "Adafactor": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY), "Adagrad": (((2, 1), (1, 2)), ((2, 2),)),
+    "Adadelta": (((2, 1), (1, 2)), ((3, 1), (0, 3))),
 }
 # Classes with a fused kernel (torch 2.13, CPU and CUDA): it updates every tensor in place, no scratch
 # (measured alike, every flag of ``COUNT_CASES``).
@@ -108,22 +117,21 @@ def _copies(cls: str, flags: Sequence[str]) -> FrozenSet[str]:
 
 
 def scratch_counts(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> Optional[Tuple[int, int]]:
-    """(Tensors of a parameter's size ``cls`` with ``flags`` on, ``plan``'s, holds at once in its step on
-    ``path``, of the previous parameter's it still holds then: on the foreach path, lists of every parameter's
-    size, ``FOREACH_SCRATCH``); None for a class this table, or its fused kernels, lack. The gradient's copies are made
-    one after another, each freeing the one before once made: two at once while the next is made, one after.
-    SGD's step holds nothing else; every other class's own peak comes after them, with one copy beside it.
-    SGD's negated gradient alone stays bound until the next parameter's is made (momentum and weight decay
+    """(Tensors of a parameter's size ``cls`` with ``flags`` on, ``plan``'s, holds at once in its step on ``path``, of
+    the previous parameter's it still holds then: on the foreach path, lists of every parameter's size over one
+    dtype, ``FOREACH_MOMENTS``); None for a class this table, or its fused kernels, lack. The gradient's copies
+    are made one after another, each freeing the one before once made: two at once while the next is made, one
+    after. SGD's step holds nothing else; every other class's own peak comes after them, with one copy beside
+    it. SGD's negated gradient alone stays bound until the next parameter's is made (momentum and weight decay
     rebind the name first). Measured: maximize on every class, alone and beside weight decay, coupled or
     decoupled where the class has both, and SGD's flags together (tests/integration/test_torch_optimizers.py)."""
-    if cls not in SCRATCH or cls not in FOREACH_SCRATCH:
+    if cls not in SCRATCH or cls not in FOREACH_MOMENTS:
         return None
     copies = _copies(cls, flags)
     if path == FUSED:
         return (0, 0) if cls in FUSED_CLASSES else None
-    if path == FOREACH:  # one list per device and dtype: every parameter at once, none held from before
-        lists, copy = FOREACH_SCRATCH[cls]  # nesterov adds into the gradient's list in place there
-        return lists + (copy if copies - {"nesterov"} else 0), 0
+    if path == FOREACH:  # one list per device and dtype: over one dtype every parameter at once
+        return max((cur for _, cur in _foreach_moments(cls, flags)), default=0), 0
     within, held = SCRATCH[cls]
     if copies:
         within = max(min(len(copies), 2), within + 1)
@@ -132,15 +140,28 @@ def scratch_counts(cls: str, flags: Sequence[str], path: str = FOR_LOOP) -> Opti
     return within, held
 
 
-def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int], path: str = FOR_LOOP) -> Optional[int]:
-    """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes (of one
-    dtype, on one device: one foreach list), in the order it updates them; None where ``scratch_counts`` is."""
+def _foreach_moments(cls: str, flags: Sequence[str]) -> Tuple[Tuple[int, int], ...]:
+    """``FOREACH_MOMENTS``' entry of ``cls`` with ``flags`` on."""
+    plain, copied = FOREACH_MOMENTS[cls]
+    return copied if _copies(cls, flags) - {"nesterov"} else plain
+
+
+def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int], path: str = FOR_LOOP,
+                 dtypes: Optional[Sequence[str]] = None) -> Optional[int]:
+    """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes (of
+    ``dtypes``, one dtype where not given; on one device), in the order it updates them; None where
+    ``scratch_counts`` is."""
     counts = scratch_counts(cls, flags, path)
     if counts is None:
         return None
     within, held = counts
     if path == FOREACH:
-        return within * sum(sizes)
+        groups: Dict[str, int] = {}
+        for size, dtype in zip(sizes, dtypes or [""] * len(sizes)):
+            groups[dtype] = groups.get(dtype, 0) + size
+        totals = list(groups.values())
+        return max((back * before + cur * total for before, total in zip((0, *totals), totals)
+                    for back, cur in _foreach_moments(cls, flags)), default=0)
     return max((held * before + within * size for before, size in zip((0, *sizes), sizes)), default=0)
 
 

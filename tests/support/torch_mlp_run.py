@@ -10,8 +10,8 @@ The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on
 (``amsgrad``), SGD, or SGD with momentum 0.9 (``momentum``). ``--path foreach|fused``: the optimizer made with that
 flag set (a class with no fused kernel keeps the CPU's default, one parameter at a time). ``--clip``: the gradients
 clipped to norm 1 before each step (``clip_grad_norm_``, Trainer's default: foreach ops beside the update).
-``--ranks 2``: the model in DDP (B per rank). ``--compile``: its forward run by ``torch.compile(model)`` (inductor,
-a fresh compile in each process).
+``--ranks 2``: the model in DDP (B per rank). ``--mixed``: its first layer float32, the others bfloat16.
+``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
 ``truth`` prints JSON ground truth read without tb_modelmem: each process profiles from before its model is
@@ -37,12 +37,25 @@ STEPS = 4
 SCRATCH_MAKERS = ("Adam", "AdamW", "Adagrad", "RMSprop", "Adadelta", "Adamax", "NAdam", "RAdam", "Adafactor")
 
 
-def _model() -> Any:
+def _model(mixed: bool = False) -> Any:
+    """The MLP; ``mixed``: its first layer float32, the others bfloat16 (one foreach list per dtype)."""
     import torch
 
+    class Cast(torch.nn.Module):
+        def __init__(self, dtype: Any) -> None:
+            super().__init__()
+            self.dtype = dtype
+
+        def forward(self, x: Any) -> Any:
+            return x.to(self.dtype)
+
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
-                               torch.nn.ReLU(), torch.nn.Linear(2048, 10))
+    if not mixed:
+        return torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                                   torch.nn.ReLU(), torch.nn.Linear(2048, 10))
+    return torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(), Cast(torch.bfloat16),
+                               torch.nn.Linear(2048, 2048).to(torch.bfloat16), torch.nn.ReLU(),
+                               torch.nn.Linear(2048, 10).to(torch.bfloat16), Cast(torch.float32))
 
 
 def _step(model: Any, optimizer: Any, batch: int, forward: Any = None, clip: bool = False) -> None:
@@ -74,10 +87,11 @@ def _forward(model: Any, compiled: bool) -> Any:
     return torch.compile(model) if compiled else model
 
 
-def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str, clip: bool) -> None:
+def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str, clip: bool,
+            mixed: bool) -> None:
     import tb_modelmem
 
-    model = _model()
+    model = _model(mixed)
     optimizer = _optimizer(optimizer_name, model, path)
     forward = _forward(model, compiled)
     with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
@@ -87,7 +101,7 @@ def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: 
 
 
 def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool,
-          path: str, clip: bool) -> None:
+          path: str, clip: bool, mixed: bool = False) -> None:
     import torch
     import torch.distributed as dist
 
@@ -95,7 +109,7 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
         dist.init_process_group("gloo", rank=rank, world_size=ranks)
     with torch.profiler.profile(profile_memory=True) as prof:
-        model = _model()
+        model = _model(mixed)
         if ranks > 1:
             # its defaults but init_sync (every rank seeds alike: nothing to broadcast): that broadcast's flat copy
             # of the weights was held by gloo's work on one rank into every later step in some runs
@@ -125,7 +139,7 @@ def _highest(path: str) -> int:
 
 
 def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str,
-           clip: bool) -> Dict[str, Any]:
+           clip: bool, mixed: bool) -> Dict[str, Any]:
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
@@ -135,7 +149,7 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
     if ranks > 1:
         mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path, clip), nprocs=ranks)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip)
+        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     with open(os.path.join(out, "rank0_slots.json")) as f:
         slots = json.load(f)
@@ -152,12 +166,13 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--path", choices=("", "foreach", "fused"), default="")
     parser.add_argument("--clip", action="store_true")
+    parser.add_argument("--mixed", action="store_true")
     args = parser.parse_args()
     if args.kind == "traced":
-        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip)
+        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip, args.mixed)
     else:
         print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path,
-                                args.clip)))
+                                args.clip, args.mixed)))
 
 
 if __name__ == "__main__":
