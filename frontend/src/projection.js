@@ -7,7 +7,7 @@ import { devicesWords } from "./devices.js";
 
 // What-if's rows: the peak's categories, then how far the allocator band's middle is from the chunks scaled.
 const ROWS = [...CATEGORIES, "allocator_chunking"];
-const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept" };
+const HOW = { measured: "measured", computed: "computed", scaled: "scaled", kept: "kept", moved: "moved" };
 
 /**
  * The query a form asks: empty fields and the defaults left out (the server keeps what the trace ran with).

@@ -69,6 +69,9 @@ _COMPUTED = (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY, TEMPORARIES_CATEGORY)
 _REASSIGNS_SLOTS = ("SGD", ("momentum",))
 # how an asked optimizer's update holds memory unlike the traced one's (``_asked_update``)
 _REASSIGNS, _IN_PLACE, _NO_SCRATCH_TRACED = "reassigns", "in place", "no scratch traced"
+# A basis line's ``how`` for a category not scaled whose figure is another moment's than the traced peak's (the
+# projected peak moved): what the trace held then, not what it held at its own peak ("kept")
+_MOVED = "moved"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 # What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
 CAUTIOUS_WORDS = {"band": "the allocator band's high end", "reserved": "what the caching allocator reserves"}
@@ -815,6 +818,8 @@ class _Step:
             elif category == OPTIMIZER_TEMPORARIES_CATEGORY and self.added_scratch:  # said, not at this moment
                 formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
                             " is not at this peak")
+            if how == "kept" and self.series[category][at] != self.in_window[category][traced]:
+                how = _MOVED
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
@@ -837,6 +842,7 @@ class _Step:
                         "here")
             if held[at] != held[traced]:
                 what += f"; at the traced peak {size_text(traced_bytes)}"
+                how = _MOVED if how == "kept" else how
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)

@@ -218,7 +218,7 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
     every projection here (and of a first-step trace, whose state the step itself creates) gives, to its
     printed rounding, the figure the API, the CLI and the tab show beside it."""
     _run(str(tmp_path / "lenet_first"), 32, "--profile-steps", "1,1")
-    moved = floored = 0
+    moved = floored = said_moved = 0
     for logdir in (traced[0], str(tmp_path / "lenet_first")):
         logged = read_run(logdir)
         # 1 and 4096: the batch-carrying buffers shrink to nothing or outweigh the rest, so the projected peak
@@ -239,7 +239,13 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
                                 then = sum(float(m.group(1)) * UNIT[m.group(2)] for m in re.finditer(
                                     SIZE + " (?:carry|do not)", line["formula"]))
                                 assert abs(then - timeline.by_category[line["category"]][at]) <= 0.02 * 2**20
+                            # a figure not scaled says "kept" only where it is the traced peak's, else "moved"
+                            if line["how"] in ("kept", "moved") and line["category"] not in result["unknown"]:
+                                same = line["projected_bytes"] == line["traced_bytes"]
+                                assert line["how"] == ("kept" if same else "moved"), line
+                                said_moved += not same
     assert moved, "no projection moved the peak: nothing here checks the moved case"
+    assert said_moved, "no figure moved with the peak: nothing here checks the 'moved' word"
     assert floored, "no projection kept an update buffer of the largest weight: nothing checks it"
 
 
