@@ -805,7 +805,7 @@ class _Step:
             else:
                 formula = "none carries the batch"
             formula += ", all of it" if not rest and carries else self._rest_note(category, rest, kept) if rest else ""
-            how = "scaled" if carries or fixed_factor != 1.0 else "kept"
+            how = "scaled" if carries or (fixed_factor != 1.0 and rest) else "kept"
             if category == GRADIENTS_CATEGORY and self.buckets:
                 formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
                 how = "computed"

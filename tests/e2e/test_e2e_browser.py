@@ -1010,6 +1010,21 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
     assert sum(exact for exact, _ in checked.values()) == api["peak_bytes"]
     assert sorted(exact for exact, _ in checked.values()) == sorted(v for v in api["by_category"].values())
     assert sum(how == "scaled" for _, how in checked.values()) >= 3, checked
+    # in a 1024 px window the table fits without a sideways scroll; a Basis cut short there reads whole below the
+    # table once its row is clicked
+    tab.page.set_viewport_size({"width": 1024, "height": 1200})
+    tab.page.screenshot(path=os.path.join(shots, "whatif-1024.png"))
+    scroller = tab.testid("whatif-table").locator(".table-scroll")
+    sizes = scroller.evaluate("s => [s.scrollWidth, s.clientWidth]")
+    assert sizes[0] <= sizes[1] + 1, sizes
+    cut = [i for i in range(rows.count()) if rows.nth(i).locator(".cell").nth(4).evaluate(
+        "c => c.scrollWidth > c.clientWidth + 1")]
+    assert cut, "no Basis cell is cut at 1024 px: nothing here checks reading one whole"
+    row = rows.nth(cut[0])
+    whole = row.locator(".cell").nth(4).get_attribute("title")
+    row.click()
+    tab.text("whatif-basis", whole)
+    assert tab.testid("whatif-basis").inner_text().startswith(row.locator(".cell").nth(0).inner_text().strip())
     tab.close()
 
 

@@ -1,6 +1,6 @@
 // "What if": the traced step projected to another batch size, sequence length, optimizer, precision policy, or
 // spread over devices (the state replicated or sharded), and the largest batch that fits a budget. Every figure says how it was made
-// (measured, computed, scaled, kept) and what the trace cannot tell is "unknown" with the reason.
+// (measured, computed, scaled, kept, moved) and what the trace cannot tell is "unknown" with the reason.
 
 import { el, name, option } from "../dom.js";
 import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
@@ -12,13 +12,20 @@ import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView, sameItem } from "../components/item-view.js";
 import { SHARDINGS, SHARDING_LABEL } from "../devices.js";
 
+// Their least widths fit a 1024 px window in TensorBoard; a Basis cut short is read whole below the table by
+// clicking its row.
 const COLUMNS = [
   { key: "label", label: "Category", width: "minmax(170px, 1fr)", minWidth: 170, render: (r) => categoryChip(r.category) },
-  { key: "traced", label: "Traced", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.traced) },
-  { key: "projected", label: "Projected", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.projected) },
-  { key: "how", label: "How", width: "90px", minWidth: 90 },
-  { key: "formula", label: "Basis", width: "minmax(320px, 4fr)", minWidth: 320, render: (r) => name(r.formula) },
+  { key: "traced", label: "Traced", width: "200px", numeric: true, text: (r) => formatBytesKnown(r.traced) },
+  { key: "projected", label: "Projected", width: "200px", numeric: true, text: (r) => formatBytesKnown(r.projected) },
+  { key: "how", label: "How", width: "80px", minWidth: 80 },
+  { key: "formula", label: "Basis", width: "minmax(240px, 4fr)", minWidth: 240, render: (r) => name(r.formula) },
 ];
+
+/** A row's basis, whole: "Gradients (moved): 16.09 MiB do not carry the batch, kept". */
+function basisWhole(row) {
+  return `${row.label}${row.how ? ` (${row.how})` : ""}: ${row.formula || "no basis for this row"}`;
+}
 
 export function createWhatIfView({ api, loader, shared }) {
   // The question, kept across item changes and set from outside (an OOM's "What would fit?" sets the budget).
@@ -169,18 +176,29 @@ function resultParts() {
   const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
   const spread = el("div", { class: "msg info", testid: "whatif-steps" });
   const band = el("div", { class: "msg info", testid: "whatif-band" });
+  const basis = el("div", { class: "msg info", testid: "whatif-basis" });
+  const parts = { traced, headline, moved, fits, spread, band, basis, picked: "", rows: [] };
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
-    placeholder: "Filter categories" });
+    placeholder: "Filter categories", rowAction: "reads its basis whole below the table",
+    onRowClick: (row) => { parts.picked = row.category; showBasis(parts); } });
   const caveat = el("small", { testid: "whatif-caveat" });
-  const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element);
+  const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element, basis);
   moved.hidden = true;
   band.hidden = true;
   fits.hidden = true;
   spread.hidden = true;
-  return { traced, headline, caveat, moved, fits, spread, band, table, results };
+  return Object.assign(parts, { caveat, table, results });
 }
 
-function showProjection({ traced, headline, caveat, moved, fits, spread, band, table, results }, data) {
+/** The picked row's basis whole (a cell cuts a long one short), kept across answers while its row is there. */
+function showBasis({ basis, picked, rows }) {
+  const row = rows.find((r) => r.category === picked);
+  basis.className = row ? "msg info" : "hint";
+  basis.textContent = row ? basisWhole(row) : "Click a row to read its Basis whole.";
+}
+
+function showProjection(parts, data) {
+  const { traced, headline, caveat, moved, fits, spread, band, table, results } = parts;
   const whatif = data.whatif || {};
   traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
   headline.textContent = projectionHeadline(whatif);
@@ -193,8 +211,10 @@ function showProjection({ traced, headline, caveat, moved, fits, spread, band, t
   band.hidden = !band.textContent;
   fits.hidden = !data.budget;
   fits.textContent = budgetLine(data.budget);
-  table.setRows([...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
+  parts.rows = [...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
     projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" },
-  ...[reservedRow(whatif)].filter(Boolean)]);
+  ...[reservedRow(whatif)].filter(Boolean)];
+  table.setRows(parts.rows);
+  showBasis(parts);
   results.hidden = false;
 }
