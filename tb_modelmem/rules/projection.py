@@ -376,8 +376,8 @@ def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tupl
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
     parameters on the paths they take (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
     another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced) with its state
-    whole on each device (no ``shard``): else the weights + slots ratio. On the foreach path, one list per dtype
-    in the parameters' order, each holding part of the previous one's."""
+    whole on each device (no ``shard``), and on the foreach path parameters of at most two dtypes
+    (``torch_optimizers.scratch_peak``): else the weights + slots ratio."""
     if not (state.torch and update.asked and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
             None, "replicated"):
         return None
@@ -818,7 +818,7 @@ class _Step:
             elif category == OPTIMIZER_TEMPORARIES_CATEGORY and self.added_scratch:  # said, not at this moment
                 formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
                             " is not at this peak")
-            if how == "kept" and self.series[category][at] != self.in_window[category][traced]:
+            if how == "kept" and round(self.series[category][at]) != round(self.in_window[category][traced]):
                 how = _MOVED
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
@@ -842,7 +842,7 @@ class _Step:
                         "here")
             if held[at] != held[traced]:
                 what += f"; at the traced peak {size_text(traced_bytes)}"
-                how = _MOVED if how == "kept" else how
+                how = _MOVED if how == "kept" and round(held[at]) != round(traced_bytes) else how
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)

@@ -53,24 +53,26 @@ _ALWAYS_DECOUPLED = frozenset({"AdamW", "Adafactor"})
 # one kernel per list (``fused=True``). ``path_of`` tells which a traced step took from its ops' names.
 FOR_LOOP, FOREACH, FUSED = "for-loop", "foreach", "fused"
 PATHS = (FOR_LOOP, FOREACH, FUSED)
-# The foreach path's scratch. torch groups a step's parameters by device and dtype, in the order they come, and
-# makes each group's lists in turn; a list bound to a name is freed only when the next group's is made. So each
-# class is a set of moments (lists of the previous group's sizes still held, lists of this group's): the most at
-# once is the largest over its moments and each group (the first's previous group: none). Without, then with a
-# gradient copy (maximize's negation or coupled weight decay's sum; nesterov's adds into a list in place there).
-# Adam, AdamW, RAdam and Adamax delete their copy before making their own list, Adamax its own too; SGD adds into
-# the weights, in place but for the copy. Over one dtype every parameter is one group: the largest ``cur`` x their
-# total. Measured: the peak ``Total Allocated`` inside a real ``step(foreach=True)`` over one, two and two unequal
-# parameters, and over float32 and bfloat16 ones in both orders (tests/integration/test_torch_optimizers.py).
+# The foreach path's scratch. torch groups a step's parameters by device and dtype (a C++ hash map: two groups
+# come in the reverse of the order their first parameters do, three or more as their hashes fall) and makes each
+# group's lists in turn; a list bound to a name is freed only when the next group's is made. So each class is a
+# set of moments (lists of the previous group's size still held, lists of this group's): the most at once is
+# the largest over its moments and each group (the first's previous group: none). Without, then with a gradient
+# copy (maximize's negation or coupled weight decay's sum; nesterov's adds into a list in place there). Adam,
+# AdamW, RAdam and Adamax delete their copy before making their own list, Adamax its own too; SGD adds into the
+# weights, in place but for the copy. Over one dtype every parameter is one group: the largest ``cur`` x their
+# total. Measured: the peak ``Total Allocated`` inside a real ``step(foreach=True)`` over one, two and two
+# unequal parameters, and over float32 and bfloat16 ones in both orders (tests/integration/
+# test_torch_optimizers.py).
 _HOLDS_ONE_BACK = ((1, 1),)
-_TWO_AFTER_THE_COPY = ((2, 1), (0, 2))
 FOREACH_MOMENTS: Dict[str, Tuple[Tuple[Tuple[int, int], ...], Tuple[Tuple[int, int], ...]]] = {
     "SGD": ((), ((0, 1),)), "Adam": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK), "AdamW": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK),
     "RAdam": (_HOLDS_ONE_BACK, _HOLDS_ONE_BACK), "Adamax": (((0, 1),), ((0, 1),)),
-    "NAdam": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY), "RMSprop": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY),
-    "Adafactor": (_HOLDS_ONE_BACK, _TWO_AFTER_THE_COPY), "Adagrad": (((2, 1), (1, 2)), ((2, 2),)),
-    "Adadelta": (((2, 1), (1, 2)), ((3, 1), (0, 3))),
+    "NAdam": (_HOLDS_ONE_BACK, ((1, 2),)), "RMSprop": (_HOLDS_ONE_BACK, ((1, 2),)),
+    "Adafactor": (_HOLDS_ONE_BACK, ((1, 2),)), "Adagrad": (((2, 1), (1, 2)), ((2, 2),)),
+    "Adadelta": (((2, 1), (1, 2)), ((1, 3),)),
 }
+MOST_FOREACH_DTYPES = 2  # more dtypes: their order is the hash map's, not measured (``scratch_peak`` says None)
 # Classes with a fused kernel (torch 2.13, CPU and CUDA): it updates every tensor in place, no scratch
 # (measured alike, every flag of ``COUNT_CASES``).
 FUSED_CLASSES = frozenset({"SGD", "Adam", "AdamW", "Adagrad"})
@@ -149,17 +151,19 @@ def _foreach_moments(cls: str, flags: Sequence[str]) -> Tuple[Tuple[int, int], .
 def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int], path: str = FOR_LOOP,
                  dtypes: Optional[Sequence[str]] = None) -> Optional[int]:
     """The most bytes of scratch ``cls``'s step holds at once over parameters of ``sizes`` bytes (of
-    ``dtypes``, one dtype where not given; on one device), in the order it updates them; None where
-    ``scratch_counts`` is."""
+    ``dtypes``, float32 where not given; on one device), in the order it updates them; None where
+    ``scratch_counts`` is, and on the foreach path over more than ``MOST_FOREACH_DTYPES`` dtypes."""
     counts = scratch_counts(cls, flags, path)
     if counts is None:
         return None
     within, held = counts
     if path == FOREACH:
         groups: Dict[str, int] = {}
-        for size, dtype in zip(sizes, dtypes or [""] * len(sizes)):
-            groups[dtype] = groups.get(dtype, 0) + size
-        totals = list(groups.values())
+        for size, dtype in zip(sizes, dtypes if dtypes is not None else [None] * len(sizes), strict=True):
+            groups[dtype or "float32"] = groups.get(dtype or "float32", 0) + size
+        if len(groups) > MOST_FOREACH_DTYPES:
+            return None
+        totals = list(groups.values())[::-1]  # two groups: the reverse of their first parameters' order
         return max((back * before + cur * total for before, total in zip((0, *totals), totals)
                     for back, cur in _foreach_moments(cls, flags)), default=0)
     return max((held * before + within * size for before, size in zip((0, *sizes), sizes)), default=0)

@@ -182,19 +182,22 @@ def _mixed_step_scratch(cls, config, dtypes, tmp_path):
     return max(e["args"]["Total Allocated"] for e in memory) - start, optimizer
 
 
-MIXED = (("float32", "bfloat16"), ("bfloat16", "float32", "float32"))
+MIXED = (("float32", "bfloat16"), ("bfloat16", "float32", "float32"), ("float16", "float32"))
 
 
 @pytest.mark.parametrize("cls,config", COUNT_CASES, ids=[f"{c}-{'-'.join(k)}" for c, k in COUNT_CASES])
 def test_the_foreach_lists_of_several_dtypes_hold_part_of_each_other(cls, config, tmp_path):
-    """On the foreach path torch makes one group of lists per dtype, in the parameters' order, and a group's lists
-    bound to a name are freed only as the next group's are made (``FOREACH_MOMENTS``): over float32 and bfloat16
-    weights in both orders, against real ``step(foreach=True)``s. Counted as one list over all of them, Adagrad
-    read 6 halves of a float32 weight for 5 real; RMSprop with weight decay 6 for 4 in one order, 5 in the other.
-    Within Adafactor's row and column factors: under 0.3 of a bfloat16 weight."""
+    """On the foreach path torch makes one group of lists per dtype (two in the reverse of their first parameters'
+    order), and a group's lists bound to a name are freed only as the next group's are made (``FOREACH_MOMENTS``):
+    over float32 and bfloat16 weights in both orders and float16 beside float32, against real
+    ``step(foreach=True)``s. Counted as one list over all of them, Adagrad read 6 halves of a float32 weight for 5
+    real; RMSprop with weight decay 6 for 4 in one order, 5 in the other. Within Adafactor's row and column
+    factors: under 0.3 of a half-precision weight. Three dtypes come in the order their hashes fall: not said."""
     for dtypes in MIXED:
         real, optimizer = _mixed_step_scratch(cls, {**config, "foreach": True}, dtypes, tmp_path)
         entry = {"class_name": cls, "config": dict(optimizer.param_groups[0], params=None)}
         sizes = [512 * 512 * torch.tensor([], dtype=getattr(torch, dtype)).element_size() for dtype in dtypes]
         said = torch_optimizers.scratch_peak(*torch_optimizers.plan(entry), sizes, "foreach", dtypes)
         assert abs(real - said) < 0.3 * 512 * 512 * 2, (dtypes, real, said)
+    three = ("bfloat16", "float16", "float32")
+    assert torch_optimizers.scratch_peak(*torch_optimizers.plan(entry), [512] * 3, "foreach", three) is None

@@ -12,19 +12,20 @@ import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView, sameItem } from "../components/item-view.js";
 import { SHARDINGS, SHARDING_LABEL } from "../devices.js";
 
-// Their least widths fit a 1024 px window in TensorBoard; a Basis cut short is read whole below the table by
-// clicking its row.
+// Their least widths fit a 1024 px window in TensorBoard (the figures' columns a GiB figure's exact bytes); a
+// Basis cut short is read whole below the table by clicking its row.
 const COLUMNS = [
   { key: "label", label: "Category", width: "minmax(170px, 1fr)", minWidth: 170, render: (r) => categoryChip(r.category) },
-  { key: "traced", label: "Traced", width: "200px", numeric: true, text: (r) => formatBytesKnown(r.traced) },
-  { key: "projected", label: "Projected", width: "200px", numeric: true, text: (r) => formatBytesKnown(r.projected) },
+  { key: "traced", label: "Traced", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.traced) },
+  { key: "projected", label: "Projected", width: "210px", numeric: true, text: (r) => formatBytesKnown(r.projected) },
   { key: "how", label: "How", width: "80px", minWidth: 80 },
   { key: "formula", label: "Basis", width: "minmax(240px, 4fr)", minWidth: 240, render: (r) => name(r.formula) },
 ];
 
-/** A row's basis, whole: "Gradients (moved): 16.09 MiB do not carry the batch, kept". */
+/** A row's figures and basis, whole: "Gradients, 23,298,088 B traced, 16,867,368 B projected (moved): ...". */
 function basisWhole(row) {
-  return `${row.label}${row.how ? ` (${row.how})` : ""}: ${row.formula || "no basis for this row"}`;
+  return `${row.label}, ${formatBytesKnown(row.traced)} traced, ${formatBytesKnown(row.projected)} projected`
+    + `${row.how ? ` (${row.how})` : ""}: ${row.formula || "no basis for this row"}`;
 }
 
 export function createWhatIfView({ api, loader, shared }) {
@@ -176,11 +177,12 @@ function resultParts() {
   const fits = el("div", { class: "msg info", testid: "whatif-budget-line" });
   const spread = el("div", { class: "msg info", testid: "whatif-steps" });
   const band = el("div", { class: "msg info", testid: "whatif-band" });
-  const basis = el("div", { class: "msg info", testid: "whatif-basis" });
+  const basis = el("div", { class: "msg info", testid: "whatif-basis", "aria-live": "polite" });
   const parts = { traced, headline, moved, fits, spread, band, basis, picked: "", rows: [] };
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories", rowAction: "reads its basis whole below the table",
-    onRowClick: (row) => { parts.picked = row.category; showBasis(parts); } });
+    highlight: (row) => row.category === parts.picked,
+    onRowClick: (row) => { parts.picked = row.category; table.setRows(parts.rows); showBasis(parts); } });
   const caveat = el("small", { testid: "whatif-caveat" });
   const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element, basis);
   moved.hidden = true;
