@@ -97,9 +97,8 @@ COUNT_CASES += [  # maximize beside each class, and beside the flags that also c
 
 
 def _step_scratch(cls, config, layers, tmp_path, last=512):
-    """The most a real third ``step()`` holds at once beyond what it began with (torch.profiler's ``[memory]``
-    events inside ``Optimizer.step``, read with ``json``), over ``layers`` 512 x 512 weights, the last ``last``
-    x 512."""
+    """The most a real third ``step()`` holds at once beyond what it began with (``_profiled_step``), over
+    ``layers`` 512 x 512 weights, the last ``last`` x 512."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(512, 512 if i < layers - 1 else last, bias=False)
                                   for i in range(layers)])
@@ -109,6 +108,12 @@ def _step_scratch(cls, config, layers, tmp_path, last=512):
         model(x).sum().backward()
         optimizer.step()
     model(x).sum().backward()
+    return _profiled_step(optimizer, tmp_path), optimizer
+
+
+def _profiled_step(optimizer, tmp_path):
+    """The most one real ``step()`` holds at once beyond what it began with: torch.profiler's ``[memory]`` events
+    inside ``Optimizer.step``, read with ``json``."""
     with torch.profiler.profile(profile_memory=True) as prof:
         optimizer.step()
     prof.export_chrome_trace(str(tmp_path / "step.json"))
@@ -117,9 +122,9 @@ def _step_scratch(cls, config, layers, tmp_path, last=512):
     memory = sorted((e for e in events if e.get("name") == "[memory]" and any(a <= e["ts"] <= b for a, b in steps)),
                     key=lambda e: e["ts"])
     if not memory:
-        return 0, optimizer
+        return 0
     start = memory[0]["args"]["Total Allocated"] - memory[0]["args"]["Bytes"]
-    return max(e["args"]["Total Allocated"] for e in memory) - start, optimizer
+    return max(e["args"]["Total Allocated"] for e in memory) - start
 
 
 @pytest.mark.parametrize("cls,config", COUNT_CASES, ids=[f"{c}-{'-'.join(k)}" for c, k in COUNT_CASES])
@@ -163,23 +168,12 @@ def _mixed_step_scratch(cls, config, dtypes, tmp_path):
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(512, 512).to(getattr(torch, dtype))) for dtype in dtypes]
     optimizer = getattr(torch.optim, cls)(params, **config)
-    for _ in range(3):
+    for step in range(3):
         for p in params:
             p.grad = torch.randn_like(p)
-        if _ == 2:
-            with torch.profiler.profile(profile_memory=True) as prof:
-                optimizer.step()
-        else:
+        if step < 2:
             optimizer.step()
-    prof.export_chrome_trace(str(tmp_path / "step.json"))
-    events = json.loads((tmp_path / "step.json").read_text())["traceEvents"]
-    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("Optimizer.step#")]
-    memory = sorted((e for e in events if e.get("name") == "[memory]" and any(a <= e["ts"] <= b for a, b in steps)),
-                    key=lambda e: e["ts"])
-    if not memory:
-        return 0, optimizer
-    start = memory[0]["args"]["Total Allocated"] - memory[0]["args"]["Bytes"]
-    return max(e["args"]["Total Allocated"] for e in memory) - start, optimizer
+    return _profiled_step(optimizer, tmp_path), optimizer
 
 
 MIXED = (("float32", "bfloat16"), ("bfloat16", "float32", "float32"), ("float16", "float32"))
