@@ -186,7 +186,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
     reduced = _table(ops, allocations, windowed, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
-    update = [op.name for op in ops if op.in_closure and op.phase == OPTIMIZER]  # inside Optimizer.step
+    update = [op.name for op in ops if _in_step(op)]
     reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
@@ -406,12 +406,17 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                    caching_plan=plan)
 
 
+def _in_step(op: _Op) -> bool:
+    """An op inside ``Optimizer.step`` (clipping and a GradScaler run in the update's phase outside it)."""
+    return op.in_closure and op.phase == OPTIMIZER
+
+
 def _update_starts(ops: List[_Op], origin: float, t_us: Sequence[float]) -> List[float]:
     """When each optimizer update began on the timeline's clock (``Timeline.update_starts_us``): the ops inside
     ``Optimizer.step``, the first of each gap between the timeline's points (thousands of a for-loop step's)."""
     starts: List[float] = []
     gaps = set()
-    for ts in sorted(op.ts - origin for op in ops if op.in_closure and op.phase == OPTIMIZER):
+    for ts in sorted(op.ts - origin for op in ops if _in_step(op)):
         gap = bisect.bisect_right(t_us, ts)
         if gap not in gaps:
             gaps.add(gap)

@@ -345,6 +345,11 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
                    *asked)
 
 
+def _kept_or_moved(how: str, projected: float, traced: float) -> str:
+    """``how`` of a basis line, "kept" made ``_MOVED`` where its figure is not the traced peak's."""
+    return _MOVED if how == "kept" and round(projected) != round(traced) else how
+
+
 def _traced_path(trace: OpTrace) -> str:
     """The implementation the traced torch.optim step took (``OpTrace.optimizer_path``; a trace read before the
     reader recorded it, or naming one this version does not know: its update phase's ops)."""
@@ -818,8 +823,7 @@ class _Step:
             elif category == OPTIMIZER_TEMPORARIES_CATEGORY and self.added_scratch:  # said, not at this moment
                 formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
                             " is not at this peak")
-            if how == "kept" and round(self.series[category][at]) != round(self.in_window[category][traced]):
-                how = _MOVED
+            how = _kept_or_moved(how, self.series[category][at], self.in_window[category][traced])
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
@@ -842,7 +846,7 @@ class _Step:
                         "here")
             if held[at] != held[traced]:
                 what += f"; at the traced peak {size_text(traced_bytes)}"
-                how = _MOVED if how == "kept" and round(held[at]) != round(traced_bytes) else how
+                how = _kept_or_moved(how, held[at], traced_bytes)
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)

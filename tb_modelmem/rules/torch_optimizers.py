@@ -10,6 +10,7 @@ checks every entry against a real optimizer's own ``state``.
 
 from __future__ import annotations
 
+import collections
 import re
 from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -158,9 +159,9 @@ def scratch_peak(cls: str, flags: Sequence[str], sizes: Sequence[int], path: str
         return None
     within, held = counts
     if path == FOREACH:
-        groups: Dict[str, int] = {}
-        for size, dtype in zip(sizes, dtypes if dtypes is not None else [None] * len(sizes), strict=True):
-            groups[dtype or "float32"] = groups.get(dtype or "float32", 0) + size
+        groups: Dict[str, int] = collections.Counter()
+        for size, dtype in zip(sizes, dtypes or [""] * len(sizes), strict=True):
+            groups[dtype or "float32"] += size
         if len(groups) > MOST_FOREACH_DTYPES:
             return None
         totals = list(groups.values())[::-1]  # two groups: the reverse of their first parameters' order
