@@ -23,7 +23,8 @@ done
 # A worker that dies (a segfault) is not replaced: its test is reported failed by name and the run ends,
 # where xdist 3.8 under loadfile reruns that test on a replacement or hangs (pytest-dev/pytest-xdist#784).
 # Tests marked quiet compare a projection with real BFC runs, whose op order (and so peak) moves when the
-# machine is busy: they run after the rest, one at a time, alone. An -m of your own selects in one run instead.
+# machine is busy: they run after the rest, one at a time, alone, once the machine is idle
+# (tests/support/quiet.py). An -m of your own selects in one run instead.
 # pytest's exit 5 is "no test selected": fine for one phase (a path with no quiet test), not for both.
 marks=(-m "not quiet")
 for arg in "$@"; do
@@ -40,6 +41,7 @@ run_pytest "${paths[@]}" -q -p no:cacheprovider --durations=25 "${marks[@]}" \
   -n "${TEST_WORKERS:-2}" --dist loadfile --max-worker-restart=0 "$@" || empty=$((empty + 1))
 if [ ${#marks[@]} -gt 0 ]; then
   echo "== python tests that run alone (marked quiet)"
+  .venv/bin/python -m tests.support.quiet
   run_pytest "${paths[@]}" -q -p no:cacheprovider -m quiet "$@" -n 0 || empty=$((empty + 1))
   if [ "$empty" -eq 2 ]; then echo "no test selected"; exit 5; fi
 elif [ "$empty" -eq 1 ]; then

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, project
 from tb_modelmem.schema.names import STEP_ONLY_CATEGORIES
 from tests.support.basis_arithmetic import SIZE, UNIT, basis_arithmetic
+from tests.support.quiet import others_busy
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
@@ -38,12 +40,27 @@ def _run(logdir: str, batch: int, *extra: str, ordered: bool = False) -> Dict[st
     env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
     if ordered:
         env.update(TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
-    result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "lenet", str(batch),
-                             "--truth", truth, *extra], cwd=REPO, capture_output=True, text=True, timeout=600,
-                            env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+    for attempt in range(1, BUSY_RETAKES + 2):
+        shutil.rmtree(logdir, ignore_errors=True)
+        with others_busy() as beside:
+            result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "lenet",
+                                     str(batch), "--truth", truth, *extra], cwd=REPO, capture_output=True, text=True,
+                                    timeout=600, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        if not ordered or beside.cores < BUSY_CORES or attempt > BUSY_RETAKES:
+            break
     with open(truth) as f:
-        return json.load(f)
+        said = dict(json.load(f), others_busy_cores=round(beside.cores, 2), attempts=attempt)
+    with open(truth, "w") as f:
+        json.dump(said, f)
+    return said
+
+
+# An ordered run beside other processes taking this much of a core is made again, up to BUSY_RETAKES times: a
+# busy machine moves the executor's order and the peak (``_run``). CI's quiet phase twice began with traces 13-16%
+# low (the odd order of ``traced_in_order``) while its later real runs of every setting agreed.
+BUSY_CORES = 0.25
+BUSY_RETAKES = 3
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +93,17 @@ def traced_in_order(tmp_path_factory) -> List[str]:
     for logdir in logdirs:
         _ordered_two_steps(logdir, 32)
     return logdirs
+
+
+def _what_the_traces_read(logdirs: List[str]) -> List[Any]:
+    """Each trace's own peaks, as TensorFlow counted them, and the cores others took beside it: for a failure's
+    message."""
+    said = []
+    for logdir in logdirs:
+        with open(logdir + ".json") as f:
+            truth = json.load(f)
+        said.append((truth["allocator_step_peaks"], truth["others_busy_cores"], truth["attempts"]))
+    return said
 
 
 def _median_projection(logdirs: List[str], **asked: Any) -> float:
@@ -272,7 +300,7 @@ def test_another_optimizer_against_a_real_run_of_it(traced_in_order, tmp_path, o
     projected = _median_projection(traced_in_order, optimizer=optimizer)
     measured = statistics.median(peaks)
     bound = {"SGD": 0.20, "momentum": 0.05}[optimizer]
-    assert abs(projected - measured) <= bound * measured, (projected, peaks)
+    assert abs(projected - measured) <= bound * measured, (projected, peaks, _what_the_traces_read(traced_in_order))
     answer = tb_modelmem.estimate(traced_in_order[0], optimizer=optimizer)
     assert answer["by_category"]["optimizer_temporaries"] >= FC1_KERNEL - 1
     assert (answer["by_category"]["held_between_steps"] == 0) == (optimizer == "momentum")
@@ -313,7 +341,7 @@ def test_a_larger_batch_against_a_real_run_at_it(traced_in_order, tmp_path):
     assert all(run["weights"] == 13_098_536 for run in runs)
     real = statistics.median(max(run["allocator_step_peaks"]) for run in runs)
     figure = _median_projection(traced_in_order, batch=64)
-    assert abs(figure - real) <= 0.10 * real, (figure, real)
+    assert abs(figure - real) <= 0.10 * real, (figure, real, _what_the_traces_read(traced_in_order))
     projected = tb_modelmem.estimate(traced_in_order[0], batch=64)
     assert projected["peak_bytes"] > tb_modelmem.estimate(traced_in_order[0])["peak_bytes"]
     grows = {b["category"] for b in projected["basis"] if b["how"] == "scaled"}

@@ -1,0 +1,105 @@
+"""Whether the machine is idle: waited for before the tests marked ``quiet`` (scripts/test.sh), and measured
+over each of their real runs.
+
+Those tests compare What if with real runs on TensorFlow's BFC allocator, whose executor takes another order,
+and peaks elsewhere, while other processes run (LeNet's batch-32 trace read 80.5-87.0 MB beside two busy
+processes, 87.3 on an idle machine). Processes left over from the parallel phase (a TensorBoard or a browser
+being torn down, a worker's children) made the first traces of the quiet phase take that order. This reads
+``/proc/stat`` once a second until the machine has been idle for a few seconds running, and says what it
+waited for; past its time limit it names the busiest processes and goes on. ``others_busy`` says how much of
+a core other processes took while a child process ran, so that a run made beside them can be made again.
+
+    python -m tests.support.quiet [--limit SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from typing import Tuple
+
+# Busy below this share of one core, summed over every core, counts as idle.
+IDLE_CORE_SHARE = 0.15
+IDLE_SECONDS_RUNNING = 5
+
+
+def _cpu_times() -> Tuple[int, int]:
+    """(busy, total) jiffies over every core since boot."""
+    with open("/proc/stat") as f:
+        fields = [int(value) for value in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class others_busy:
+    """A context: ``cores`` is the share of a core that processes other than this one and its waited-for
+    children took over the block (the machine's busy time less the children's CPU time, over the wall time)."""
+
+    def __enter__(self) -> "others_busy":
+        self.cores = 0.0
+        self._start = (time.monotonic(), _cpu_times()[0], _children_cpu_s())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall, busy, children = self._start
+        wall = time.monotonic() - wall
+        busy_s = (_cpu_times()[0] - busy) / os.sysconf("SC_CLK_TCK")
+        self.cores = max(busy_s - (_children_cpu_s() - children), 0.0) / max(wall, 1e-3)
+
+
+def _children_cpu_s() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def _busiest_processes() -> str:
+    """The five busiest processes as ``ps`` lists them (its own columns), for the log."""
+    try:
+        listing = subprocess.run(["ps", "-eo", "pid,pcpu,etime,args", "--sort=-pcpu"], capture_output=True,
+                                 text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"(ps failed: {error})"
+    return "\n".join(line[:160] for line in listing.splitlines()[:6])
+
+
+def wait_until_quiet(limit_s: float) -> bool:
+    """True once the machine was idle ``IDLE_SECONDS_RUNNING`` seconds running; False after ``limit_s``."""
+    if not os.path.exists("/proc/stat"):
+        return True
+    cores = os.cpu_count() or 1
+    started = time.monotonic()
+    busy, total = _cpu_times()
+    idle_run = 0
+    while idle_run < IDLE_SECONDS_RUNNING:
+        if time.monotonic() - started > limit_s:
+            return False
+        time.sleep(1)
+        now_busy, now_total = _cpu_times()
+        share = cores * (now_busy - busy) / max(now_total - total, 1)  # in cores
+        busy, total = now_busy, now_total
+        idle_run = idle_run + 1 if share < IDLE_CORE_SHARE else 0
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=float, default=180.0, help="seconds to wait at most (default 180)")
+    args = parser.parse_args()
+    started = time.monotonic()
+    busiest_at_start = _busiest_processes()
+    if wait_until_quiet(args.limit):
+        waited = time.monotonic() - started
+        print(f"machine idle after {waited:.0f} s")
+        if waited > IDLE_SECONDS_RUNNING + 2:
+            print(f"busiest processes when the wait began:\n{busiest_at_start}")
+    else:
+        print(f"machine still busy after {args.limit:.0f} s; going on. Busiest processes:\n{_busiest_processes()}",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
