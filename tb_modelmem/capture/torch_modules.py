@@ -99,17 +99,28 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
                           layers=LayerTable.from_rows(_layers(model, [r for r in rows if r.name not in tied])),
                           overhead=overhead)
     if optimizers:
-        breakdown.optimizer = optimizer_record(optimizers)
+        breakdown.optimizer = optimizer_record(optimizers, names)
     return breakdown
 
 
-def optimizer_record(optimizers: List[Any]) -> Dict[str, Any]:
+def optimizer_record(optimizers: List[Any], names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
     """{"class_name", "config"}: the class, and its first param group's settings (``defaults`` less
-    ``params``); several optimizers as "A + B", each under its own number."""
+    ``params``); several optimizers as "A + B", each under its own number. One optimizer with several param
+    groups (Trainer's decay and no-decay ones) adds "groups": each group's parameters by name (``names``:
+    id -> state_dict name) and the settings it does not share with the first: ``step()`` updates each group
+    apart, with its own settings."""
+    def settings(group: Dict[str, Any]) -> Dict[str, Any]:
+        return {str(k): _json_value(v) for k, v in group.items() if k != "params"}
+
     def one(opt: Any) -> Dict[str, Any]:
-        group = opt.param_groups[0] if opt.param_groups else opt.defaults
-        config = {str(k): _json_value(v) for k, v in group.items() if k != "params"}
-        return {"class_name": type(opt).__name__, "config": config}
+        config = settings(opt.param_groups[0] if opt.param_groups else opt.defaults)
+        entry: Dict[str, Any] = {"class_name": type(opt).__name__, "config": config}
+        groups = [([(names or {}).get(id(p)) for p in group["params"]], settings(group))
+                  for group in opt.param_groups]
+        if len(groups) > 1 and all(name for params, _ in groups for name in params):
+            entry["groups"] = [{"params": params, "config": {k: v for k, v in own.items() if config.get(k) != v}}
+                               for params, own in groups]
+        return entry
 
     if len(optimizers) == 1:
         return one(optimizers[0])

@@ -336,13 +336,18 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
     if state.torch:
         traced_path = _traced_path(trace)
         path = torch_optimizers.asked_path(*asked, traced_path, any(d.startswith("cuda") for d in trace.devices))
-        if torch_optimizers.in_place(*asked, path):
+        if _in_place(asked[0], state.update_groups(what.optimizer), path):
             return _Update(_IN_PLACE, *asked, path, traced_path)
-        if not torch_optimizers.in_place(*state.optimizer[:2], traced_path):
+        if not _in_place(state.optimizer[0], state.update_groups(None), traced_path):
             return _Update("", *asked, path, traced_path)
         return _Update(_NO_SCRATCH_TRACED, *asked, path, traced_path, _update_moments(trace))
     return _Update(_REASSIGNS if asked == _REASSIGNS_SLOTS and state.optimizer[:2] != _REASSIGNS_SLOTS else "",
                    *asked)
+
+
+def _in_place(cls: str, groups: List[Tuple[Tuple[str, ...], List[int]]], path: str) -> bool:
+    """Whether ``cls``'s step updates every param group of ``groups`` (``State.update_groups``) in place."""
+    return all(torch_optimizers.in_place(cls, flags, path) for flags, _ in groups)
 
 
 def _kept_or_moved(how: str, projected: float, traced: float) -> str:
@@ -379,19 +384,25 @@ def _no_scratch_traced(state: State, update: _Update, known: bool) -> str:
 
 def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tuple[int, int]]:
     """The most the asked and the traced ``torch.optim`` class's step holds at once over the run's trainable
-    parameters on the paths they take (``torch_optimizers.scratch_peak``); None but on a PyTorch step asked
-    another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0 traced) with its state
-    whole on each device (no ``shard``), and on the foreach path parameters of at most two dtypes
-    (``torch_optimizers.scratch_peak``): else the weights + slots ratio."""
+    parameters on the paths they take, a param group at a time (``torch_optimizers.scratch_peak``); None but on
+    a PyTorch step asked another class that makes scratch (``_asked_update``'s "", or ``_NO_SCRATCH_TRACED``: 0
+    traced) with its state whole on each device (no ``shard``), and on the foreach path parameters of at most two
+    dtypes in each group (``torch_optimizers.scratch_peak``): else the weights + slots ratio."""
     if not (state.torch and update.asked and update.kind in ("", _NO_SCRATCH_TRACED)) or what.shard not in (
             None, "replicated"):
         return None
-    asked, traced = (update.asked, update.flags), state.optimizer[:2]
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
     dtypes = [dtype for _, _, dtype in state.trainable]
-    most = torch_optimizers.scratch_peak(*asked, sizes, update.path, dtypes)
-    traced_most = torch_optimizers.scratch_peak(*traced, sizes, update.traced_path, dtypes)
-    return None if most is None or traced_most is None else (most, traced_most)
+
+    def most(cls: str, groups: List[Tuple[Tuple[str, ...], List[int]]], path: str) -> Optional[int]:
+        """The most over the param groups, which ``step()`` updates one after another, each with its settings."""
+        each = [torch_optimizers.scratch_peak(cls, flags, [sizes[i] for i in places], path, [dtypes[i] for i in places])
+                for flags, places in groups]
+        return None if None in each else max((peak for peak in each if peak is not None), default=0)
+
+    asked = most(update.asked, state.update_groups(what.optimizer), update.path)
+    traced = most(state.optimizer[0], state.update_groups(None), update.traced_path)
+    return None if asked is None or traced is None else (asked, traced)
 
 
 def _ddp_buckets(trace: OpTrace, state: State, projected_state: Dict[str, Optional[int]], what: WhatIf,

@@ -82,6 +82,9 @@ class State:
     whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
     torch: bool = False  # a PyTorch step: its optimizers are torch.optim's (``rules.torch_optimizers``)
     counted: bool = True  # the trace's count holds the state (False: it starts at 0 in the window)
+    # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``trainable``), in the
+    # order step() updates them; [] for one group (``torch_optimizers.group_plans``)
+    groups: List[Tuple[Tuple[str, ...], List[int]]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
@@ -97,8 +100,11 @@ class State:
             if role == WEIGHT and size]  # a tied weight's alias holds 0 B: its optimizer keeps one state
         plan = torch_optimizers.plan(breakdown.optimizer) + ("",) if torch else roles.optimizer_plan(
             breakdown.optimizer)
+        place = {name: index for index, (name, _, _) in enumerate(trainable)}
+        groups = [(flags, [place[name] for name in params if name in place])
+                  for flags, params in torch_optimizers.group_plans(breakdown.optimizer)] if torch else []
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
-                   torch=torch, counted=counted)
+                   torch=torch, counted=counted, groups=groups)
 
     def optimizer_label(self) -> str:
         cls, flags, wrapper = self.optimizer
@@ -109,10 +115,27 @@ class State:
         Adam(amsgrad) run drops amsgrad, as "SGD" of a momentum one drops momentum); the traced class with only
         an implementation named ("Adam fused") keeps the traced config's flags. ValueError: no such class."""
         cls, flags = optimizer_class(name, self.torch)
-        traced_class, traced_flags, _ = self.optimizer
-        if self.torch and cls == traced_class and flags and set(flags) <= set(torch_optimizers.PATHS):
-            flags = tuple(traced_flags) + tuple(flags)
+        if self._keeps_traced_config(cls, flags):
+            flags = tuple(self.optimizer[1]) + tuple(flags)
         return cls, flags
+
+    def _keeps_traced_config(self, cls: str, flags: Sequence[str]) -> bool:
+        """Whether an asked (class, flags), ``optimizer_class``'s, is the traced class with only an
+        implementation named (``asked_optimizer``)."""
+        return self.torch and cls == self.optimizer[0] and bool(flags) and set(flags) <= set(torch_optimizers.PATHS)
+
+    def update_groups(self, name: Optional[str]) -> List[Tuple[Tuple[str, ...], List[int]]]:
+        """Each param group's (flags, places in ``trainable``) of the optimizer ``name`` asks (None: the traced
+        one): the traced groups, each with its own flags where the traced config is kept (``asked_optimizer``)
+        and the asked flags for every group where not; one group of every trainable weight where the run
+        recorded none."""
+        groups = self.groups or [(self.optimizer[1], list(range(len(self.trainable))))]
+        if name is None:
+            return groups
+        cls, flags = optimizer_class(name, self.torch)
+        if self._keeps_traced_config(cls, flags):
+            return [(tuple(own) + tuple(flags), places) for own, places in groups]
+        return [(tuple(flags), places) for _, places in groups]
 
     def projected(self, what: WhatIf, basis: List[Dict[str, Any]], unknown: Dict[str, str],
                   unsplit: List[str]) -> Dict[str, Optional[int]]:
@@ -158,8 +181,9 @@ class State:
                 unknown[category] = f"{e}: its state is not known"
             return out
         made: Sequence[Tuple[str, str, Sequence[int], Optional[str]]]
-        if self.torch:
-            made = torch_optimizers.state_of(cls, flags, self.trainable)
+        if self.torch:  # each param group's parameters, with that group's flags (``update_groups``)
+            made = [tensor for group_flags, places in self.update_groups(what.optimizer) for tensor in
+                    torch_optimizers.state_of(cls, group_flags, [self.trainable[i] for i in places])]
         else:
             made = roles.keras_optimizer_variables(cls, self.trainable, flags, wrapper)
         slots = sum(tensor_bytes(shape, dtype) for role, _, shape, dtype in made if role == OPTIMIZER_SLOT)

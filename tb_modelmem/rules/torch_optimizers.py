@@ -212,6 +212,23 @@ def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
     return str(entry["class_name"]), tuple(flag for flag in flags if config.get(flag))
 
 
+def group_plans(entry: Any) -> List[Tuple[Tuple[str, ...], List[str]]]:
+    """Each param group's (flags, as ``plan`` reads them from its own settings; its parameters' names) of a
+    breakdown's optimizer entry with "groups" (``optimizer_record``'s); [] where it has none (one group)."""
+    groups = entry.get("groups") if isinstance(entry, dict) else None
+    config = entry.get("config") if isinstance(entry, dict) else None
+    if not isinstance(groups, list) or not isinstance(config, dict):
+        return []
+    out = []
+    for group in groups:
+        own = group.get("config") if isinstance(group, dict) else None
+        params = group.get("params") if isinstance(group, dict) else None
+        if not isinstance(own, dict) or not isinstance(params, list):
+            return []
+        out.append((plan({**entry, "config": {**config, **own}})[1], [str(name) for name in params]))
+    return out
+
+
 Made = Tuple[str, str, Tuple[int, ...], str]  # (role, name, shape, dtype) of one tensor an optimizer keeps
 
 

@@ -195,3 +195,26 @@ def test_the_foreach_lists_of_several_dtypes_hold_part_of_each_other(cls, config
         assert abs(real - said) < 0.3 * 512 * 512 * 2, (dtypes, real, said)
     three = ("bfloat16", "float16", "float32")
     assert torch_optimizers.scratch_peak(*torch_optimizers.plan(entry), [512] * 3, "foreach", three) is None
+
+
+def test_each_param_group_is_recorded_as_torch_holds_it():
+    """Trainer's grouping (decay for weights, none for biases and norms) on a real module: the breakdown records
+    each group's parameters by their state_dict names and the settings that differ from the first group's, as
+    ``optimizer.param_groups`` holds them, and Storage's optimizer line says so."""
+    import torch
+
+    from tb_modelmem import pytorch
+    from tb_modelmem.plugin.views.breakdown import optimizer_summary
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+    decay = [p for name, p in model.named_parameters() if name.endswith("weight") and p.dim() > 1]
+    rest = [p for p in model.parameters() if all(p is not d for d in decay)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}])
+    named = {id(p): name for name, p in model.named_parameters()}
+    recorded = pytorch.breakdown(model, optimizer).optimizer
+    assert recorded["config"]["weight_decay"] == optimizer.param_groups[0]["weight_decay"]
+    assert recorded["groups"] == [{"params": [named[id(p)] for p in group["params"]], "config": own}
+                                  for group, own in zip(optimizer.param_groups, ({}, {"weight_decay": 0.0}))]
+    assert [len(g["params"]) for g in recorded["groups"]] == [2, 4]
+    assert optimizer_summary(recorded)["text"].endswith(
+        "; 2 param groups: 2 parameters as above, 4 parameters with weight_decay=0")

@@ -11,7 +11,9 @@ The model: an MLP 784 -> 2048 -> 2048 -> 10 (5.8 M parameters), cross-entropy on
 flag set (a class with no fused kernel keeps the CPU's default, one parameter at a time). ``--clip``: the gradients
 clipped to norm 1 before each step (``clip_grad_norm_``, Trainer's default: foreach ops beside the update).
 ``--ranks 2``: the model in DDP (B per rank). ``--mixed``: its first layer float32, the others bfloat16.
-``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh compile in each process).
+``--groups DECAY``: two param groups, as Trainer makes, of like sizes: the middle layer's parameters with no
+weight decay, the rest with DECAY. ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh
+compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
 ``truth`` prints JSON ground truth read without tb_modelmem: each process profiles from before its model is
@@ -30,7 +32,7 @@ import inspect
 import json
 import os
 import socket
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 STEPS = 4
 # torch.optim classes whose step makes scratch of its parameters' sizes, besides SGD with and without momentum
@@ -69,16 +71,21 @@ def _step(model: Any, optimizer: Any, batch: int, forward: Any = None, clip: boo
     optimizer.zero_grad()
 
 
-def _optimizer(name: str, model: Any, path: str = "") -> Any:
+def _optimizer(name: str, model: Any, path: str = "", decay: Optional[float] = None) -> Any:
     import torch
 
     cls = getattr(torch.optim, "Adam" if name == "amsgrad" else name if name in SCRATCH_MAKERS else "SGD")
     flag = {path: True} if path and path in inspect.signature(cls).parameters else {}
     if name == "amsgrad":
         flag["amsgrad"] = True
+    params: Any = model.parameters()
+    if decay is not None:  # two param groups, as Trainer makes (decay, no decay), here of like sizes
+        middle = {id(p) for p in model[2 if len(model) == 5 else 3].parameters()}
+        params = [{"params": [p for p in model.parameters() if id(p) not in middle], "weight_decay": decay},
+                  {"params": [p for p in model.parameters() if id(p) in middle], "weight_decay": 0.0}]
     if name in SCRATCH_MAKERS + ("amsgrad",):
-        return cls(model.parameters(), lr=1e-3, **flag)
-    return cls(model.parameters(), lr=0.01, momentum=0.9 if name == "momentum" else 0.0, **flag)
+        return cls(params, lr=1e-3, **flag)
+    return cls(params, lr=0.01, momentum=0.9 if name == "momentum" else 0.0, **flag)
 
 
 def _forward(model: Any, compiled: bool) -> Any:
@@ -88,11 +95,11 @@ def _forward(model: Any, compiled: bool) -> Any:
 
 
 def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str, clip: bool,
-            mixed: bool) -> None:
+            mixed: bool, decay: Optional[float]) -> None:
     import tb_modelmem
 
     model = _model(mixed)
-    optimizer = _optimizer(optimizer_name, model, path)
+    optimizer = _optimizer(optimizer_name, model, path, decay)
     forward = _forward(model, compiled)
     with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
         for _ in range(STEPS + 1):
@@ -101,7 +108,7 @@ def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: 
 
 
 def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool,
-          path: str, clip: bool, mixed: bool = False) -> None:
+          path: str, clip: bool, mixed: bool = False, decay: Optional[float] = None) -> None:
     import torch
     import torch.distributed as dist
 
@@ -114,7 +121,7 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
             # its defaults but init_sync (every rank seeds alike: nothing to broadcast): that broadcast's flat copy
             # of the weights was held by gloo's work on one rank into every later step in some runs
             model = torch.nn.parallel.DistributedDataParallel(model, init_sync=False)
-        optimizer = _optimizer(optimizer_name, model, path)
+        optimizer = _optimizer(optimizer_name, model, path, decay)
         forward = _forward(model, compiled)
         for i in range(STEPS):
             with torch.profiler.record_function(f"step{i}"):
@@ -139,7 +146,7 @@ def _highest(path: str) -> int:
 
 
 def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str,
-           clip: bool, mixed: bool) -> Dict[str, Any]:
+           clip: bool, mixed: bool, decay: Optional[float]) -> Dict[str, Any]:
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
@@ -149,7 +156,7 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
     if ranks > 1:
         mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path, clip), nprocs=ranks)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed)
+        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed, decay)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     with open(os.path.join(out, "rank0_slots.json")) as f:
         slots = json.load(f)
@@ -167,12 +174,13 @@ def main() -> None:
     parser.add_argument("--path", choices=("", "foreach", "fused"), default="")
     parser.add_argument("--clip", action="store_true")
     parser.add_argument("--mixed", action="store_true")
+    parser.add_argument("--groups", type=float, metavar="DECAY")
     args = parser.parse_args()
     if args.kind == "traced":
-        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip, args.mixed)
+        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip, args.mixed, args.groups)
     else:
         print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path,
-                                args.clip, args.mixed)))
+                                args.clip, args.mixed, args.groups)))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tb_modelmem.rules import torch_optimizers
 from tb_modelmem.rules.projection_state import optimizer_choices, optimizer_class
 
 
@@ -41,3 +42,19 @@ def test_the_traced_class_asked_with_an_implementation_keeps_its_config():
                   ("Adam", ("amsgrad",), ""), "breakdown", {}, torch=True)
     projected = state.projected(WhatIf(optimizer="Adam fused"), [], {}, [])
     assert projected["optimizer_slots"] == 3 * 128
+
+
+def test_each_param_group_reads_its_own_settings_over_the_first_ones():
+    """Trainer's two groups as ``optimizer_record`` writes them: the no-decay group's own weight decay, 0, turns
+    off the first group's flag; the rest of its settings are the first group's."""
+    entry = {"class_name": "SGD", "config": {"momentum": 0.9, "weight_decay": 0.01},
+             "groups": [{"params": ["fc1.weight"], "config": {}},
+                        {"params": ["fc1.bias", "norm.weight"], "config": {"weight_decay": 0.0}}]}
+    assert torch_optimizers.group_plans(entry) == [(("momentum", "weight_decay"), ["fc1.weight"]),
+                                                   (("momentum",), ["fc1.bias", "norm.weight"])]
+
+
+@pytest.mark.parametrize("groups", [None, "x", [1], [{"params": "fc1.weight", "config": {}}], [{"params": []}]])
+def test_a_malformed_groups_entry_reads_as_one_group(groups):
+    entry = {"class_name": "Adam", "config": {"weight_decay": 0.01}, "groups": groups}
+    assert torch_optimizers.group_plans(entry) == []

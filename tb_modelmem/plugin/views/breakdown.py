@@ -114,9 +114,24 @@ def _described(entry: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
     nested = {key: _described(value, depth + 1) for key, value in config.items()
               if _serialized(value) and depth < 8}
     text = f"{entry['class_name']}({', '.join(f'{key}={_shown(value)}' for key, value in settings.items())})"
-    text += "".join(f"; {key}: {part['text']}" for key, part in nested.items())
+    text += "".join(f"; {key}: {part['text']}" for key, part in nested.items()) + _groups_text(entry.get("groups"))
     return {"name": name if isinstance(name, str) else "", "class_name": entry["class_name"], "settings": settings,
             "nested": nested, "text": text[:MAX_SUMMARY_TEXT]}
+
+
+def _groups_text(groups: Any) -> str:
+    """A torch optimizer's param groups (``optimizer_record``'s "groups"): "; 2 param groups: 4 parameters as
+    above, 2 with weight_decay=0.0"; "" for one."""
+    if not isinstance(groups, list) or len(groups) < 2 or not all(
+            isinstance(g, dict) and isinstance(g.get("params"), list) and isinstance(g.get("config"), dict)
+            for g in groups):
+        return ""
+    each = []
+    for group in groups:
+        own = ", ".join(f"{key}={_shown(value)}" for key, value in group["config"].items()
+                        if isinstance(value, (bool, int, float, str)))
+        each.append(f"{len(group['params'])} parameters {f'with {own}' if own else 'as above'}")
+    return f"; {len(groups)} param groups: {', '.join(each)}"
 
 
 def _shown(value: Any) -> str:
