@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
-from tb_modelmem.rules import roles
+from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, TORCH_MODULE_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
@@ -106,20 +106,24 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
 def optimizer_record(optimizers: List[Any], names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
     """{"class_name", "config"}: the class, and its first param group's settings (``defaults`` less
     ``params``); several optimizers as "A + B", each under its own number. One optimizer with several param
-    groups (Trainer's decay and no-decay ones) adds "groups": each group's parameters by name (``names``:
-    id -> state_dict name) and the settings it does not share with the first: ``step()`` updates each group
-    apart, with its own settings."""
+    groups (Trainer's decay and no-decay ones), or one that holds only some of the model's parameters, adds
+    "groups": each group's parameters by name (``names``: id -> state_dict name), the settings it does not
+    share with the first, and how many it holds that are not the model's ("others"): ``step()`` updates each
+    group apart, with its own settings, and no parameter outside them."""
     def settings(group: Dict[str, Any]) -> Dict[str, Any]:
         return {str(k): _json_value(v) for k, v in group.items() if k != "params"}
 
     def one(opt: Any) -> Dict[str, Any]:
         config = settings(opt.param_groups[0] if opt.param_groups else opt.defaults)
         entry: Dict[str, Any] = {"class_name": type(opt).__name__, "config": config}
-        groups = [([(names or {}).get(id(p)) for p in group["params"]], settings(group))
-                  for group in opt.param_groups]
-        if len(groups) > 1 and all(name for params, _ in groups for name in params):
-            entry["groups"] = [{"params": params, "config": {k: v for k, v in own.items() if config.get(k) != v}}
-                               for params, own in groups]
+        named = names or {}
+        groups: List[Dict[str, Any]] = []
+        for group in opt.param_groups:
+            params = [named[id(p)] for p in group["params"] if id(p) in named]
+            groups.append(torch_optimizers.group_record(params, settings(group), config,
+                                                        len(group["params"]) - len(params)))
+        if named and (len(groups) > 1 or set(named.values()) - {n for g in groups for n in g["params"]}):
+            entry["groups"] = groups
         return entry
 
     if len(optimizers) == 1:

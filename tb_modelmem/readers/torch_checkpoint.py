@@ -39,7 +39,7 @@ from tb_modelmem.readers.safe_pickle import (
     load_restricted,
     text,
 )
-from tb_modelmem.rules import roles
+from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, TORCH_CHECKPOINT_SOURCE, WEIGHT
@@ -449,4 +449,12 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tupl
               if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
     config["class"] = (f"inferred from its state's keys ({', '.join(sorted(keys))})" if family else
                        "unknown: its state names no per-parameter tensor a known optimizer keeps")
-    return {"class_name": family or "optimizer", "config": config}, note
+    entry: Dict[str, Any] = {"class_name": family or "optimizer", "config": config}
+    listed = [g for g in groups if isinstance(g, dict) and isinstance(g.get("params"), list)]
+    if owner and len(listed) > 1:  # tied: each group's parameters by name (``torch_optimizers.group_plans``)
+        first = {k: v for k, v in listed[0].items() if v is None or isinstance(v, (int, float, str, bool))}
+        entry["groups"] = [torch_optimizers.group_record(
+            [owner[i][0] for i in g["params"] if i in owner],
+            {k: v for k, v in g.items() if v is None or isinstance(v, (int, float, str, bool))}, first,
+            sum(i not in owner for i in g["params"])) for g in listed]
+    return entry, note

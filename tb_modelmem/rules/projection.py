@@ -170,10 +170,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
 def _traced_label(trace: OpTrace, state: State) -> str:
     """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
     at a time ("AdamW fused")."""
-    cls, flags, wrapper = state.optimizer
-    path = _traced_path(trace) if state.torch and cls else torch_optimizers.FOR_LOOP
-    return optimizer_label_of(cls, flags + (path,), wrapper) if path != torch_optimizers.FOR_LOOP else \
-        state.optimizer_label()
+    path = _traced_path(trace) if state.torch and state.optimizer[0] else torch_optimizers.FOR_LOOP
+    return state.optimizer_label(path if path != torch_optimizers.FOR_LOOP else "")
 
 
 def _each_step(timeline: Any, totals: List[float]) -> List[Dict[str, int]]:

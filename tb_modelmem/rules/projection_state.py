@@ -103,12 +103,22 @@ class State:
         place = {name: index for index, (name, _, _) in enumerate(trainable)}
         groups = [(flags, [place[name] for name in params if name in place])
                   for flags, params in torch_optimizers.group_plans(breakdown.optimizer)] if torch else []
+        groups = [(flags, places) for flags, places in groups if places]  # a frozen or empty group updates none
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
                    torch=torch, counted=counted, groups=groups)
 
-    def optimizer_label(self) -> str:
+    def optimizer_label(self, path: str = "") -> str:
+        """"SGD(momentum, weight_decay)", with a torch step's implementation ``path`` ("AdamW fused"); a flag only
+        some param groups set says in how many ("weight_decay in 1 of 2 groups")."""
         cls, flags, wrapper = self.optimizer
-        return optimizer_label_of(cls, flags, wrapper) if cls else (wrapper or "")
+        if not cls:
+            return wrapper or ""
+        if len(self.groups) > 1:
+            every = [set(own) for own, _ in self.groups]
+            said = dict.fromkeys(flag for own, _ in self.groups for flag in own)
+            flags = tuple(flag if all(flag in own for own in every) else
+                          f"{flag} in {sum(flag in own for own in every)} of {len(every)} groups" for flag in said)
+        return optimizer_label_of(cls, tuple(flags) + ((path,) if path else ()), wrapper)
 
     def asked_optimizer(self, name: str) -> Tuple[str, Tuple[str, ...]]:
         """(Class, flags) ``name`` asks of this run (``optimizer_class``): a class at its defaults ("Adam" of an

@@ -212,6 +212,15 @@ def plan(entry: Any) -> Tuple[str, Tuple[str, ...]]:
     return str(entry["class_name"]), tuple(flag for flag in flags if config.get(flag))
 
 
+def group_record(params: List[str], settings: Dict[str, Any], first: Dict[str, Any], others: int = 0
+                 ) -> Dict[str, Any]:
+    """One param group as a breakdown's optimizer entry keeps it under "groups" (``group_plans`` reads it): its
+    parameters' names, the ``settings`` that differ from the ``first`` group's, and how many of its parameters
+    have no name here (``others``: not the model's, or not tied to it)."""
+    own = {key: value for key, value in settings.items() if key != "params" and first.get(key) != value}
+    return {"params": params, "config": own, **({"others": others} if others else {})}
+
+
 def group_plans(entry: Any) -> List[Tuple[Tuple[str, ...], List[str]]]:
     """Each param group's (flags, as ``plan`` reads them from its own settings; its parameters' names) of a
     breakdown's optimizer entry with "groups" (``optimizer_record``'s); [] where it has none (one group)."""

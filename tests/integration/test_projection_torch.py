@@ -169,16 +169,18 @@ def _mlp(*args):
 def mlp(tmp_path_factory):
     """A plain loop's MLP traced in one process at batch 512 under Adam, under SGD, compiled by torch.compile
     (Adam), under Adam's foreach and fused steps, under Adam(amsgrad=True), with float32 and bfloat16 layers
-    under Adam's foreach step, and with two param groups under SGD(momentum), weight decay in one, one at a time
-    and foreach; and real runs: 2-rank DDP jobs under Adam, one process under each class asked (``PATH_ASKED`` on
-    those paths, ``MIXED_ASKED`` of the mixed one, ``GROUPS_ASKED`` of the grouped ones), and compiled at 2048."""
+    under Adam's foreach step, with two param groups under SGD(momentum), weight decay in one, one at a time
+    and foreach, and with a frozen group; and real runs: 2-rank DDP jobs under Adam, one process under each
+    class asked (``PATH_ASKED`` on those paths, ``MIXED_ASKED`` of the mixed one, ``GROUPS_ASKED`` of the grouped
+    ones, Adam of the frozen one), and compiled at 2048."""
     root = tmp_path_factory.mktemp("whatif_mlp")
     traced = {"Adam": (), "SGD": ("--optimizer", "SGD"), "compiled": ("--compile",),
               "foreach": ("--path", "foreach"), "fused": ("--path", "fused"),
               "Adam_clip": ("--clip",), "SGD_clip": ("--optimizer", "SGD", "--clip"),
               "amsgrad": ("--optimizer", "amsgrad"), "mixed": ("--mixed", "--path", "foreach"),
               "groups": ("--optimizer", "momentum", "--groups", 0.01),
-              "groups_foreach": ("--optimizer", "momentum", "--groups", 0.01, "--path", "foreach")}
+              "groups_foreach": ("--optimizer", "momentum", "--groups", 0.01, "--path", "foreach"),
+              "frozen_group": ("--optimizer", "momentum", "--groups", 0, "--frozen")}
     for name, extra in traced.items():
         _mlp("traced", root / name, "--batch", 512, *extra)
     real = {("Adam", per_rank, 2): None for per_rank in (32, 2048)}
@@ -189,11 +191,13 @@ def mlp(tmp_path_factory):
     real.update({(optimizer, 512, 1, "foreach", "", "mixed"): None for optimizer in MIXED_ASKED})
     real.update({(optimizer, 512, 1, path, "", "", "groups"): None for optimizer in GROUPS_ASKED
                  for path in ("", "foreach")})
+    real[("Adam", 512, 1, "", "", "", "frozen")] = None
     for key in real:
         optimizer, batch, ranks, path, clip, mixed, groups = (key + ("", "", "", ""))[:7]
         real[key] = _mlp("truth", root / "_".join(map(str, key)), "--batch", batch, "--optimizer", optimizer,
                          "--ranks", ranks, "--path", path, *(["--clip"] if clip else []),
-                         *(["--mixed"] if mixed else []), *(["--groups", 0] if groups else []))
+                         *(["--mixed"] if mixed else []), *(["--groups", 0] if groups else []),
+                         *(["--frozen"] if groups == "frozen" else []))
     real[("compiled", 2048, 1)] = _mlp("truth", root / "compiled_2048", "--batch", 2048, "--compile")
     return {name: str(root / name) for name in traced}, real
 
@@ -323,6 +327,18 @@ def test_each_param_group_is_updated_apart_with_its_own_settings(mlp, asked, pat
     answer = estimate(traced["groups_foreach" if path else "groups"], optimizer=f"{asked} {path}".strip())
     assert abs(_off(answer["peak_bytes"], peak)) <= EXACT, (answer["peak_bytes"], peak)
     assert answer["by_category"]["optimizer_slots"] == real[(asked, 512, 1, path, "", "", "groups")]["slot_bytes"]
+
+
+def test_a_frozen_param_group_updates_nothing(mlp):
+    """The MLP's middle layer frozen in a group of its own with weight decay (a frozen backbone's), the rest with
+    none, traced under SGD(momentum), whose step is then in place: asked Adam, its scratch is added at the update.
+    Read with the frozen group's decay as a gradient copy, the step was taken for one with scratch to scale,
+    of which the trace held none: -4.36% (54,792,376 B for a real 57,290,940), the scratch left out."""
+    traced, real = mlp
+    truth = real[("Adam", 512, 1, "", "", "", "frozen")]
+    answer = estimate(traced["frozen_group"], optimizer="Adam")
+    assert abs(_off(answer["peak_bytes"], truth["peaks"][0])) <= EXACT, (answer["peak_bytes"], truth)
+    assert answer["by_category"]["optimizer_slots"] == truth["slot_bytes"]
 
 
 @pytest.mark.parametrize("traced_under,asked", [("Adam_clip", "Adagrad"), ("SGD_clip", "Adam")])

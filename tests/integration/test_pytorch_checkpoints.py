@@ -68,6 +68,11 @@ def test_slots_are_tied_where_the_weights_keep_the_parameter_order(made):
     slots = [v for v in kept["variables"] if v["role"] == "optimizer_slot"]
     assert slots and all(v["slot_of"] for v in slots)
     assert {v["slot_of"] for v in slots} <= {v["name"] for v in kept["variables"] if v["role"] == "weight"}
+    # Trainer's two param groups, each by its parameters' names, as the live optimizer held them
+    groups = kept["optimizer"]["groups"]
+    assert [g["params"] for g in groups] == [g["params"] for g in truth["trainer_bin"]["groups"]]
+    assert [g["config"].get("weight_decay", kept["optimizer"]["config"]["weight_decay"]) for g in groups] == [
+        g["weight_decay"] for g in truth["trainer_bin"]["groups"]]
     lost = inspect_json(truth["trainer"]["path"])  # safetensors keeps none: untied, and said so
     assert not any(v["slot_of"] for v in lost["variables"] if v["role"] == "optimizer_slot")
     assert any("safetensors keeps no parameter order" in line["what"] for line in lost["overhead"])

@@ -19,19 +19,25 @@ import os
 import subprocess
 import sys
 import time
-from typing import Tuple
+from typing import Optional, Tuple
 
 # Busy below this share of one core, summed over every core, counts as idle.
 IDLE_CORE_SHARE = 0.15
 IDLE_SECONDS_RUNNING = 5
 
 
-def _cpu_times() -> Tuple[int, int]:
-    """(busy, total) jiffies over every core since boot."""
-    with open("/proc/stat") as f:
-        fields = [int(value) for value in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
+def _cpu_times() -> Optional[Tuple[int, int]]:
+    """(busy, total) jiffies over every core since boot: user, nice, system, irq and softirq busy; idle and
+    iowait not; steal (a hypervisor's other guests) left out, and guest time, already in user, not counted
+    twice. None where ``/proc/stat`` cannot be read (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(value) for value in f.readline().split()[1:8]]
+    except (OSError, ValueError):
+        return None
+    fields += [0] * (7 - len(fields))
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+    return busy, busy + fields[3] + fields[4]
 
 
 class others_busy:
@@ -39,15 +45,17 @@ class others_busy:
     children took over the block (the machine's busy time less the children's CPU time, over the wall time)."""
 
     def __enter__(self) -> "others_busy":
-        self.cores = 0.0
-        self._start = (time.monotonic(), _cpu_times()[0], _children_cpu_s())
+        self.cores = 0.0  # stays 0 where /proc/stat cannot be read
+        self._start = (time.monotonic(), _cpu_times(), _children_cpu_s())
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wall, busy, children = self._start
-        wall = time.monotonic() - wall
-        busy_s = (_cpu_times()[0] - busy) / os.sysconf("SC_CLK_TCK")
-        self.cores = max(busy_s - (_children_cpu_s() - children), 0.0) / max(wall, 1e-3)
+        wall, before, children = self._start
+        after = _cpu_times()
+        if before is None or after is None:
+            return
+        busy_s = (after[0] - before[0]) / os.sysconf("SC_CLK_TCK")
+        self.cores = max(busy_s - (_children_cpu_s() - children), 0.0) / max(time.monotonic() - wall, 1e-3)
 
 
 def _children_cpu_s() -> float:
@@ -67,19 +75,19 @@ def _busiest_processes() -> str:
 
 def wait_until_quiet(limit_s: float) -> bool:
     """True once the machine was idle ``IDLE_SECONDS_RUNNING`` seconds running; False after ``limit_s``."""
-    if not os.path.exists("/proc/stat"):
-        return True
     cores = os.cpu_count() or 1
     started = time.monotonic()
-    busy, total = _cpu_times()
+    before = _cpu_times()
     idle_run = 0
-    while idle_run < IDLE_SECONDS_RUNNING:
-        if time.monotonic() - started > limit_s:
+    while idle_run < IDLE_SECONDS_RUNNING and before is not None:
+        if not time.monotonic() - started <= limit_s:
             return False
         time.sleep(1)
-        now_busy, now_total = _cpu_times()
-        share = cores * (now_busy - busy) / max(now_total - total, 1)  # in cores
-        busy, total = now_busy, now_total
+        after = _cpu_times()
+        if after is None:
+            break
+        share = cores * (after[0] - before[0]) / max(after[1] - before[1], 1)  # in cores
+        before = after
         idle_run = idle_run + 1 if share < IDLE_CORE_SHARE else 0
     return True
 
@@ -88,6 +96,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=float, default=180.0, help="seconds to wait at most (default 180)")
     args = parser.parse_args()
+    if _cpu_times() is None:
+        print("no /proc/stat to read: not waited for an idle machine")
+        return 0
     started = time.monotonic()
     busiest_at_start = _busiest_processes()
     if wait_until_quiet(args.limit):

@@ -68,7 +68,11 @@ def _trainer(out: str) -> Dict[str, Any]:
     os.remove(os.path.join(old, "model.safetensors"))
     state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}  # tied: saved once, as HF does
     torch.save(state, os.path.join(old, "pytorch_model.bin"))
-    truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__}
+    named = {id(p): name for name, p in model.named_parameters()}
+    groups = [{"params": [named[id(p)] for p in group["params"]], "weight_decay": group["weight_decay"]}
+              for group in optimizer.param_groups]  # Trainer's decay and no-decay groups
+    truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__,
+             "groups": groups}
     return {"trainer": {**truth, "path": folder}, "trainer_bin": {**truth, "path": old}}
 
 

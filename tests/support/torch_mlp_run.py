@@ -12,7 +12,8 @@ flag set (a class with no fused kernel keeps the CPU's default, one parameter at
 clipped to norm 1 before each step (``clip_grad_norm_``, Trainer's default: foreach ops beside the update).
 ``--ranks 2``: the model in DDP (B per rank). ``--mixed``: its first layer float32, the others bfloat16.
 ``--groups DECAY``: two param groups, as Trainer makes, of like sizes: the middle layer's parameters with no
-weight decay, the rest with DECAY. ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh
+weight decay, the rest with DECAY; with ``--frozen`` the middle layer frozen, its group's decay 0.01 and the
+rest's 0. ``--compile``: its forward run by ``torch.compile(model)`` (inductor, a fresh
 compile in each process).
 ``traced`` runs 5 iterations, profiling 3-4 with ``tb_modelmem.pytorch.profile``.
 
@@ -71,7 +72,7 @@ def _step(model: Any, optimizer: Any, batch: int, forward: Any = None, clip: boo
     optimizer.zero_grad()
 
 
-def _optimizer(name: str, model: Any, path: str = "", decay: Optional[float] = None) -> Any:
+def _optimizer(name: str, model: Any, path: str = "", decay: Optional[float] = None, frozen: bool = False) -> Any:
     import torch
 
     cls = getattr(torch.optim, "Adam" if name == "amsgrad" else name if name in SCRATCH_MAKERS else "SGD")
@@ -83,6 +84,10 @@ def _optimizer(name: str, model: Any, path: str = "", decay: Optional[float] = N
         middle = {id(p) for p in model[2 if len(model) == 5 else 3].parameters()}
         params = [{"params": [p for p in model.parameters() if id(p) not in middle], "weight_decay": decay},
                   {"params": [p for p in model.parameters() if id(p) in middle], "weight_decay": 0.0}]
+        if frozen:  # a frozen backbone's group, with its own decay: step() updates none of it
+            for p in params[1]["params"]:
+                p.requires_grad_(False)
+            params[0]["weight_decay"], params[1]["weight_decay"] = 0.0, 0.01
     if name in SCRATCH_MAKERS + ("amsgrad",):
         return cls(params, lr=1e-3, **flag)
     return cls(params, lr=0.01, momentum=0.9 if name == "momentum" else 0.0, **flag)
@@ -95,11 +100,11 @@ def _forward(model: Any, compiled: bool) -> Any:
 
 
 def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: str, clip: bool,
-            mixed: bool, decay: Optional[float]) -> None:
+            mixed: bool, decay: Optional[float], frozen: bool) -> None:
     import tb_modelmem
 
     model = _model(mixed)
-    optimizer = _optimizer(optimizer_name, model, path, decay)
+    optimizer = _optimizer(optimizer_name, model, path, decay, frozen)
     forward = _forward(model, compiled)
     with tb_modelmem.pytorch.profile(model, optimizer, logdir, profile_steps=(3, 4)) as prof:
         for _ in range(STEPS + 1):
@@ -108,7 +113,7 @@ def _traced(logdir: str, batch: int, optimizer_name: str, compiled: bool, path: 
 
 
 def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out: str, compiled: bool,
-          path: str, clip: bool, mixed: bool = False, decay: Optional[float] = None) -> None:
+          path: str, clip: bool, mixed: bool = False, decay: Optional[float] = None, frozen: bool = False) -> None:
     import torch
     import torch.distributed as dist
 
@@ -121,7 +126,7 @@ def _rank(rank: int, port: int, ranks: int, batch: int, optimizer_name: str, out
             # its defaults but init_sync (every rank seeds alike: nothing to broadcast): that broadcast's flat copy
             # of the weights was held by gloo's work on one rank into every later step in some runs
             model = torch.nn.parallel.DistributedDataParallel(model, init_sync=False)
-        optimizer = _optimizer(optimizer_name, model, path, decay)
+        optimizer = _optimizer(optimizer_name, model, path, decay, frozen)
         forward = _forward(model, compiled)
         for i in range(STEPS):
             with torch.profiler.record_function(f"step{i}"):
@@ -146,7 +151,7 @@ def _highest(path: str) -> int:
 
 
 def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str,
-           clip: bool, mixed: bool, decay: Optional[float]) -> Dict[str, Any]:
+           clip: bool, mixed: bool, decay: Optional[float], frozen: bool) -> Dict[str, Any]:
     import torch.multiprocessing as mp
 
     os.makedirs(out, exist_ok=True)
@@ -156,7 +161,7 @@ def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool
     if ranks > 1:
         mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path, clip), nprocs=ranks)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed, decay)
+        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed, decay, frozen)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     with open(os.path.join(out, "rank0_slots.json")) as f:
         slots = json.load(f)
@@ -175,12 +180,14 @@ def main() -> None:
     parser.add_argument("--clip", action="store_true")
     parser.add_argument("--mixed", action="store_true")
     parser.add_argument("--groups", type=float, metavar="DECAY")
+    parser.add_argument("--frozen", action="store_true")
     args = parser.parse_args()
     if args.kind == "traced":
-        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip, args.mixed, args.groups)
+        _traced(args.out, args.batch, args.optimizer, args.compile, args.path, args.clip, args.mixed, args.groups,
+                args.frozen)
     else:
         print(json.dumps(_truth(args.out, args.batch, args.optimizer, args.ranks, args.compile, args.path,
-                                args.clip, args.mixed, args.groups)))
+                                args.clip, args.mixed, args.groups, args.frozen)))
 
 
 if __name__ == "__main__":

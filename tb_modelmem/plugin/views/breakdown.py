@@ -121,21 +121,25 @@ def _described(entry: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
 
 def _groups_text(groups: Any) -> str:
     """A torch optimizer's param groups (``optimizer_record``'s "groups"): "; 2 param groups: 4 parameters as
-    above, 2 with weight_decay=0.0"; "" for one."""
+    above, 2 parameters with weight_decay=0"; "" for one."""
     if not isinstance(groups, list) or len(groups) < 2 or not all(
             isinstance(g, dict) and isinstance(g.get("params"), list) and isinstance(g.get("config"), dict)
             for g in groups):
         return ""
     each = []
     for group in groups:
-        own = ", ".join(f"{key}={_shown(value)}" for key, value in group["config"].items()
-                        if isinstance(value, (bool, int, float, str)))
-        each.append(f"{len(group['params'])} parameters {f'with {own}' if own else 'as above'}")
+        own = ", ".join(f"{key}={_shown(value)}" for key, value in group["config"].items())
+        others = group.get("others")
+        count = len(group["params"]) + (others if isinstance(others, int) and others > 0 else 0)
+        each.append(f"{count} parameter{'' if count == 1 else 's'} {f'with {own}' if own else 'as above'}")
     return f"; {len(groups)} param groups: {', '.join(each)}"
 
 
 def _shown(value: Any) -> str:
-    """A setting as the summary writes it: a float32 learning rate as 0.001, not 0.0010000000474974513."""
+    """A setting as the summary writes it: a float32 learning rate as 0.001, not 0.0010000000474974513; a list
+    (torch's ``betas``) item by item."""
+    if isinstance(value, list):
+        return f"({', '.join(_shown(item) for item in value[:8])}{', ...' if len(value) > 8 else ''})"
     return format(value, ".7g") if isinstance(value, float) else repr(value)
 
 
