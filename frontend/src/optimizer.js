@@ -3,6 +3,7 @@
 // learning-rate schedule) under it. Pure, no DOM.
 
 import { formatConfigValue } from "./format.js";
+import { isTorch } from "./framework.js";
 
 const MAX_DEPTH = 8; // the backend summarises nested objects 8 deep at most
 
@@ -34,4 +35,13 @@ export function sectionHeading(section) {
   const named = section.name && section.name.toLowerCase().replace(/[^a-z0-9]/g, "")
     !== section.class_name.toLowerCase().replace(/[^a-z0-9]/g, "") ? ` (${section.name})` : "";
   return `${section.key ? `${section.key}: ` : ""}${section.class_name || "(unnamed)"}${named}`;
+}
+
+/**
+ * Where the optimizer panel's settings come from: the file that recorded them, else Keras' compile() or, for a
+ * PyTorch breakdown (its `source`), the optimizer as the training script built it.
+ */
+export function optimizerSource(optimizer, source) {
+  if (optimizer?.recorded_in) return `recorded in ${optimizer.recorded_in}`;
+  return isTorch({ source }) ? "as the training script built it" : "how the model was compiled";
 }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
-import { optimizerSections, sectionHeading } from "../src/optimizer.js";
+import { optimizerSections, optimizerSource, sectionHeading } from "../src/optimizer.js";
 
 // Real /breakdown answers (test/fixtures): keras-io's BiLSTM under mixed precision (a LossScaleOptimizer
 // wrapping Adam), one Dense shared by two towers (Adam), the demo convnet (Adam).
@@ -39,4 +39,11 @@ test("several optimizers (a GAN's) are one top-level section each, under their n
 test("no summary: null (the panel falls back on the config)", () => {
   assert.equal(optimizerSections(null), null);
   assert.equal(optimizerSections({ text: "x" }), null);
+});
+
+test("a PyTorch optimizer is not said to come from compile(), a Keras one is", () => {
+  assert.equal(optimizerSource({ class_name: "SGD" }, "pytorch"), "as the training script built it");
+  assert.equal(optimizerSource({ class_name: "AdamW" }, "pytorch checkpoint"), "as the training script built it");
+  assert.equal(optimizerSource({ class_name: "Adam" }, "keras"), "how the model was compiled");
+  assert.equal(optimizerSource({ class_name: "Adam", recorded_in: "model.keras" }, "pytorch"), "recorded in model.keras");
 });

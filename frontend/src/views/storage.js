@@ -13,7 +13,7 @@ import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
 import { createCompare } from "../components/compare.js";
 import { largestLayers, replicaBytes, replicaSpan } from "../aggregate.js";
-import { optimizerSections, sectionHeading } from "../optimizer.js";
+import { optimizerSections, optimizerSource, sectionHeading } from "../optimizer.js";
 import { sharedMarks } from "../shared.js";
 import { busiestRow, devicesOf, isSharded, layoutText, shardText } from "../devices.js";
 import { createDevicesPanel } from "../components/devices-panel.js";
@@ -142,7 +142,7 @@ export function createStorageView({ api, loader, shared }) {
       { key: "" });
     if (sharded) renderShardedCards(cards, data, devices);
     else renderCards(cards, data, replicas);
-    extras.replaceChildren(optimizerPanel(data.optimizer, data.optimizer_summary), reconciliationPanel(data));
+    extras.replaceChildren(optimizerPanel(data.optimizer, data.optimizer_summary, data.source), reconciliationPanel(data));
     const leaves = rows.filter((l) => l.leaf);
     const charted = largestLayers(leaves, CHART_LAYERS);
     chartTitle.textContent = charted.length < leaves.length
@@ -252,9 +252,9 @@ function settingsList(settings, testid) {
  * what it wraps under it (a LossScaleOptimizer's inner optimizer, a schedule); no raw JSON. A breakdown served
  * without a summary shows its config as it is.
  */
-function optimizerPanel(optimizer, summary) {
+function optimizerPanel(optimizer, summary, source) {
   if (!optimizer) return panel("Optimizer", "", el("div", { class: "hint" }, "No optimizer recorded with this breakdown."));
-  const hint = optimizer.recorded_in ? `recorded in ${optimizer.recorded_in}` : "how the model was compiled";
+  const hint = optimizerSource(optimizer, source);
   const heading = el("div", { class: "optimizer-class", testid: "optimizer-class" }, name(optimizer.class_name || "(unnamed)"));
   const described = optimizerSections(summary);
   if (!described) {
