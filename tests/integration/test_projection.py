@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, project
 from tb_modelmem.schema.names import STEP_ONLY_CATEGORIES
 from tests.support.basis_arithmetic import SIZE, UNIT, basis_arithmetic
-from tests.support.quiet import others_busy
+from tests.support.quiet import run_alone
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPTIMIZERS = ["SGD", "momentum", "Adam", "AdamW", "Adamax", "Nadam", "RMSprop", "Adagrad", "Adadelta", "Ftrl",
@@ -35,32 +34,19 @@ def _run(logdir: str, batch: int, *extra: str, ordered: bool = False) -> Dict[st
     setting run their ops in one order and peak alike. Batch 32 under Adam, five runs on an idle machine:
     87.32, 87.32, 86.80, 87.29, 87.29 MB; with the intra-op threads free, 77.57-87.32; free-running, up to 20%
     apart. Under load the order moves again (80.53-87.04 MB in four ordered runs beside two busy processes):
-    the tests that compare a projection with real runs are marked ``quiet`` and run alone (scripts/test.sh)."""
+    the tests that compare a projection with real runs are marked ``quiet`` and run alone (scripts/test.sh), and
+    an ordered run made beside other processes is made again (``quiet.run_alone``)."""
     truth = logdir + ".json"
     env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
-    if ordered:
-        env.update(TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
-    for attempt in range(1, BUSY_RETAKES + 2):
-        shutil.rmtree(logdir, ignore_errors=True)
-        with others_busy() as beside:
-            result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "lenet",
-                                     str(batch), "--truth", truth, *extra], cwd=REPO, capture_output=True, text=True,
-                                    timeout=600, env=env)
+    args = [sys.executable, "-m", "tests.support.projection_run", logdir, "lenet", str(batch), "--truth", truth,
+            *extra]
+    if not ordered:
+        result = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
-        if not ordered or beside.cores < BUSY_CORES or attempt > BUSY_RETAKES:
-            break
-    with open(truth) as f:
-        said = dict(json.load(f), others_busy_cores=round(beside.cores, 2), attempts=attempt)
-    with open(truth, "w") as f:
-        json.dump(said, f)
-    return said
-
-
-# An ordered run beside other processes taking this much of a core is made again, up to BUSY_RETAKES times: a
-# busy machine moves the executor's order and the peak (``_run``). CI's quiet phase twice began with traces 13-16%
-# low (the odd order of ``traced_in_order``) while its later real runs of every setting agreed.
-BUSY_CORES = 0.25
-BUSY_RETAKES = 3
+        with open(truth) as f:
+            return json.load(f)
+    env.update(TF_NUM_INTEROP_THREADS="1", TF_NUM_INTRAOP_THREADS="1")
+    return run_alone(args, truth, logdir, cwd=REPO, timeout=600, env=env)
 
 
 @pytest.fixture(scope="module")
