@@ -445,16 +445,18 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tupl
     groups = optimizer["param_groups"]
     decoupled = any(isinstance(g, dict) and g.get("decoupled_weight_decay") for g in groups)
     family = roles.torch_optimizer_family(keys, decoupled)
-    config = {k: v for k, v in (groups[0] if groups and isinstance(groups[0], dict) else {}).items()
-              if k != "params" and (v is None or isinstance(v, (int, float, str, bool)))}
+    config = _plain_settings(groups[0] if groups and isinstance(groups[0], dict) else {})  # "params" is a list
     config["class"] = (f"inferred from its state's keys ({', '.join(sorted(keys))})" if family else
                        "unknown: its state names no per-parameter tensor a known optimizer keeps")
     entry: Dict[str, Any] = {"class_name": family or "optimizer", "config": config}
     listed = [g for g in groups if isinstance(g, dict) and isinstance(g.get("params"), list)]
     if owner and len(listed) > 1:  # tied: each group's parameters by name (``torch_optimizers.group_plans``)
-        first = {k: v for k, v in listed[0].items() if v is None or isinstance(v, (int, float, str, bool))}
         entry["groups"] = [torch_optimizers.group_record(
-            [owner[i][0] for i in g["params"] if i in owner],
-            {k: v for k, v in g.items() if v is None or isinstance(v, (int, float, str, bool))}, first,
+            [owner[i][0] for i in g["params"] if i in owner], _plain_settings(g), _plain_settings(listed[0]),
             sum(i not in owner for i in g["params"])) for g in listed]
     return entry, note
+
+
+def _plain_settings(group: Dict[Any, Any]) -> Dict[Any, Any]:
+    """A param group's settings a summary can show as they are: numbers, text, booleans and None."""
+    return {k: v for k, v in group.items() if v is None or isinstance(v, (int, float, str, bool))}

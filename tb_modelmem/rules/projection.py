@@ -25,6 +25,7 @@ from tb_modelmem.rules.peak import before_the_trace
 from tb_modelmem.rules.projection_state import (
     MOST_ASKED,
     POLICIES,
+    ParamGroups,
     State,
     WhatIf,
     basis_line,
@@ -343,7 +344,7 @@ def _asked_update(trace: OpTrace, state: State, what: WhatIf) -> _Update:
                    *asked)
 
 
-def _in_place(cls: str, groups: List[Tuple[Tuple[str, ...], List[int]]], path: str) -> bool:
+def _in_place(cls: str, groups: ParamGroups, path: str) -> bool:
     """Whether ``cls``'s step updates every param group of ``groups`` (``State.update_groups``) in place."""
     return all(torch_optimizers.in_place(cls, flags, path) for flags, _ in groups)
 
@@ -392,11 +393,12 @@ def _torch_scratch(state: State, what: WhatIf, update: _Update) -> Optional[Tupl
     sizes = [tensor_bytes(shape, dtype) for _, shape, dtype in state.trainable]
     dtypes = [dtype for _, _, dtype in state.trainable]
 
-    def most(cls: str, groups: List[Tuple[Tuple[str, ...], List[int]]], path: str) -> Optional[int]:
+    def most(cls: str, groups: ParamGroups, path: str) -> Optional[int]:
         """The most over the param groups, which ``step()`` updates one after another, each with its settings."""
         each = [torch_optimizers.scratch_peak(cls, flags, [sizes[i] for i in places], path, [dtypes[i] for i in places])
                 for flags, places in groups]
-        return None if None in each else max((peak for peak in each if peak is not None), default=0)
+        known = [peak for peak in each if peak is not None]
+        return max(known, default=0) if len(known) == len(each) else None
 
     asked = most(update.asked, state.update_groups(what.optimizer), update.path)
     traced = most(state.optimizer[0], state.update_groups(None), update.traced_path)

@@ -38,6 +38,8 @@ POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 MOST_ASKED = 10**9  # the largest batch or sequence asked (the route's bound): a length's ratio squared stays a float
 _SCALAR_BYTES = 4
+# a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``State.trainable``)
+ParamGroups = List[Tuple[Tuple[str, ...], List[int]]]
 
 
 @dataclasses.dataclass
@@ -84,7 +86,7 @@ class State:
     counted: bool = True  # the trace's count holds the state (False: it starts at 0 in the window)
     # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``trainable``), in the
     # order step() updates them; [] for one group (``torch_optimizers.group_plans``)
-    groups: List[Tuple[Tuple[str, ...], List[int]]] = dataclasses.field(default_factory=list)
+    groups: ParamGroups = dataclasses.field(default_factory=list)
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
@@ -101,9 +103,9 @@ class State:
         plan = torch_optimizers.plan(breakdown.optimizer) + ("",) if torch else roles.optimizer_plan(
             breakdown.optimizer)
         place = {name: index for index, (name, _, _) in enumerate(trainable)}
-        groups = [(flags, [place[name] for name in params if name in place])
-                  for flags, params in torch_optimizers.group_plans(breakdown.optimizer)] if torch else []
-        groups = [(flags, places) for flags, places in groups if places]  # a frozen or empty group updates none
+        groups: ParamGroups = [(flags, places) for flags, params in (
+            torch_optimizers.group_plans(breakdown.optimizer) if torch else [])
+            if (places := [place[name] for name in params if name in place])]  # a frozen group updates none
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
                    torch=torch, counted=counted, groups=groups)
 
@@ -134,7 +136,7 @@ class State:
         implementation named (``asked_optimizer``)."""
         return self.torch and cls == self.optimizer[0] and bool(flags) and set(flags) <= set(torch_optimizers.PATHS)
 
-    def update_groups(self, name: Optional[str]) -> List[Tuple[Tuple[str, ...], List[int]]]:
+    def update_groups(self, name: Optional[str]) -> ParamGroups:
         """Each param group's (flags, places in ``trainable``) of the optimizer ``name`` asks (None: the traced
         one): the traced groups, each with its own flags where the traced config is kept (``asked_optimizer``)
         and the asked flags for every group where not; one group of every trainable weight where the run
