@@ -43,7 +43,7 @@ from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_
 from tb_modelmem.readers.trainer_folder import is_trainer_folder, read_trainer_folder
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
-from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.names import OPTIMIZER_SLOT, OTHER, WEIGHT, natural_key
 from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
 
 _H5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -319,7 +319,7 @@ def _keras3_variables(h5: Any, config: Optional[Dict[str, Any]], chain: List[rol
         layer, path, members = group
         place = written(path.rpartition("/")[0] or path)  # "layers/conv2d_3" of "layers/conv2d_3/vars"
         return (order.get(layer, len(order)), place, _last_header(h5, path, members) if math.inf in place else 0,
-                _natural(path))
+                natural_key(path))
 
     for layer, name, members in sorted(model_groups, key=rank):
         # Without config.json the h5 key still names the class: "layers/batch_normalization_3/vars".
@@ -565,10 +565,6 @@ def _bytes_at(read: Reader, offset: int, size: int) -> Optional[bytes]:
 def _index_key(key: str) -> Tuple[int, str]:
     return (int(key), "") if key.isdigit() else (1 << 30, key)
 
-
-def _natural(name: str) -> List[Any]:
-    """"dense_2" before "dense_10", as Keras numbered them."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
 def _attr_str(value: Any) -> str:

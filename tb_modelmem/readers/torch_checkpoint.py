@@ -27,7 +27,7 @@ import os
 import struct
 import zipfile
 import zlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from tb_modelmem.readers.bounded import InspectError, Opened
 from tb_modelmem.readers.safe_pickle import (
@@ -161,6 +161,14 @@ _REFUSAL = ("which a state_dict checkpoint does not hold (a whole pickled nn.Mod
             "model.state_dict() and optimizer.state_dict() to inspect it")
 
 
+class ModelParameters(NamedTuple):
+    """A model's parameters, (name, shape) each, for an optimizer state_dict saved without them (Trainer's
+    ``optimizer.pt``). ``in_order``: listed in ``model.parameters()`` order (a torch.save'd state_dict keeps
+    it); safetensors sorts its tensors by dtype and name, so there only shapes can tie the slots."""
+    named: List[Tuple[str, Tuple[int, ...]]]
+    in_order: bool = True
+
+
 def is_checkpoint_name(name: str) -> bool:
     """A ``torch.save`` file by its name (any ``.bin`` is read by ``inspect`` by its content; in a log dir only
     transformers' ``pytorch_model*.bin`` are listed: other ``.bin`` files are no checkpoints)."""
@@ -168,10 +176,9 @@ def is_checkpoint_name(name: str) -> bool:
     return name.endswith(SUFFIXES) or (base.startswith(_BIN_PREFIX) and base.endswith(".bin"))
 
 
-def read_torch_checkpoint(path: str, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]] = None) -> Breakdown:
+def read_torch_checkpoint(path: str, parameters: Optional[ModelParameters] = None) -> Breakdown:
     """Breakdown of a ``torch.save`` file (zip or legacy), to the byte, read through ``bounded.Opened``
-    (local or remote). ``parameters``: the model's (name, shape) in parameter order, for an optimizer
-    state_dict saved alone (``_breakdown``)."""
+    (local or remote). ``parameters``: the model's, for an optimizer state_dict saved alone (``_breakdown``)."""
     with Opened(path) as f:
         head = f.read_exactly(0, min(4, f.size))
         if head == b"PK\x03\x04":
@@ -196,7 +203,7 @@ def _storage_loader(storages: Dict[str, _Storage]) -> Any:
     return persistent_load
 
 
-def _read_zip(f: Opened, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]]) -> Breakdown:
+def _read_zip(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
     path, size = f.path, f.size
     try:
         with zipfile.ZipFile(f.view()) as zf:
@@ -238,7 +245,7 @@ def _read_zip(f: Opened, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]]
     return bd
 
 
-def _read_legacy(f: Opened, parameters: Optional[List[Tuple[str, Tuple[int, ...]]]]) -> Breakdown:
+def _read_legacy(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
     path, size = f.path, f.size
     data = f.read_exactly(0, min(size, PICKLE_LIMIT))
     values, start = [], 0
@@ -324,9 +331,9 @@ def _parts(obj: Any) -> Tuple[Optional[Dict[str, Any]], List[Tuple[str, Dict[str
 
 
 def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
-               parameters: Optional[List[Tuple[str, Tuple[int, ...]]]] = None) -> Breakdown:
-    """``parameters``: the model's (name, shape) in ``model.parameters()`` order, when the checkpoint holds
-    no state_dict but its folder does (Trainer's ``optimizer.pt``): what its slots are tied to."""
+               parameters: Optional[ModelParameters] = None) -> Breakdown:
+    """``parameters``: the model's, when the checkpoint holds no state_dict but its folder does (Trainer's
+    ``optimizer.pt``): what its slots are tied to."""
     model, optimizers = _parts(obj)
     records: List[VariableRecord] = []
     viewed: Dict[str, int] = {}  # storage key -> bytes the counted tensors take of it
@@ -355,7 +362,8 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
     overhead: List[Dict[str, Any]] = []
     summaries = []
     for prefix, optimizer in optimizers:
-        summary, note = _optimizer_records(optimizer, prefix, params or parameters or [], add)
+        summary, note = _optimizer_records(optimizer, prefix, ModelParameters(params) if params else
+                                           parameters or ModelParameters([]), add)
         summaries.append(summary)
         if note:
             overhead.append({"what": note, "bytes": 0})
@@ -395,29 +403,32 @@ def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor
     return out
 
 
-def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tuple[str, Tuple[int, ...]]], add: Any
+def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParameters, add: Any
                        ) -> Tuple[Dict[str, Any], str]:
     """Adds an optimizer's state tensors (named ``<prefix>.state.<index>.<key>``); returns its summary
     (its class, inferred from its state's keys: a state_dict names none, and its first group's settings)
     and why its slots are not tied to parameters, if they are not. A slot is tied by the param_groups'
-    indices when they list as many parameters as ``params`` (``model.parameters()`` order) and each slot
-    is shaped as its parameter."""
-    indices: List[Any] = []
-    for group in optimizer["param_groups"]:
-        if isinstance(group, dict) and isinstance(group.get("params"), list):
-            indices += group["params"]
+    indices when they list as many parameters as the model has and each slot is shaped as its parameter:
+    by the first order of ``roles.torch_parameter_orders`` whose shapes agree, else (and where the model's
+    order is not known) by shape alone (``roles.torch_pairing_by_shape``)."""
+    params = model.named
+    listed = [g for g in optimizer["param_groups"] if isinstance(g, dict) and isinstance(g.get("params"), list)]
+    indices: List[Any] = [i for g in listed for i in g["params"]]
     state = optimizer["state"]
     owner: Dict[Any, Tuple[str, Tuple[int, ...]]] = {}
     note = ""
     if not params:
         note = f"{prefix} state not tied to parameters: no model state_dict beside it"
+    elif any(type(i) is not int for i in indices) or len(set(indices)) != len(indices):
+        note = (f"{prefix} state not tied to parameters: its param_groups list a parameter twice, or something "
+                "other than parameter numbers")
     elif len(indices) != len(params):
         note = (f"{prefix} state not tied to parameters: its param_groups list {len(indices)} parameters, "
                 f"the state_dict has {len(params)} (frozen or shared parameters?)")
     else:
         shapes = {index: {tuple(t.shape) for t in slots.values() if isinstance(t, _Tensor) and t.shape}
                   for index, slots in state.items() if isinstance(slots, dict)}
-        for rule, ordered in roles.torch_parameter_orders(params):
+        for rule, ordered in roles.torch_parameter_orders(params) if model.in_order else []:
             candidate = dict(zip(indices, ordered))
             if all(found <= {tuple(candidate[i][1])} for i, found in shapes.items() if i in candidate):
                 owner = candidate
@@ -425,8 +436,17 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tupl
                     note = f"{prefix} state tied to parameters {rule}"
                 break
         else:
-            note = (f"{prefix} state not tied to parameters: its slots' shapes fit no order of the state_dict's "
-                    f"{len(params)} parameters (model order, or weights before biases and norms)")
+            paired, why = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], shapes)
+            unordered = ("the weights' file keeps no parameter order (safetensors sorts by dtype and name)"
+                         if not model.in_order else
+                         f"its slots' shapes fit no order of the state_dict's {len(params)} parameters (model "
+                         "order, or weights before biases and norms)")
+            if paired is not None:
+                owner = dict(zip(indices, paired))
+                note = (f"{prefix} state tied to parameters by shape ({unordered}; the parameters of one shape "
+                        "share one group, so pairing them in name order moves no byte)")
+            else:
+                note = f"{prefix} state not tied to parameters: {unordered}, and {why}"
     keys: set = set()
 
     def order(kv: Tuple[Any, Any]) -> Tuple[int, int, str]:  # indices, then any other key as text
@@ -449,7 +469,6 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, params: List[Tupl
     config["class"] = (f"inferred from its state's keys ({', '.join(sorted(keys))})" if family else
                        "unknown: its state names no per-parameter tensor a known optimizer keeps")
     entry: Dict[str, Any] = {"class_name": family or "optimizer", "config": config}
-    listed = [g for g in groups if isinstance(g, dict) and isinstance(g.get("params"), list)]
     if owner and len(listed) > 1:  # tied: each group's parameters by name (``torch_optimizers.group_plans``)
         entry["groups"] = [torch_optimizers.group_record(
             [owner[i][0] for i in g["params"] if i in owner], _plain_settings(g), _plain_settings(listed[0]),

@@ -6,9 +6,10 @@ What ``Trainer._save_checkpoint`` writes, and how each is read:
 - the model's weights: ``model.safetensors`` (or a sharded set with its ``.index.json``,
   ``readers.safetensors``), else ``pytorch_model.bin`` (``readers.torch_checkpoint``);
 - ``optimizer.pt``: the optimizer's state_dict alone, its state by key (slots, counters), its family
-  inferred from the keys. Its slots are tied to parameters where the weights keep the parameter order
-  (``pytorch_model.bin``: a state_dict in ``model.parameters()`` order); safetensors keeps none, so there
-  they are the optimizer's, with the reason;
+  inferred from the keys. Its slots are tied to parameters by the parameter order where the weights keep
+  it (``pytorch_model.bin``: a state_dict in ``model.parameters()`` order); safetensors keeps none, so
+  there by shape, where shapes tell every layer's bytes (``roles.torch_pairing_by_shape``), else they are
+  the optimizer's, with the reason;
 - ``scheduler.pt``: the LR scheduler's state (read like a checkpoint: its tensors, if any, are other);
 - ``rng_state*.pth`` (Python's, NumPy's and torch's generators) and ``training_args.bin`` (a pickled
   ``TrainingArguments``): not unpickled, as they hold objects only their classes can rebuild and
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from tb_modelmem.readers.bounded import JSON_LIMIT, InspectError, file_size, read_file
 from tb_modelmem.readers.safetensors import INDEX_SUFFIX, read_safetensors
-from tb_modelmem.readers.torch_checkpoint import read_torch_checkpoint
+from tb_modelmem.readers.torch_checkpoint import ModelParameters, read_torch_checkpoint
 from tb_modelmem.schema.names import TRAINER_FOLDER_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, VariableTable
 
@@ -56,14 +57,10 @@ def read_trainer_folder(path: str) -> Breakdown:
     read: Dict[str, Breakdown] = {}
     model = _weights(os.path.join(path, weights_file))
     read[weights_file] = model
-    order = _parameter_order(model) if weights_file.endswith(".bin") else None
     if "optimizer.pt" in names:
-        read["optimizer.pt"] = read_torch_checkpoint(os.path.join(path, "optimizer.pt"), order)
-        if order is None:
-            read["optimizer.pt"].overhead = [line for line in read["optimizer.pt"].overhead
-                                             if "not tied to parameters" not in line["what"]] + [
-                {"what": "optimizer state not tied to parameters: safetensors keeps no parameter order, and the "
-                         "param_groups list parameters by their place in it", "bytes": 0}]
+        parameters = ModelParameters([(v.name, tuple(v.shape)) for v in model.variables if v.role == WEIGHT],
+                                     in_order=weights_file.endswith(".bin"))  # a torch.save'd state_dict's order
+        read["optimizer.pt"] = read_torch_checkpoint(os.path.join(path, "optimizer.pt"), parameters)
     if "scheduler.pt" in names:
         try:
             read["scheduler.pt"] = read_torch_checkpoint(os.path.join(path, "scheduler.pt"))
@@ -98,11 +95,6 @@ def _weights(path: str) -> Breakdown:
     if path.endswith(".index.json"):
         raise InspectError(f"{path}: sharded pytorch_model.bin sets are not read yet: inspect each shard")
     return read_torch_checkpoint(path)
-
-
-def _parameter_order(model: Breakdown) -> List[Tuple[str, Tuple[int, ...]]]:
-    """The weights' (name, shape) in the file's order: a torch.save'd state_dict is in module order."""
-    return [(v.name, tuple(v.shape)) for v in model.variables if v.role == WEIGHT]
 
 
 def _shard_of(name: str, read: Dict[str, Breakdown]) -> bool:

@@ -25,6 +25,7 @@ from tb_modelmem.schema.names import (
     OTHER_STATE_CATEGORY,
     WEIGHT,
     WEIGHTS_CATEGORY,
+    natural_key,
 )
 
 __all__ = ["NON_TRAINABLE", "OPTIMIZER_SLOT", "OTHER", "WEIGHT", "role", "is_other_name", "layer_of",
@@ -465,3 +466,38 @@ def torch_parameter_orders(params: Sequence[Tuple[str, Sequence[int]]]) -> List[
         orders.append(("as a weight-decay split groups them (matrices first, then biases and norm weights)",
                        matrices + rest))
     return orders
+
+
+def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: Sequence[Sequence[Any]],
+                           slot_shapes: Dict[Any, Set[Tuple[int, ...]]]) -> Tuple[Optional[list], str]:
+    """The parameters in the order the optimizer's ``groups`` list its indices, paired by shape, for weights
+    whose file keeps no parameter order (safetensors sorts its tensors by dtype, then name); else None and why.
+
+    Each index's slots are shaped as its parameter. Where every parameter has its slots and all those of
+    one shape sit in one group, the parameters of a shape take that shape's indices in name order: which
+    of two same-shaped twins takes which index moves no byte between layers or groups, as their slots
+    are alike. ``slot_shapes``: each index's slots' shapes (counters left out)."""
+    listed = [index for group in groups for index in group]
+    untied = [i for i in listed if len(slot_shapes.get(i, ())) != 1]
+    if untied:
+        return None, (f"{len(untied)} of its {len(listed)} parameters have no slots shaped as one tensor "
+                      "(frozen, never stepped, or factored state), so shapes cannot pair them")
+    by_shape: Dict[Tuple[int, ...], List[str]] = {}
+    for name, shape in params:
+        by_shape.setdefault(tuple(shape), []).append(name)
+    wanted: Dict[Tuple[int, ...], List[Any]] = {}
+    where: Dict[Tuple[int, ...], Set[int]] = {}
+    for g, group in enumerate(groups):
+        for index in group:
+            slots_shape = next(iter(slot_shapes[index]))
+            wanted.setdefault(slots_shape, []).append(index)
+            where.setdefault(slots_shape, set()).add(g)
+    if {s: len(n) for s, n in by_shape.items()} != {s: len(i) for s, i in wanted.items()}:
+        return None, "its slots' shapes are not the weights' shapes, one for one"
+    split = sorted((s for s, g in where.items() if len(g) > 1), key=lambda s: -len(wanted[s]))
+    if split:
+        return None, (f"its {len(wanted[split[0]])} parameters of shape {list(split[0])} sit in "
+                      f"{len(where[split[0]])} param groups, and no order tells which is in which")
+    owner = {index: (name, shape) for shape, indices in wanted.items()
+             for index, name in zip(indices, sorted(by_shape[shape], key=natural_key))}
+    return [owner[index] for index in listed], ""

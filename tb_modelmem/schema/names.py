@@ -1,7 +1,9 @@
 """The names every stage shares, each defined once: variable roles, where a byte figure comes
-from, the phases of a training step and the categories of a step's peak. No imports: the
-backend, the readers, live capture and the frontend's tests all read them from here.
+from, the phases of a training step, the categories of a step's peak, and how names sort. Nothing of
+this package imported: the backend, the readers, live capture and the frontend's tests read them here.
 """
+
+import re
 
 # Variable roles. Every stored byte belongs to exactly one of these.
 WEIGHT = "weight"  # trainable parameters
@@ -87,3 +89,9 @@ TORCH_BREAKDOWN_SOURCES = (TORCH_MODULE_SOURCE, TORCH_CHECKPOINT_SOURCE, SAFETEN
                            DCP_SOURCE)
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare
+
+
+def natural_key(name: str) -> list:
+    """A sort key that counts as people do: ``h.2`` before ``h.10``, ``rank2`` before ``rank10``, ``dense_2``
+    before ``dense_10`` (digit runs compare as numbers; the split keeps text and numbers at alternate places)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

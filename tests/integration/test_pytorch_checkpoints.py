@@ -62,20 +62,27 @@ def test_each_role_is_the_live_objects_to_the_byte_and_the_files_reconcile(made,
     assert report["file_bytes"] == on_disk(t["path"])
 
 
-def test_slots_are_tied_where_the_weights_keep_the_parameter_order(made):
+def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(made):
     _, truth = made
-    kept = inspect_json(truth["trainer_bin"]["path"])  # pytorch_model.bin: a state_dict in module order
-    slots = [v for v in kept["variables"] if v["role"] == "optimizer_slot"]
-    assert slots and all(v["slot_of"] for v in slots)
-    assert {v["slot_of"] for v in slots} <= {v["name"] for v in kept["variables"] if v["role"] == "weight"}
-    # Trainer's two param groups, each by its parameters' names, as the live optimizer held them
-    groups = kept["optimizer"]["groups"]
-    assert [g["params"] for g in groups] == [g["params"] for g in truth["trainer_bin"]["groups"]]
-    assert [g["config"].get("weight_decay", kept["optimizer"]["config"]["weight_decay"]) for g in groups] == [
-        g["weight_decay"] for g in truth["trainer_bin"]["groups"]]
-    lost = inspect_json(truth["trainer"]["path"])  # safetensors keeps none: untied, and said so
-    assert not any(v["slot_of"] for v in lost["variables"] if v["role"] == "optimizer_slot")
-    assert any("safetensors keeps no parameter order" in line["what"] for line in lost["overhead"])
+    for kind in ("trainer_bin", "trainer"):  # a torch.save'd state_dict in module order; safetensors, by name
+        t = truth[kind]
+        report = inspect_json(t["path"])
+        slots = [v for v in report["variables"] if v["role"] == "optimizer_slot"]
+        assert slots and all(v["slot_of"] for v in slots), kind
+        assert {v["slot_of"] for v in slots} <= {v["name"] for v in report["variables"] if v["role"] == "weight"}
+        by_module: dict = {}  # each module's slot bytes, as the live optimizer.state held them
+        for v in slots:
+            by_module[v["layer"]] = by_module.get(v["layer"], 0) + v["bytes"]
+        assert by_module == {m.replace(".", "/"): b for m, b in t["slots_by_module"].items()}, kind
+        # Trainer's two param groups, each by its parameters' names, as the live optimizer held them
+        groups = report["optimizer"]["groups"]
+        if kind == "trainer_bin":
+            assert [g["params"] for g in groups] == [g["params"] for g in t["groups"]]
+        else:  # paired by shape: each group's members, the order within one shape by name
+            assert [sorted(g["params"]) for g in groups] == [sorted(g["params"]) for g in t["groups"]]
+            assert any("tied to parameters by shape" in line["what"] for line in report["overhead"])
+        assert [g["config"].get("weight_decay", report["optimizer"]["config"]["weight_decay"]) for g in groups] == [
+            g["weight_decay"] for g in t["groups"]]
 
 
 def test_safetensors_single_sharded_and_low_precision(made):

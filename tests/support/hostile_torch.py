@@ -295,4 +295,9 @@ def write_readable(folder: str) -> Dict[str, str]:
                            "args": {"Bytes": 4096, "Addr": 100 + i, "Total Allocated": 4096, "Device Type": 0}})
     with open(os.path.join(folder, "malformed_events.pt.trace.json"), "wb") as f:
         f.write(_trace(bad_events))
-    return {"surrogate_name.pt": "\\ud800weigh", "malformed_events.pt.trace.json": "5 malformed events skipped"}
+    # an optimizer.pt whose param group lists a list where a parameter's number goes (unhashable)
+    _trainer_folder(lambda: Pickle().op(b"}").text("state").op(b"}s").text("param_groups").op(b"]}").text("params")
+                    .op(b"]]").int(0).op(b"aas").text("lr").int(1).op(b"sas").stop())(
+        os.path.join(folder, "listed_lists"))
+    return {"surrogate_name.pt": "\\ud800weigh", "malformed_events.pt.trace.json": "5 malformed events skipped",
+            "listed_lists": "not tied to parameters: its param_groups list a parameter twice, or something other"}

@@ -71,8 +71,13 @@ def _trainer(out: str) -> Dict[str, Any]:
     named = {id(p): name for name, p in model.named_parameters()}
     groups = [{"params": [named[id(p)] for p in group["params"]], "weight_decay": group["weight_decay"]}
               for group in optimizer.param_groups]  # Trainer's decay and no-decay groups
+    slots_by_module: Dict[str, int] = {}  # each parameter's slots (its state tensors shaped as it), by its module
+    for p, per_param in optimizer.state.items():
+        module = named[id(p)].rsplit(".", 1)[0]
+        slots_by_module[module] = slots_by_module.get(module, 0) + sum(
+            v.numel() * v.element_size() for v in per_param.values() if torch.is_tensor(v) and v.shape == p.shape)
     truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__,
-             "groups": groups}
+             "groups": groups, "slots_by_module": slots_by_module}
     return {"trainer": {**truth, "path": folder}, "trainer_bin": {**truth, "path": old}}
 
 

@@ -106,7 +106,8 @@ def test_the_plugin_serves_each_crafted_file_as_its_own_422_beside_the_real_ones
 
 
 def test_crafted_names_and_events_that_are_still_readable(tmp_path):
-    """A lone surrogate in a parameter's name reads escaped (JSON and terminals take it); a trace's
+    """A lone surrogate in a parameter's name reads escaped (JSON and terminals take it); an optimizer.pt whose
+    param group lists a list for a parameter reads with its slots untied, and says why; a trace's
     malformed events (an unhashable pid, Addr or correlation, a 1e308 total, a time of 1e300 us) are
     skipped and counted, and the rest of the trace reads as it does without them."""
     expected = hostile_torch.write_readable(str(tmp_path / "run"))
@@ -123,6 +124,9 @@ def test_crafted_names_and_events_that_are_still_readable(tmp_path):
               and isinstance(e.get("args", {}).get("Total Allocated"), (int, float))
               and e["args"]["Total Allocated"] < 1e300 and e["args"].get("Device Type") == 1]
     assert trace.peak_bytes <= max(totals) and trace.peak_bytes < 1 << 50
+    listed = read_path(str(tmp_path / "run" / "listed_lists"))  # a Trainer folder: its optimizer read, untied
+    assert any(expected["listed_lists"] in line["what"] for line in listed.overhead), listed.overhead
+    assert listed.optimizer is not None and listed.optimizer["config"]["lr"] == 1
     served = Served(str(tmp_path))
     storage = served.json("/breakdown", run="run", tag="torch/surrogate_name.pt")
     assert storage["totals"][WEIGHT] == GOOD["parameters"]

@@ -15,6 +15,7 @@ from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.readers.safe_pickle import UnsafePickle
 from tb_modelmem.readers.torch_checkpoint import SOURCE, read_torch_checkpoint
+from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tb_modelmem.schema.records import bytes_by_role
 
@@ -129,3 +130,22 @@ def test_missing_storage_is_an_error(tmp_path):
                 zout.writestr(info, zin.read(info))
     with pytest.raises(InspectError, match="storage '3' is not in the archive"):
         read_path(str(path))
+
+
+def test_shapes_pair_slots_only_where_no_byte_can_move():
+    """safetensors keeps no parameter order: slots pair with parameters by shape only where every parameter of
+    a shape is in one group and has its slots, so a twin taking the other's index moves no byte."""
+    params = [("h.10.fc.weight", (4, 3)), ("h.10.fc.bias", (4,)), ("h.2.fc.weight", (4, 3)), ("h.2.fc.bias", (4,))]
+    shapes = {0: {(4, 3)}, 1: {(4, 3)}, 2: {(4,)}, 3: {(4,)}}
+    paired, why = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], shapes)  # decayed matrices, then vectors
+    assert [name for name, _ in paired] == ["h.2.fc.weight", "h.10.fc.weight", "h.2.fc.bias", "h.10.fc.bias"]
+    assert why == ""
+    refused = {
+        "sit in 2 param groups": ([[0, 2], [1, 3]], shapes),  # a vector in each group: which is which is unknown
+        "1 of its 4 parameters have no slots": ([[0, 1], [2, 3]], {**shapes, 3: set()}),  # never stepped
+        "no slots shaped as one tensor": ([[0, 1], [2, 3]], {**shapes, 0: {(4,), (3,)}}),  # factored state
+        "not the weights' shapes": ([[0, 1], [2, 3]], {**shapes, 3: {(5,)}}),
+    }
+    for expected, (groups, slot_shapes) in refused.items():
+        paired, why = roles.torch_pairing_by_shape(params, groups, slot_shapes)
+        assert paired is None and expected in why, (expected, why)

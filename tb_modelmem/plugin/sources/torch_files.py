@@ -19,7 +19,6 @@ a crafted pickle is that item's error, and nothing it holds is run.
 from __future__ import annotations
 
 import posixpath
-import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from tb_modelmem.messages import first_line
@@ -35,6 +34,7 @@ from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensor
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
 from tb_modelmem.schema import metadata
+from tb_modelmem.schema.names import natural_key
 
 ORIGIN = "torch"
 TAG_PREFIX = "torch/"
@@ -74,7 +74,7 @@ class TorchFileSource(Source):
         items = []
         for (run, tag), path in sorted(self._listing().items()):
             if isinstance(path, dict):
-                item = Item(run, tag, metadata.OPS, ORIGIN, max_step=0, hosts=sorted(path, key=_natural),
+                item = Item(run, tag, metadata.OPS, ORIGIN, max_step=0, hosts=sorted(path, key=natural_key),
                             note=f"PyTorch profiler traces of {len(path)} ranks")
             else:
                 kind, note = (metadata.BREAKDOWN, "checkpoint folder") if tag.endswith("/") else _kind(path) or (
@@ -139,9 +139,9 @@ class TorchFileSource(Source):
         found = self._found(item)
         if not isinstance(found, dict):
             return found, f"{item.run}/{item.tag}"
-        host = host if host is not None else min(found, key=_natural)
+        host = host if host is not None else min(found, key=natural_key)
         if host not in found:
-            ranks = ", ".join(sorted(found, key=_natural))
+            ranks = ", ".join(sorted(found, key=natural_key))
             raise not_found(f"no rank {host!r} in {item.run}/{item.tag}; it has {ranks}")
         return found[host], f"{item.run}/{item.tag} rank {host}"
 
@@ -172,7 +172,3 @@ def _ranks(traces: List[str]) -> Dict[str, str]:
         return {}
     return {worker: name for name, worker in workers.items() if worker}
 
-
-def _natural(name: str) -> List[Any]:
-    """rank2 before rank10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
