@@ -15,6 +15,7 @@ a core other processes took while a child process ran, so that a run made beside
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -70,16 +71,32 @@ BUSY_RETAKES = 3
 def run_alone(args: Sequence[str], truth: str, clear: str, **run: Any) -> Dict[str, Any]:
     """``subprocess.run(args, **run)`` of a real run that writes its ground truth to ``truth``, made again
     (``clear`` removed first) while other processes took ``BUSY_CORES`` or more beside it, up to
-    ``BUSY_RETAKES`` times: the truth read back, with ``others_busy_cores`` and ``attempts`` added (and written)."""
+    ``BUSY_RETAKES`` times; where every attempt was busy, the quietest one's ``clear`` and ``truth`` are
+    kept. The truth read back, with ``others_busy_cores`` and ``attempts`` added (and written)."""
+    kept = f"{clear}.quietest"  # the quietest busy attempt so far: its folder and its truth
+    quietest = float("inf")
     for attempt in range(1, BUSY_RETAKES + 2):
         shutil.rmtree(clear, ignore_errors=True)
         with others_busy() as beside:
             result = subprocess.run(list(args), capture_output=True, text=True, **run)
         assert result.returncode == 0, result.stderr[-3000:]
         if beside.cores < BUSY_CORES:
+            quietest = beside.cores
             break
+        if beside.cores < quietest:
+            quietest = beside.cores
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(clear, kept)
+            shutil.copyfile(truth, kept + ".json")
+    else:
+        shutil.rmtree(clear, ignore_errors=True)
+        shutil.copytree(kept, clear)
+        shutil.copyfile(kept + ".json", truth)
+    shutil.rmtree(kept, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(kept + ".json")
     with open(truth) as f:
-        said = dict(json.load(f), others_busy_cores=round(beside.cores, 2), attempts=attempt)
+        said = dict(json.load(f), others_busy_cores=round(quietest, 2), attempts=attempt)
     with open(truth, "w") as f:
         json.dump(said, f)
     return said
