@@ -835,6 +835,8 @@ class _Step:
                 formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
                             " is not at this peak")
             how = _kept_or_moved(how, self.series[category][at], self.in_window[category][traced])
+            if how == _MOVED:  # kept as it is at the projected peak's moment, another than the traced peak's
+                formula += f"; at the traced peak {size_text(self.in_window[category][traced])}"
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0

@@ -259,6 +259,7 @@ def test_every_basis_gives_the_figure_beside_it_where_the_peak_moves_too(traced,
                             if line["how"] in ("kept", "moved") and line["category"] not in result["unknown"]:
                                 same = line["projected_bytes"] == line["traced_bytes"]
                                 assert line["how"] == ("kept" if same else "moved"), line
+                                assert same or "at the traced peak" in line["formula"], line  # and says from what
                                 said_moved += not same
     assert moved, "no projection moved the peak: nothing here checks the moved case"
     assert said_moved, "no figure moved with the peak: nothing here checks the 'moved' word"
