@@ -2,8 +2,14 @@
 // depend on it: a PyTorch trace is not TensorFlow's executor, a PyTorch memory snapshot records no
 // op times and no shapes. Pure, no DOM.
 
-/** "torch profiler", "torch memory snapshot", "pytorch checkpoint": written by PyTorch (or Keras on torch). */
-export const isTorch = (data) => /\b(py)?torch\b/i.test(String(data?.source ?? ""));
+import { TORCH_BREAKDOWN_SOURCES } from "./roles.js";
+
+/** "torch profiler", "torch memory snapshot", a PyTorch breakdown's source ("transformers Trainer checkpoint"):
+ * written by PyTorch (or Keras on torch). */
+export const isTorch = (data) => {
+  const source = String(data?.source ?? "");
+  return TORCH_BREAKDOWN_SOURCES.includes(source) || /\b(py)?torch\b/i.test(source);
+};
 
 /** A PyTorch allocator snapshot (torch.cuda.memory._dump_snapshot): allocations and their stacks, no ops run. */
 export const isSnapshot = (data) => isTorch(data) && /memory snapshot/i.test(String(data?.source ?? ""));

@@ -21,6 +21,17 @@ export const ROLE_COLOR = {
   total: "#212121",
 };
 
+// Where a breakdown comes from when it is PyTorch's (the backend's schema/names.py TORCH_BREAKDOWN_SOURCES):
+// a Trainer or Accelerate folder's, a safetensors file's name no framework.
+export const TORCH_BREAKDOWN_SOURCES = [
+  "pytorch",
+  "pytorch checkpoint",
+  "safetensors",
+  "transformers Trainer checkpoint",
+  "Accelerate save_state folder",
+  "torch.distributed.checkpoint",
+];
+
 // The phases of a training step an op belongs to (the backend's schema/names.py PHASES).
 export const PHASES = ["forward", "backward", "optimizer", "loss", "metrics", "input", "executor", "collective"];
 

@@ -13,6 +13,10 @@ test("a PyTorch trace is not TensorFlow's executor; a snapshot runs no ops", () 
   assert.equal(stepKind({ source: "xplane", xla: { programs: [] } }), "XLA-compiled");
   assert.equal(stepKind({ source: "xplane" }), ""); // an answer that does not say
   assert.ok(isTorch({ source: "pytorch checkpoint" }) && !isTorch({ source: "run_metadata" }));
+  // the sources whose name says no framework: a Trainer or Accelerate folder's, a safetensors file's
+  for (const source of ["transformers Trainer checkpoint", "Accelerate save_state folder", "safetensors"]) {
+    assert.ok(isTorch({ source }), source);
+  }
   assert.ok(isSnapshot(snapshot) && !isSnapshot(torch));
 });
 

@@ -80,8 +80,8 @@ def read_path(path: str) -> Breakdown:
         find_prefix(path)
     except InspectError:
         raise InspectError(f"{path}: not a model file or checkpoint (expected .keras, .h5, .weights.h5, "
-                           "a SavedModel folder, a TF checkpoint, a PyTorch .pt/.pth/.bin/.ckpt, .safetensors, "
-                           "a Trainer checkpoint folder or a torch.distributed.checkpoint folder)") from None
+                           "a SavedModel folder, a TF checkpoint, a PyTorch .pt/.pth/.bin/.ckpt, .safetensors, a "
+                           "Trainer or Accelerate checkpoint folder, a torch.distributed.checkpoint folder)") from None
     return read_checkpoint(path)
 
 

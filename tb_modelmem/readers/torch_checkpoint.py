@@ -416,6 +416,7 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
     indices: List[Any] = [i for g in listed for i in g["params"]]
     state = optimizer["state"]
     owner: Dict[Any, Tuple[str, Tuple[int, ...]]] = {}
+    groups_known = True  # each group's members known, where its slots are tied
     note = ""
     if not params:
         note = f"{prefix} state not tied to parameters: no model state_dict beside it"
@@ -426,27 +427,31 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
         note = (f"{prefix} state not tied to parameters: its param_groups list {len(indices)} parameters, "
                 f"the state_dict has {len(params)} (frozen or shared parameters?)")
     else:
-        shapes = {index: {tuple(t.shape) for t in slots.values() if isinstance(t, _Tensor) and t.shape}
-                  for index, slots in state.items() if isinstance(slots, dict)}
+        slots_of = {index: tuple(sorted((text(key), tuple(t.shape), t.storage.dtype) for key, t in slots.items()
+                                        if isinstance(t, _Tensor) and t.shape))
+                    for index, slots in state.items() if isinstance(slots, dict)}
         for rule, ordered in roles.torch_parameter_orders(params) if model.in_order else []:
             candidate = dict(zip(indices, ordered))
-            if all(found <= {tuple(candidate[i][1])} for i, found in shapes.items() if i in candidate):
+            if all({shape for _, shape, _ in found} <= {tuple(candidate[i][1])}
+                   for i, found in slots_of.items() if i in candidate):
                 owner = candidate
                 if rule:
                     note = f"{prefix} state tied to parameters {rule}"
                 break
         else:
-            paired, why = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], shapes)
-            unordered = ("the weights' file keeps no parameter order (safetensors sorts by dtype and name)"
+            paired = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], slots_of)
+            unordered = ("the weights' file keeps no parameter order: safetensors sorts by dtype and name"
                          if not model.in_order else
                          f"its slots' shapes fit no order of the state_dict's {len(params)} parameters (model "
                          "order, or weights before biases and norms)")
-            if paired is not None:
-                owner = dict(zip(indices, paired))
-                note = (f"{prefix} state tied to parameters by shape ({unordered}; the parameters of one shape "
-                        "share one group, so pairing them in name order moves no byte)")
+            if paired.owners is None:
+                note = f"{prefix} state not tied to parameters: {unordered}, and {paired.why}"
             else:
-                note = f"{prefix} state not tied to parameters: {unordered}, and {why}"
+                owner = dict(zip(indices, paired.owners))
+                groups_known = paired.groups_known
+                note = (f"{prefix} state tied to parameters by shape ({unordered}; the parameters of one shape "
+                        "have alike slots, so pairing them in name order moves no byte between layers)" + (
+                            "" if groups_known else f"; its param groups' members are not known: {paired.why}"))
     keys: set = set()
 
     def order(kv: Tuple[Any, Any]) -> Tuple[int, int, str]:  # indices, then any other key as text
@@ -469,7 +474,7 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
     config["class"] = (f"inferred from its state's keys ({', '.join(sorted(keys))})" if family else
                        "unknown: its state names no per-parameter tensor a known optimizer keeps")
     entry: Dict[str, Any] = {"class_name": family or "optimizer", "config": config}
-    if owner and len(listed) > 1:  # tied: each group's parameters by name (``torch_optimizers.group_plans``)
+    if owner and groups_known and len(listed) > 1:  # each group's parameters by name (``torch_optimizers.group_plans``)
         entry["groups"] = [torch_optimizers.group_record(
             [owner[i][0] for i in g["params"] if i in owner], _plain_settings(g), _plain_settings(listed[0]),
             sum(i not in owner for i in g["params"])) for g in listed]

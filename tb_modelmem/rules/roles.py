@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from tb_modelmem.rules import _keras_slots
 from tb_modelmem.schema.names import (
@@ -468,20 +468,34 @@ def torch_parameter_orders(params: Sequence[Tuple[str, Sequence[int]]]) -> List[
     return orders
 
 
-def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: Sequence[Sequence[Any]],
-                           slot_shapes: Dict[Any, Set[Tuple[int, ...]]]) -> Tuple[Optional[list], str]:
-    """The parameters in the order the optimizer's ``groups`` list its indices, paired by shape, for weights
-    whose file keeps no parameter order (safetensors sorts its tensors by dtype, then name); else None and why.
+class ShapePairing(NamedTuple):
+    """``torch_pairing_by_shape``'s answer: ``owners``, the parameters in the order the groups list their
+    indices (None where shapes cannot pair them, ``why`` says why); ``groups_known``: each group's members
+    are known too (no shape sits in two groups; else ``why`` says which does)."""
+    owners: Optional[list]
+    groups_known: bool
+    why: str
 
-    Each index's slots are shaped as its parameter. Where every parameter has its slots and all those of
-    one shape sit in one group, the parameters of a shape take that shape's indices in name order: which
-    of two same-shaped twins takes which index moves no byte between layers or groups, as their slots
-    are alike. ``slot_shapes``: each index's slots' shapes (counters left out)."""
+
+def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: Sequence[Sequence[Any]],
+                           slots: Dict[Any, Tuple[Tuple[str, Tuple[int, ...], str], ...]]) -> ShapePairing:
+    """An optimizer's indices paired with parameters by shape, for weights whose file keeps no parameter
+    order (safetensors sorts its tensors by dtype, then name). ``slots``: each index's slots as (key, shape,
+    dtype), counters left out.
+
+    Where every parameter has its slots, each shaped as it, and the parameters of one shape have alike
+    slots, the parameters of a shape take that shape's indices in name order: which of two same-shaped
+    twins takes which index moves no byte between layers. Where all those of one shape sit in one group,
+    it moves none between groups either, and each group's members are known."""
     listed = [index for group in groups for index in group]
-    untied = [i for i in listed if len(slot_shapes.get(i, ())) != 1]
-    if untied:
-        return None, (f"{len(untied)} of its {len(listed)} parameters have no slots shaped as one tensor "
-                      "(frozen, never stepped, or factored state), so shapes cannot pair them")
+    shape_of: Dict[Any, Tuple[int, ...]] = {}
+    for index in listed:
+        shapes = {shape for _, shape, _ in slots.get(index, ())}
+        if len(shapes) == 1:
+            shape_of[index] = next(iter(shapes))
+    if len(shape_of) != len(listed):
+        return ShapePairing(None, False, f"{len(listed) - len(shape_of)} of its {len(listed)} parameters have no "
+                            "slots shaped as one tensor (frozen, never stepped, or factored state)")
     by_shape: Dict[Tuple[int, ...], List[str]] = {}
     for name, shape in params:
         by_shape.setdefault(tuple(shape), []).append(name)
@@ -489,15 +503,17 @@ def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: 
     where: Dict[Tuple[int, ...], Set[int]] = {}
     for g, group in enumerate(groups):
         for index in group:
-            slots_shape = next(iter(slot_shapes[index]))
-            wanted.setdefault(slots_shape, []).append(index)
-            where.setdefault(slots_shape, set()).add(g)
+            wanted.setdefault(shape_of[index], []).append(index)
+            where.setdefault(shape_of[index], set()).add(g)
     if {s: len(n) for s, n in by_shape.items()} != {s: len(i) for s, i in wanted.items()}:
-        return None, "its slots' shapes are not the weights' shapes, one for one"
-    split = sorted((s for s, g in where.items() if len(g) > 1), key=lambda s: -len(wanted[s]))
-    if split:
-        return None, (f"its {len(wanted[split[0]])} parameters of shape {list(split[0])} sit in "
-                      f"{len(where[split[0]])} param groups, and no order tells which is in which")
+        return ShapePairing(None, False, "its slots' shapes are not the weights' shapes, one for one")
+    unlike = [s for s, indices in wanted.items() if len({slots[i] for i in indices}) > 1]
+    if unlike:
+        return ShapePairing(None, False, f"the slots of its parameters of shape {list(unlike[0])} differ from one "
+                            "to another (keys or dtypes), so which is whose would move bytes")
     owner = {index: (name, shape) for shape, indices in wanted.items()
              for index, name in zip(indices, sorted(by_shape[shape], key=natural_key))}
-    return [owner[index] for index in listed], ""
+    split = sorted((s for s, g in where.items() if len(g) > 1), key=lambda s: -len(wanted[s]))
+    why = (f"its {len(wanted[split[0]])} parameters of shape {list(split[0])} sit in {len(where[split[0]])} param "
+           "groups, and no order tells which is in which" if split else "")
+    return ShapePairing([owner[index] for index in listed], not split, why)

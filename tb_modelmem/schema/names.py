@@ -84,9 +84,10 @@ TORCH_MODULE_SOURCE = "pytorch"
 TORCH_CHECKPOINT_SOURCE = "pytorch checkpoint"
 SAFETENSORS_SOURCE = "safetensors"
 TRAINER_FOLDER_SOURCE = "transformers Trainer checkpoint"
+ACCELERATE_FOLDER_SOURCE = "Accelerate save_state folder"
 DCP_SOURCE = "torch.distributed.checkpoint"
 TORCH_BREAKDOWN_SOURCES = (TORCH_MODULE_SOURCE, TORCH_CHECKPOINT_SOURCE, SAFETENSORS_SOURCE, TRAINER_FOLDER_SOURCE,
-                           DCP_SOURCE)
+                           ACCELERATE_FOLDER_SOURCE, DCP_SOURCE)
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare
 

@@ -6,6 +6,9 @@
   ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``, ``training_args.bin``, ...);
 - ``trainer_bin/checkpoint-2/``: the same with ``pytorch_model.bin`` (a torch.save'd state_dict) for the
   weights, as transformers before 5 saved by default;
+- ``accelerate/``: ``Accelerator.save_state`` of transformers' ``run_clm_no_trainer.py`` loop (a GPT-2 under
+  AdamW in its two groups: no decay for names with ``bias`` or ``layer_norm.weight``, which GPT-2's ``ln_1``
+  does not match; a linear schedule) with a second model under SGD with momentum (``model_1``, ``optimizer_1``);
 - ``sharded/``: ``save_pretrained`` split into safetensors shards with their index;
 - ``bf16.safetensors``: ``safetensors.torch.save_file`` of bfloat16 and float8 tensors;
 - ``lightning.ckpt``: Lightning's checkpoint of a conv net with BatchNorm under Adam;
@@ -71,14 +74,65 @@ def _trainer(out: str) -> Dict[str, Any]:
     named = {id(p): name for name, p in model.named_parameters()}
     groups = [{"params": [named[id(p)] for p in group["params"]], "weight_decay": group["weight_decay"]}
               for group in optimizer.param_groups]  # Trainer's decay and no-decay groups
-    slots_by_module: Dict[str, int] = {}  # each parameter's slots (its state tensors shaped as it), by its module
-    for p, per_param in optimizer.state.items():
-        module = named[id(p)].rsplit(".", 1)[0]
-        slots_by_module[module] = slots_by_module.get(module, 0) + sum(
-            v.numel() * v.element_size() for v in per_param.values() if torch.is_tensor(v) and v.shape == p.shape)
     truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__,
-             "groups": groups, "slots_by_module": slots_by_module}
+             "groups": groups, "slots_by_module": _slots_by_module(model, optimizer)}
     return {"trainer": {**truth, "path": folder}, "trainer_bin": {**truth, "path": old}}
+
+
+def _slots_by_module(model: Any, optimizer: Any, prefix: str = "") -> Dict[str, int]:
+    """Each parameter's slots (its state tensors shaped as it), by its module's path."""
+    import torch
+
+    named = {id(p): name for name, p in model.named_parameters()}
+    out: Dict[str, int] = {}
+    for p, per_param in optimizer.state.items():
+        module = prefix + named[id(p)].rsplit(".", 1)[0]
+        out[module] = out.get(module, 0) + sum(v.numel() * v.element_size() for v in per_param.values()
+                                               if torch.is_tensor(v) and v.shape == p.shape)
+    return out
+
+
+def _accelerate(out: str) -> Dict[str, Any]:
+    import torch
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from tests.corpus.pytorch import gpt2_trainer
+
+    model, dataset = gpt2_trainer.build()
+    no_decay = ["bias", "layer_norm.weight"]  # run_clm_no_trainer.py's, as it is
+    grouped = [
+        {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(grouped, lr=5e-4)
+    scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=2)
+    head = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    head_optimizer = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=8)
+    accelerator = Accelerator(cpu=True)
+    model, head, optimizer, head_optimizer, loader, scheduler = accelerator.prepare(
+        model, head, optimizer, head_optimizer, loader, scheduler)
+    for step, batch in enumerate(loader):
+        outputs = model(**batch, output_hidden_states=True)
+        accelerator.backward(outputs.loss + head(outputs.hidden_states[-1].detach()).mean())
+        optimizer.step()
+        head_optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        head_optimizer.zero_grad()
+        if step == 1:
+            break
+    accelerator.save_state(out)
+    state = _state(optimizer)
+    for key, value in _state(head_optimizer).items():
+        state[key] = state.get(key, 0) + value
+    parameters = _model_truth(model)["parameters"] + _model_truth(head)["parameters"]
+    return {"parameters": parameters, "buffers": 0, "optimizer_state": state,
+            "optimizer": "AdamW + SGD", "path": out, "groups_known": False,
+            "slots_by_module": {**_slots_by_module(model, optimizer), **_slots_by_module(head, head_optimizer,
+                                                                                          "model_1.")}}
 
 
 def _sharded(out: str) -> Dict[str, Any]:
@@ -155,6 +209,7 @@ def make_all(out: str) -> Dict[str, Any]:
 
     os.makedirs(out, exist_ok=True)
     truth: Dict[str, Any] = {**_trainer(os.path.join(out, "trainer")),
+                             "accelerate": _accelerate(os.path.join(out, "accelerate")),
                              "sharded": _sharded(os.path.join(out, "sharded")),
                              "bf16": _bf16(os.path.join(out, "bf16.safetensors")),
                              "lightning": _lightning(os.path.join(out, "lightning"))}

@@ -152,6 +152,7 @@ def test_the_frontend_names_what_the_backend_names():
     assert _js_list(source, "PHASES") == list(names.PHASES)
     assert sorted(_js_list(source, "CATEGORIES")) == sorted(names.PEAK_CATEGORIES)  # stacking order, not the backend's
     assert _js_list(source, "RESIDENT") == list(names.RESIDENT_CATEGORIES)
+    assert _js_list(source, "TORCH_BREAKDOWN_SOURCES") == list(names.TORCH_BREAKDOWN_SOURCES)
     for table in ("ROLE_LABEL", "ROLE_COLOR"):
         assert _js_keys(source, table) - {"total"} == set(names.ROLES), table
     # and a buffer's own (a variable's moved one), What-if's chunking row (labelled and hinted, not stacked) and

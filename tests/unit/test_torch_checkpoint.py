@@ -133,19 +133,27 @@ def test_missing_storage_is_an_error(tmp_path):
 
 
 def test_shapes_pair_slots_only_where_no_byte_can_move():
-    """safetensors keeps no parameter order: slots pair with parameters by shape only where every parameter of
-    a shape is in one group and has its slots, so a twin taking the other's index moves no byte."""
+    """safetensors keeps no parameter order: slots pair with parameters by shape only where every parameter has
+    its slots, shaped as it, and those of one shape have alike slots, so a twin taking the other's index moves
+    no byte between layers; a group's members are known only where no shape sits in two groups."""
     params = [("h.10.fc.weight", (4, 3)), ("h.10.fc.bias", (4,)), ("h.2.fc.weight", (4, 3)), ("h.2.fc.bias", (4,))]
-    shapes = {0: {(4, 3)}, 1: {(4, 3)}, 2: {(4,)}, 3: {(4,)}}
-    paired, why = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], shapes)  # decayed matrices, then vectors
-    assert [name for name, _ in paired] == ["h.2.fc.weight", "h.10.fc.weight", "h.2.fc.bias", "h.10.fc.bias"]
-    assert why == ""
+
+    def adam(shape, dtype="float32"):
+        return (("exp_avg", shape, dtype), ("exp_avg_sq", shape, dtype))
+
+    slots = {0: adam((4, 3)), 1: adam((4, 3)), 2: adam((4,)), 3: adam((4,))}
+    paired = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], slots)  # decayed matrices, then vectors
+    assert [name for name, _ in paired.owners] == ["h.2.fc.weight", "h.10.fc.weight", "h.2.fc.bias", "h.10.fc.bias"]
+    assert paired.groups_known and paired.why == ""
+    split = roles.torch_pairing_by_shape(params, [[0, 2], [1, 3]], slots)  # a vector in each group
+    assert [name for name, _ in split.owners] == ["h.2.fc.weight", "h.2.fc.bias", "h.10.fc.weight", "h.10.fc.bias"]
+    assert not split.groups_known and "sit in 2 param groups" in split.why
     refused = {
-        "sit in 2 param groups": ([[0, 2], [1, 3]], shapes),  # a vector in each group: which is which is unknown
-        "1 of its 4 parameters have no slots": ([[0, 1], [2, 3]], {**shapes, 3: set()}),  # never stepped
-        "no slots shaped as one tensor": ([[0, 1], [2, 3]], {**shapes, 0: {(4,), (3,)}}),  # factored state
-        "not the weights' shapes": ([[0, 1], [2, 3]], {**shapes, 3: {(5,)}}),
+        "1 of its 4 parameters have no slots": {**slots, 3: ()},  # never stepped
+        "no slots shaped as one tensor": {**slots, 0: (("row", (4,), "float32"), ("col", (3,), "float32"))},
+        "not the weights' shapes": {**slots, 3: adam((5,))},
+        "differ from one to another": {**slots, 3: adam((4,), "bfloat16")},  # which is whose would move bytes
     }
-    for expected, (groups, slot_shapes) in refused.items():
-        paired, why = roles.torch_pairing_by_shape(params, groups, slot_shapes)
-        assert paired is None and expected in why, (expected, why)
+    for expected, given in refused.items():
+        paired = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], given)
+        assert paired.owners is None and expected in paired.why, (expected, paired.why)

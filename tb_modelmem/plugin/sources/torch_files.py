@@ -2,10 +2,10 @@
 ``*.pt.trace.json``, ``*.pt.trace.json.gz``) and memory snapshots (``torch.cuda.memory._dump_snapshot``:
 ``*.pickle``, ``*.pickle.gz``) as traces; checkpoints as breakdowns: ``torch.save`` files (``*.pt``, ``*.pth``,
 Lightning's ``*.ckpt``, transformers' ``pytorch_model*.bin``), ``*.safetensors`` (and a sharded set's
-``.index.json``), and two kinds of folder, each one item: a Hugging Face Trainer ``checkpoint-N/`` and a
-``torch.distributed.checkpoint`` folder (their files are not listed again). Found in the log dir's shared
-listing (``logdir_files``); only files that listing found are opened. An item's run is its folder (``.``
-for the log dir itself), its tag ``torch/<file name>`` (``torch/<folder name>/`` for a folder).
+``.index.json``), and three kinds of folder, each one item: a Hugging Face Trainer ``checkpoint-N/``, an Accelerate
+``save_state`` folder and a ``torch.distributed.checkpoint`` folder (their files are not listed again). Found in
+the log dir's shared listing (``logdir_files``); only files that listing found are opened. An item's run is its
+folder (``.`` for the log dir itself), its tag ``torch/<file name>`` (``torch/<folder name>/`` for a folder).
 
 The traces of one job's ranks are one item, ``torch/ranks``, a host per rank (as a profile session's hosts:
 the Hosts table side by side, each rank's ops on its own): a folder whose traces are each of another
@@ -33,6 +33,7 @@ from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
+from tb_modelmem.readers.trainer_folder import folder_kind
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.names import natural_key
 
@@ -57,8 +58,9 @@ def _kind(name: str) -> Optional[Tuple[str, str]]:
 
 def _folder_kind(names: List[str]) -> Optional[str]:
     """What a folder is when it is one checkpoint (read whole), by the files it holds."""
-    if "trainer_state.json" in names:
-        return "Hugging Face Trainer checkpoint"
+    hugging_face = folder_kind(names)
+    if hugging_face:
+        return hugging_face
     if DCP_METADATA in names and any(n.endswith(DCP_SUFFIX) for n in names):
         return "torch.distributed.checkpoint"
     return None
