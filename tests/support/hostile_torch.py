@@ -150,15 +150,16 @@ def _dcp_folder(pickle_bytes: Callable[[], bytes]) -> Callable[[str], None]:
     return make
 
 
-def _trainer_folder(optimizer: Callable[[], bytes]) -> Callable[[str], None]:
-    """A Trainer checkpoint folder with good weights and a crafted optimizer.pt."""
+def _trainer_folder(optimizer: Callable[[], bytes], accelerate: bool = False) -> Callable[[str], None]:
+    """A Trainer checkpoint folder (or Accelerate's save_state) with good weights and a crafted optimizer.pt
+    (optimizer.bin)."""
     def make(path: str) -> None:
         os.makedirs(path)
-        with open(os.path.join(path, "trainer_state.json"), "w") as f:
+        with open(os.path.join(path, "random_states_0.pkl" if accelerate else "trainer_state.json"), "w") as f:
             f.write("{}")
         with open(os.path.join(path, "model.safetensors"), "wb") as f:
             f.write(_safetensors({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8)())
-        _checkpoint_with(optimizer(), os.path.join(path, "optimizer.pt"))
+        _checkpoint_with(optimizer(), os.path.join(path, "optimizer.bin" if accelerate else "optimizer.pt"))
     return make
 
 
@@ -246,6 +247,8 @@ def _cases() -> Dict[str, Tuple[Callable[[str], None], str]]:
                        "names os.system"),
         "trainer_hash_bomb": (_trainer_folder(lambda: shared_tuple(Pickle(), HASH_DEPTH).op(b"}").get(HASH_DEPTH)
                                               .int(1).op(b"s").stop()), hash_bomb),
+        "accelerate_system": (_trainer_folder(lambda: Pickle().glob("os", "system").text("true").op(b"\x85R").stop(),
+                                              accelerate=True), "names os.system"),
         # 3, 4. what is not a regular file: a symlink to /dev/zero, FIFOs
         **{name: (_symlink_to_dev_zero, "character device") for name in ("z.pt.trace.json", "z.pickle", "z.pt")},
         **{name: (os.mkfifo, "FIFO") for name in ("fifo.pt.trace.json", "fifo.pickle", "fifo.pt")},
