@@ -94,5 +94,8 @@ OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so sampl
 
 def natural_key(name: str) -> list:
     """A sort key that counts as people do: ``h.2`` before ``h.10``, ``rank2`` before ``rank10``, ``dense_2``
-    before ``dense_10`` (digit runs compare as numbers; the split keeps text and numbers at alternate places)."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    before ``dense_10``. Runs of ASCII digits compare as numbers (by length without leading zeros, then
+    digit by digit: no ``int()``, which a run past 4,300 digits or a ``²`` would make raise); the split keeps
+    text and numbers at alternate places, so two keys never compare a number with text."""
+    parts = re.split(r"([0-9]+)", name)
+    return [(len(part.lstrip("0")), part.lstrip("0"), part) if i % 2 else part for i, part in enumerate(parts)]

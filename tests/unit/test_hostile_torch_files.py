@@ -128,6 +128,8 @@ def test_crafted_names_and_events_that_are_still_readable(tmp_path):
     assert any(expected["listed_lists"] in line["what"] for line in listed.overhead), listed.overhead
     assert listed.optimizer is not None and listed.optimizer["config"]["lr"] == 1
     served = Served(str(tmp_path))
+    tags = {tag for _, tag in served.tags()}  # a name whose digit int() refuses sorts, and lists, like any other
+    assert {"torch/surrogate_name.pt", "torch/a1\u00b2.1.pt.trace.json"} <= tags
     storage = served.json("/breakdown", run="run", tag="torch/surrogate_name.pt")
     assert storage["totals"][WEIGHT] == GOOD["parameters"]
     assert served.json("/ops", run="run", tag="torch/malformed_events.pt.trace.json")["peak_bytes"] == trace.peak_bytes
