@@ -27,7 +27,7 @@ import os
 import struct
 import zipfile
 import zlib
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from tb_modelmem.readers.bounded import InspectError, Opened
 from tb_modelmem.readers.safe_pickle import (
@@ -42,7 +42,7 @@ from tb_modelmem.readers.safe_pickle import (
 from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.layers import scope_layer_records
 from tb_modelmem.schema.dtypes import item_bytes
-from tb_modelmem.schema.names import NON_TRAINABLE, OTHER, TORCH_CHECKPOINT_SOURCE, WEIGHT
+from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, TORCH_CHECKPOINT_SOURCE, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
 SOURCE = TORCH_CHECKPOINT_SOURCE
@@ -356,14 +356,15 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
         for name, tensor in model.items():
             name = text(name)
             buffer = name.rsplit(".", 1)[-1] in roles.TORCH_BUFFER_NAMES
+            tied = tensor.storage.key in counted  # a tied weight's second name: model.parameters() lists it once
             add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, roles.torch_layer(name))
-            if not buffer:
+            if not buffer and not tied:
                 params.append((name, tensor.shape))
     overhead: List[Dict[str, Any]] = []
     summaries = []
     for prefix, optimizer in optimizers:
-        summary, note = _optimizer_records(optimizer, prefix, ModelParameters(params) if params else
-                                           parameters or ModelParameters([]), add)
+        weights = ModelParameters(params) if params else (parameters or ModelParameters([]))  # its own first
+        summary, note = _optimizer_records(optimizer, prefix, weights, add)
         summaries.append(summary)
         if note:
             overhead.append({"what": note, "bytes": 0})
@@ -383,11 +384,16 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
         overhead.append(roles.shared_line(shared))
     bd = Breakdown(source=SOURCE, variables=VariableTable.from_rows(records), model_name=os.path.basename(path),
                    layers=LayerTable.from_rows(scope_layer_records(records)), overhead=overhead)
-    if summaries:
-        bd.optimizer = summaries[0] if len(summaries) == 1 else {
-            "class_name": " + ".join(str(s["class_name"]) for s in summaries),
-            "config": {prefix: s for (prefix, _), s in zip(optimizers, summaries)}}
+    bd.optimizer = optimizers_summary([(prefix, s) for (prefix, _), s in zip(optimizers, summaries)])
     return bd
+
+
+def optimizers_summary(named: Sequence[Tuple[str, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
+    """A breakdown's optimizer from each saved optimizer's summary, named by where it was saved (a key of
+    the checkpoint, a file of a folder): the one, or all of them ("AdamW + SGD"), each under its name."""
+    if len(named) <= 1:
+        return named[0][1] if named else None
+    return {"class_name": " + ".join(str(summary["class_name"]) for _, summary in named), "config": dict(named)}
 
 
 def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor]]:
@@ -403,7 +409,7 @@ def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor
     return out
 
 
-def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParameters, add: Any
+def _optimizer_records(optimizer: Dict[str, Any], prefix: str, weights: ModelParameters, add: Any
                        ) -> Tuple[Dict[str, Any], str]:
     """Adds an optimizer's state tensors (named ``<prefix>.state.<index>.<key>``); returns its summary
     (its class, inferred from its state's keys: a state_dict names none, and its first group's settings)
@@ -411,7 +417,7 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
     indices when they list as many parameters as the model has and each slot is shaped as its parameter:
     by the first order of ``roles.torch_parameter_orders`` whose shapes agree, else (and where the model's
     order is not known) by shape alone (``roles.torch_pairing_by_shape``)."""
-    params = model.named
+    params = weights.named
     listed = [g for g in optimizer["param_groups"] if isinstance(g, dict) and isinstance(g.get("params"), list)]
     indices: List[Any] = [i for g in listed for i in g["params"]]
     state = optimizer["state"]
@@ -423,14 +429,13 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
     elif any(type(i) is not int for i in indices) or len(set(indices)) != len(indices):
         note = (f"{prefix} state not tied to parameters: its param_groups list a parameter twice, or something "
                 "other than parameter numbers")
-    elif len(indices) != len(params):
-        note = (f"{prefix} state not tied to parameters: its param_groups list {len(indices)} parameters, "
-                f"the state_dict has {len(params)} (frozen or shared parameters?)")
     else:
         slots_of = {index: tuple(sorted((text(key), tuple(t.shape), t.storage.dtype) for key, t in slots.items()
-                                        if isinstance(t, _Tensor) and t.shape))
+                                        if isinstance(t, _Tensor)
+                                        and roles.torch_state_role(text(key), t.shape) == OPTIMIZER_SLOT))
                     for index, slots in state.items() if isinstance(slots, dict)}
-        for rule, ordered in roles.torch_parameter_orders(params) if model.in_order else []:
+        orders = roles.torch_parameter_orders(params) if weights.in_order and len(indices) == len(params) else []
+        for rule, ordered in orders:
             candidate = dict(zip(indices, ordered))
             if all({shape for _, shape, _ in found} <= {tuple(candidate[i][1])}
                    for i, found in slots_of.items() if i in candidate):
@@ -439,19 +444,23 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, model: ModelParam
                     note = f"{prefix} state tied to parameters {rule}"
                 break
         else:
-            paired = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], slots_of)
             unordered = ("the weights' file keeps no parameter order: safetensors sorts by dtype and name"
-                         if not model.in_order else
-                         f"its slots' shapes fit no order of the state_dict's {len(params)} parameters (model "
-                         "order, or weights before biases and norms)")
-            if paired.owners is None:
-                note = f"{prefix} state not tied to parameters: {unordered}, and {paired.why}"
-            else:
-                owner = dict(zip(indices, paired.owners))
-                groups_known = paired.groups_known
-                note = (f"{prefix} state tied to parameters by shape ({unordered}; the parameters of one shape "
-                        "have alike slots, so pairing them in name order moves no byte between layers)" + (
-                            "" if groups_known else f"; its param groups' members are not known: {paired.why}"))
+                         if not weights.in_order else
+                         f"its param_groups list {len(indices)} parameters, the state_dict has {len(params)}: "
+                         "frozen or shared parameters?" if len(indices) != len(params) else
+                         f"its slots' shapes fit no order of the state_dict's {len(params)} parameters: neither "
+                         "model order nor weights before biases and norms")
+            paired = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], slots_of, weights.in_order)
+            owner, groups_known = paired.owners, paired.groups_known
+            if owner:
+                note = f"{prefix} state tied to parameters by shape, as {unordered}"
+                if paired.twins:
+                    note += (f"; {paired.twins} parameters share their shape with another, so which of them each "
+                             f"numbered state is, is not known: paired in {'model' if weights.in_order else 'name'} "
+                             "order, which moves no byte between layers")
+                note += f"; {paired.why}" if paired.why else ""
+            elif any(slots_of.values()):
+                note = f"{prefix} state not tied to parameters: {unordered}, and {paired.why or 'no shape fits'}"
     keys: set = set()
 
     def order(kv: Tuple[Any, Any]) -> Tuple[int, int, str]:  # indices, then any other key as text

@@ -28,44 +28,58 @@ import dataclasses
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from tb_modelmem.readers.bounded import JSON_LIMIT, InspectError, file_size, read_file
 from tb_modelmem.readers.safetensors import INDEX_SUFFIX, read_safetensors
-from tb_modelmem.readers.torch_checkpoint import ModelParameters, read_torch_checkpoint
-from tb_modelmem.schema.names import ACCELERATE_FOLDER_SOURCE, TRAINER_FOLDER_SOURCE, WEIGHT, natural_key
+from tb_modelmem.readers.torch_checkpoint import ModelParameters, optimizers_summary, read_torch_checkpoint
+from tb_modelmem.rules import roles
+from tb_modelmem.schema.names import (
+    ACCELERATE_FOLDER_SOURCE,
+    OPTIMIZER_SLOT,
+    TRAINER_FOLDER_SOURCE,
+    WEIGHT,
+    natural_key,
+)
 from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
 
 TRAINER = "Hugging Face Trainer checkpoint"
 ACCELERATE = "Accelerate save_state folder"
 _WEIGHTS = ("model.safetensors" + INDEX_SUFFIX[len(".safetensors"):], "model.safetensors",
             "pytorch_model.bin.index.json", "pytorch_model.bin")
-# Accelerate's files of the i-th model, optimizer, ... ("" for the first, "_1" for the second)
+# Accelerate's files of its i-th model, optimizer, ... ("" for the first, "_1" for the second)
 _ACCELERATE_WEIGHTS = re.compile(r"(?:model|pytorch_model)(_\d+)?\.(?:safetensors|bin)")
 _ACCELERATE_OPTIMIZER = re.compile(r"optimizer(_\d+)?\.bin")
 _ACCELERATE_RNG = re.compile(r"random_states_\d+\.pkl")
 _STATES = re.compile(r"scheduler\.pt|scheduler(_\d+)?\.bin|scaler\.pt")  # read like a checkpoint
-_NOT_READ = {
-    "rng_state": "RNG state (Python's, NumPy's and torch's generators): not unpickled, it holds NumPy objects",
-    "random_states_": "RNG state (Python's, NumPy's and torch's generators): not unpickled, it holds NumPy objects",
-    "training_args.bin": "training arguments (a pickled TrainingArguments): not unpickled, loading it could run code",
-    "custom_checkpoint_": "an object registered for checkpointing (pickled): not unpickled, loading it could run code",
-    "sampler": "the data loader's sampler (a pickled object): not unpickled, loading it could run code",
-}
-_KNOWN = {"trainer_state.json": "Trainer's state (global step, log history)", "config.json": "the model's config",
-          "generation_config.json": "generation config", "scheduler.pt": "the LR scheduler's state",
-          "scaler.pt": "the gradient scaler's state", "dl_state_dict.bin": "the data loader's state"}
+_MOST_MODELS = 8  # models an optimizer is tried against (each try reads its file again)
+_RNG = "RNG state (Python's, NumPy's and torch's generators): not unpickled, it holds NumPy objects"
+_UNPICKLED = "not unpickled, loading it could run code"
+_NOT_READ = (("rng_state", _RNG), ("random_states_", _RNG),
+             ("training_args.bin", f"training arguments (a pickled TrainingArguments): {_UNPICKLED}"),
+             ("custom_checkpoint_", f"an object registered for checkpointing (pickled): {_UNPICKLED}"),
+             ("sampler", f"the data loader's sampler (a pickled object): {_UNPICKLED}"),
+             ("dl_state_dict", "the data loader's state"), ("trainer_state.json", "Trainer's state (global step, "
+                                                                                  "log history)"),
+             ("config.json", "the model's config"), ("generation_config.json", "generation config"),
+             ("scheduler", "the LR scheduler's state"), ("scaler.pt", "the gradient scaler's state"))
+
+
+class _Model(NamedTuple):
+    file: str
+    prefix: str  # its variables' names under it: "" for the first model, "model_1." for Accelerate's second
+    breakdown: Breakdown
 
 
 def folder_kind(names: Sequence[str]) -> Optional[str]:
     """What a folder holding ``names`` is, when it is a Hugging Face checkpoint (read whole): Trainer's (its
-    state file, or an optimizer.pt beside the model's weights) or Accelerate's (its generators' state, or an
-    optimizer.bin beside the weights); else None."""
+    state file, or an optimizer.pt beside the model's weights) or Accelerate's (its generators' state or an
+    optimizer*.bin, beside the weights); else None."""
     found = set(names)
     weights = any(_ACCELERATE_WEIGHTS.fullmatch(n) or n in _WEIGHTS for n in found)
     if "trainer_state.json" in found or ("optimizer.pt" in found and weights):
         return TRAINER
-    if any(_ACCELERATE_RNG.fullmatch(n) for n in found) or ("optimizer.bin" in found and weights):
+    if weights and any(_ACCELERATE_RNG.fullmatch(n) or _ACCELERATE_OPTIMIZER.fullmatch(n) for n in found):
         return ACCELERATE
     return None
 
@@ -77,22 +91,14 @@ def is_trainer_folder(path: str) -> bool:
 def read_trainer_folder(path: str) -> Breakdown:
     names = sorted((n for n in os.listdir(path) if os.path.isfile(os.path.join(path, n))), key=natural_key)
     kind = folder_kind(names)
-    pairs = _pairs(names, kind)
-    if not pairs:
+    models = [_Model(name, prefix, _weights(os.path.join(path, name))) for name, prefix in _model_files(names, kind)]
+    if not models:
         raise InspectError(f"{path}: this {kind or 'checkpoint folder'} holds none of the model's weights "
                            "(model.safetensors or pytorch_model.bin)")
-    read: Dict[str, Breakdown] = {}
-    optimizers: List[Tuple[str, Dict[str, Any]]] = []  # (its file, its summary)
-    for weights_file, optimizer_file, prefix in pairs:
-        model = _weights(os.path.join(path, weights_file))
-        read[weights_file] = _prefixed(model, prefix)
-        if optimizer_file is not None:
-            parameters = ModelParameters([(v.name, tuple(v.shape)) for v in model.variables if v.role == WEIGHT],
-                                         in_order=weights_file.endswith(".bin"))  # a torch.save'd state_dict's
-            optimizer = read_torch_checkpoint(os.path.join(path, optimizer_file), parameters)
-            read[optimizer_file] = _prefixed(optimizer, prefix, optimizer_file.rsplit(".", 1)[0])  # optimizer_1
-            if optimizer.optimizer is not None:
-                optimizers.append((optimizer_file, optimizer.optimizer))
+    read: Dict[str, Breakdown] = {m.file: _prefixed(m.breakdown, m.prefix) for m in models}
+    optimizers = [n for n in names if n == "optimizer.pt" or kind == ACCELERATE and _ACCELERATE_OPTIMIZER.fullmatch(n)]
+    for name in optimizers:
+        read[name] = _optimizer(os.path.join(path, name), models)
     for name in names:
         if _STATES.fullmatch(name):
             try:
@@ -114,51 +120,94 @@ def read_trainer_folder(path: str) -> Breakdown:
     counted = sum(r.bytes for r in rows) + sum(line["bytes"] for line in overhead)
     if counted != total:  # every file's lines sum to its size: a difference is a shard counted twice or missed
         overhead.append({"what": "files not accounted for (unreadable shards)", "bytes": total - counted})
-    layers = [layer for weights_file, _, _ in pairs for layer in read[weights_file].layers]
+    seen: set = set()
+    for row in rows:
+        if row.name in seen:
+            raise InspectError(f"{path}: two of its files name a tensor {row.name[:200]!r} (a model's module named "
+                               "like Accelerate's next model?): inspect each file alone")
+        seen.add(row.name)
     bd = Breakdown(source=TRAINER_FOLDER_SOURCE if kind == TRAINER else ACCELERATE_FOLDER_SOURCE,
-                   variables=VariableTable.from_rows(rows), layers=LayerTable.from_rows(layers),
+                   variables=VariableTable.from_rows(rows),
+                   layers=LayerTable.from_rows([layer for m in models for layer in read[m.file].layers]),
                    model_name=_model_name(path) or os.path.basename(os.path.normpath(path)), overhead=overhead,
                    file_bytes=total)
-    if len(optimizers) == 1:
-        bd.optimizer = optimizers[0][1]
-    elif optimizers:  # as a checkpoint holding several (``torch_checkpoint``): each under its file's name
-        bd.optimizer = {"class_name": " + ".join(str(o["class_name"]) for _, o in optimizers),
-                        "config": dict(optimizers)}
+    bd.optimizer = optimizers_summary([(name, summary) for name in optimizers
+                                       for summary in [read[name].optimizer] if summary is not None])
     return bd
 
 
-def _pairs(names: Sequence[str], kind: Optional[str]) -> List[Tuple[str, Optional[str], str]]:
-    """(weights file, its optimizer's file or None, the prefix its variables are named under) of each model."""
+def _model_files(names: Sequence[str], kind: Optional[str]) -> List[Tuple[str, str]]:
+    """(weights file, the prefix its variables are named under) of each model: Trainer's one; Accelerate's by
+    number, a pytorch_model*.bin before a model*.safetensors of the same number (it keeps the parameter
+    order, which ties the optimizer's slots without guessing)."""
     if kind == TRAINER:
-        weights_file = next((n for n in _WEIGHTS if n in names), None)
-        return [(weights_file, "optimizer.pt" if "optimizer.pt" in names else None, "")] if weights_file else []
+        return [(name, "") for name in _WEIGHTS if name in names][:1]
     by_number: Dict[str, str] = {}
-    for name in names:  # the safetensors file before the .bin where a model has both
+    for name in sorted(names, key=lambda n: not n.endswith(".bin")):
         found = _ACCELERATE_WEIGHTS.fullmatch(name)
-        if found and (found.group(1) or "") not in by_number:
-            by_number[found.group(1) or ""] = name
-    optimizers = {(m.group(1) or ""): n for n in names for m in [_ACCELERATE_OPTIMIZER.fullmatch(n)] if m}
-    return [(weights_file, optimizers.get(number), f"model{number}." if number else "")
-            for number, weights_file in sorted(by_number.items(), key=lambda kv: natural_key(kv[0]))]
+        if found:
+            by_number.setdefault(found.group(1) or "", name)
+    return [(name, f"model{number}." if number else "")
+            for number, name in sorted(by_number.items(), key=lambda kv: natural_key(kv[0]))]
 
 
-def _prefixed(bd: Breakdown, prefix: str, optimizer_name: str = "") -> Breakdown:
-    """``bd`` with its variables (and the weights they are slots of, and their layers) named under ``prefix``
-    (Accelerate's second model: ``model_1.``), and an optimizer's rows under its file's name (``optimizer_1``)."""
-    if not prefix:
+def _optimizer(path: str, models: Sequence[_Model]) -> Breakdown:
+    """An optimizer's state_dict read beside the model it updates: the one whose parameters take all its slots
+    (``torch_checkpoint``'s ties); where several do (a student beside a teacher of the same shapes) it is
+    not known which, and where none does, the model of its own number says why. Its rows are named after its
+    file (``optimizer_1.state.0.exp_avg``), its slots after the model's parameters (``model_1.0.weight``)."""
+    stem = os.path.basename(path).rsplit(".", 1)[0]
+    number = stem[len("optimizer"):]
+    tries = [(m, read_torch_checkpoint(path, _parameters(m))) for m in models[:_MOST_MODELS]]
+    fits = [(m, bd) for m, bd in tries if _all_tied(bd)]
+    if len(fits) == 1 or (len(models) == 1 and tries):
+        model, found = fits[0] if fits else tries[0]
+        return _prefixed(found, model.prefix, stem)
+    if not fits:  # tied to none whole: the model of its own number, its slots tied where they can be
+        model, found = next(((m, bd) for m, bd in tries if m.prefix == (f"model{number}." if number else "")),
+                            tries[0])
+        return _prefixed(found, model.prefix, stem)
+    found = read_torch_checkpoint(path)
+    fitting = ", ".join(m.file for m, _ in fits)
+    found.overhead = [line for line in found.overhead if "not tied" not in line["what"]] + [
+        {"what": f"optimizer state not tied to parameters: its slots fit the parameters of {len(fits)} models "
+                 f"({fitting}), and which it updates is not known", "bytes": 0}]
+    return _prefixed(found, "", stem)
+
+
+def _parameters(model: _Model) -> ModelParameters:
+    """The model's parameters, in the file's order where it is the model's (a torch.save'd state_dict), a tied
+    weight once (its second name holds no bytes of its own: ``model.parameters()`` lists it once too)."""
+    return ModelParameters([(v.name, tuple(v.shape)) for v in model.breakdown.variables
+                            if v.role == WEIGHT and (v.bytes or not v.params)], in_order=model.file.endswith(".bin"))
+
+
+def _all_tied(bd: Breakdown) -> bool:
+    """Every slot of an optimizer's state tied to a parameter (one at least)."""
+    slots = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
+    return bool(slots) and all(v.slot_of for v in slots)
+
+
+def _prefixed(bd: Breakdown, prefix: str, stem: str = "") -> Breakdown:
+    """``bd`` with its variables named under ``prefix`` (Accelerate's second model: ``model_1.``), an optimizer's
+    rows under its file's ``stem`` (``optimizer_1.state.0.exp_avg``) and its slots' parameters under
+    ``prefix``; every layer the module path of the name it is charged by (``roles.torch_layer``)."""
+    if not prefix and stem in ("", "optimizer"):
         return bd
-    under = prefix.rstrip(".").replace(".", "/")
 
     def renamed(v: VariableRecord) -> VariableRecord:
-        if optimizer_name:  # optimizer.state.0.exp_avg -> optimizer_1.state.0.exp_avg
-            name = optimizer_name + v.name[len("optimizer"):] if v.name.startswith("optimizer.") else v.name
-        else:
+        if not stem:  # the model's own tensors
             name = prefix + v.name
-        return dataclasses.replace(v, name=name, layer=f"{under}/{v.layer}" if v.layer and under else v.layer,
-                                   slot_of=prefix + v.slot_of if v.slot_of else v.slot_of)
+            return dataclasses.replace(v, name=name, layer=roles.torch_layer(name))
+        slot_of = prefix + v.slot_of if v.slot_of else v.slot_of
+        return dataclasses.replace(v, name=stem + v.name[len("optimizer"):] if v.name.startswith("optimizer.")
+                                   else v.name, slot_of=slot_of,
+                                   layer=roles.torch_layer(slot_of) if v.layer and slot_of else v.layer)
+    under = prefix.rstrip(".")
     return dataclasses.replace(bd, variables=VariableTable.from_rows([renamed(v) for v in bd.variables]),
-                               layers=LayerTable.from_rows([dataclasses.replace(layer, name=f"{under}/{layer.name}")
-                                                            for layer in bd.layers]))
+                               layers=LayerTable.from_rows([dataclasses.replace(
+                                   layer, name=f"{under}/{layer.name}" if layer.name else under)
+                                   for layer in bd.layers] if under else list(bd.layers)))
 
 
 def _weights(path: str) -> Breakdown:
@@ -175,10 +224,7 @@ def _shard_of(name: str, read: Dict[str, Breakdown]) -> bool:
 
 
 def _what(name: str) -> str:
-    for prefix, what in _NOT_READ.items():
-        if name.startswith(prefix):
-            return what
-    return _KNOWN.get(name, "another file of the checkpoint")
+    return next((what for prefix, what in _NOT_READ if name.startswith(prefix)), "another file of the checkpoint")
 
 
 def _model_name(path: str) -> Optional[str]:

@@ -469,51 +469,62 @@ def torch_parameter_orders(params: Sequence[Tuple[str, Sequence[int]]]) -> List[
 
 
 class ShapePairing(NamedTuple):
-    """``torch_pairing_by_shape``'s answer: ``owners``, the parameters in the order the groups list their
-    indices (None where shapes cannot pair them, ``why`` says why); ``groups_known``: each group's members
-    are known too (no shape sits in two groups; else ``why`` says which does)."""
-    owners: Optional[list]
+    """``torch_pairing_by_shape``'s answer: ``owners``, {index: (name, shape)} of the indices it paired; ``twins``,
+    how many of them share their shape with another parameter (which index is which of those is not known);
+    ``groups_known``: every index paired and no shape in two groups, so each group's members are known;
+    ``why``: what it left untied or unknown, and why ("" where nothing)."""
+    owners: Dict[Any, Tuple[str, Tuple[int, ...]]]
+    twins: int
     groups_known: bool
     why: str
 
 
 def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: Sequence[Sequence[Any]],
-                           slots: Dict[Any, Tuple[Tuple[str, Tuple[int, ...], str], ...]]) -> ShapePairing:
+                           slots: Dict[Any, Tuple[Tuple[str, Tuple[int, ...], str], ...]],
+                           in_order: bool = False) -> ShapePairing:
     """An optimizer's indices paired with parameters by shape, for weights whose file keeps no parameter
     order (safetensors sorts its tensors by dtype, then name). ``slots``: each index's slots as (key, shape,
-    dtype), counters left out.
+    dtype), counters left out (``torch_state_role``).
 
-    Where every parameter has its slots, each shaped as it, and the parameters of one shape have alike
-    slots, the parameters of a shape take that shape's indices in name order: which of two same-shaped
-    twins takes which index moves no byte between layers. Where all those of one shape sit in one group,
-    it moves none between groups either, and each group's members are known."""
+    The parameters of one shape are paired with the indices whose slots have that shape, in ``params``'
+    order where it is the model's (``in_order``: an optimizer lists each group's parameters in model order),
+    else in name order, where they are as many and those slots alike: which twin takes which index then
+    moves no byte between layers. A shape where they are not (a parameter never stepped or frozen, factored
+    state, unlike slots) stays untied, with the reason; the others are paired all the same."""
     listed = [index for group in groups for index in group]
-    shape_of: Dict[Any, Tuple[int, ...]] = {}
-    for index in listed:
-        shapes = {shape for _, shape, _ in slots.get(index, ())}
-        if len(shapes) == 1:
-            shape_of[index] = next(iter(shapes))
-    if len(shape_of) != len(listed):
-        return ShapePairing(None, False, f"{len(listed) - len(shape_of)} of its {len(listed)} parameters have no "
-                            "slots shaped as one tensor (frozen, never stepped, or factored state)")
+    group_of = {index: g for g, group in enumerate(groups) for index in group}
     by_shape: Dict[Tuple[int, ...], List[str]] = {}
     for name, shape in params:
         by_shape.setdefault(tuple(shape), []).append(name)
     wanted: Dict[Tuple[int, ...], List[Any]] = {}
-    where: Dict[Tuple[int, ...], Set[int]] = {}
-    for g, group in enumerate(groups):
-        for index in group:
-            wanted.setdefault(shape_of[index], []).append(index)
-            where.setdefault(shape_of[index], set()).add(g)
-    if {s: len(n) for s, n in by_shape.items()} != {s: len(i) for s, i in wanted.items()}:
-        return ShapePairing(None, False, "its slots' shapes are not the weights' shapes, one for one")
-    unlike = [s for s, indices in wanted.items() if len({slots[i] for i in indices}) > 1]
-    if unlike:
-        return ShapePairing(None, False, f"the slots of its parameters of shape {list(unlike[0])} differ from one "
-                            "to another (keys or dtypes), so which is whose would move bytes")
-    owner = {index: (name, shape) for shape, indices in wanted.items()
-             for index, name in zip(indices, sorted(by_shape[shape], key=natural_key))}
-    split = sorted((s for s, g in where.items() if len(g) > 1), key=lambda s: -len(wanted[s]))
-    why = (f"its {len(wanted[split[0]])} parameters of shape {list(split[0])} sit in {len(where[split[0]])} param "
-           "groups, and no order tells which is in which" if split else "")
-    return ShapePairing([owner[index] for index in listed], not split, why)
+    odd = []  # indices whose slots are of several shapes (factored state)
+    for index in listed:
+        shapes = {shape for _, shape, _ in slots.get(index, ())}
+        if len(shapes) == 1:
+            wanted.setdefault(next(iter(shapes)), []).append(index)
+        elif shapes:
+            odd.append(index)
+    owners: Dict[Any, Tuple[str, Tuple[int, ...]]] = {}
+    reasons: List[str] = [f"{len(odd)} with slots of several shapes (factored state)"] if odd else []
+    twins = 0
+    for shape, indices in wanted.items():
+        names = by_shape.get(shape, []) if in_order else sorted(by_shape.get(shape, []), key=natural_key)
+        if len(names) != len(indices):
+            reasons.append(f"{len(indices)} with slots of shape {list(shape)[:8]} for {len(names)} weights of it "
+                           "(one frozen or never stepped?)")
+        elif len({slots[i] for i in indices}) > 1:
+            reasons.append(f"{len(indices)} of shape {list(shape)[:8]} whose slots differ (keys or dtypes)")
+        else:
+            owners.update((index, (name, shape)) for index, name in zip(indices, names))
+            twins += len(indices) if len(indices) > 1 else 0
+    slotless = len(listed) - sum(map(len, wanted.values())) - len(odd)
+    if slotless and owners:
+        reasons.append(f"{slotless} with no slots (never stepped, or a 0-d parameter)")
+    split = [shape for shape, indices in wanted.items() if len({group_of[i] for i in indices}) > 1]
+    parts = [f"{len(listed) - len(owners)} of its {len(listed)} parameters untied ({'; '.join(reasons[:3])})"
+             ] if reasons else []
+    if split and owners:
+        parts.append(f"its parameters of shape {list(split[0])[:8]} sit in several param groups, and no order tells "
+                     "which is in which")
+    why = "; ".join(parts)
+    return ShapePairing(owners, twins, len(owners) == len(listed) and not split, why)

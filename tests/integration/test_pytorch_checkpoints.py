@@ -21,7 +21,7 @@ from tb_modelmem import cli
 from tests.support.paths import REPO
 from tests.support.plugin_harness import Served
 
-KINDS = ("trainer", "trainer_bin", "accelerate", "lightning", "dcp_1", "dcp_2")
+KINDS = ("trainer", "trainer_bin", "accelerate", "accelerate_bin", "accelerate_distill", "lightning", "dcp_1", "dcp_2")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(
     them, each param group's members where no shape sits in two groups (Trainer's split), else said unknown
     (run_clm_no_trainer.py's split, whose no-decay names miss GPT-2's ln_1.weight, puts [64] in both)."""
     _, truth = made
-    for kind in ("trainer_bin", "trainer", "accelerate"):
+    for kind in ("trainer_bin", "trainer", "accelerate", "accelerate_bin"):
         t = truth[kind]
         report = inspect_json(t["path"])
         slots = [v for v in report["variables"] if v["role"] == "optimizer_slot"]
@@ -79,10 +79,10 @@ def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(
         for v in slots:
             by_module[v["layer"]] = by_module.get(v["layer"], 0) + v["bytes"]
         assert by_module == {m.replace(".", "/"): b for m, b in t["slots_by_module"].items()}, kind
-        if kind == "accelerate":  # AdamW's two groups, [64] in each: their members unknown, and said so
+        if kind.startswith("accelerate"):  # AdamW's two groups, [64] in each: their members unknown, and said so
             assert "groups" not in report["optimizer"]["config"]["optimizer.bin"]
-            assert any(re.search(r"optimizer\.bin: optimizer state tied to parameters by shape .* members are not "
-                                 r"known: its \d+ parameters of shape \[64\] sit in 2 param groups", line["what"])
+            assert any(re.search(r"optimizer\.bin: optimizer state tied to parameters by shape.* its parameters "
+                                 r"of shape \[64\] sit in several param groups", line["what"])
                        for line in report["overhead"]), report["overhead"]
             continue
         # Trainer's two param groups, each by its parameters' names, as the live optimizer held them
@@ -94,6 +94,18 @@ def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(
             assert any("tied to parameters by shape" in line["what"] for line in report["overhead"])
         assert [g["config"].get("weight_decay", report["optimizer"]["config"]["weight_decay"]) for g in groups] == [
             g["weight_decay"] for g in t["groups"]]
+
+
+def test_an_optimizer_whose_slots_fit_two_models_is_not_guessed(made):
+    """Accelerate numbers models and optimizers apart: a student's AdamW beside a frozen teacher of the same
+    shapes fits both models' parameters, so its slots stay the optimizer's, and the folder says why."""
+    _, truth = made
+    report = inspect_json(truth["accelerate_distill"]["path"])
+    slots = [v for v in report["variables"] if v["role"] == "optimizer_slot"]
+    assert slots and not any(v["slot_of"] for v in slots)
+    assert sum(v["bytes"] for v in slots) == sum(truth["accelerate_distill"]["slots_by_module"].values())
+    assert any("optimizer.bin: optimizer state not tied to parameters: its slots fit the parameters of 2 models "
+               "(model.safetensors, model_1.safetensors)" in line["what"] for line in report["overhead"])
 
 
 def test_safetensors_single_sharded_and_low_precision(made):
@@ -121,8 +133,9 @@ def test_the_tab_lists_each_checkpoint_as_one_item(made, tmp_path):
     shutil.copy(truth["bf16"]["path"], run / "bf16.safetensors")
     served = Served(str(tmp_path / "logs"))
     tags = {t for r, t in served.tags() if r == "run"}
-    assert tags == {"torch/trainer/", "torch/trainer_bin/", "torch/accelerate/", "torch/lightning.ckpt",
-                    "torch/dcp_1/", "torch/dcp_2/", "torch/bf16.safetensors"}
+    assert tags == {"torch/trainer/", "torch/trainer_bin/", "torch/accelerate/", "torch/accelerate_bin/",
+                    "torch/accelerate_distill/", "torch/lightning.ckpt", "torch/dcp_1/", "torch/dcp_2/",
+                    "torch/bf16.safetensors"}
     for kind in KINDS:
         tag = next(t for t in tags if t.startswith("torch/" + kind + ("/" if kind != "lightning" else ".")))
         totals = served.json("/breakdown", run="run", tag=tag)["totals"]

@@ -72,8 +72,10 @@ def run_alone(args: Sequence[str], truth: str, clear: str, **run: Any) -> Dict[s
     """``subprocess.run(args, **run)`` of a real run that writes its ground truth to ``truth``, made again
     (``clear`` removed first) while other processes took ``BUSY_CORES`` or more beside it, up to
     ``BUSY_RETAKES`` times; where every attempt was busy, the quietest one's ``clear`` and ``truth`` are
-    kept. The truth read back, with ``others_busy_cores`` and ``attempts`` added (and written)."""
-    kept = f"{clear}.quietest"  # the quietest busy attempt so far: its folder and its truth
+    kept. The truth read back, with ``others_busy_cores`` (of the attempt kept) and ``attempts`` (how many
+    were made) added, and written."""
+    clear = os.path.normpath(clear)
+    kept = f"{clear}.quietest"  # the quietest busy attempt so far: its folder and its truth, beside ``clear``
     quietest = float("inf")
     for attempt in range(1, BUSY_RETAKES + 2):
         shutil.rmtree(clear, ignore_errors=True)

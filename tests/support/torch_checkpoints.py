@@ -9,6 +9,8 @@
 - ``accelerate/``: ``Accelerator.save_state`` of transformers' ``run_clm_no_trainer.py`` loop (a GPT-2 under
   AdamW in its two groups: no decay for names with ``bias`` or ``layer_norm.weight``, which GPT-2's ``ln_1``
   does not match; a linear schedule) with a second model under SGD with momentum (``model_1``, ``optimizer_1``);
+  ``accelerate_bin/`` the same saved as ``pytorch_model.bin`` (a tied weight under both names);
+  ``accelerate_distill/``: a student beside a frozen teacher of the same shapes;
 - ``sharded/``: ``save_pretrained`` split into safetensors shards with their index;
 - ``bf16.safetensors``: ``safetensors.torch.save_file`` of bfloat16 and float8 tensors;
 - ``lightning.ckpt``: Lightning's checkpoint of a conv net with BatchNorm under Adam;
@@ -125,14 +127,41 @@ def _accelerate(out: str) -> Dict[str, Any]:
         if step == 1:
             break
     accelerator.save_state(out)
+    accelerator.save_state(out + "_bin", safe_serialization=False)  # pytorch_model.bin: lm_head.weight kept too
     state = _state(optimizer)
     for key, value in _state(head_optimizer).items():
         state[key] = state.get(key, 0) + value
     parameters = _model_truth(model)["parameters"] + _model_truth(head)["parameters"]
-    return {"parameters": parameters, "buffers": 0, "optimizer_state": state,
-            "optimizer": "AdamW + SGD", "path": out, "groups_known": False,
-            "slots_by_module": {**_slots_by_module(model, optimizer), **_slots_by_module(head, head_optimizer,
-                                                                                          "model_1.")}}
+    truth = {"parameters": parameters, "buffers": 0, "optimizer_state": state, "optimizer": "AdamW + SGD",
+             "slots_by_module": {**_slots_by_module(model, optimizer), **_slots_by_module(head, head_optimizer,
+                                                                                           "model_1.")}}
+    return {"accelerate": {**truth, "path": out}, "accelerate_bin": {**truth, "path": out + "_bin"},
+            "accelerate_distill": _distill(out + "_distill")}
+
+
+def _distill(out: str) -> Dict[str, Any]:
+    """A student trained beside a frozen teacher of the same shapes, both prepared: the optimizer's slots fit
+    either model's parameters, so which it updates is not in the files."""
+    import torch
+    from accelerate import Accelerator
+
+    torch.manual_seed(0)
+    teacher, student = (torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+                        for _ in range(2))
+    teacher.requires_grad_(False)
+    optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3)
+    accelerator = Accelerator(cpu=True)
+    teacher, student, optimizer = accelerator.prepare(teacher, student, optimizer)
+    for _ in range(2):
+        x = torch.randn(8, 16)
+        loss = torch.nn.functional.mse_loss(student(x), teacher(x))
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+    accelerator.save_state(out)
+    parameters = _model_truth(teacher)["parameters"] + _model_truth(student)["parameters"]
+    return {"parameters": parameters, "buffers": 0, "optimizer_state": _state(optimizer), "optimizer": "AdamW",
+            "path": out, "slots_by_module": _slots_by_module(student, optimizer, "model_1.")}
 
 
 def _sharded(out: str) -> Dict[str, Any]:
@@ -209,7 +238,7 @@ def make_all(out: str) -> Dict[str, Any]:
 
     os.makedirs(out, exist_ok=True)
     truth: Dict[str, Any] = {**_trainer(os.path.join(out, "trainer")),
-                             "accelerate": _accelerate(os.path.join(out, "accelerate")),
+                             **_accelerate(os.path.join(out, "accelerate")),
                              "sharded": _sharded(os.path.join(out, "sharded")),
                              "bf16": _bf16(os.path.join(out, "bf16.safetensors")),
                              "lightning": _lightning(os.path.join(out, "lightning"))}

@@ -54,18 +54,25 @@ def test_slots_tied_to_their_parameter(name, slots, class_name):
     assert set(next(iter(tied.values()))) == set(slots)
 
 
-def test_untied_state_is_unknown_not_guessed(tmp_path):
-    """A state_dict with one parameter fewer than the optimizer lists: slots stay untied, with the reason."""
+def test_a_parameter_missing_from_the_state_dict_leaves_only_its_own_slots_untied(tmp_path):
+    """A state_dict with one parameter fewer than the optimizer lists: no order fits, so slots are paired by
+    shape, each shape on its own; the missing parameter's are unknown, with the reason, and every other slot
+    is its own parameter's, as the real run's optimizer.state held it (truth.json)."""
     src = os.path.join(HERE, "cnn_adam.pt")
     bd = read_torch_checkpoint(src)
     assert all(v.slot_of for v in bd.variables if v.slot)  # the good case first
-    # one parameter renamed as a buffer: 9 parameters, 10 optimizer indices: every slot's parameter unknown
+    # one parameter renamed as a buffer: 9 parameters, 10 optimizer indices
     path = tmp_path / "renamed.pt"
     _rewrite_pickle(src, path, lambda pkl: pkl.replace(b"X\x08\x00\x00\x000.weight",
                                                        b"X\x0e\x00\x00\x000.running_mean"))
     bd = read_torch_checkpoint(str(path))
-    assert all(v.slot_of is None for v in bd.variables if v.slot)
-    assert any("not tied" in line["what"] for line in bd.overhead)
+    slots = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
+    untied = {v.name for v in slots if v.slot_of is None}
+    assert untied == {"optimizer.state.0.exp_avg", "optimizer.state.0.exp_avg_sq"}  # 0.weight's, [16, 3, 3, 3]
+    truth = TRUTH["cnn_adam.pt"]["state_by_parameter"]
+    assert all(truth[v.slot_of][v.slot] == v.bytes for v in slots if v.slot_of)
+    assert {v.slot_of for v in slots if v.slot_of} == set(truth) - {"0.weight"}
+    assert any("1 of its 10 parameters untied" in line["what"] for line in bd.overhead), bd.overhead
 
 
 def _rewrite_pickle(src, dst, edit):
@@ -133,9 +140,10 @@ def test_missing_storage_is_an_error(tmp_path):
 
 
 def test_shapes_pair_slots_only_where_no_byte_can_move():
-    """safetensors keeps no parameter order: slots pair with parameters by shape only where every parameter has
-    its slots, shaped as it, and those of one shape have alike slots, so a twin taking the other's index moves
-    no byte between layers; a group's members are known only where no shape sits in two groups."""
+    """safetensors keeps no parameter order: each shape's parameters pair with the indices whose slots have
+    that shape, in name order, where they are as many and their slots alike, so a twin taking the other's
+    index moves no byte between layers; a shape that cannot pair stays untied alone; a group's members are
+    known only where every index paired and no shape sits in two groups."""
     params = [("h.10.fc.weight", (4, 3)), ("h.10.fc.bias", (4,)), ("h.2.fc.weight", (4, 3)), ("h.2.fc.bias", (4,))]
 
     def adam(shape, dtype="float32"):
@@ -143,17 +151,19 @@ def test_shapes_pair_slots_only_where_no_byte_can_move():
 
     slots = {0: adam((4, 3)), 1: adam((4, 3)), 2: adam((4,)), 3: adam((4,))}
     paired = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], slots)  # decayed matrices, then vectors
-    assert [name for name, _ in paired.owners] == ["h.2.fc.weight", "h.10.fc.weight", "h.2.fc.bias", "h.10.fc.bias"]
-    assert paired.groups_known and paired.why == ""
+    assert [paired.owners[i][0] for i in range(4)] == ["h.2.fc.weight", "h.10.fc.weight", "h.2.fc.bias",
+                                                        "h.10.fc.bias"]
+    assert paired.groups_known and paired.twins == 4 and paired.why == ""
     split = roles.torch_pairing_by_shape(params, [[0, 2], [1, 3]], slots)  # a vector in each group
-    assert [name for name, _ in split.owners] == ["h.2.fc.weight", "h.2.fc.bias", "h.10.fc.weight", "h.10.fc.bias"]
-    assert not split.groups_known and "sit in 2 param groups" in split.why
-    refused = {
-        "1 of its 4 parameters have no slots": {**slots, 3: ()},  # never stepped
-        "no slots shaped as one tensor": {**slots, 0: (("row", (4,), "float32"), ("col", (3,), "float32"))},
-        "not the weights' shapes": {**slots, 3: adam((5,))},
-        "differ from one to another": {**slots, 3: adam((4,), "bfloat16")},  # which is whose would move bytes
+    assert len(split.owners) == 4 and not split.groups_known and "sit in several param groups" in split.why
+    untied = {
+        "1 with slots of shape [4] for 2 weights": ({**slots, 3: ()}, {0, 1}),  # never stepped: [4] unknown
+        "several shapes (factored": ({**slots, 0: (("row", (4,), "float32"), ("col", (3,), "float32"))}, {2, 3}),
+        "1 with slots of shape [5] for 0 weights": ({**slots, 3: adam((5,))}, {0, 1}),
+        "whose slots differ": ({**slots, 3: adam((4,), "bfloat16")}, {0, 1}),  # which is whose would move bytes
     }
-    for expected, given in refused.items():
+    for expected, (given, tied) in untied.items():
         paired = roles.torch_pairing_by_shape(params, [[0, 1], [2, 3]], given)
-        assert paired.owners is None and expected in paired.why, (expected, paired.why)
+        assert set(paired.owners) == tied and expected in paired.why and not paired.groups_known, (expected, paired)
+    nothing = roles.torch_pairing_by_shape(params, [[0, 1, 2, 3]], {})  # plain SGD: no slots to tie, nothing said
+    assert nothing.owners == {} and nothing.why == ""
