@@ -55,7 +55,7 @@ setup(
         "test": ["tensorflow>=2.16", "torch>=2.1", "pytest", "pytest-xdist", "playwright", "grpcio-tools", "xprof",
                  "fsspec", "ruff", "mypy", "jax[cpu]",
                  # PyTorch as people train with it: Hugging Face Trainer (accelerate runs it) and Lightning
-                 "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors",
+                 "transformers>=4.40", "accelerate>=1.1", "lightning>=2.2", "safetensors", "peft",
                  # JAX as people train on it without Keras (tests/integration/test_flax.py)
                  "flax>=0.12", "optax>=0.2", "equinox",
                  # an S3 bucket log dir, served by a real S3-compatible server (tests/integration/test_s3_logdir.py)

@@ -5,8 +5,9 @@ loops, ``run_*_no_trainer.py`` among them, save). No torch, no TF.
 What each writes, and how each is read:
 
 - the model's weights: ``model.safetensors`` (or a sharded set with its ``.index.json``,
-  ``readers.safetensors``), else ``pytorch_model.bin`` (``readers.torch_checkpoint``); Accelerate numbers
-  a second model's ``model_1.safetensors``, its variables named under ``model_1.``;
+  ``readers.safetensors``), else ``pytorch_model.bin`` (``readers.torch_checkpoint``), else a PEFT model's
+  adapter alone (``adapter_model.safetensors``: LoRA's matrices, the frozen base model's weights not
+  saved); Accelerate numbers a second model's ``model_1.safetensors``, its variables named under ``model_1.``;
 - the optimizer's state_dict alone (Trainer's ``optimizer.pt``, Accelerate's ``optimizer.bin``, a second
   one ``optimizer_1.bin``, beside the model of its number): its state by key (slots, counters), its family
   inferred from the keys. Its slots are tied to parameters by the parameter order where the weights keep
@@ -46,7 +47,10 @@ from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, Va
 TRAINER = "Hugging Face Trainer checkpoint"
 ACCELERATE = "Accelerate save_state folder"
 _WEIGHTS = ("model.safetensors" + INDEX_SUFFIX[len(".safetensors"):], "model.safetensors",
-            "pytorch_model.bin.index.json", "pytorch_model.bin")
+            "pytorch_model.bin.index.json", "pytorch_model.bin",
+            "adapter_model.safetensors", "adapter_model.bin")  # a PEFT model's: its adapter alone
+_ADAPTER = ("a PEFT adapter (LoRA, ...): its weights alone; the frozen base model's are not in this checkpoint "
+            "(adapter_config.json names it)")
 # Accelerate's files of its i-th model, optimizer, ... ("" for the first, "_1" for the second)
 _ACCELERATE_WEIGHTS = re.compile(r"(?:model|pytorch_model)(_\d+)?\.(?:safetensors|bin)")
 _ACCELERATE_OPTIMIZER = re.compile(r"optimizer(_\d+)?\.bin")
@@ -62,7 +66,8 @@ _NOT_READ = (("rng_state", _RNG), ("random_states_", _RNG),
              ("dl_state_dict", "the data loader's state"), ("trainer_state.json", "Trainer's state (global step, "
                                                                                   "log history)"),
              ("config.json", "the model's config"), ("generation_config.json", "generation config"),
-             ("scheduler", "the LR scheduler's state"), ("scaler.pt", "the gradient scaler's state"))
+             ("scheduler", "the LR scheduler's state"), ("scaler.pt", "the gradient scaler's state"),
+             ("adapter_config.json", "the PEFT adapter's config"), ("README.md", "the model card"))
 
 
 class _Model(NamedTuple):
@@ -96,6 +101,9 @@ def read_trainer_folder(path: str) -> Breakdown:
         raise InspectError(f"{path}: this {kind or 'checkpoint folder'} holds none of the model's weights "
                            "(model.safetensors or pytorch_model.bin)")
     read: Dict[str, Breakdown] = {m.file: _prefixed(m.breakdown, m.prefix) for m in models}
+    for m in models:
+        if m.file.startswith("adapter_model"):
+            read[m.file].overhead.append({"what": _ADAPTER, "bytes": 0})
     optimizers = [n for n in names if n == "optimizer.pt" or kind == ACCELERATE and _ACCELERATE_OPTIMIZER.fullmatch(n)]
     for name in optimizers:
         read[name] = _optimizer(os.path.join(path, name), models)

@@ -21,7 +21,8 @@ from tb_modelmem import cli
 from tests.support.paths import REPO
 from tests.support.plugin_harness import Served
 
-KINDS = ("trainer", "trainer_bin", "accelerate", "accelerate_bin", "accelerate_distill", "lightning", "dcp_1", "dcp_2")
+KINDS = ("trainer", "trainer_bin", "trainer_lora", "accelerate", "accelerate_bin", "accelerate_distill", "lightning",
+         "dcp_1", "dcp_2")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(
     them, each param group's members where no shape sits in two groups (Trainer's split), else said unknown
     (run_clm_no_trainer.py's split, whose no-decay names miss GPT-2's ln_1.weight, puts [64] in both)."""
     _, truth = made
-    for kind in ("trainer_bin", "trainer", "accelerate", "accelerate_bin"):
+    for kind in ("trainer_bin", "trainer", "trainer_lora", "accelerate", "accelerate_bin"):
         t = truth[kind]
         report = inspect_json(t["path"])
         slots = [v for v in report["variables"] if v["role"] == "optimizer_slot"]
@@ -133,13 +134,19 @@ def test_the_tab_lists_each_checkpoint_as_one_item(made, tmp_path):
     shutil.copy(truth["bf16"]["path"], run / "bf16.safetensors")
     served = Served(str(tmp_path / "logs"))
     tags = {t for r, t in served.tags() if r == "run"}
-    assert tags == {"torch/trainer/", "torch/trainer_bin/", "torch/accelerate/", "torch/accelerate_bin/",
+    assert tags == {"torch/trainer/", "torch/trainer_bin/", "torch/trainer_lora/", "torch/accelerate/",
+                    "torch/accelerate_bin/",
                     "torch/accelerate_distill/", "torch/lightning.ckpt", "torch/dcp_1/", "torch/dcp_2/",
                     "torch/bf16.safetensors"}
     for kind in KINDS:
         tag = next(t for t in tags if t.startswith("torch/" + kind + ("/" if kind != "lightning" else ".")))
         totals = served.json("/breakdown", run="run", tag=tag)["totals"]
         assert totals["weight"] == truth[kind]["parameters"], kind
+    # a LoRA adapter's Trainer groups: the no-decay one holds none of its matrices
+    lora = served.json("/breakdown", run="run", tag="torch/trainer_lora/")["optimizer_summary"]["text"]
+    assert [len(g["params"]) for g in truth["trainer_lora"]["groups"]][1] == 0
+    assert lora.endswith(f"; 2 param groups: {len(truth['trainer_lora']['groups'][0]['params'])} parameters as above, "
+                         "an empty one"), lora
 
 
 def test_a_python_file_named_like_a_checkpoint_is_refused_not_run(tmp_path):

@@ -6,6 +6,7 @@
   ``optimizer.pt``, ``scheduler.pt``, ``rng_state.pth``, ``training_args.bin``, ...);
 - ``trainer_bin/checkpoint-2/``: the same with ``pytorch_model.bin`` (a torch.save'd state_dict) for the
   weights, as transformers before 5 saved by default;
+- ``trainer_lora/checkpoint-2/``: the same Trainer over a PEFT LoRA model (``adapter_model.safetensors``);
 - ``accelerate/``: ``Accelerator.save_state`` of transformers' ``run_clm_no_trainer.py`` loop (a GPT-2 under
   AdamW in its two groups: no decay for names with ``bias`` or ``layer_norm.weight``, which GPT-2's ``ln_1``
   does not match; a linear schedule) with a second model under SGD with momentum (``model_1``, ``optimizer_1``);
@@ -79,6 +80,36 @@ def _trainer(out: str) -> Dict[str, Any]:
     truth = {**_model_truth(model), "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__,
              "groups": groups, "slots_by_module": _slots_by_module(model, optimizer)}
     return {"trainer": {**truth, "path": folder}, "trainer_bin": {**truth, "path": old}}
+
+
+def _trainer_lora(out: str) -> Dict[str, Any]:
+    """Trainer's checkpoint of a PEFT LoRA model (rank 4 on GPT-2's c_attn): the adapter's weights alone
+    (``adapter_model.safetensors``, named without PEFT's adapter name ``default``), and their optimizer."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Trainer, TrainingArguments
+
+    from tests.corpus.pytorch import gpt2_trainer
+
+    model, dataset = gpt2_trainer.build()
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"], fan_in_fan_out=True,
+                                             task_type="CAUSAL_LM"))
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=8, max_steps=2, report_to=[],
+                             save_strategy="steps", save_steps=2, use_cpu=True, disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=dataset)
+    trainer.train()
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+
+    def saved(name: str) -> str:  # PEFT saves an adapter's tensors without its name
+        return name.replace(".default.", ".")
+
+    named = {id(p): saved(name) for name, p in model.named_parameters()}
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return {"parameters": sum(p.numel() * p.element_size() for p in trainable), "buffers": 0,
+            "optimizer_state": _state(optimizer), "optimizer": type(optimizer).__name__,
+            "groups": [{"params": [named[id(p)] for p in group["params"]], "weight_decay": group["weight_decay"]}
+                       for group in optimizer.param_groups],
+            "slots_by_module": {saved(m + ".").rstrip("."): b for m, b in _slots_by_module(model, optimizer).items()},
+            "path": os.path.join(out, "checkpoint-2")}
 
 
 def _slots_by_module(model: Any, optimizer: Any, prefix: str = "") -> Dict[str, int]:
@@ -238,6 +269,7 @@ def make_all(out: str) -> Dict[str, Any]:
 
     os.makedirs(out, exist_ok=True)
     truth: Dict[str, Any] = {**_trainer(os.path.join(out, "trainer")),
+                             "trainer_lora": _trainer_lora(os.path.join(out, "trainer_lora")),
                              **_accelerate(os.path.join(out, "accelerate")),
                              "sharded": _sharded(os.path.join(out, "sharded")),
                              "bf16": _bf16(os.path.join(out, "bf16.safetensors")),
