@@ -142,6 +142,10 @@ def test_the_tab_lists_each_checkpoint_as_one_item(made, tmp_path):
         tag = next(t for t in tags if t.startswith("torch/" + kind + ("/" if kind != "lightning" else ".")))
         totals = served.json("/breakdown", run="run", tag=tag)["totals"]
         assert totals["weight"] == truth[kind]["parameters"], kind
+    notes = {t["tag"]: t["note"] for r in served.json("/runs")["runs"] if r["run"] == "run" for t in r["tags"]}
+    assert notes["torch/trainer/"] == "Hugging Face Trainer checkpoint"  # what each folder is, in its picker
+    assert notes["torch/accelerate/"] == "Accelerate save_state folder"
+    assert notes["torch/dcp_1/"] == "torch.distributed.checkpoint"
     # a LoRA adapter's Trainer groups: the no-decay one holds none of its matrices
     lora = served.json("/breakdown", run="run", tag="torch/trainer_lora/")["optimizer_summary"]["text"]
     assert [len(g["params"]) for g in truth["trainer_lora"]["groups"]][1] == 0

@@ -71,6 +71,7 @@ class TorchFileSource(Source):
 
     def __init__(self, files: LogdirFiles) -> None:
         self._files = files
+        self._folder_kinds: Dict[Tuple[str, str], str] = {}  # (run, tag) of a checkpoint folder -> what it is
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         items = []
@@ -79,8 +80,8 @@ class TorchFileSource(Source):
                 item = Item(run, tag, metadata.OPS, ORIGIN, max_step=0, hosts=sorted(path, key=natural_key),
                             note=f"PyTorch profiler traces of {len(path)} ranks")
             else:
-                kind, note = (metadata.BREAKDOWN, "checkpoint folder") if tag.endswith("/") else _kind(path) or (
-                    metadata.OPS, "")
+                kind, note = ((metadata.BREAKDOWN, self._folder_kinds.get((run, tag), "checkpoint folder"))
+                              if tag.endswith("/") else _kind(path) or (metadata.OPS, ""))
                 item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
@@ -152,9 +153,12 @@ class TorchFileSource(Source):
         {(run, ``RANKS_TAG``): {worker: path}} of a folder of one trace per rank."""
         found: Dict[Tuple[str, str], Found] = {}
         for directory, names in self._files.walk():
-            if _folder_kind(names):  # one item in its parent's run; its files are its own
+            what = _folder_kind(names)
+            if what:  # one item in its parent's run; its files are its own
                 parent, folder = posixpath.split(directory.rstrip("/"))
-                found[(self._files.run_of(parent), f"{TAG_PREFIX}{folder}/")] = directory
+                key = (self._files.run_of(parent), f"{TAG_PREFIX}{folder}/")
+                found[key] = directory
+                self._folder_kinds[key] = what
                 continue
             run = self._files.run_of(directory)
             ranks = _ranks([name for name in names if torch_trace.is_trace_name(name)])
