@@ -8,16 +8,18 @@ followed by the storages, each after an 8-byte element count. ``data.pkl`` is re
 functions, its storage types, its dtypes and ``collections.OrderedDict``, each replaced by a
 stand-in of this module that only records its arguments (nothing is imported); a pickled
 ``nn.Module``, a tensor subclass or any other class refuses the file. A tensor's bytes are its
-elements x its dtype's size; a storage on disk is counted once (by the first tensor on it), and
-what else the file holds (the pickle, zip headers and padding, storage the tensors do not view)
-is an overhead line, so variables + overhead == file bytes.
+elements x its dtype's size; a second name of what a counted tensor views (a tied weight) holds none, no
+storage is counted past its size (views of one flat buffer each hold theirs), and what else the file holds
+(the pickle, zip headers and padding, storage the tensors do not view) is an overhead line, so variables +
+overhead == file bytes.
 
 Roles: in the model's state_dict, BatchNorm's ``running_mean``/``running_var``/``num_batches_tracked``
 are buffers (non-trainable), the rest parameters. An optimizer's ``state`` tensors are slots
 (``exp_avg``, ``exp_avg_sq``, ``momentum_buffer``, ...; ``step`` is a counter: other). A slot is tied
-to its parameter when the ``param_groups``' indices can be matched to the state_dict: as many
-indices as parameters (the state_dict in ``model.parameters()`` order, buffers left out) and every
-slot shaped as its parameter; otherwise its parameter is unknown (``slot_of`` None).
+to its parameter through the ``param_groups``' indices: by an order of the state_dict's parameters
+(``model.parameters()`` order, buffers left out) whose shapes agree with every slot, else by shape, each
+shape on its own (``roles.torch_pairing_by_shape``); a slot no rule ties has no parameter (``slot_of`` None),
+and a line says why.
 """
 
 from __future__ import annotations
@@ -167,6 +169,18 @@ class ModelParameters(NamedTuple):
     it); safetensors sorts its tensors by dtype and name, so there only shapes can tie the slots."""
     named: List[Tuple[str, Tuple[int, ...]]]
     in_order: bool = True
+    why: str = ""  # where ``named`` is empty: why the slots cannot be tied (its folder's reader knows)
+
+
+class LoadedCheckpoint(NamedTuple):
+    """A ``torch.save`` file unpickled (no class run), before its breakdown: a folder's reader asks its optimizer's
+    slot shapes (``optimizer_slot_shapes``) to choose the model it updates, then has it broken down once."""
+    obj: Any
+    path: str
+    on_disk: Dict[str, int]  # storage key -> its bytes in the file
+    size: int
+    overhead: List[Dict[str, Any]]  # the format's own lines
+    rest: str  # what the file's bytes no line counts are
 
 
 def is_checkpoint_name(name: str) -> bool:
@@ -179,13 +193,26 @@ def is_checkpoint_name(name: str) -> bool:
 def read_torch_checkpoint(path: str, parameters: Optional[ModelParameters] = None) -> Breakdown:
     """Breakdown of a ``torch.save`` file (zip or legacy), to the byte, read through ``bounded.Opened``
     (local or remote). ``parameters``: the model's, for an optimizer state_dict saved alone (``_breakdown``)."""
+    return checkpoint_breakdown(load_torch_checkpoint(path), parameters)
+
+
+def load_torch_checkpoint(path: str) -> LoadedCheckpoint:
+    """A ``torch.save`` file's pickle (zip or legacy) unpickled with no class run, its storages checked
+    against the file; only the pickle and the zip's directory (or the storages' headers) are read."""
     with Opened(path) as f:
         head = f.read_exactly(0, min(4, f.size))
         if head == b"PK\x03\x04":
-            return _read_zip(f, parameters)
+            return _load_zip(f)
         if head[:1] == b"\x80":
-            return _read_legacy(f, parameters)
+            return _load_legacy(f)
     raise InspectError(f"{path}: not a PyTorch checkpoint (neither a torch.save zip nor its legacy format)")
+
+
+def checkpoint_breakdown(loaded: LoadedCheckpoint, parameters: Optional[ModelParameters] = None) -> Breakdown:
+    """``loaded``'s breakdown, every byte of the file on a line."""
+    bd = _breakdown(loaded.obj, loaded.path, loaded.on_disk, parameters)
+    _close(bd, loaded.size, [dict(line) for line in loaded.overhead], loaded.rest)
+    return bd
 
 
 def _storage_loader(storages: Dict[str, _Storage]) -> Any:
@@ -203,7 +230,7 @@ def _storage_loader(storages: Dict[str, _Storage]) -> Any:
     return persistent_load
 
 
-def _read_zip(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
+def _load_zip(f: Opened) -> LoadedCheckpoint:
     path, size = f.path, f.size
     try:
         with zipfile.ZipFile(f.view()) as zf:
@@ -239,13 +266,11 @@ def _read_zip(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
         on_disk[key] = member.compress_size
     overhead = [{"what": "data.pkl (the pickled structure: names, shapes, optimizer settings)",
                  "bytes": pkl.compress_size}]
-    bd = _breakdown(obj, path, on_disk, parameters)
-    _close(bd, size, overhead, "zip structure: headers, alignment padding, directory, small records "
-                               "(version, byteorder)")
-    return bd
+    return LoadedCheckpoint(obj, path, on_disk, size, overhead, "zip structure: headers, alignment padding, "
+                            "directory, small records (version, byteorder)")
 
 
-def _read_legacy(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
+def _load_legacy(f: Opened) -> LoadedCheckpoint:
     path, size = f.path, f.size
     data = f.read_exactly(0, min(size, PICKLE_LIMIT))
     values, start = [], 0
@@ -275,9 +300,7 @@ def _read_legacy(f: Opened, parameters: Optional[ModelParameters]) -> Breakdown:
     overhead = [{"what": "pickles (magic number, protocol, system info, names, shapes, optimizer settings)",
                  "bytes": pickled},
                 {"what": "storage headers (an 8-byte element count each)", "bytes": 8 * len(keys)}]
-    bd = _breakdown(obj, path, on_disk, parameters)
-    _close(bd, size, overhead, "bytes after the last storage")
-    return bd
+    return LoadedCheckpoint(obj, path, on_disk, size, overhead, "bytes after the last storage")
 
 
 def _pickle_length(data: bytes, where: str, what: str) -> int:
@@ -337,26 +360,31 @@ def _breakdown(obj: Any, path: str, on_disk: Dict[str, int],
     model, optimizers = _parts(obj)
     records: List[VariableRecord] = []
     viewed: Dict[str, int] = {}  # storage key -> bytes the counted tensors take of it
-    counted: set = set()
+    counted: set = set()  # (storage, offset, shape) of each tensor counted: a second name of one is tied to it
     shared: List[str] = []
 
     def add(name: str, tensor: _Tensor, role: str, layer: str, slot: Optional[str] = None,
             slot_of: Optional[str] = None) -> None:
-        first = tensor.storage.key not in counted
-        counted.add(tensor.storage.key)
+        """One row. A tensor viewing what one counted already views (a tied weight's second name) holds no
+        bytes of its own; other views of one storage (an RNN's weights flattened into one buffer on CUDA)
+        each hold theirs, never more in all than the storage has."""
+        key = tensor.storage.key
+        first = _region(tensor) not in counted
+        counted.add(_region(tensor))
         if not first:
             shared.append(name)
-        viewed[tensor.storage.key] = viewed.get(tensor.storage.key, 0) + (tensor.nbytes if first else 0)
+        size = min(tensor.nbytes, tensor.storage.numel * tensor.storage.itemsize - viewed.get(key, 0)) if first else 0
+        viewed[key] = viewed.get(key, 0) + size
         records.append(VariableRecord(name=name, layer=layer, shape=list(tensor.shape), dtype=tensor.storage.dtype,
-                                      bytes=tensor.nbytes if first else 0, role=role,
-                                      device=tensor.storage.location, slot=slot, slot_of=slot_of))
+                                      bytes=size, role=role, device=tensor.storage.location, slot=slot,
+                                      slot_of=slot_of))
 
     params: List[Tuple[str, Tuple[int, ...]]] = []
     if model is not None:
         for name, tensor in model.items():
             name = text(name)
             buffer = name.rsplit(".", 1)[-1] in roles.TORCH_BUFFER_NAMES
-            tied = tensor.storage.key in counted  # a tied weight's second name: model.parameters() lists it once
+            tied = _region(tensor) in counted  # a tied weight's second name: model.parameters() lists it once
             add(name, tensor, NON_TRAINABLE if buffer else WEIGHT, roles.torch_layer(name))
             if not buffer and not tied:
                 params.append((name, tensor.shape))
@@ -396,6 +424,11 @@ def optimizers_summary(named: Sequence[Tuple[str, Dict[str, Any]]]) -> Optional[
     return {"class_name": " + ".join(str(summary["class_name"]) for _, summary in named), "config": dict(named)}
 
 
+def _region(tensor: _Tensor) -> Tuple[str, int, Tuple[int, ...]]:
+    """What a tensor views: its storage, offset and shape (two names of one region are one tensor, tied)."""
+    return tensor.storage.key, tensor.offset, tensor.shape
+
+
 def _tensors(value: Any, prefix: str, depth: int = 0) -> List[Tuple[str, _Tensor]]:
     if isinstance(value, _Tensor):
         return [(prefix, value)]
@@ -425,15 +458,12 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, weights: ModelPar
     groups_known = True  # each group's members known, where its slots are tied
     note = ""
     if not params:
-        note = f"{prefix} state not tied to parameters: no model state_dict beside it"
+        note = f"{prefix} state not tied to parameters: {weights.why or 'no model state_dict beside it'}"
     elif any(type(i) is not int for i in indices) or len(set(indices)) != len(indices):
         note = (f"{prefix} state not tied to parameters: its param_groups list a parameter twice, or something "
                 "other than parameter numbers")
     else:
-        slots_of = {index: tuple(sorted((text(key), tuple(t.shape), t.storage.dtype) for key, t in slots.items()
-                                        if isinstance(t, _Tensor)
-                                        and roles.torch_state_role(text(key), t.shape) == OPTIMIZER_SLOT))
-                    for index, slots in state.items() if isinstance(slots, dict)}
+        slots_of = _slot_signatures(state)
         orders = roles.torch_parameter_orders(params) if weights.in_order and len(indices) == len(params) else []
         for rule, ordered in orders:
             candidate = dict(zip(indices, ordered))
@@ -446,8 +476,8 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, weights: ModelPar
         else:
             unordered = ("the weights' file keeps no parameter order: safetensors sorts by dtype and name"
                          if not weights.in_order else
-                         f"its param_groups list {len(indices)} parameters, the state_dict has {len(params)}: "
-                         "frozen or shared parameters?" if len(indices) != len(params) else
+                         f"its param_groups list {len(indices)} parameters and the state_dict {len(params)} (frozen "
+                         "or shared parameters)" if len(indices) != len(params) else
                          f"its slots' shapes fit no order of the state_dict's {len(params)} parameters: neither "
                          "model order nor weights before biases and norms")
             paired = roles.torch_pairing_by_shape(params, [g["params"] for g in listed], slots_of, weights.in_order)
@@ -488,6 +518,33 @@ def _optimizer_records(optimizer: Dict[str, Any], prefix: str, weights: ModelPar
             [owner[i][0] for i in g["params"] if i in owner], _plain_settings(g), _plain_settings(listed[0]),
             sum(i not in owner for i in g["params"])) for g in listed]
     return entry, note
+
+
+def _slot_signatures(state: Dict[Any, Any]) -> Dict[Any, Tuple[Tuple[str, Tuple[int, ...], str], ...]]:
+    """Each index's slots as (key, shape, dtype), counters left out (``roles.torch_state_role``)."""
+    return {index: tuple(sorted((text(key), tuple(t.shape), t.storage.dtype) for key, t in slots.items()
+                                if isinstance(t, _Tensor)
+                                and roles.torch_state_role(text(key), t.shape) == OPTIMIZER_SLOT))
+            for index, slots in state.items() if isinstance(slots, dict)}
+
+
+def optimizer_slot_shapes(loaded: LoadedCheckpoint) -> Optional[Tuple[int, Dict[Tuple[int, ...], int]]]:
+    """Of the one optimizer state_dict ``loaded`` holds (Trainer's ``optimizer.pt``, Accelerate's
+    ``optimizer.bin``): how many parameters its param_groups list, and how many of them have slots of each
+    shape (a model it updates has at least as many parameters of each). None where it holds not one."""
+    _, optimizers = _parts(loaded.obj)
+    if len(optimizers) != 1:
+        return None
+    optimizer = optimizers[0][1]
+    listed = sum(len(g["params"]) for g in optimizer["param_groups"]
+                 if isinstance(g, dict) and isinstance(g.get("params"), list))
+    shapes: Dict[Tuple[int, ...], int] = {}
+    for found in _slot_signatures(optimizer["state"]).values():
+        one = {shape for _, shape, _ in found}
+        if len(one) == 1:
+            shape = next(iter(one))
+            shapes[shape] = shapes.get(shape, 0) + 1
+    return listed, shapes
 
 
 def _plain_settings(group: Dict[Any, Any]) -> Dict[Any, Any]:

@@ -8,12 +8,12 @@ What each writes, and how each is read:
   ``readers.safetensors``), else ``pytorch_model.bin`` (``readers.torch_checkpoint``), else a PEFT model's
   adapter alone (``adapter_model.safetensors``: LoRA's matrices, the frozen base model's weights not
   saved); Accelerate numbers a second model's ``model_1.safetensors``, its variables named under ``model_1.``;
-- the optimizer's state_dict alone (Trainer's ``optimizer.pt``, Accelerate's ``optimizer.bin``, a second
-  one ``optimizer_1.bin``, beside the model of its number): its state by key (slots, counters), its family
-  inferred from the keys. Its slots are tied to parameters by the parameter order where the weights keep
-  it (``pytorch_model.bin``: a state_dict in ``model.parameters()`` order); safetensors keeps none, so
-  there by shape, where shapes tell every layer's bytes (``roles.torch_pairing_by_shape``), else they are
-  the optimizer's, with the reason;
+- the optimizer's state_dict alone (Trainer's ``optimizer.pt``, Accelerate's ``optimizer.bin``,
+  ``optimizer_1.bin``, ...), read beside the one model it can update (``_optimizer``: Accelerate numbers
+  models and optimizers apart): its state by key (slots, counters), its family inferred from the keys. Its
+  slots are tied to parameters by the parameter order where the weights keep it (``pytorch_model.bin``: a
+  state_dict in ``model.parameters()`` order); safetensors keeps none, so there by shape, each shape on its
+  own (``roles.torch_pairing_by_shape``); what no rule ties is the optimizer's, with the reason;
 - the LR scheduler's (``scheduler.pt``, ``scheduler*.bin``) and the gradient scaler's (``scaler.pt``) state:
   read like a checkpoint (their tensors, if any, are other);
 - what holds objects only their classes can rebuild, where loading could run code, is not unpickled, and
@@ -29,20 +29,27 @@ import dataclasses
 import json
 import os
 import re
+from collections import Counter
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from tb_modelmem.readers.bounded import JSON_LIMIT, InspectError, file_size, read_file
 from tb_modelmem.readers.safetensors import INDEX_SUFFIX, read_safetensors
-from tb_modelmem.readers.torch_checkpoint import ModelParameters, optimizers_summary, read_torch_checkpoint
+from tb_modelmem.readers.torch_checkpoint import (
+    ModelParameters,
+    checkpoint_breakdown,
+    load_torch_checkpoint,
+    optimizer_slot_shapes,
+    optimizers_summary,
+    read_torch_checkpoint,
+)
 from tb_modelmem.rules import roles
 from tb_modelmem.schema.names import (
     ACCELERATE_FOLDER_SOURCE,
-    OPTIMIZER_SLOT,
     TRAINER_FOLDER_SOURCE,
     WEIGHT,
     natural_key,
 )
-from tb_modelmem.schema.records import Breakdown, LayerTable, VariableRecord, VariableTable
+from tb_modelmem.schema.records import Breakdown, LayerTable, VariableTable
 
 TRAINER = "Hugging Face Trainer checkpoint"
 ACCELERATE = "Accelerate save_state folder"
@@ -56,7 +63,6 @@ _ACCELERATE_WEIGHTS = re.compile(r"(?:model|pytorch_model)(_\d+)?\.(?:safetensor
 _ACCELERATE_OPTIMIZER = re.compile(r"optimizer(_\d+)?\.bin")
 _ACCELERATE_RNG = re.compile(r"random_states_\d+\.pkl")
 _STATES = re.compile(r"scheduler\.pt|scheduler(_\d+)?\.bin|scaler\.pt")  # read like a checkpoint
-_MOST_MODELS = 8  # models an optimizer is tried against (each try reads its file again)
 _RNG = "RNG state (Python's, NumPy's and torch's generators): not unpickled, it holds NumPy objects"
 _UNPICKLED = "not unpickled, loading it could run code"
 _NOT_READ = (("rng_state", _RNG), ("random_states_", _RNG),
@@ -160,62 +166,62 @@ def _model_files(names: Sequence[str], kind: Optional[str]) -> List[Tuple[str, s
 
 
 def _optimizer(path: str, models: Sequence[_Model]) -> Breakdown:
-    """An optimizer's state_dict read beside the model it updates: the one whose parameters take all its slots
-    (``torch_checkpoint``'s ties); where several do (a student beside a teacher of the same shapes) it is
-    not known which, and where none does, the model of its own number says why. Its rows are named after its
-    file (``optimizer_1.state.0.exp_avg``), its slots after the model's parameters (``model_1.0.weight``)."""
+    """An optimizer's state_dict read beside the model it updates. Accelerate numbers models and optimizers
+    apart, so that is the one model with at least as many parameters of each shape as the optimizer has slots
+    of it (frozen parameters are in a model, not in its optimizer), else all the models together (one optimizer
+    over two), else none: where several models could be it (a student beside a teacher of its shapes), which
+    is not known, and it is said. Its rows are named after its file (``optimizer_1.state.0.exp_avg``), its
+    slots after the model's parameters (``model_1.0.weight``)."""
+    loaded = load_torch_checkpoint(path)
     stem = os.path.basename(path).rsplit(".", 1)[0]
-    number = stem[len("optimizer"):]
-    tries = [(m, read_torch_checkpoint(path, _parameters(m))) for m in models[:_MOST_MODELS]]
-    fits = [(m, bd) for m, bd in tries if _all_tied(bd)]
-    if len(fits) == 1 or (len(models) == 1 and tries):
-        model, found = fits[0] if fits else tries[0]
-        return _prefixed(found, model.prefix, stem)
-    if not fits:  # tied to none whole: the model of its own number, its slots tied where they can be
-        model, found = next(((m, bd) for m, bd in tries if m.prefix == (f"model{number}." if number else "")),
-                            tries[0])
-        return _prefixed(found, model.prefix, stem)
-    found = read_torch_checkpoint(path)
-    fitting = ", ".join(m.file for m, _ in fits)
-    found.overhead = [line for line in found.overhead if "not tied" not in line["what"]] + [
-        {"what": f"optimizer state not tied to parameters: its slots fit the parameters of {len(fits)} models "
-                 f"({fitting}), and which it updates is not known", "bytes": 0}]
-    return _prefixed(found, "", stem)
+    found = optimizer_slot_shapes(loaded)
+    singles = [_parameters(m) for m in models]
+    fitting = [c for c in singles if found is not None and _fits(c, *found)]
+    together = ModelParameters([p for c in singles for p in c.named], in_order=False)
+    if not fitting and len(models) > 1 and found is not None and _fits(together, *found):
+        fitting = [together]
+    if len(fitting) == 1:
+        parameters = fitting[0]
+    else:
+        files = ", ".join(m.file for m in models)
+        parameters = ModelParameters([], why=(
+            f"its slots fit the parameters of {len(fitting)} models ({files}), and which it updates is not known"
+            if fitting else f"its slots' shapes fit the parameters of no model here ({files})"))
+    bd = checkpoint_breakdown(loaded, parameters)
+    if stem == "optimizer":
+        return bd
+    return dataclasses.replace(bd, variables=VariableTable.from_rows([  # optimizer_1.state.0.exp_avg
+        dataclasses.replace(v, name=stem + v.name[len("optimizer"):]) if v.name.startswith("optimizer.") else v
+        for v in bd.variables]))
+
+
+def _fits(parameters: ModelParameters, listed: int, slot_shapes: Dict[Tuple[int, ...], int]) -> bool:
+    """The model could be the one an optimizer updates: at least as many parameters of each shape as it has
+    slots of (as many parameters as it lists, where it keeps no slots: plain SGD)."""
+    if not slot_shapes:
+        return len(parameters.named) == listed
+    have = Counter(tuple(shape) for _, shape in parameters.named)
+    return all(have[shape] >= count for shape, count in slot_shapes.items())
 
 
 def _parameters(model: _Model) -> ModelParameters:
-    """The model's parameters, in the file's order where it is the model's (a torch.save'd state_dict), a tied
-    weight once (its second name holds no bytes of its own: ``model.parameters()`` lists it once too)."""
-    return ModelParameters([(v.name, tuple(v.shape)) for v in model.breakdown.variables
+    """The model's parameters under its prefix, in the file's order where it is the model's (a torch.save'd
+    state_dict), a tied weight once (its second name holds no bytes of its own: ``model.parameters()`` lists
+    it once too)."""
+    return ModelParameters([(model.prefix + v.name, tuple(v.shape)) for v in model.breakdown.variables
                             if v.role == WEIGHT and (v.bytes or not v.params)], in_order=model.file.endswith(".bin"))
 
 
-def _all_tied(bd: Breakdown) -> bool:
-    """Every slot of an optimizer's state tied to a parameter (one at least)."""
-    slots = [v for v in bd.variables if v.role == OPTIMIZER_SLOT]
-    return bool(slots) and all(v.slot_of for v in slots)
-
-
-def _prefixed(bd: Breakdown, prefix: str, stem: str = "") -> Breakdown:
-    """``bd`` with its variables named under ``prefix`` (Accelerate's second model: ``model_1.``), an optimizer's
-    rows under its file's ``stem`` (``optimizer_1.state.0.exp_avg``) and its slots' parameters under
-    ``prefix``; every layer the module path of the name it is charged by (``roles.torch_layer``)."""
-    if not prefix and stem in ("", "optimizer"):
+def _prefixed(bd: Breakdown, prefix: str) -> Breakdown:
+    """A model's breakdown with its tensors named under ``prefix`` (Accelerate's second model: ``model_1.``), each
+    on the layer of its new name (``roles.torch_layer``: ``model_1.weight`` on ``model_1``)."""
+    if not prefix:
         return bd
-
-    def renamed(v: VariableRecord) -> VariableRecord:
-        if not stem:  # the model's own tensors
-            name = prefix + v.name
-            return dataclasses.replace(v, name=name, layer=roles.torch_layer(name))
-        slot_of = prefix + v.slot_of if v.slot_of else v.slot_of
-        return dataclasses.replace(v, name=stem + v.name[len("optimizer"):] if v.name.startswith("optimizer.")
-                                   else v.name, slot_of=slot_of,
-                                   layer=roles.torch_layer(slot_of) if v.layer and slot_of else v.layer)
     under = prefix.rstrip(".")
-    return dataclasses.replace(bd, variables=VariableTable.from_rows([renamed(v) for v in bd.variables]),
-                               layers=LayerTable.from_rows([dataclasses.replace(
-                                   layer, name=f"{under}/{layer.name}" if layer.name else under)
-                                   for layer in bd.layers] if under else list(bd.layers)))
+    return dataclasses.replace(bd, variables=VariableTable.from_rows([
+        dataclasses.replace(v, name=prefix + v.name, layer=roles.torch_layer(prefix + v.name)) for v in bd.variables]),
+        layers=LayerTable.from_rows([dataclasses.replace(layer, name=f"{under}/{layer.name}" if layer.name else under)
+                                     for layer in bd.layers]))
 
 
 def _weights(path: str) -> Breakdown:

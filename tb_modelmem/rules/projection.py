@@ -349,12 +349,10 @@ def _in_place(cls: str, groups: ParamGroups, path: str) -> bool:
     return all(torch_optimizers.in_place(cls, flags, path) for flags, _ in groups)
 
 
-def _kept_or_moved(how: str, formula: str, projected: float, traced: float) -> Tuple[str, str]:
-    """``how`` and ``formula`` of a basis line: a "kept" figure that is not the traced peak's is ``_MOVED``, and
-    its formula says what the traced peak held."""
-    if how != "kept" or round(projected) == round(traced):
-        return how, formula
-    return _MOVED, formula + _at_the_traced_peak(traced)
+def _kept_or_moved(how: str, projected: float, traced: float) -> str:
+    """``how`` of a basis line, "kept" made ``_MOVED`` where its figure is not the traced peak's (its formula then
+    says what the traced peak held: ``_at_the_traced_peak``)."""
+    return _MOVED if how == "kept" and round(projected) != round(traced) else how
 
 
 def _at_the_traced_peak(traced: float) -> str:
@@ -841,7 +839,8 @@ class _Step:
             elif category == OPTIMIZER_TEMPORARIES_CATEGORY and self.added_scratch:  # said, not at this moment
                 formula += (f"; {self.update.labels('')[0]}'s scratch at the update, {size_text(self.added_scratch)},"
                             " is not at this peak")
-            how, formula = _kept_or_moved(how, formula, self.series[category][at], self.in_window[category][traced])
+            how = _kept_or_moved(how, self.series[category][at], self.in_window[category][traced])
+            formula += _at_the_traced_peak(self.in_window[category][traced]) if how == _MOVED else ""
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
@@ -863,8 +862,8 @@ class _Step:
                         "window: what was in use before it (the run's weights and optimizer state) is in no figure "
                         "here")
             if held[at] != held[traced]:  # said whatever the line's how ("computed": the rule's own figure)
-                how, what = _kept_or_moved(how, what, held[at], traced_bytes)
-                what += _at_the_traced_peak(traced_bytes) if how != _MOVED else ""
+                what += _at_the_traced_peak(traced_bytes)
+                how = _kept_or_moved(how, held[at], traced_bytes)
             basis.append(basis_line(category, traced_bytes, held[at], how, what))
         lines = {line["category"]: line for line in basis}
         for category, made in self.made.items():  # a state the traced step itself created (its first step)

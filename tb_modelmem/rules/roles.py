@@ -510,8 +510,8 @@ def torch_pairing_by_shape(params: Sequence[Tuple[str, Sequence[int]]], groups: 
     for shape, indices in wanted.items():
         names = by_shape.get(shape, []) if in_order else sorted(by_shape.get(shape, []), key=natural_key)
         if len(names) != len(indices):
-            reasons.append(f"{len(indices)} with slots of shape {list(shape)[:8]} for {len(names)} weights of it "
-                           "(one frozen or never stepped?)")
+            reasons.append(f"{len(indices)} with slots of shape {list(shape)[:8]} for {len(names)} weights of it " + (
+                "(one frozen or never stepped?)" if len(names) > len(indices) else "(one missing from the weights?)"))
         elif len({slots[i] for i in indices}) > 1:
             reasons.append(f"{len(indices)} of shape {list(shape)[:8]} whose slots differ (keys or dtypes)")
         else:

@@ -82,6 +82,8 @@ def test_slots_are_tied_to_their_parameters_with_or_without_the_parameter_order(
         assert by_module == {m.replace(".", "/"): b for m, b in t["slots_by_module"].items()}, kind
         if kind.startswith("accelerate"):  # AdamW's two groups, [64] in each: their members unknown, and said so
             assert "groups" not in report["optimizer"]["config"]["optimizer.bin"]
+            # the second model's SGD groups, named as its parameters are in the folder (under model_1.)
+            assert [g["params"] for g in report["optimizer"]["config"]["optimizer_1.bin"]["groups"]] == t["head_groups"]
             assert any(re.search(r"optimizer\.bin: optimizer state tied to parameters by shape.* its parameters "
                                  r"of shape \[64\] sit in several param groups", line["what"])
                        for line in report["overhead"]), report["overhead"]
@@ -169,3 +171,33 @@ def test_a_python_file_named_like_a_checkpoint_is_refused_not_run(tmp_path):
         pickle.dump(Runs(), f)
     code = cli.main(["inspect", str(path)])
     assert code == 2 and not marker.exists()
+
+
+def test_weights_flattened_into_one_buffer_are_each_their_own(tmp_path):
+    """On CUDA, nn.LSTM/GRU/RNN's flatten_parameters makes every weight a view of one flat buffer, and torch.save
+    keeps that one storage: each view is its own parameter with its own bytes (not a tied second name), and
+    each slot is its own parameter's. The views are made here as cuDNN lays them, one after another."""
+    import torch
+
+    torch.manual_seed(0)
+    rnn = torch.nn.GRU(5, 8)
+    flat = torch.cat([p.detach().reshape(-1) for p in rnn.parameters()])
+    at = 0
+    for name, p in list(rnn.named_parameters()):
+        view = torch.nn.Parameter(flat[at:at + p.numel()].view_as(p))
+        setattr(rnn, name, view)
+        at += p.numel()
+    optimizer = torch.optim.SGD(rnn.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        rnn(torch.randn(3, 2, 5))[0].sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    path = tmp_path / "gru.pt"
+    torch.save({"model": rnn.state_dict(), "optimizer": optimizer.state_dict()}, path)
+    report = inspect_json(str(path))
+    weights = {v["name"]: v["bytes"] for v in report["variables"] if v["role"] == "weight"}
+    assert weights == {name: p.numel() * p.element_size() for name, p in rnn.named_parameters()}
+    named = {id(p): name for name, p in rnn.named_parameters()}
+    slots = {v["slot_of"]: v["bytes"] for v in report["variables"] if v["role"] == "optimizer_slot"}
+    assert slots == {named[id(p)]: s["momentum_buffer"].numel() * 4 for p, s in optimizer.state.items()}
+    assert report["file_bytes"] == os.path.getsize(path)

@@ -9,7 +9,8 @@
 - ``trainer_lora/checkpoint-2/``: the same Trainer over a PEFT LoRA model (``adapter_model.safetensors``);
 - ``accelerate/``: ``Accelerator.save_state`` of transformers' ``run_clm_no_trainer.py`` loop (a GPT-2 under
   AdamW in its two groups: no decay for names with ``bias`` or ``layer_norm.weight``, which GPT-2's ``ln_1``
-  does not match; a linear schedule) with a second model under SGD with momentum (``model_1``, ``optimizer_1``);
+  does not match; a linear schedule) with a second model under SGD with momentum, its biases in a group of their
+  own (``model_1``, ``optimizer_1``);
   ``accelerate_bin/`` the same saved as ``pytorch_model.bin`` (a tied weight under both names);
   ``accelerate_distill/``: a student beside a frozen teacher of the same shapes;
 - ``sharded/``: ``save_pretrained`` split into safetensors shards with their index;
@@ -142,7 +143,9 @@ def _accelerate(out: str) -> Dict[str, Any]:
     optimizer = torch.optim.AdamW(grouped, lr=5e-4)
     scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=2)
     head = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-    head_optimizer = torch.optim.SGD(head.parameters(), lr=0.01, momentum=0.9)
+    head_optimizer = torch.optim.SGD([{"params": [head[0].weight, head[2].weight], "weight_decay": 0.01},
+                                      {"params": [head[0].bias, head[2].bias], "weight_decay": 0.0}],
+                                     lr=0.01, momentum=0.9)
     loader = torch.utils.data.DataLoader(dataset, batch_size=8)
     accelerator = Accelerator(cpu=True)
     model, head, optimizer, head_optimizer, loader, scheduler = accelerator.prepare(
@@ -163,7 +166,9 @@ def _accelerate(out: str) -> Dict[str, Any]:
     for key, value in _state(head_optimizer).items():
         state[key] = state.get(key, 0) + value
     parameters = _model_truth(model)["parameters"] + _model_truth(head)["parameters"]
+    head_names = {id(p): "model_1." + name for name, p in head.named_parameters()}
     truth = {"parameters": parameters, "buffers": 0, "optimizer_state": state, "optimizer": "AdamW + SGD",
+             "head_groups": [[head_names[id(p)] for p in group["params"]] for group in head_optimizer.param_groups],
              "slots_by_module": {**_slots_by_module(model, optimizer), **_slots_by_module(head, head_optimizer,
                                                                                            "model_1.")}}
     return {"accelerate": {**truth, "path": out}, "accelerate_bin": {**truth, "path": out + "_bin"},

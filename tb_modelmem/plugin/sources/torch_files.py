@@ -152,6 +152,7 @@ class TorchFileSource(Source):
         """{(run, tag): path} of the PyTorch files and checkpoint folders in the log dir's listing, and
         {(run, ``RANKS_TAG``): {worker: path}} of a folder of one trace per rank."""
         found: Dict[Tuple[str, str], Found] = {}
+        self._folder_kinds = {}  # this listing's (a folder gone since the last is gone from it)
         for directory, names in self._files.walk():
             what = _folder_kind(names)
             if what:  # one item in its parent's run; its files are its own
