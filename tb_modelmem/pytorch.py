@@ -31,7 +31,7 @@ from typing import Any, Optional, Tuple, Type, Union
 
 from tb_modelmem import summary
 from tb_modelmem.capture import torch_ranges
-from tb_modelmem.capture.torch_modules import breakdown_of_module, is_module
+from tb_modelmem.capture.torch_modules import breakdown_of_module, is_module, unwrapped_optimizer
 from tb_modelmem.messages import first_line
 from tb_modelmem.schema.records import Breakdown, OpTrace
 from tb_modelmem.tracing import Trace, step_range
@@ -66,7 +66,7 @@ class Profile:
         only rank 0 runs a ``Profile``, as the Trainer and Lightning callbacks do)."""
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
-        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        self.model, self.optimizer, self.scaler = model, unwrapped_optimizer(optimizer), scaler  # Accelerate's too
         self.profile_steps = step_range(profile_steps)
         self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
         self.memory_every, self.memory_name = memory_every, memory_name

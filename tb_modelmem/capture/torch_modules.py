@@ -103,6 +103,20 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
     return breakdown
 
 
+def unwrapped_optimizer(optimizer: Any) -> Any:
+    """The torch optimizer inside a wrapper keeping it as ``.optimizer`` (accelerate's ``AcceleratedOptimizer``,
+    which ``Accelerator.prepare`` returns; Lightning's ``LightningOptimizer`` keeps ``._optimizer``): its class
+    and state are the optimizer's, not the wrapper's; a list of them, each."""
+    if isinstance(optimizer, (list, tuple)):
+        return [unwrapped_optimizer(o) for o in optimizer]
+    for _ in range(8):  # a wrapper of a wrapper
+        inner = getattr(optimizer, "optimizer", None) or getattr(optimizer, "_optimizer", None)
+        if inner is None or inner is optimizer or not hasattr(inner, "param_groups"):
+            break
+        optimizer = inner
+    return optimizer
+
+
 def optimizer_record(optimizers: List[Any], names: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
     """{"class_name", "config"}: the class, and its first param group's settings (``defaults`` less
     ``params``); several optimizers as "A + B", each under its own number. One optimizer with several param

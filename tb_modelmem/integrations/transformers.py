@@ -18,20 +18,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from tb_modelmem.capture.torch_modules import unwrapped_optimizer
 from tb_modelmem.integrations._profiled import Profiled
 
 
 def default_log_dir(output_dir: str) -> str:
     return os.path.expanduser(os.environ.get("TENSORBOARD_LOGGING_DIR") or os.path.join(output_dir, "runs",
                                                                                          "modelmem"))
-
-
-def unwrapped_optimizer(optimizer: Any) -> Any:
-    """The torch optimizer inside accelerate's ``AcceleratedOptimizer`` (or any wrapper keeping ``.optimizer``)."""
-    while optimizer is not None and not hasattr(optimizer, "state") and hasattr(optimizer, "optimizer"):
-        optimizer = optimizer.optimizer
-    inner = getattr(optimizer, "optimizer", None)
-    return inner if inner is not None and hasattr(inner, "param_groups") else optimizer
 
 
 class MemoryCallback(Profiled, TrainerCallback):

@@ -72,6 +72,8 @@ def layer_columns(record: Breakdown, owners: Optional[List[str]] = None,
     counted = roles.param_flags(columns["name"], columns["role"])
     for owner, count, size in itertools.compress(zip(owners, counts or element_counts(columns["shape"]),
                                                      columns["bytes"]), counted):
+        if count and not size:  # a tied parameter's second name (GPT-2's lm_head): counted under its first
+            continue
         found = owned.get(owner)
         if found is None:
             owned[owner] = [count, size]

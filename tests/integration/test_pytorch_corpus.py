@@ -19,7 +19,8 @@ from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, OPTIMIZER
 from tests.support.paths import REPO
 from tests.support.plugin_harness import Served
 
-RUNS = {"mnist_main": "mnist_main", "gpt2_trainer": "gpt2_trainer", "lightning_cnn": "lightning/version_0"}
+RUNS = {"mnist_main": "mnist_main", "gpt2_trainer": "gpt2_trainer", "lightning_cnn": "lightning/version_0",
+        "clm_no_trainer": "clm_no_trainer"}
 COUNTERS = ("step",)
 
 
@@ -92,6 +93,7 @@ def test_storage_is_the_live_objects_to_the_byte(corpus, name):
     totals = storage["totals"]
     slots = sum(v for k, v in truth["optimizer_state"].items() if k not in COUNTERS)
     assert totals["weight"] == truth["parameters"]  # a tied parameter (GPT-2's lm_head) once
+    assert storage["total_params"] == truth["element_count"]  # and in the count (buffers in it, as Keras counts)
     assert totals["non_trainable"] == truth["buffers"]
     assert totals["optimizer_slot"] == slots
     assert totals["other"] == truth["optimizer_state"].get("step", 0)

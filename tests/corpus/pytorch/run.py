@@ -9,9 +9,10 @@ profiling steps 3-4 and keeping the raw Chrome trace in ``<out>_trace/``. ``plai
 code: the loop runs under ``torch.profiler`` with ``tensorboard_trace_handler``, the Trainer with a callback
 that steps it (the pattern transformers' docs show), Lightning with its own ``PyTorchProfiler``.
 
-Ground truth comes from the live objects after training, never from tb_modelmem: the parameters'
-bytes (a tied one once, by address), the buffers', the optimizer's state by key, its class, the
-modules' ``named_modules`` paths, the bytes of one batch, and whether TensorFlow was imported.
+Ground truth comes from the live objects after training, never from tb_modelmem: the parameters' bytes (a tied
+one once, by address), their elements and the buffers' (Keras' "Total params"), the buffers', the optimizer's
+state by key, its class, the modules' ``named_modules`` paths, the bytes of one batch, and whether TensorFlow
+was imported.
 """
 
 from __future__ import annotations
@@ -24,24 +25,27 @@ from typing import Any, Dict
 
 from tests.support import no_tensorflow
 
-NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn")
+NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer")
 PROFILE_STEPS = (3, 4)
 
 
 def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
     import torch
 
-    seen, params = set(), 0
+    seen, params, count = set(), 0, 0
     for p in model.parameters():
         if p.data_ptr() not in seen:
             seen.add(p.data_ptr())
             params += p.numel() * p.element_size()
+            count += p.numel()
     state: Dict[str, int] = {}
     for per_param in optimizer.state.values():
         for key, value in per_param.items():
             if torch.is_tensor(value):
                 state[key] = state.get(key, 0) + value.numel() * value.element_size()
-    return {"parameters": params, "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
+    count += sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable state among them
+    return {"parameters": params, "element_count": count,
+            "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
             "optimizer_state": state, "optimizer": type(optimizer).__name__,
             "modules": [path.replace(".", "/") for path, _ in model.named_modules() if path],
             "model_class": type(model).__name__, "batch_bytes": batch_bytes,
@@ -113,6 +117,25 @@ def run(name: str, logdir: str, out: str, mode: str) -> Dict[str, Any]:
                                        profile_memory=True, record_shapes=True)
             trainer = lightning_cnn.train(model, loader, logdir, profiler=profiler, steps=8, logger=False)
         return truth(model, trainer.optimizers[0], x.nbytes + y.nbytes)
+    if name == "clm_no_trainer":
+        from tests.corpus.pytorch import clm_no_trainer
+
+        accelerator, model, optimizer, loader, scheduler = clm_no_trainer.build()
+        run_dir = os.path.join(logdir, "clm_no_trainer")
+        if mode == "modelmem":
+            import tb_modelmem
+
+            # the prepared (wrapped) optimizer, as a user of the script has it at hand
+            with tb_modelmem.pytorch.profile(model, optimizer, run_dir, profile_steps=PROFILE_STEPS,
+                                             trace_dir=trace_dir) as prof:
+                clm_no_trainer.train(accelerator, model, optimizer, loader, scheduler, prof.step,
+                                     save_to=os.path.join(run_dir, "checkpoint"))
+        else:
+            schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
+            with torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
+                                        on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir)) as prof:
+                clm_no_trainer.train(accelerator, model, optimizer, loader, scheduler, prof.step)
+        return truth(model, optimizer.optimizer, 2 * clm_no_trainer.BATCH * clm_no_trainer.BLOCK * 8)
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
 
 
