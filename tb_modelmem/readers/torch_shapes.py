@@ -2,14 +2,15 @@
 Dims", "Input type" and "Concrete Inputs", with ``record_shapes=True``) and the bytes the allocator handed out.
 No torch.
 
-A trace's ``[memory]`` events say only bytes and an address; What if needs to know which buffers carry the
-batch and the sequence (``rules.buffers.carried``, one rule for every reader), which a shape says. An op's
-output is one of its inputs' shapes (elementwise ops, copies, softmax and its backward), a matrix product's
-(``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``, ``linear``), a convolution's or a pooling's (from its
-stride, padding, dilation and ``ceil_mode``), an embedding lookup's, a join's (``cat`` along its recorded
-dimension, ``stack``), a factory's (``aten::empty``'s size) or a resize's. Of the candidates that fit the
-allocation, the closest is its shape (``_fits``: exactly on the CPU; in a CUDA caching allocator's block);
-where none fits (a reduction, an op's scratch), the shape is unknown (``None``).
+A trace's ``[memory]`` events say only bytes and an address; What if needs to know which buffers carry the batch
+and the sequence (``rules.buffers.carried``, one rule for every reader), which a shape says. An op's output is one
+of its inputs' shapes (elementwise ops, copies, softmax and its backward), a matrix product's (``mm``, ``addmm``,
+``bmm``, ``baddbmm``, ``matmul``, ``linear``), a convolution's or a pooling's (from its stride, padding, dilation
+and ``ceil_mode``), an embedding lookup's, a join's (``cat`` along its recorded dimension, an empty 1-D member
+skipped as torch skips it; ``stack``), a normalization's per-row statistics (layer norm's mean and rstd, one per
+token), a factory's (``aten::empty``'s size) or a resize's. Of the candidates that fit the allocation, the closest
+is its shape (``_fits``: exactly on the CPU; in a CUDA caching allocator's block); where none fits (a reduction, an
+op's scratch), the shape is unknown (``None``).
 
 Every value comes from the file: a shape of more than ``MAX_RANK`` dimensions, a tensor list of more than
 ``MAX_TENSORS`` members, a number that is no plain ASCII integer, is no shape, so no crafted trace makes this
@@ -48,6 +49,9 @@ _SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "
 _PRODUCTS = {"aten::mm": (0, 1), "aten::bmm": (0, 1), "aten::matmul": (0, 1), "aten::addmm": (1, 2),
              "aten::baddbmm": (1, 2)}
 _WIDTHS = (1, 2, 4, 8)  # bytes of an element whose dtype a tensor list does not record
+# normalizations whose statistics (mean, rstd) are one per row of the input: (input's index, normalized_shape's)
+_ROW_STATISTICS = {"aten::native_layer_norm": (0, 1), "aten::layer_norm": (0, 1), "aten::rms_norm": (0, 1),
+                   "aten::_fused_rms_norm": (0, 1)}
 
 
 def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int,
@@ -67,7 +71,7 @@ def allocated_shape(name: str, dims: Any, types: Any, concrete: Any, nbytes: int
     tensors = [(shape, kind) for shape, kind in zip(shapes, kinds) if shape and item_bytes(kind)]
     floating = next((kind for _, kind in tensors if kind.startswith(("float", "bfloat"))), "")
     candidates: List[Tuple[Shape, str]] = []
-    made = _made(name, shapes) or _windowed(name, shapes, concrete)
+    made = _made(name, shapes) or _windowed(name, shapes, concrete) or _statistics(name, shapes, concrete)
     if made is not None:
         candidates.append((made, floating))
         if name in _POOLS:  # and the argmax's int64 indices beside the values
@@ -192,6 +196,8 @@ def _joined(members: Any, axis: int, stacked: bool) -> List[Shape]:
         return []
     if not all(is_shape(m) for m in members):
         return []
+    if not stacked:  # torch.cat skips a 1-D empty member (a cache's first, empty past: [[0], [8, 4, 32, 16]])
+        members = [m for m in members if list(m) != [0]] or members
     first = members[0]
     rank = len(first) + (1 if stacked else 0)
     axis = axis + rank if axis < 0 else axis
@@ -237,6 +243,25 @@ def _windowed(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Sha
             steps -= 1
         out.append(steps + 1)
     return (shapes[0][0], channels) + tuple(out) if all(n > 0 for n in out) else None
+
+
+def is_row_statistics(name: str) -> bool:
+    """A normalization whose statistics are one per row of its input (layer norm, RMS norm)."""
+    return name in _ROW_STATISTICS
+
+
+def _statistics(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Shape]:
+    """The shape of a normalization's per-row statistics (layer norm's and RMS norm's mean and rstd): the input's
+    with each normalized dimension 1 ([8, 32, 64] over [64]: [8, 32, 1], a value per token); None for other ops.
+    Its main output is the input's shape, which the inputs give."""
+    where = _ROW_STATISTICS.get(name)
+    if where is None or len(shapes) <= where[0] or not isinstance(concrete, list) or len(concrete) <= where[1]:
+        return None
+    normalized = _int_list(concrete[where[1]])
+    source = shapes[where[0]]
+    if not normalized or len(normalized) >= len(source) or tuple(source[-len(normalized):]) != normalized:
+        return None
+    return tuple(source[:-len(normalized)]) + (1,) * len(normalized)
 
 
 def _per_axis(values: Optional[Shape], axes: int) -> Optional[Shape]:

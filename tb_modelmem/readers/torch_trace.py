@@ -28,7 +28,14 @@ import orjson
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers.allocator_replay import Event, replay
 from tb_modelmem.readers.bounded import InspectError, maybe_gunzip, read_file
-from tb_modelmem.readers.torch_shapes import MAX_BYTES, allocated_shape, inputs_by_bytes, is_shape, tensor_shapes
+from tb_modelmem.readers.torch_shapes import (
+    MAX_BYTES,
+    allocated_shape,
+    inputs_by_bytes,
+    is_row_statistics,
+    is_shape,
+    tensor_shapes,
+)
 from tb_modelmem.rules import caching_allocator, phases, torch_optimizers
 from tb_modelmem.rules.buffers import (
     Lived,
@@ -654,6 +661,15 @@ class _Sizes:
         if key not in self._shapes:
             self._shapes[key] = allocated_shape(str(maker.get("name", "")), args.get("Input Dims"),
                                                 args.get("Input type"), args.get("Concrete Inputs"), size, cached)
+            normalizing = next((op for op in reversed(chain[:-1]) if is_row_statistics(str(op.get("name", "")))), None)
+            found = self._shapes[key]
+            if normalizing is not None and found is not None and len(found[0]) == 1:
+                # a normalization's statistics, made flat ([512]) by a factory inside it: one per row of its
+                # input ([8, 64, 1]), which says they carry the batch and the sequence
+                outer = _args(normalizing)
+                rows = allocated_shape(str(normalizing.get("name", "")), outer.get("Input Dims"),
+                                       outer.get("Input type"), outer.get("Concrete Inputs"), size, cached)
+                self._shapes[key] = rows if rows is not None and len(rows[0]) > 1 else found
         found = self._shapes[key]
         if found is not None:
             shape = format_shape(found[0])

@@ -377,13 +377,14 @@ def _held_out(*args):
 
 HELD_OUT = {"llama": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD"), (8, 64, "momentum"), (8, 64, "Adafactor"),
                       (8, 64, "RMSprop"), (8, 64, "Adagrad"), (8, 64, "NAdam")],
-            "bert": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD")]}
+            "bert": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD")],
+            "gpt2": [(32, 64, "AdamW"), (8, 128, "AdamW")]}
 
 
 @pytest.fixture(scope="module")
 def held_out(tmp_path_factory):
-    """Held out: a tiny Llama and a tiny BERT in a plain loop, each traced at batch 8 x 64 tokens under AdamW, and
-    real runs at the settings asked."""
+    """Held out: a tiny Llama, a tiny BERT and a tiny GPT-2 in a plain loop, each traced at batch 8 x 64 tokens
+    under AdamW, and real runs at the settings asked."""
     root = tmp_path_factory.mktemp("whatif_held_out")
     traced, real = {}, {}
     for model, settings in HELD_OUT.items():
@@ -407,12 +408,15 @@ def test_held_out_transformers_project_to_real_runs(held_out, model, setting):
     Llama's read 3000 (its embedding table, its first op's first input) and BERT's 1 x 512 (a buffer of position
     ids, sliced first), which projected batch 32 to +638%. The Llama reads within 0.05%; BERT within 0.7%, its
     [batch x seq, 144] buffers at 8 x 64 shaped like its [512, 144] position table, and its LayerNorm statistics
-    [batch x seq] one-dimensional, neither known to carry the batch (-0.68% at batch 32, -0.39% at 128 tokens).
+    [batch x seq] made flat by a factory inside the norm (-0.68% at batch 32, -0.39% at 128 tokens; -0.63%, -0.36%
+    since a norm's statistics are one per row of its input, [8, 64, 1]). The GPT-2's attention concatenates an empty
+    key/value cache with the new keys even in training (``torch.cat`` of [0] and [8, 4, 64, 32], which torch skips):
+    with that and the norms' rows it reads 0.000% at batch 32 and -0.001% at 128 tokens (-1.01%, -0.59% before).
     The Llama's optimizers asked (its peak is in the backward pass) check the state torch.optim keeps: each equal."""
     traced, real = held_out
     answer = estimate(traced[model], **_asked(*setting))
     assert (answer["traced"]["batch"], answer["traced"]["seq"]) == (8, 64)
-    bound = EXACT if model == "llama" else 0.01
+    bound = 0.01 if model == "bert" else EXACT
     assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= bound, (answer["peak_bytes"], real)
 
 

@@ -2,11 +2,12 @@
 ``torch.optim`` class ``--optimizer`` names), for What if's
 held-out PyTorch check (tests/integration/test_projection_torch.py): a tiny Hugging Face Llama (rotary positions,
 RMSNorm, a gated SiLU MLP), whose first forward op is the embedding, its first input the table [3000, 160], not
-the batch; and a tiny BERT masked LM, whose first op slices a [1, 512] buffer of position ids, and whose position
-table [512, 144] has the shape of its [batch x seq, 144] buffers at batch 8 x 64 tokens.
+the batch; a tiny BERT masked LM, whose first op slices a [1, 512] buffer of position ids, and whose position
+table [512, 144] has the shape of its [batch x seq, 144] buffers at batch 8 x 64 tokens; and a tiny GPT-2, whose
+attention concatenates a key/value cache even in training (``torch.cat`` of an empty past and the new keys).
 
-    python -m tests.support.torch_hf_run llama|bert traced LOGDIR --batch B --seq L [--optimizer O]
-    python -m tests.support.torch_hf_run llama|bert truth OUT --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run llama|bert|gpt2 traced LOGDIR --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run llama|bert|gpt2 truth OUT --batch B --seq L [--optimizer O]
 
 ``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile``. ``truth`` prints JSON read without
 tb_modelmem: the process profiles from before its model is built and the truth is the highest "Total
@@ -32,6 +33,11 @@ def _model(name: str) -> Any:
     from transformers import BertConfig, BertForMaskedLM, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
+    if name == "gpt2":  # learned positions, LayerNorm, Conv1D, and a key/value cache built while training
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=256, n_embd=128, n_layer=2, n_head=4,
+                                          bos_token_id=0, eos_token_id=0))
     if name == "bert":  # BERT's default table of 512 positions
         return BertForMaskedLM(BertConfig(vocab_size=VOCAB, hidden_size=144, intermediate_size=400, num_hidden_layers=2,
                                           num_attention_heads=4, max_position_embeddings=512))
@@ -107,7 +113,7 @@ def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=("llama", "bert", "gru", "lstm", "rnn", "grucell", "lstmcell"))
+    parser.add_argument("model", choices=("llama", "bert", "gpt2", "gru", "lstm", "rnn", "grucell", "lstmcell"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
