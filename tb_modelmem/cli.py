@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from tb_modelmem.messages import first_line
@@ -335,6 +336,9 @@ def _fmt(n: int) -> str:
     return f"{n:,} B ({n / 2**20:,.2f} MiB)"
 
 
+OVERHEAD_WIDTH = 96  # characters of an overhead line before it wraps: the table fits a terminal
+
+
 def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
     """Terminal report: by role, by layer, largest variables, optimizer, reconciliation."""
     roles = bytes_by_role(bd.variables)
@@ -354,7 +358,9 @@ def format_breakdown(bd: Breakdown, path: str, max_variables: int = 40) -> str:
         out.append(f"... {len(bd.variables) - max_variables} smaller variables not shown (use --json for all)")
     out += ["", "optimizer: " + _describe_optimizer(bd.optimizer), ""]
     overhead = sum(o["bytes"] for o in bd.overhead)
-    out.append(text_table(["overhead", "bytes"], [[o["what"], f"{o['bytes']:,}"] for o in bd.overhead]))
+    out.append(text_table(["overhead", "bytes"], [  # a long line wrapped, its bytes on its first
+        [part, f"{o['bytes']:,}" if i == 0 else ""] for o in bd.overhead
+        for i, part in enumerate(textwrap.wrap(str(o["what"]), OVERHEAD_WIDTH, subsequent_indent="  ") or [""])]))
     if bd.file_bytes is not None:
         status = "reconciled to the byte" if total + overhead == bd.file_bytes else "DOES NOT RECONCILE"
         out += ["", f"variables {total:,} B + overhead {overhead:,} B = {total + overhead:,} B; "

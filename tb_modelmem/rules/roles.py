@@ -421,8 +421,9 @@ TORCH_FAMILIES: List[Tuple[str, Set[str]]] = [
 def shared_line(names: Sequence[str]) -> Dict[str, Any]:
     """The breakdown's line for tensors that share another's memory (tied, saved twice), each counted 0 B."""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-    return {"what": f"{len(names)} tensors share their storage with one counted before them ({shown}): 0 bytes each",
-            "bytes": 0}
+    what = ("1 tensor shares its storage with one counted before it" if len(names) == 1 else
+            f"{len(names)} tensors share their storage with one counted before them")
+    return {"what": f"{what} ({shown}): 0 bytes{'' if len(names) == 1 else ' each'}", "bytes": 0}
 
 
 def torch_layer(name: str) -> str:
