@@ -6,20 +6,10 @@ import torch
 from accelerate import Accelerator
 from transformers import AutoConfig, AutoModelForCausalLM, get_scheduler
 
+from tests.corpus.pytorch.gpt2_trainer import Blocks  # synthetic token blocks, as group_texts makes them
+
 BLOCK = 32
 BATCH = 8
-
-
-class Blocks(torch.utils.data.Dataset):  # corpus patch: synthetic token blocks, as group_texts makes them
-    def __init__(self, count, vocab):
-        self.count, self.vocab = count, vocab
-
-    def __len__(self):
-        return self.count
-
-    def __getitem__(self, i):
-        ids = torch.randint(0, self.vocab, (BLOCK,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids.clone()}
 
 
 def build():
@@ -35,7 +25,7 @@ def build():
         {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
     ]
     optimizer = torch.optim.AdamW(grouped, lr=5e-5)
-    loader = torch.utils.data.DataLoader(Blocks(64, config.vocab_size), shuffle=True, batch_size=BATCH)
+    loader = torch.utils.data.DataLoader(Blocks(64, config.vocab_size, BLOCK), shuffle=True, batch_size=BATCH)
     scheduler = get_scheduler("linear", optimizer=optimizer, num_warmup_steps=0, num_training_steps=len(loader))
     accelerator = Accelerator(cpu=True)  # corpus patch: the CPU
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)

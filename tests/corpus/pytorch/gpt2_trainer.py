@@ -7,14 +7,14 @@ BLOCK = 64
 
 
 class Blocks(torch.utils.data.Dataset):  # corpus patch: synthetic token blocks, as group_texts makes them
-    def __init__(self, count, vocab):
-        self.count, self.vocab = count, vocab
+    def __init__(self, count, vocab, length=BLOCK):
+        self.count, self.vocab, self.length = count, vocab, length
 
     def __len__(self):
         return self.count
 
     def __getitem__(self, i):
-        ids = torch.randint(0, self.vocab, (BLOCK,), generator=torch.Generator().manual_seed(i))
+        ids = torch.randint(0, self.vocab, (self.length,), generator=torch.Generator().manual_seed(i))
         return {"input_ids": ids, "labels": ids.clone()}
 
 
