@@ -245,6 +245,11 @@ def _windowed(name: str, shapes: Sequence[Shape], concrete: Any) -> Optional[Sha
     return (shapes[0][0], channels) + tuple(out) if all(n > 0 for n in out) else None
 
 
+def is_product(name: str) -> bool:
+    """A matrix product (``mm``, ``addmm``, ``bmm``, ...), whose output's rows are its left operand's."""
+    return name in _PRODUCTS
+
+
 def is_row_statistics(name: str) -> bool:
     """A normalization whose statistics are one per row of its input (layer norm, RMS norm)."""
     return name in _ROW_STATISTICS

@@ -32,6 +32,7 @@ from tb_modelmem.readers.torch_shapes import (
     MAX_BYTES,
     allocated_shape,
     inputs_by_bytes,
+    is_product,
     is_row_statistics,
     is_shape,
     tensor_shapes,
@@ -599,6 +600,10 @@ _RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten:
                         "aten::mkldnn_rnn_layer"})
 # one time step of a recurrent cell (nn.GRUCell, nn.LSTMCell, nn.RNNCell), which a Python loop calls per token
 _CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"})
+# the CPU's oneDNN convolutions: what they make that no shape fits is oneDNN's scratchpad, sized by the weights and
+# the threads (a weight gradient's per-thread partial sums), not the batch
+_ONEDNN_CONVOLUTIONS = frozenset({"aten::mkldnn_convolution", "aten::convolution_backward"})
+_LINEAR = "aten::linear"  # nn.Linear's op: its output keeps its input's leading dimensions
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 
@@ -643,11 +648,12 @@ class _Sizes:
 
     def of(self, event: Dict[str, Any], size: int, phase: str) -> Tuple[str, str, bool, int]:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
-        allocated in ``phase``, as its maker's inputs say (``torch_shapes``). Where no shape fits its size, it
-        carries what its maker's most batch-carrying input does (a convolution's backward, a reduction kept
-        per sample) unless it is a weight's size; where its maker recorded no shape (a list of over 30 tensors,
-        which torch's profiler records as ``[]``: a recurrent layer's steps stacked), what the innermost op
-        around it that recorded one does, else the shape the next top-level op read it as (``_read_next``).
+        allocated in ``phase``, as its maker's inputs say, or an op around it (``_shape``). Where no shape fits
+        its size, it carries what its maker's most batch-carrying input does (a reduction kept per sample)
+        unless it is a weight's size or a CPU convolution's scratchpad (``_ONEDNN_CONVOLUTIONS``); where its
+        maker recorded no shape (a list of over 30 tensors, which torch's profiler records as ``[]``: a
+        recurrent layer's steps stacked), what the innermost op around it that recorded one does, else the
+        shape the next top-level op read it as (``_read_next``).
         Inside a recurrent layer's call, or a cell a Python loop calls per token, a buffer is one time step's
         (``_per_step``). The data loader's buffers (``INPUT``) carry the batch when their bytes are a
         multiple of it; else "" and no batch."""
@@ -655,21 +661,11 @@ class _Sizes:
         if not chain:
             return "", "", False, 0
         maker = chain[-1]
-        args, cached = _args(maker), _args(event).get("Device Type") == _CUDA
+        cached = _args(event).get("Device Type") == _CUDA
         recurrent = any(op.get("name") in self.per_step for op in chain)
         key = (id(maker), size, cached)  # one op's many allocations: its shapes worked out once per size
         if key not in self._shapes:
-            self._shapes[key] = allocated_shape(str(maker.get("name", "")), args.get("Input Dims"),
-                                                args.get("Input type"), args.get("Concrete Inputs"), size, cached)
-            normalizing = next((op for op in reversed(chain[:-1]) if is_row_statistics(str(op.get("name", "")))), None)
-            found = self._shapes[key]
-            if normalizing is not None and found is not None and len(found[0]) == 1:
-                # a normalization's statistics, made flat ([512]) by a factory inside it: one per row of its
-                # input ([8, 64, 1]), which says they carry the batch and the sequence
-                outer = _args(normalizing)
-                rows = allocated_shape(str(normalizing.get("name", "")), outer.get("Input Dims"),
-                                       outer.get("Input type"), outer.get("Concrete Inputs"), size, cached)
-                self._shapes[key] = rows if rows is not None and len(rows[0]) > 1 else found
+            self._shapes[key] = self._shape(chain, size, cached)
         found = self._shapes[key]
         if found is not None:
             shape = format_shape(found[0])
@@ -677,7 +673,7 @@ class _Sizes:
             if recurrent:
                 carries, power = self._per_step(found[0], size, carries, power)
             return shape, found[1], carries, power
-        if not self.batch or size in self.weight_bytes:
+        if not self.batch or size in self.weight_bytes or (maker.get("name") in _ONEDNN_CONVOLUTIONS and not cached):
             return "", "", False, 0
         powers = next((recorded for recorded in map(self._powers, reversed(chain)) if recorded is not None), None)
         if powers:
@@ -687,6 +683,26 @@ class _Sizes:
             shape = format_shape(read[0])
             return (shape, read[1], *carried(shape, self.batch, self.weights, self.seq))
         return "", "", phase == INPUT and size % self.batch == 0, 0
+
+    def _shape(self, chain: Sequence[Dict[str, Any]], size: int, cached: bool) -> Optional[Tuple[Tuple[int, ...], str]]:
+        """The (shape, dtype) of a buffer of ``size`` bytes the innermost op of ``chain`` made, or the op around it
+        whose shape says more: a normalization's, around a factory that made its statistics flat ([512]: one per
+        row of its input, [8, 64, 1]); a linear layer's, around a matrix product whose output [batch x rows,
+        units] has a weight's shape (ConvNeXt's [128, 512] at batch 8 x 4 x 4, its next layer's weight: the
+        linear's [8, 4, 4, 512] says it carries the batch)."""
+        found = _made_shape(chain[-1], size, cached)
+        if found is None:
+            return None
+        around: Optional[Dict[str, Any]] = None
+        if len(found[0]) == 1:
+            around = next((op for op in reversed(chain[:-1]) if is_row_statistics(str(op.get("name", "")))), None)
+        elif is_product(str(chain[-1].get("name", ""))) and self._weight_like(found[0]):
+            around = next((op for op in reversed(chain[:-1]) if op.get("name") == _LINEAR), None)
+        outer = _made_shape(around, size, cached) if around is not None else None
+        return found if outer is None or len(outer[0]) < 2 or self._weight_like(outer[0]) else outer
+
+    def _weight_like(self, dims: Tuple[int, ...]) -> bool:
+        return dims in self.weights or dims[::-1] in self.weights
 
     def _read_next(self, event: Dict[str, Any], size: int, phase: str) -> Optional[Tuple[Tuple[int, ...], str]]:
         """Where no op around an allocation recorded a shape (a top-level ``torch.stack`` of a Python loop's
@@ -730,6 +746,13 @@ class _Sizes:
     def weight_bytes(self) -> FrozenSet[int]:
         """The sizes a weight-shaped buffer has (in 16 and 32 bits): a weight's gradient or update."""
         return frozenset(math.prod(shape) * width for shape in self.weights for width in (2, 4))
+
+
+def _made_shape(op: Dict[str, Any], size: int, cached: bool) -> Optional[Tuple[Tuple[int, ...], str]]:
+    """(Shape, dtype) of a buffer of ``size`` bytes ``op`` made, as its recorded inputs say (``allocated_shape``)."""
+    args = _args(op)
+    return allocated_shape(str(op.get("name", "")), args.get("Input Dims"), args.get("Input type"),
+                           args.get("Concrete Inputs"), size, cached)
 
 
 def _recorded_a_shape(event: Dict[str, Any]) -> bool:

@@ -378,13 +378,25 @@ def _held_out(*args):
 HELD_OUT = {"llama": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD"), (8, 64, "momentum"), (8, 64, "Adafactor"),
                       (8, 64, "RMSprop"), (8, 64, "Adagrad"), (8, 64, "NAdam")],
             "bert": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD")],
-            "gpt2": [(32, 64, "AdamW"), (8, 128, "AdamW")]}
+            "gpt2": [(32, 64, "AdamW"), (8, 128, "AdamW")],
+            "t5": [(32, 64, "AdamW"), (8, 128, "AdamW"), (8, 64, "SGD")],
+            "qwen2": [(32, 64, "AdamW"), (8, 128, "AdamW")],
+            "llama_gc": [(32, 64, "AdamW"), (8, 128, "AdamW")],
+            "bart": [(32, 64, "AdamW"), (8, 128, "AdamW")],
+            "vit": [(32, 64, "AdamW"), (8, 64, "SGD")],
+            "resnet": [(32, 64, "AdamW"), (128, 64, "AdamW"), (8, 64, "momentum")],
+            "mobilenet": [(32, 64, "AdamW")],
+            "convnext": [(32, 64, "AdamW"), (8, 64, "SGD")],
+            "swin": [(32, 64, "AdamW")]}
+VISION = ("vit", "resnet", "mobilenet", "convnext", "swin")  # pictures: no sequence
 
 
 @pytest.fixture(scope="module")
 def held_out(tmp_path_factory):
-    """Held out: a tiny Llama, a tiny BERT and a tiny GPT-2 in a plain loop, each traced at batch 8 x 64 tokens
-    under AdamW, and real runs at the settings asked."""
+    """Held out: a tiny Llama, BERT, GPT-2, T5 and BART (encoder-decoders), Qwen2 (grouped-query attention), the
+    Llama with gradient checkpointing, and on 3 x 64 x 64 pictures a ViT, a ResNet with BatchNorm, a MobileNetV2, a
+    ConvNeXt and a Swin, in a plain loop, each traced at batch 8 (x 64 tokens) under AdamW, and real runs at the
+    settings asked."""
     root = tmp_path_factory.mktemp("whatif_held_out")
     traced, real = {}, {}
     for model, settings in HELD_OUT.items():
@@ -403,21 +415,27 @@ def _asked(batch, seq, optimizer):
 
 @pytest.mark.parametrize("model, setting", [(m, s) for m, settings in HELD_OUT.items() for s in settings],
                          ids=[f"{m}-{b}x{s}-{o}" for m, settings in HELD_OUT.items() for b, s, o in settings])
-def test_held_out_transformers_project_to_real_runs(held_out, model, setting):
+def test_held_out_models_project_to_real_runs(held_out, model, setting):
     """No rule was written on these. Each one's traced batch and length are its token ids' [8, 64]: before, the
     Llama's read 3000 (its embedding table, its first op's first input) and BERT's 1 x 512 (a buffer of position
-    ids, sliced first), which projected batch 32 to +638%. The Llama reads within 0.05%; BERT within 0.7%, its
+    ids, sliced first), which projected batch 32 to +638%. The Llama reads within 0.05%; BERT read within 0.7%, its
     [batch x seq, 144] buffers at 8 x 64 shaped like its [512, 144] position table, and its LayerNorm statistics
     [batch x seq] made flat by a factory inside the norm (-0.68% at batch 32, -0.39% at 128 tokens; -0.63%, -0.36%
     since a norm's statistics are one per row of its input, [8, 64, 1]). The GPT-2's attention concatenates an empty
     key/value cache with the new keys even in training (``torch.cat`` of [0] and [8, 4, 64, 32], which torch skips):
     with that and the norms' rows it reads 0.000% at batch 32 and -0.001% at 128 tokens (-1.01%, -0.59% before).
-    The Llama's optimizers asked (its peak is in the backward pass) check the state torch.optim keeps: each equal."""
+    The Llama's optimizers asked (its peak is in the backward pass) check the state torch.optim keeps: each equal.
+    Added later, with no rule written on them: T5 within 0.11%, Qwen2 0.02%, the Llama with gradient
+    checkpointing 0.06%, ViT, MobileNetV2, Swin and BART exact. The ResNet read +97.5% at batch 32: its oneDNN
+    convolutions' scratchpads (18,948,352 B in one backward at batch 8 and at 32 alike, the weight gradient's
+    per-thread sums) were taken to carry the batch; kept, it reads exact at 32 and 128. ConvNeXt read -3.2%: its
+    ``nn.Linear`` over [8, 4, 4, 128] makes a [128, 512] product, its next layer's weight's shape; the linear's
+    own output shape, [8, 4, 4, 512], now says it carries the batch: exact, and BERT's [512, 144] the same
+    (0.000%, -0.001%)."""
     traced, real = held_out
     answer = estimate(traced[model], **_asked(*setting))
-    assert (answer["traced"]["batch"], answer["traced"]["seq"]) == (8, 64)
-    bound = 0.01 if model == "bert" else EXACT
-    assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= bound, (answer["peak_bytes"], real)
+    assert (answer["traced"]["batch"], answer["traced"]["seq"]) == (8, None if model in VISION else 64)
+    assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= EXACT, (answer["peak_bytes"], real)
 
 
 RECURRENT = {"gru": "GRU", "lstm": "LSTM (oneDNN)", "rnn": "RNN (held out)", "grucell": "GRUCell loop",

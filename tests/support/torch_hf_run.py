@@ -4,10 +4,14 @@ held-out PyTorch check (tests/integration/test_projection_torch.py): a tiny Hugg
 RMSNorm, a gated SiLU MLP), whose first forward op is the embedding, its first input the table [3000, 160], not
 the batch; a tiny BERT masked LM, whose first op slices a [1, 512] buffer of position ids, and whose position
 table [512, 144] has the shape of its [batch x seq, 144] buffers at batch 8 x 64 tokens; and a tiny GPT-2, whose
-attention concatenates a key/value cache even in training (``torch.cat`` of an empty past and the new keys).
+attention concatenates a key/value cache even in training (``torch.cat`` of an empty past and the new keys);
+added later with no rule written on them, a T5 and a BART (encoder-decoders: relative position buckets, learned
+positions), a Qwen2 (grouped-query attention), the Llama with gradient checkpointing (``llama_gc``), and on
+3 x 64 x 64 pictures (``--seq`` unused) a ViT, a ResNet with BatchNorm, a MobileNetV2 (depthwise convolutions),
+a ConvNeXt (``nn.Linear`` over channels last) and a Swin (shifted windows).
 
-    python -m tests.support.torch_hf_run llama|bert|gpt2 traced LOGDIR --batch B --seq L [--optimizer O]
-    python -m tests.support.torch_hf_run llama|bert|gpt2 truth OUT --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run MODEL traced LOGDIR --batch B --seq L [--optimizer O]
+    python -m tests.support.torch_hf_run MODEL truth OUT --batch B --seq L [--optimizer O]
 
 ``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile``. ``truth`` prints JSON read without
 tb_modelmem: the process profiles from before its model is built and the truth is the highest "Total
@@ -24,11 +28,17 @@ from typing import Any
 from tests.support.torch_mlp_run import STEPS, _highest
 
 VOCAB = 3000
+IMAGE, LABELS = 64, 10  # the vision models' pictures (3 x 64 x 64) and classes
+VISION = ("vit", "resnet", "mobilenet_v2", "convnext", "swin")  # their configs' model_type
 
 
 def _model(name: str) -> Any:
     if name in ("gru", "lstm", "rnn", "grucell", "lstmcell"):
         return _recurrent(name)
+    if name == "llama_gc":  # recomputes each layer's activations in the backward pass
+        model = _model("llama")
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return model
     import torch
     from transformers import BertConfig, BertForMaskedLM, LlamaConfig, LlamaForCausalLM
 
@@ -38,6 +48,49 @@ def _model(name: str) -> Any:
 
         return GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_positions=256, n_embd=128, n_layer=2, n_head=4,
                                           bos_token_id=0, eos_token_id=0))
+    if name == "t5":  # an encoder-decoder: relative position buckets, the decoder's labels shifted right
+        from transformers import T5Config, T5ForConditionalGeneration
+
+        return T5ForConditionalGeneration(T5Config(vocab_size=VOCAB, d_model=128, d_kv=32, d_ff=320, num_layers=2,
+                                                   num_decoder_layers=2, num_heads=4, decoder_start_token_id=0))
+    if name == "qwen2":  # grouped-query attention: 2 key/value heads shared by 8 query heads
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        return Qwen2ForCausalLM(Qwen2Config(vocab_size=VOCAB, hidden_size=192, intermediate_size=448,
+                                            num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                                            max_position_embeddings=512))
+    if name == "vit":  # images: patches of 8 over a 64 x 64 picture, a class token
+        from transformers import ViTConfig, ViTForImageClassification
+
+        return ViTForImageClassification(ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=144, num_hidden_layers=2,
+                                                   num_attention_heads=4, intermediate_size=384, num_labels=LABELS))
+    if name == "resnet":  # convolutions with BatchNorm (running statistics: buffers)
+        from transformers import ResNetConfig, ResNetForImageClassification
+
+        return ResNetForImageClassification(ResNetConfig(embedding_size=32, hidden_sizes=[32, 64, 128, 256],
+                                                         depths=[1, 1, 1, 1], layer_type="basic", num_labels=LABELS))
+    if name == "bart":  # an encoder-decoder with learned positions
+        from transformers import BartConfig, BartForConditionalGeneration
+
+        return BartForConditionalGeneration(BartConfig(
+            vocab_size=VOCAB, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=320, decoder_ffn_dim=320, max_position_embeddings=256,
+            pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2))
+    if name == "mobilenet":  # depthwise convolutions
+        from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+        return MobileNetV2ForImageClassification(MobileNetV2Config(image_size=IMAGE, depth_multiplier=0.35,
+                                                                   num_labels=LABELS))
+    if name == "convnext":  # a depthwise 7 x 7, then nn.Linear over channels last ([batch, h, w, channels])
+        from transformers import ConvNextConfig, ConvNextForImageClassification
+
+        return ConvNextForImageClassification(ConvNextConfig(hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 2, 1],
+                                                             num_labels=LABELS))
+    if name == "swin":  # attention within shifted windows
+        from transformers import SwinConfig, SwinForImageClassification
+
+        return SwinForImageClassification(SwinConfig(image_size=IMAGE, patch_size=4, embed_dim=48, depths=[1, 1, 2],
+                                                     num_heads=[2, 4, 8], window_size=4, num_labels=LABELS))
     if name == "bert":  # BERT's default table of 512 positions
         return BertForMaskedLM(BertConfig(vocab_size=VOCAB, hidden_size=144, intermediate_size=400, num_hidden_layers=2,
                                           num_attention_heads=4, max_position_embeddings=512))
@@ -105,15 +158,21 @@ def _optimizer(name: str, model: Any) -> Any:
 def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
     import torch
 
-    ids = torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(i))
-    model(input_ids=ids, labels=ids).loss.backward()
+    generator = torch.Generator().manual_seed(i)
+    if getattr(getattr(model, "config", None), "model_type", "") in VISION:
+        pixels = torch.randn(batch, 3, IMAGE, IMAGE, generator=generator)
+        model(pixel_values=pixels, labels=torch.randint(0, LABELS, (batch,), generator=generator)).loss.backward()
+    else:
+        ids = torch.randint(0, VOCAB, (batch, seq), generator=generator)
+        model(input_ids=ids, labels=ids).loss.backward()
     optimizer.step()
     optimizer.zero_grad()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=("llama", "bert", "gpt2", "gru", "lstm", "rnn", "grucell", "lstmcell"))
+    parser.add_argument("model", choices=("llama", "llama_gc", "bert", "gpt2", "t5", "qwen2", "bart", "vit", "resnet",
+                                          "mobilenet", "convnext", "swin", "gru", "lstm", "rnn", "grucell", "lstmcell"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
