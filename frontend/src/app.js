@@ -28,8 +28,7 @@ export function createApp(root, api) {
   const views = new Map();
   // One loader for the page: an item asked for by two views (or twice) is one request.
   const loader = createLoader();
-  // Selections per kind, shared by the views of that kind (Ops and Timeline show the same trace).
-  const shared = { breakdown: {}, ops: {}, loadbench: {}, memory: {}, whatif: {} };
+  const shared = sharedSelections();
   let active = "";
   let listing = null;
   let busy = false;
@@ -41,6 +40,7 @@ export function createApp(root, api) {
   // A step out of memory: "What would fit?" opens What if on its run, the device's memory as the budget.
   const oom = createOomAlerts({ api, loader, onProject: (run, budget) => {
     shared.ops.selection = { run, tag: "", step: "", host: "", breakdown: "" };
+    shared.focus.run = run;
     shared.whatif.budget = budget;
     show("whatif");
   } });
@@ -101,6 +101,13 @@ export function createApp(root, api) {
   setInterval(() => {
     if (!document.hidden) refresh();
   }, POLL_MS);
+}
+
+/** Selections per kind, shared by the views of that kind (Ops and Timeline show the same trace), each with
+ * `focus`: the run last picked in any view, which every view follows where it has that run. */
+function sharedSelections() {
+  const focus = { run: "" };
+  return { focus, breakdown: { focus }, ops: { focus }, loadbench: { focus }, memory: { focus }, whatif: {} };
 }
 
 /** One box per unreadable item; past a few, the rest behind a "N more" toggle (open when `unfolded`). */

@@ -62,6 +62,16 @@ export function reconcile(selection, listing, kind) {
 }
 
 /**
+ * The selection moved to `run`, the run the user last picked in any view, where this kind has it and the
+ * selection is on another: a run picked on Storage is the one What if projects. Its tag, step, host and
+ * breakdown start over (reconcile picks them).
+ */
+export function followRun(selection, run, listing, kind) {
+  if (!run || selection?.run === run || !runsOfKind(listing, kind).some((r) => r.run === run)) return selection;
+  return { run, tag: "", step: "", host: "", breakdown: "" };
+}
+
+/**
  * What identifies one answer: the route, the item and, for "latest" and joins,
  * the steps they stand for, so a new step or breakdown makes a new answer.
  */

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { availableViews, breakdownTags, compareTag, itemKey, reconcile, runsOfKind, tagErrors, tagLabel } from "../src/selection.js";
+import { availableViews, breakdownTags, compareTag, followRun, itemKey, reconcile, runsOfKind, tagErrors, tagLabel } from "../src/selection.js";
 
 const listing = {
   runs: [
@@ -83,4 +83,16 @@ test("compare uses the same tag name where a run has it", () => {
   assert.equal(compareTag(listing, "adam", "variables"), "variables");
   assert.equal(compareTag(listing, "sgd", "variables"), "weights");
   assert.equal(compareTag(listing, "bad", "variables"), null);
+});
+
+test("a view follows the run last picked in another view, where it has that run", () => {
+  // picked "gan" on Storage; What if (ops) was on "adam": it moves to gan's first trace
+  const ops = { run: "adam", tag: "trace", step: "3", host: "", breakdown: "variables" };
+  assert.deepEqual(reconcile(followRun(ops, "gan", listing, "ops"), listing, "ops"),
+    { run: "gan", tag: "profile/2026_11_22", step: "", host: "", breakdown: "" });
+  // "sgd" has no trace: What if stays where it was, its picks kept
+  assert.equal(followRun(ops, "sgd", listing, "ops"), ops);
+  // already on it, or nothing picked yet: unchanged (its tag and step kept)
+  assert.equal(followRun(ops, "adam", listing, "ops"), ops);
+  assert.equal(followRun(ops, "", listing, "ops"), ops);
 });

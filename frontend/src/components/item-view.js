@@ -8,7 +8,7 @@
 
 import { el } from "../dom.js";
 import { formatProgress } from "../format.js";
-import { itemKey, reconcile, tagInfo } from "../selection.js";
+import { followRun, itemKey, reconcile, tagInfo } from "../selection.js";
 import { createSelector } from "./selector.js";
 import { errorBox, progressBox } from "./widgets.js";
 
@@ -16,7 +16,8 @@ import { errorBox, progressBox } from "./widgets.js";
  * kind: "breakdown" | "ops" | "loadbench"; route: the answer's route (its cache key);
  * fetch(item) -> data; body: Node shown once data loaded; render(data, item) fills it
  * and returns the meta line's nodes. shared: {selection} kept with the other views of
- * the kind (Ops and Timeline show the same trace). joins: host and breakdown pickers.
+ * the kind (Ops and Timeline show the same trace), and {focus: {run}}, the run last picked in any view, which
+ * this one follows where it has it (``followRun``). joins: host and breakdown pickers.
  * steps: false for an answer over all the tag's steps (no step picker, no ./steps request).
  * Returns {element, update(listing), item()}.
  */
@@ -30,7 +31,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   /** A change to the newest selection, whoever made the one before it (a picker, a link, another view). */
   function pick(change) {
     picks += 1;
-    shared.selection = { ...shared.selection, ...change };
+    picked(shared, change);
     update(listing);
   }
   const selector = createSelector(pick, { joins, steps: stepPicker });
@@ -44,7 +45,7 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   async function update(next) {
     listing = next;
     const mine = ++token;
-    const selection = reconcile(shared.selection, listing, kind);
+    const selection = reconcile(followRun(shared.selection, shared.focus?.run, listing, kind), listing, kind);
     shared.selection = selection;
     const info = tagInfo(listing, kind, selection.run, selection.tag);
     if (!info) return;
@@ -99,6 +100,12 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     /** How many picks were made here: a view that picks for the user checks nobody picked meanwhile. */
     picks: () => picks,
   };
+}
+
+/** The selection changed as the user picked; a run picked is the one every view follows (``followRun``). */
+function picked(shared, change) {
+  shared.selection = { ...shared.selection, ...change };
+  if (change.run && shared.focus) shared.focus.run = change.run;
 }
 
 /** The same item, maybe at another step: its older figures may stay up while the new ones load. */
