@@ -240,7 +240,9 @@ def format_estimate(result: Dict[str, Any]) -> str:
     out.append(text_table(["category", "how", "traced bytes", "projected bytes"], [
         [b["category"], b["how"], size(b["traced_bytes"]), size(b["projected_bytes"])] for b in result["basis"]],
         left=2))
-    out += [""] + [f"{b['category']}: {b['formula']}" for b in result["basis"]]
+    unknown = result["unknown"]  # each reason once, below, naming every category it leaves unknown
+    out += [""] + [f"{b['category']}: " + ("unknown (why: below)" if unknown.get(b["category"]) == b["formula"]
+                                           else b["formula"]) for b in result["basis"]]
     peak = result["peak_bytes"]
     per = result["batch_per_replica"]
     out += ["", f"projected peak: {size(peak, ' B')}" + (f" ({peak / 2**20:,.1f} MiB)" if peak is not None else "")
@@ -283,7 +285,7 @@ def format_estimate(result: Dict[str, Any]) -> str:
     if result.get("allocations_note"):
         out.append(f"note: {result['allocations_note']}")
     reasons: Dict[str, List[str]] = {}  # one line per reason, naming every category it leaves unknown
-    for category, reason in result["unknown"].items():
+    for category, reason in unknown.items():
         reasons.setdefault(reason, []).append(category)
     for reason, categories in reasons.items():
         out.append(f"unknown {', '.join(categories)}: {reason}")

@@ -75,6 +75,7 @@ _REASSIGNS, _IN_PLACE, _NO_SCRATCH_TRACED = "reassigns", "in place", "no scratch
 _MOVED = "moved"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
 # What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
+_SAYS_SEQUENCE = frozenset({TORCH_PROFILER_SOURCE, "xspace"})  # the readers that record a step's length
 CAUTIOUS_WORDS = {"band": "the allocator band's high end", "reserved": "what the caching allocator reserves"}
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 # Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
@@ -270,9 +271,11 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     if what.seq is None or what.seq == traced:
         return 1.0, ""
     if not traced:
-        return 1.0, ("the trace does not say its sequence length: its input is no [batch, seq] sequence, or its "
-                     "reader does not record one (a PyTorch trace, TF1 step stats), or it is older than this "
-                     "tb_modelmem")
+        if trace.source not in _SAYS_SEQUENCE:
+            return 1.0, "the trace does not say its sequence length: its reader records none (TF1 step stats)"
+        return 1.0, ("the trace does not say its sequence length: it is read from the step's input where that is "
+                     "token ids [batch, seq] or vectors [batch, seq, features], and this one's is neither (a picture "
+                     "has none), or an older tb_modelmem stored the trace")
     if not batch:
         return 1.0, "the trace does not say its batch size: which buffers carry the sequence cannot be told"
     if traced == 1 or traced == batch:

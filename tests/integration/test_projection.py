@@ -534,6 +534,7 @@ def test_what_cannot_be_asked_says_so_once_and_names_what_is_there(traced, tmp_p
     unknown = [line for line in text.splitlines() if line.startswith("unknown ")]
     assert len(unknown) == 1 and "activations" in unknown[0] and "gradients" in unknown[0], unknown
     assert "projected peak: unknown" in text
+    assert "\nactivations: unknown (why: below)\n" in text  # the reason once, not once per category
 
 
 def test_a_budget_also_says_the_batch_whose_allocator_band_fits(traced):
