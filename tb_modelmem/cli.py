@@ -235,7 +235,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
         return "unknown" if n is None else f"{n:,}{unit}"
 
     traced = result["traced"]
-    out = [f"{result['run']}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
+    run = "the log dir itself" if result["run"] == "." else result["run"]  # TensorBoard's name for its root
+    out = [f"{run}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
                                                    ", no breakdown"), ""]
     out.append(text_table(["category", "how", "traced bytes", "projected bytes"], [
         [b["category"], b["how"], size(b["traced_bytes"]), size(b["projected_bytes"])] for b in result["basis"]],
@@ -293,13 +294,15 @@ def format_estimate(result: Dict[str, Any]) -> str:
     if reserved:
         out.append("reserved by the caching allocator: " + ("unknown" if reserved["bytes"] is None else
                    f"{reserved['bytes']:,} B") + f" (traced {reserved['traced_bytes']:,} B): {reserved['how']}")
-    if result.get("caveat"):
+    if result.get("caveat") and peak is not None:
         out.append(f"how far to trust it: {result['caveat']}")
     if "largest_batch" in result:
         found, note = result["largest_batch"], result.get("largest_batch_note")
         cautious = result.get("cautious_batch")
-        out.append(f"largest batch within {result['budget_bytes']:,} B: "
+        budget, at = result["budget_bytes"], result.get("largest_batch_peak_bytes")
+        out.append(f"largest batch within {budget:,} B ({budget / 2**20:,.1f} MiB): "
                    + ("none" if found is None else "none fits" if found == 0 else f"{found:,}")
+                   + (f", projected {at:,} B ({(budget - at) / 2**20:,.1f} MiB to spare)" if found and at else "")
                    + (f" ({note})" if note else "")
                    + (f"; {cautious:,} with {CAUTIOUS_WORDS[result.get('cautious_by') or 'band']} within it too"
                       if cautious is not None and found and cautious < found else ""))

@@ -34,5 +34,6 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
         result["budget_bytes"] = budget_bytes
         answer = budget_answer(logged.trace, logged.breakdown, what, budget_bytes)
         result.update(largest_batch=answer["largest_batch"], largest_batch_note=answer["note"],
-                      cautious_batch=answer["cautious_batch"], cautious_by=answer["cautious_by"])
+                      cautious_batch=answer["cautious_batch"], cautious_by=answer["cautious_by"],
+                      largest_batch_peak_bytes=answer["largest_batch_peak_bytes"])
     return result

@@ -131,7 +131,7 @@ export function tracedLine(whatif) {
     : "batch not recorded", traced.seq ? `sequence ${formatInt(traced.seq)}` : ""].filter(Boolean).join(" · ");
 }
 
-/** "Largest batch within 16.0 GiB: 1,024", or "none" (unknown) or "none fits" (not one sample) and why. */
+/** "Largest batch within 16.0 GiB: 1,024, projected 15.8 GiB (0.2 GiB to spare)", or "none" (unknown) or "none fits" (not one sample) and why. */
 export function budgetLine(budget) {
   if (!budget) return "";
   const found = !isKnown(budget.largest_batch) ? "none"
@@ -141,7 +141,10 @@ export function budgetLine(budget) {
   const cautious = isKnown(budget.cautious_batch) && isKnown(budget.largest_batch)
     && budget.cautious_batch < budget.largest_batch
     ? `; ${formatInt(budget.cautious_batch)} with ${within} within it too` : "";
-  return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${budget.note ? ` (${budget.note})` : ""}${cautious}`;
+  const at = budget.largest_batch > 0 && isKnown(budget.largest_batch_peak_bytes)
+    ? `, projected ${formatHuman(budget.largest_batch_peak_bytes)} (${formatHuman(budget.bytes - budget.largest_batch_peak_bytes)} to spare)`
+    : "";
+  return `Largest batch within ${formatHuman(budget.bytes)}: ${found}${at}${budget.note ? ` (${budget.note})` : ""}${cautious}`;
 }
 
 /**

@@ -93,6 +93,8 @@ test("what the trace cannot tell reads unknown, with the reason, never 0", async
     "Largest batch within 1.00 GiB: 782");
   assert.equal(budgetLine({ bytes: 2 ** 30, largest_batch: 782, note: "", cautious_batch: 700, cautious_by: "reserved" }),
     "Largest batch within 1.00 GiB: 782; 700 with what the caching allocator reserves within it too");
+  assert.equal(budgetLine({ bytes: 60 * 2 ** 20, largest_batch: 43, note: "", largest_batch_peak_bytes: 59.25 * 2 ** 20 }),
+    "Largest batch within 60.00 MiB: 43, projected 59.25 MiB (768.00 KiB to spare)");
 });
 
 // The Basis cell's arithmetic, read as a user reads it: "A carry the batch x f = ..., B do not, x g = ..." or a

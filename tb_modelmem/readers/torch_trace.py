@@ -689,17 +689,22 @@ class _Sizes:
         whose shape says more: a normalization's, around a factory that made its statistics flat ([512]: one per
         row of its input, [8, 64, 1]); a linear layer's, around a matrix product whose output [batch x rows,
         units] has a weight's shape (ConvNeXt's [128, 512] at batch 8 x 4 x 4, its next layer's weight: the
-        linear's [8, 4, 4, 512] says it carries the batch)."""
+        linear's [8, 4, 4, 512] says it carries the batch); a stack's, around the cat it joins by (a collated batch
+        of 8 pictures [3, 64, 64] is [8, 3, 64, 64], not [24, 64, 64])."""
         found = _made_shape(chain[-1], size, cached)
         if found is None:
             return None
         around: Optional[Dict[str, Any]] = None
-        if len(found[0]) == 1:
+        if chain[-1].get("name") == "aten::cat":  # torch.stack joins its members by a cat: [24, 64, 64] of 8
+            around = next((op for op in reversed(chain[:-1]) if op.get("name") == "aten::stack"), None)
+        elif len(found[0]) == 1:
             around = next((op for op in reversed(chain[:-1]) if is_row_statistics(str(op.get("name", "")))), None)
         elif is_product(str(chain[-1].get("name", ""))) and self._weight_like(found[0]):
             around = next((op for op in reversed(chain[:-1]) if op.get("name") == _LINEAR), None)
         outer = _made_shape(around, size, cached) if around is not None else None
-        return found if outer is None or len(outer[0]) < 2 or self._weight_like(outer[0]) else outer
+        if outer is None or len(outer[0]) < 2 or self._weight_like(outer[0]):
+            return found
+        return outer[0], outer[1] or found[1]  # a tensor list's dtype is not recorded: the inner op's
 
     def _weight_like(self, dims: Tuple[int, ...]) -> bool:
         return dims in self.weights or dims[::-1] in self.weights

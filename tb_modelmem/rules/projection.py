@@ -625,13 +625,16 @@ def largest_batch(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, 
 
 def budget_answer(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, budget_bytes: int) -> Dict[str, Any]:
     """What a budget question gets (the API, the CLI and the tab alike): ``{"largest_batch", "note",
-    "cautious_batch", "cautious_by"}``: the largest batch whose allocator band fits too (None without a batch), or
+    "cautious_batch", "cautious_by", "largest_batch_peak_bytes"}`` (the projected peak at the largest batch): the
+    largest batch whose allocator band fits too (None without a batch), or
     on a CUDA trace whose caching allocator is replayed, what it reserves (``cautious_by``: "band", "reserved")."""
     answers: Dict[int, Dict[str, Any]] = {}  # each batch projected once for both searches
     found, note = largest_batch(trace, breakdown, what, budget_bytes, answers=answers)
     by = "reserved" if _reserves(trace, what) else "band"
     cautious = largest_batch(trace, breakdown, what, budget_bytes, cautious=True, answers=answers)[0] if found else None
-    return {"largest_batch": found, "note": note, "cautious_batch": cautious, "cautious_by": by}
+    at = answers.get(found // what.replicas) if found else None
+    return {"largest_batch": found, "note": note, "cautious_batch": cautious, "cautious_by": by,
+            "largest_batch_peak_bytes": at["peak_bytes"] if at else None}
 
 
 def parse_size(text: Union[int, str]) -> int:
@@ -643,6 +646,8 @@ def parse_size(text: Union[int, str]) -> int:
         if found is None or found.group(2) not in _UNITS:
             raise ValueError(f"not a size: {str(text)[:40]!r} (say 16GiB, 512MB or a number of bytes)")
         digits, unit = found.group(1), found.group(2)
+        if not unit and float(digits) < 2**20:  # "--budget 16" meant 16 GiB, not 16 bytes
+            raise ValueError(f"a budget of {digits} bytes is less than any model: say its unit (16GiB, 512MB)")
         number = int(digits) * _UNITS[unit] if digits.isdigit() else float(digits) * _UNITS[unit]
         if not number < _MOST_BUDGET:  # 1e400 is inf as a float
             raise ValueError(f"a budget must be under 8 EiB, got {str(text)[:40]!r}")

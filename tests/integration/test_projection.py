@@ -413,6 +413,9 @@ def test_the_command_line_gives_the_same_numbers(traced):
     bad = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--policy", "float8"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "--policy: invalid choice: 'float8'" in bad.stderr and "Traceback" not in bad.stderr
+    bare = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--budget", "60"],
+                          capture_output=True, text=True, env=env, timeout=120)  # meant 60 GiB: not 60 bytes
+    assert bare.returncode == 2 and "say its unit" in bare.stderr and "Traceback" not in bare.stderr, bare.stderr
 
 
 def test_a_mixed_float16_run_keeps_its_loss_scale_state_under_another_optimizer(tmp_path):
@@ -546,7 +549,8 @@ def test_a_budget_also_says_the_batch_whose_allocator_band_fits(traced):
     answer = tb_modelmem.estimate(logdir, budget=budget)
     found, cautious = answer["largest_batch"], answer["cautious_batch"]
     assert 0 < cautious <= found, (cautious, found)
-    assert tb_modelmem.estimate(logdir, batch=found)["peak_bytes"] <= budget
+    peak_at_found = tb_modelmem.estimate(logdir, batch=found)["peak_bytes"]
+    assert answer["largest_batch_peak_bytes"] == peak_at_found <= budget
     assert tb_modelmem.estimate(logdir, batch=found + 1)["peak_bytes"] > budget
 
     at, after = (tb_modelmem.estimate(logdir, batch=b) for b in (cautious, cautious + 1))
@@ -555,5 +559,6 @@ def test_a_budget_also_says_the_batch_whose_allocator_band_fits(traced):
         assert max(after["peak_bytes"], after["band"]["high_bytes"]) > budget
     text = subprocess.run([sys.executable, "-m", "tb_modelmem.cli", "estimate", logdir, "--budget", "200MiB"],
                           cwd=REPO, capture_output=True, text=True, timeout=300, check=True).stdout
-    assert f"largest batch within {budget:,} B: {found:,}" in text
+    assert (f"largest batch within {budget:,} B (200.0 MiB): {found:,}, projected {peak_at_found:,} B "
+            f"({(budget - peak_at_found) / 2**20:,.1f} MiB to spare)") in text
     assert cautious == found or f"; {cautious:,} with the allocator band's high end within it too" in text

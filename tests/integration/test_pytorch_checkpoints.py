@@ -151,8 +151,8 @@ def test_the_tab_lists_each_checkpoint_as_one_item(made, tmp_path):
     # a LoRA adapter's Trainer groups: the no-decay one holds none of its matrices
     lora = served.json("/breakdown", run="run", tag="torch/trainer_lora/")["optimizer_summary"]["text"]
     assert [len(g["params"]) for g in truth["trainer_lora"]["groups"]][1] == 0
-    assert lora.endswith(f"; 2 param groups: {len(truth['trainer_lora']['groups'][0]['params'])} parameters as above, "
-                         "an empty one"), lora
+    assert lora.endswith(f"; 2 param groups, the same settings: {len(truth['trainer_lora']['groups'][0]['params'])} "
+                         "parameters, an empty one"), lora
 
 
 def test_a_python_file_named_like_a_checkpoint_is_refused_not_run(tmp_path):

@@ -121,19 +121,23 @@ def _described(entry: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
 
 def _groups_text(groups: Any) -> str:
     """A torch optimizer's param groups (``optimizer_record``'s "groups"): "; 2 param groups: 4 parameters as
-    above, 2 parameters with weight_decay=0"; "an empty one" for a group of none; "" for one group."""
+    above, 2 parameters with weight_decay=0"; where none sets its own, "; 2 param groups, the same settings: 25
+    parameters, 40 parameters" (Trainer's decay and no-decay groups at weight_decay=0); "an empty one" for a group
+    of none; "" for one group."""
     if not isinstance(groups, list) or len(groups) < 2 or not all(
             isinstance(g, dict) and isinstance(g.get("params"), list) and isinstance(g.get("config"), dict)
             for g in groups):
         return ""
+    alike = not any(group["config"] for group in groups)
     each = []
     for group in groups:
         own = ", ".join(f"{key}={_shown(value)}" for key, value in group["config"].items())
         others = group.get("others")
         count = len(group["params"]) + (others if isinstance(others, int) and others > 0 else 0)
         each.append("an empty one" if not count else  # Trainer's no-decay group of a LoRA adapter, say
-                    f"{count} parameter{'' if count == 1 else 's'} {f'with {own}' if own else 'as above'}")
-    return f"; {len(groups)} param groups: {', '.join(each)}"
+                    f"{count} parameter{'' if count == 1 else 's'}"
+                    + ("" if alike else f" with {own}" if own else " as above"))
+    return f"; {len(groups)} param groups{', the same settings' if alike else ''}: {', '.join(each)}"
 
 
 def _shown(value: Any) -> str:
