@@ -46,6 +46,7 @@ from tb_modelmem.rules.buffers import (
     input_sequence,
     lived_categories,
     once_per_token,
+    weight_shaped,
 )
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
 from tb_modelmem.schema.dtypes import canonical
@@ -699,15 +700,12 @@ class _Sizes:
             around = next((op for op in reversed(chain[:-1]) if op.get("name") == "aten::stack"), None)
         elif len(found[0]) == 1:
             around = next((op for op in reversed(chain[:-1]) if is_row_statistics(str(op.get("name", "")))), None)
-        elif is_product(str(chain[-1].get("name", ""))) and self._weight_like(found[0]):
+        elif is_product(str(chain[-1].get("name", ""))) and weight_shaped(found[0], self.weights):
             around = next((op for op in reversed(chain[:-1]) if op.get("name") == _LINEAR), None)
         outer = _made_shape(around, size, cached) if around is not None else None
-        if outer is None or len(outer[0]) < 2 or self._weight_like(outer[0]):
+        if outer is None or len(outer[0]) < 2 or weight_shaped(outer[0], self.weights):
             return found
         return outer[0], outer[1] or found[1]  # a tensor list's dtype is not recorded: the inner op's
-
-    def _weight_like(self, dims: Tuple[int, ...]) -> bool:
-        return dims in self.weights or dims[::-1] in self.weights
 
     def _read_next(self, event: Dict[str, Any], size: int, phase: str) -> Optional[Tuple[Tuple[int, ...], str]]:
         """Where no op around an allocation recorded a shape (a top-level ``torch.stack`` of a Python loop's
@@ -742,7 +740,7 @@ class _Sizes:
         it, so the rule is the call's, not the shape's."""
         if carries:
             return True, max(power, 1)
-        weight = dims in self.weights or dims[::-1] in self.weights or size in self.weight_bytes
+        weight = weight_shaped(dims, self.weights) or size in self.weight_bytes
         if not self.batch or not dims or weight:
             return False, 0
         return True, 1

@@ -118,6 +118,11 @@ def batch_of(dims: Sequence[Any]) -> Optional[int]:
     return first if isinstance(first, int) and not isinstance(first, bool) and first > 0 else None
 
 
+def weight_shaped(dims: Tuple[int, ...], weights: AbstractSet[Tuple[int, ...]]) -> bool:
+    """Whether ``dims`` are a weight's shape or its transpose (a weight's gradient, update or copy)."""
+    return dims in weights or dims[::-1] in weights
+
+
 def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset()) -> bool:
     """Whether a buffer of ``shape`` ("[32,28,28,32]") holds one slice per sample of a ``batch``: its
     first dimension is the batch, in a buffer of two or more (a bias of as many units is no batch).
@@ -129,7 +134,7 @@ def carries_batch(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[i
     dims = _dims(shape)
     if len(dims) < 2:
         return False
-    if dims in weights or dims[::-1] in weights:
+    if weight_shaped(dims, weights):
         return False  # a weight's gradient or update, whatever its first dimension
     return dims[0] == batch or (bool(weights) and dims[0] % batch == 0)
 

@@ -74,8 +74,8 @@ _REASSIGNS, _IN_PLACE, _NO_SCRATCH_TRACED = "reassigns", "in place", "no scratch
 # projected peak moved): what the trace held then, not what it held at its own peak ("kept")
 _MOVED = "moved"
 _MOST_CHUNK_SLACK = 128 << 20  # BFC splits a free chunk this much larger than a request (its default)
-# What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
 _SAYS_SEQUENCE = frozenset({TORCH_PROFILER_SOURCE, "xspace"})  # the readers that record a step's length
+# What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
 CAUTIOUS_WORDS = {"band": "the allocator band's high end", "reserved": "what the caching allocator reserves"}
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
 # Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
