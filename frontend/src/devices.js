@@ -2,6 +2,7 @@
 // device filter, the What-if sharding choices. Pure, no DOM.
 
 import { formatHuman, formatInt, isKnown } from "./format.js";
+import { filterTerm } from "./table-model.js";
 import { ROLES, ROLE_LABEL } from "./roles.js";
 
 const plural = (n, one, many = `${one}s`) => `${formatInt(n)} ${n === 1 ? one : many}`;
@@ -84,7 +85,7 @@ export function shardText(row) {
 /** The op table's filter term for one device ("device=/device:CPU:3"); "" for all devices. */
 export function deviceFilterTerm(device) {
   const d = String(device ?? "").trim();
-  return d && !/\s/.test(d) ? `device=${d}` : "";
+  return (d && filterTerm("device", "=", d)) || "";
 }
 
 /** The user's filter and a term the view adds, as one server filter. */

@@ -1,21 +1,59 @@
 // Sorting and filtering of table rows. Pure: the table component only renders.
 // The same filter syntax works on the server for tables it pages (serverFilter).
 
+// A term: a run of characters, spaces kept inside "double quotes" (as the server splits them).
+const TERM = /(?:[^\s"]+|"[^"]*"?)+/g;
+const OPERATORS = ["^=", "=", ":"];
+
+/** One exact-or-prefix term for a value a view filters by ("layer^=model/dense"), quoted when it holds a
+ *  space; null when it holds a double quote, which no term can hold. */
+export function filterTerm(field, op, value) {
+  const text = String(value ?? "");
+  if (text.includes('"')) return null;
+  return /\s/.test(text) ? `${field}${op}"${text}"` : `${field}${op}${text}`;
+}
+
+/** The filter's terms as typed: split at spaces outside double quotes, the quotes kept. */
+function rawTerms(query) {
+  return String(query || "").match(TERM) || [];
+}
+
 /**
- * A predicate keeping rows whose column text contains every whitespace-separated
- * term (case-insensitive), or null for an empty query. A term like "role:slot"
- * or "type:fused" only looks at the column with that key or label.
+ * One term read as the server reads it: "field^=path" (that path or under it), "field=value"
+ * (exactly), "field:text" (that column contains it), or text any column contains. A field that
+ * names no column makes the whole term text.
+ */
+function parseTerm(term, byName) {
+  for (const op of OPERATORS) {
+    const at = term.indexOf(op);
+    const column = at > 0 ? byName.get(term.slice(0, at).toLowerCase()) : undefined;
+    if (column && (op !== ":" || at + 1 < term.length)) return { column, op, value: term.slice(at + op.length) };
+  }
+  return { column: null, op: ":", value: term };
+}
+
+function termMatcher({ column, op, value }, columns) {
+  if (op === "=") return (row) => cellText(column, row) === value;
+  if (op === "^=") {
+    const under = `${value.replace(/\/+$/, "")}/`;
+    return (row) => { const text = cellText(column, row); return text === value || text.startsWith(under); };
+  }
+  const text = value.toLowerCase();
+  const among = column ? [column] : columns;
+  return (row) => among.some((c) => cellText(c, row).toLowerCase().includes(text));
+}
+
+/**
+ * A predicate keeping rows that match every term (the server's grammar: "conv", "role:slot",
+ * "name=dense/MatMul", "layer^=model/block", 'name="aten::div (optimizer)"'), or null for an
+ * empty query. A column's label works as its key ("type:fused").
  */
 export function rowMatcher(query, columns) {
-  const terms = String(query || "").toLowerCase().split(/\s+/).filter(Boolean);
+  const terms = rawTerms(query).map((t) => t.replace(/"/g, "")).filter(Boolean);
   if (!terms.length) return null;
   const byName = columnsByName(columns);
-  const matchers = terms.map((term) => {
-    const colon = term.indexOf(":");
-    const column = colon > 0 ? byName.get(term.slice(0, colon)) : undefined;
-    return column ? { columns: [column], text: term.slice(colon + 1) } : { columns, text: term };
-  });
-  return (row) => matchers.every((m) => m.columns.some((c) => cellText(c, row).toLowerCase().includes(m.text)));
+  const matchers = terms.map((term) => termMatcher(parseTerm(term, byName), columns));
+  return (row) => matchers.every((match) => match(row));
 }
 
 export function filterRows(rows, query, columns) {
@@ -24,19 +62,19 @@ export function filterRows(rows, query, columns) {
 }
 
 /**
- * The filter as the server reads it: "field:text" must name a field, so column
- * labels ("type:fused") become the column's key ("op_type:fused"), or the field
- * the column shows as text (its filterKey: "output:28,28" looks in the shape).
+ * The filter as the server reads it: a field must be the server's, so column labels ("type:fused")
+ * become the column's key ("op_type:fused"), or the field the column shows as text (its filterKey:
+ * "output:28,28" looks in the shape). Quotes are kept for the server to split by.
  */
 export function serverFilter(query, columns) {
   const byName = columnsByName(columns);
-  return String(query || "").trim().split(/\s+/).filter(Boolean).map((term) => {
-    const colon = term.indexOf(":");
-    const prefix = colon > 0 ? term.slice(0, colon).toLowerCase() : "";
-    const column = prefix ? byName.get(prefix) : undefined;
+  return rawTerms(query).map((term) => {
+    const { column, op } = parseTerm(term.replace(/"/g, ""), byName);
     if (!column) return term;
+    const at = term.indexOf(op);
+    const prefix = term.slice(0, at).toLowerCase();
     const field = prefix === column.key.toLowerCase() ? column.key : column.filterKey || column.key;
-    return `${field}:${term.slice(colon + 1)}`;
+    return `${field}${term.slice(at)}`;
   }).join(" ");
 }
 

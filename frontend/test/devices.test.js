@@ -55,7 +55,8 @@ test("the device filter term goes with what the user typed", () => {
   assert.equal(deviceFilterTerm("/device:CPU:3"), "device=/device:CPU:3");
   assert.equal(deviceFilterTerm(""), "");
   assert.equal(deviceFilterTerm(null), "");
-  assert.equal(deviceFilterTerm("a b"), ""); // a term cannot hold a space: all devices rather than a wrong filter
+  assert.equal(deviceFilterTerm("a b"), 'device="a b"'); // quoted: one term
+  assert.equal(deviceFilterTerm('a"b'), ""); // no term can hold a quote: all devices rather than a wrong filter
   assert.equal(withTerm(" conv type:fusion ", "device=/device:CPU:3"), "conv type:fusion device=/device:CPU:3");
   assert.equal(withTerm("", "device=/device:CPU:3"), "device=/device:CPU:3");
   assert.equal(withTerm("conv", ""), "conv");

@@ -64,3 +64,26 @@ test("the server gets the same filter, column labels turned into its field names
   assert.equal(serverFilter("", opColumns), "");
   assert.equal(rowMatcher(" ", opColumns), null);
 });
+
+test("a table filtered here reads terms as the server does: exact, under a path, quoted", () => {
+  const ops = [
+    { name: "aten::div (optimizer)", layer: "model/block_1/attn" },
+    { name: "aten::div", layer: "model/block_10" },
+    { name: "aten::mul (optimizer)", layer: "" },
+  ];
+  const opColumns = [{ key: "name", label: "Op" }, { key: "layer" }];
+  const names = (query) => filterRows(ops, query, opColumns).map((r) => r.name);
+  assert.deepEqual(names('name="aten::div (optimizer)"'), ["aten::div (optimizer)"]);
+  assert.deepEqual(names("op=aten::div"), ["aten::div"]);
+  assert.deepEqual(names("layer^=model/block_1"), ["aten::div (optimizer)"]);
+  assert.deepEqual(names("layer="), ["aten::mul (optimizer)"]);
+  assert.deepEqual(names('"div (opt"'), ["aten::div (optimizer)"]);
+  assert.deepEqual(names("nosuch=thing"), []);
+});
+
+test("the server gets quoted terms whole, their field renamed", () => {
+  const opColumns = [{ key: "name", label: "Op" }, { key: "op_type", label: "Type" }];
+  assert.equal(serverFilter('op="aten::div (optimizer)"  type:fused', opColumns),
+    'name="aten::div (optimizer)" op_type:fused');
+  assert.equal(serverFilter('"a b" c', opColumns), '"a b" c');
+});

@@ -35,6 +35,14 @@ def test_terms_combine_and_any_column_matches_any_case():
     assert names(p.page(query="layer^=m relu")) == ["c/Relu"]
 
 
+def test_double_quotes_keep_a_term_with_spaces_whole():
+    p = Pager({"name": ["aten::div (optimizer)", "aten::div", "aten::mul (optimizer)"]}, "name")
+    assert names(p.page(query='name="aten::div (optimizer)"')) == ["aten::div (optimizer)"]
+    assert names(p.page(query='op=aten::div')) == ["aten::div"]  # unquoted: exact, so not the optimizer's
+    assert names(p.page(query='"div (opt"')) == ["aten::div (optimizer)"]
+    assert names(p.page(query='name="aten::mul (optimizer)')) == ["aten::mul (optimizer)"]  # unclosed: to the end
+
+
 def test_order_puts_unknown_values_last_both_ways():
     p = pager()
     assert names(p.page(sort="time_us", order="desc")) == ["a/MatMul", "c/Relu", "b/Conv2D", "d/Add"]

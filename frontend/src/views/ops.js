@@ -13,6 +13,7 @@ import { noLayersNote, recordsOutputShapes, stepKind } from "../framework.js";
 import { OTHER_COLORS, PHASE_HINT } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
+import { filterTerm } from "../table-model.js";
 import { chartBox, panel, sourceBadge } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
 import { runsOfKind, tagLabel } from "../selection.js";
@@ -176,12 +177,13 @@ export function createOpsView({ api, loader, shared }) {
   const notes = el("div", { class: "notes" });
   const peakPanel = createPeakPanel();
   const hosts = createHostsPanel({ api, onPick: (host) => view.pick({ host }) });
-  const tops = createTopCharts((op) => op && ops.setFilter(`name=${op}`));
+  const tops = createTopCharts((op) => op && ops.setFilter(filterTerm("name", "=", op) || op));
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: layerColumnList({}), label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers), rowAction: "lists the layer's ops",
     // a layer row lists its ops and its sublayers' (layer^=path); a group row the ops of no layer in that phase
-    onRowClick: (row) => ops.setFilter(row.layer ? `layer^=${row.layer}` : `layer= phase=${row.group}`) });
+    onRowClick: (row) => ops.setFilter(row.layer ? filterTerm("layer", "^=", row.layer) || row.layer
+      : `layer= ${filterTerm("phase", "=", row.group) || ""}`.trim()) });
   const ops = createTable({ testid: "op-table", mode: "remote", columns: opColumns({}), label: "Ops", maxHeight: 520,
     sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense",
     rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });

@@ -8,6 +8,7 @@ import { isolate } from "../bidi.js";
 import { ROLES, ROLE_COLOR, ROLE_LABEL } from "../roles.js";
 import { axisTooltip, bytesAxis, createChart } from "../charts.js";
 import { createTable } from "../components/table.js";
+import { filterTerm } from "../table-model.js";
 import { classCell, classText, noClassKnown, treeButtons } from "../components/layer-cells.js";
 import { chartBox, panel, roleCard, roleChip } from "../components/widgets.js";
 import { createItemView } from "../components/item-view.js";
@@ -113,7 +114,7 @@ export function createStorageView({ api, loader, shared }) {
   const chartPanel = panel("Bytes per layer", " ", chartEl);
   const chartTitle = chartPanel.querySelector("h2 small");
   // A click on a layer (row or bar) lists its variables; slots carry their weight's layer.
-  const showLayer = (layer) => layer && variables.setFilter(`layer^=${layer}`);
+  const showLayer = (layer) => layer && variables.setFilter(filterTerm("layer", "^=", layer) || layer);
   const layers = createTable({ testid: "layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
     placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), rowAction: "lists the layer's variables",
     toolbar: treeButtons(() => layers) });

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import re
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -11,6 +12,7 @@ PAGE = 100  # rows per page unless the request asks for another size
 FIRST_PAGES = 5000  # rows from the top of a table served without sorting the whole table
 MAX_PAGE = 2000
 _FIELD_ALIASES = {"type": "op_type", "source": "bytes_source", "op": "name", "variable": "name"}
+_TERM = re.compile(r'(?:[^\s"]+|"[^"]*"?)+')  # a run of characters, spaces kept inside "double quotes"
 
 
 class Pager:
@@ -128,8 +130,9 @@ class Pager:
     def _filter(self, query: str) -> Optional[List[int]]:
         """Indices of rows matching every term: ``text`` (any column contains it, any case),
         ``field:text`` (that column contains it), ``field=value`` (that column is exactly it;
-        ``field=`` for empty) and ``field^=path`` (a path equal to it or under it, "a/b/...")."""
-        terms = [t for t in query.split() if t][:16]
+        ``field=`` for empty) and ``field^=path`` (a path equal to it or under it, "a/b/..."). Double
+        quotes keep spaces in a term: ``name="aten::div (optimizer)"``."""
+        terms = split_terms(query)[:16]
         if not terms:
             return None
         with self._lock:
@@ -145,6 +148,12 @@ class Pager:
             while len(self._filters) > 8:
                 self._filters.popitem(last=False)
         return found
+
+
+def split_terms(query: str) -> List[str]:
+    """A filter's terms: split at spaces outside double quotes, the quotes dropped (an unclosed one
+    runs to the end)."""
+    return [t for t in (m.replace('"', "") for m in _TERM.findall(query)) if t]
 
 
 def _sort_key(value: Any) -> Any:
