@@ -98,6 +98,11 @@ def test_storage_is_the_live_objects_to_the_byte(corpus, name):
     assert totals["optimizer_slot"] == slots
     assert totals["other"] == truth["optimizer_state"].get("step", 0)
     assert storage["optimizer"]["class_name"] == truth["optimizer"]
+    # the model's own row holds every module, as a Keras model's row does: its parameters and bytes are the model's
+    layers = storage["layers"]["columns"]
+    (top,) = [i for i, depth in enumerate(layers["depth"]) if depth == 0]
+    assert layers["layer"][top] == truth["model_class"] and layers["whole_model"][top]
+    assert layers["params"][top] == truth["element_count"] and layers["total_bytes"][top] == sum(totals.values())
     names = set(storage["variables"]["rows"][0]) and {r["name"] for r in served.json(
         "/variables", run=RUNS[name], tag="storage", limit=100000)["rows"]}
     assert all(n.split(".")[0] in {m.split("/")[0] for m in truth["modules"]} | {"optimizer"} for n in names)

@@ -99,6 +99,18 @@ def test_layer_tree_rows_are_depth_first_and_composites_add_their_descendants():
     assert columns["bytes"] == {"weight": [60, 40, 20, 20, 28], "optimizer_slot": [80, 80, None, None, 0]}
 
 
+def test_a_models_own_layer_holds_the_layers_not_under_its_path():
+    """A PyTorch model's own layer is its class name, beside its modules' paths: it sums them (rows checked
+    against real models in test_pytorch_corpus); a model whose layers are under its name is left as it is."""
+    own = {"params": [0, 10, 5]}
+    tree = layer_tree(["Net", "conv", "fc/inner"], own, sums=("params",), root="Net")
+    columns = tree["columns"]
+    assert columns["layer"] == ["Net", "conv", "fc", "fc/inner"] and columns["depth"] == [0, 1, 1, 2]
+    assert columns["params"] == [15, 10, 5, 5] and columns["whole_model"] == [True, False, False, False]
+    keras = layer_tree(["m/a", "m/b"], {"params": [1, 2]}, sums=("params",), root="m")
+    assert keras["columns"]["depth"] == [0, 1, 1] and "whole_model" not in keras["columns"]
+
+
 def test_a_path_thousands_of_layers_deep_is_one_row_per_level_without_recursion():
     deep = "/".join(f"l{i}" for i in range(5000))
     tree = layer_tree([deep], {"params": [3]}, sums=("params",))

@@ -173,6 +173,14 @@ function layerColumns(data) {
     () => layerColumnList(data).filter((c) => (data.timed || c.key !== "time_us") && (classes || c.key !== "class_name")));
 }
 
+/** The op filter a layer-table row lists: the model's own row every op, a layer's its ops and its sublayers'
+ *  (layer^=path), a group row the ops of no layer in that phase. */
+function opsOfRow(row) {
+  if (row.whole_model) return "";
+  if (row.layer) return filterTerm("layer", "^=", row.layer) || row.layer;
+  return `layer= ${filterTerm("phase", "=", row.group) || ""}`.trim();
+}
+
 export function createOpsView({ api, loader, shared }) {
   const notes = el("div", { class: "notes" });
   const peakPanel = createPeakPanel();
@@ -181,9 +189,7 @@ export function createOpsView({ api, loader, shared }) {
   const join = el("span", { class: "pill", testid: "join-fraction" });
   const layers = createTable({ testid: "op-layer-table", mode: "tree", columns: layerColumnList({}), label: "Layers",
     placeholder: "Filter layers", pinLast: (row) => !row.layer, toolbar: treeButtons(() => layers), rowAction: "lists the layer's ops",
-    // a layer row lists its ops and its sublayers' (layer^=path); a group row the ops of no layer in that phase
-    onRowClick: (row) => ops.setFilter(row.layer ? filterTerm("layer", "^=", row.layer) || row.layer
-      : `layer= ${filterTerm("phase", "=", row.group) || ""}`.trim()) });
+    onRowClick: (row) => ops.setFilter(opsOfRow(row)) });
   const ops = createTable({ testid: "op-table", mode: "remote", columns: opColumns({}), label: "Ops", maxHeight: 520,
     sort: { key: "time_us", direction: "desc" }, placeholder: "Filter ops, e.g. conv type:fused layer^=model/dense",
     rowClass: (row) => (isUnattributed(row) ? "unattributed" : "") });

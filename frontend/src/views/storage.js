@@ -116,7 +116,9 @@ export function createStorageView({ api, loader, shared }) {
   // A click on a layer (row or bar) lists its variables; slots carry their weight's layer.
   const showLayer = (layer) => layer && variables.setFilter(filterTerm("layer", "^=", layer) || layer);
   const layers = createTable({ testid: "layer-table", mode: "tree", columns: LAYER_COLUMNS, label: "Layers",
-    placeholder: "Filter layers", onRowClick: (row) => showLayer(row.layer), rowAction: "lists the layer's variables",
+    placeholder: "Filter layers", rowAction: "lists the layer's variables",
+    // the model's own row (a PyTorch model's class) holds every layer, whose paths are not under it
+    onRowClick: (row) => (row.whole_model ? variables.setFilter("") : showLayer(row.layer)),
     toolbar: treeButtons(() => layers) });
   const variables = createTable({ testid: "variable-table", mode: "remote", columns: VARIABLE_COLUMNS, label: "Variables",
     sort: { key: "bytes", direction: "desc" }, placeholder: "Filter variables, e.g. conv2d role:slot" });

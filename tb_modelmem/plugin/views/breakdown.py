@@ -37,11 +37,19 @@ class BreakdownView:
         shown["shared_params"] = [max(count - owned, 0) for count, owned in zip(own["params"], own["owned_params"])]
         self.layer_table = layer_tree(own["name"], shown, sums=("params", "owned_params", "shared_params",
                                                                 "total_bytes"),
-                                      nested=("bytes",), composite={"params": "owned_params"})
+                                      nested=("bytes",), composite={"params": "owned_params"},
+                                      root=self.root)
         del self.layer_table["columns"]["owned_params"]
         self._owners = owners
         self.total_params = sum(own["owned_params"])  # every parameter is owned by one layer
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
+
+    @property
+    def root(self) -> str:
+        """The model's own layer, whose submodules' paths do not start with it (``layer_tree``'s root):
+        a PyTorch or flax model's class name; "" where the layers are under the model's name (Keras)."""
+        name = self.record.model_name
+        return name if name and "/" not in name and name in self.layer_at else ""
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:

@@ -162,7 +162,8 @@ class TraceView:
         sums = ("time_us", "ops", "output_bytes", "alloc_bytes", "unknown_output_ops", "unknown_alloc_ops",
                 "weight_bytes", "slot_bytes", f"peak_{ACTIVATIONS_CATEGORY}_bytes", f"peak_{GRADIENTS_CATEGORY}_bytes"
                 ) + tuple(f"{p}_time_us" for p in _PHASE_KEYS)
-        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=_FLOORS)
+        tree = layer_tree(paths, as_columns([leaf(path) for path in paths])["columns"], sums, floors=_FLOORS,
+                          root=self.breakdown.root if self.breakdown else "")
         columns = tree["columns"]
         own_time = columns.get("own_time_us") or [None] * tree["length"]
         columns["own_time_us"] = [t or 0.0 for t in own_time]  # a composite no op names: none of its own

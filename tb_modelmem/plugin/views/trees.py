@@ -26,7 +26,7 @@ def as_columns(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = (),
                nested: Sequence[str] = (), composite: Optional[Dict[str, str]] = None,
-               floors: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+               floors: Optional[Dict[str, str]] = None, root: str = "") -> Dict[str, Any]:
     """The layer tree as answers carry it (``as_columns`` form): one row per layer and per
     composite layer above it, depth first in the order given, with ``layer``, ``label``,
     ``depth`` and ``leaf``. ``own``: each path's own figures, ``{field: [value per path]}``
@@ -39,9 +39,17 @@ def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = 
     (a leaf shows a shared layer's parameters, its parents sum the ones it owns). ``floors``:
     ``{field: count}``, a sum that adds known figures only, ``count`` its unknown ones (summed
     too): where nothing known adds to it and some are unknown, it is None (unknown, not 0).
+    ``root``: the model's own layer where its submodules' paths do not start with it (a PyTorch or flax
+    model's class name, beside ``encoder/...``): every other top-level layer goes under it, so it sums
+    the model as a Keras model's row does; its row says ``whole_model`` (its layers are not under its path).
 
     Built column by column, never a dict per row: a 10,000-variable model has ~1,700 rows."""
     tree = LayerTree(paths)
+    tops = tree.children[""]
+    nested_under_root = root in tops and not tree.children[root] and len(tops) > 1
+    if nested_under_root:
+        tree.children[root] = {name: path for name, path in tops.items() if name != root}
+        tree.children[""] = {root: root}
     position = {path: i for i, path in enumerate(paths)}  # the last of a repeated path, as before
     order: List[str] = []
     depth: List[int] = []
@@ -90,6 +98,8 @@ def layer_tree(paths: Sequence[str], own: Dict[str, Any], sums: Sequence[str] = 
     for field, count in (floors or {}).items():
         columns[field] = unknown_where(columns[field], columns[count])
     columns.update(layer=order, label=[path.rpartition("/")[2] for path in order], depth=depth, leaf=leaf)
+    if nested_under_root:
+        columns["whole_model"] = [path == root for path in order]
     return {"length": len(order), "columns": columns}
 
 
