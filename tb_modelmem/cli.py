@@ -238,9 +238,11 @@ def format_estimate(result: Dict[str, Any]) -> str:
     run = "the log dir itself" if result["run"] == "." else result["run"]  # TensorBoard's name for its root
     out = [f"{run}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
                                                    ", no breakdown"), ""]
-    out.append(text_table(["category", "how", "traced bytes", "projected bytes"], [
-        [b["category"], b["how"], size(b["traced_bytes"]), size(b["projected_bytes"])] for b in result["basis"]],
-        left=2))
+    # where the projected peak falls at another moment, what the traced step held then: each row's basis
+    then = any(b.get("traced_then_bytes") is not None for b in result["basis"])
+    out.append(text_table(["category", "how", "traced bytes"] + ["traced then"] * then + ["projected bytes"], [
+        [b["category"], b["how"], size(b["traced_bytes"])] + [size(b.get("traced_then_bytes"))] * then
+        + [size(b["projected_bytes"])] for b in result["basis"]], left=2))
     unknown = result["unknown"]  # each reason once, below, naming every category it leaves unknown
     out += [""] + [f"{b['category']}: " + ("unknown (why: below)" if unknown.get(b["category"]) == b["formula"]
                                            else b["formula"]) for b in result["basis"]]
@@ -281,8 +283,8 @@ def format_estimate(result: Dict[str, Any]) -> str:
     if result.get("peak_moved"):
         out.append(f"the projected peak falls {result['peak_time_us'] / 1000:,.2f} ms into the trace, the traced "
                    f"one at {traced['peak_time_us'] / 1000:,.2f} ms: each projected figure is what is in use then, "
-                   "and its basis is taken there; the traced figures are the traced peak's (no allocator band: "
-                   "the trace keeps the buffers of its own peak only)")
+                   "and its basis is taken there, on what the traced step held then (traced then); traced bytes "
+                   "are the traced peak's (no allocator band: the trace keeps the buffers of its own peak only)")
     if result.get("allocations_note"):
         out.append(f"note: {result['allocations_note']}")
     reasons: Dict[str, List[str]] = {}  # one line per reason, naming every category it leaves unknown

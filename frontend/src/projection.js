@@ -30,8 +30,9 @@ export function whatifParams(form) {
 }
 
 /**
- * One row per peak category, in stacking order: traced and projected bytes (null: unknown), how the
- * projection was made, its formula, and why a figure is unknown.
+ * One row per peak category, in stacking order: traced and projected bytes (null: unknown), the traced bytes
+ * at the projected peak's moment where it moved (`then`), how the projection was made, its formula, and why a
+ * figure is unknown.
  */
 export function projectionRows(whatif) {
   const basis = new Map((whatif?.basis || []).map((b) => [b.category, b]));
@@ -43,6 +44,8 @@ export function projectionRows(whatif) {
     return {
       category, label: CATEGORY_LABEL[category] || category,
       traced: isKnown(line?.traced_bytes) ? line.traced_bytes : null,
+      // what the traced step held at the projected peak's moment, where that is another (the figure's basis)
+      then: isKnown(line?.traced_then_bytes) ? line.traced_then_bytes : null,
       projected,
       how: category in unknown ? "unknown" : HOW[line?.how] || "",
       formula: category in unknown ? unknown[category] : line?.formula || "",
@@ -156,6 +159,7 @@ export function movedLine(whatif) {
   const traced = whatif.traced?.peak_time_us;
   return `The projected peak falls ${formatMicros(whatif.peak_time_us)} into the trace`
     + (isKnown(traced) ? `, the traced one at ${formatMicros(traced)}` : ", not where the traced one does")
-    + ": each Projected figure is what would be in use then, and its Basis is taken at that moment;"
-    + " each Traced figure is the traced peak's (no allocator band: the trace keeps the buffers of its own peak only).";
+    + ": each Projected figure is what would be in use then, and its Basis is taken at that moment, on what the"
+    + " traced step held then (Traced then); each Traced figure is the traced peak's (no allocator band: the trace"
+    + " keeps the buffers of its own peak only).";
 }

@@ -144,8 +144,8 @@ test("a projected peak at another moment: every basis is taken there and gives t
   assert.ok(activations.traced - then > 2 ** 20, activations.formula);
   assert.equal(movedLine(whatif), `The projected peak falls ${(whatif.peak_time_us / 1000).toFixed(2)} ms into the trace, `
     + `the traced one at ${(whatif.traced.peak_time_us / 1000).toFixed(2)} ms: each Projected figure is what would be in`
-    + " use then, and its Basis is taken at that moment; each Traced figure is the traced peak's (no allocator band: the trace keeps the"
-    + " buffers of its own peak only).");
+    + " use then, and its Basis is taken at that moment, on what the traced step held then (Traced then); each Traced figure is the"
+    + " traced peak's (no allocator band: the trace keeps the buffers of its own peak only).");
   assert.equal(movedLine((await fixture("whatif-lenet.json")).whatif), "");
 });
 

@@ -150,8 +150,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     synced = _gradient_sync(trace, state, what, by_category, unknown)
     if synced is not None and peak is not None and sum(synced.values()) > (peak if middle is None else middle):
         peak, peak_index = sum(synced.values()), _gradients_high(trace)
-        _at_the_all_reduce(synced, what, state, by_category, basis)
-        steps, band = [], None  # the all-reduce's moment is not one of the traced steps' own
+        _at_the_all_reduce(synced, what, state, by_category, basis)  # a moment the rule makes, not the trace's:
+        steps, band = [], None  # not one of the traced steps' own, and no line's traced bytes then are known
     elif middle is not None and peak is not None:
         # every axis asked grows (no less batch, sequence or width, the state as traced): nothing can need less
         grows = ((scale or 1.0) >= 1.0 and seq_ratio >= 1.0 and dtype_factor >= 1.0 and what.replicas == 1
@@ -463,6 +463,8 @@ def _at_the_all_reduce(at_sync: Dict[str, int], what: WhatIf, state: "State", by
     weights = state.whole.get(WEIGHTS_CATEGORY, 0)
     scattered = what.shard in ("gradients", "weights")
     by_category.update(at_sync)
+    for line in basis:
+        line["traced_then_bytes"] = None
     how = (f"the gradients' all-reduce over {what.replicas} devices: all of them at once ({size_text(weights)}, the "
            f"weights' size) + the {'reduce-scatter' if scattered else 'all-reduce'}'s result "
            f"({size_text(at_sync[GRADIENTS_CATEGORY] - weights)})")
@@ -752,6 +754,19 @@ class _Step:
             made = self.made.get(category, [0.0] * n)
             self.series[category] = [float(value or 0) + made[i] for i in range(n)]
 
+    def traced_then(self, category: str, at: int, traced_bytes: float) -> float:
+        """What ``category`` held in the traced step at timeline point ``at``, its basis line saying
+        ``traced_bytes`` at the traced peak: so a figure of another moment reads against the traced bytes
+        it was made from."""
+        if category in self.in_window and category not in self.made:
+            return self.in_window[category][at]
+        if category == HELD_CATEGORY and self.held_traced:
+            return self.held_traced[at]
+        if category in BEFORE_TRACE_CATEGORIES:
+            return self.series[category][at] if category in self.series else traced_bytes
+        made = self.made.get(category)  # the state as the breakdown holds it, and what the step made of it
+        return traced_bytes - made[self.traced_index] + made[at] if made else traced_bytes
+
     def fixed_at(self, category: str, rest: float) -> float:
         """What ``rest`` bytes of ``category`` that carry no batch are multiplied by: its fixed factor, but an
         optimizer's update scratch keeps at least one buffer of the largest weight's size where the trace had
@@ -816,7 +831,8 @@ class _Step:
         """Append each step category's basis line, its arithmetic taken at timeline point ``at`` (where the
         projected peak falls: the answer's ``peak_time_us`` says when), and add to the state's lines what the
         step itself made there. A line's ``traced_bytes`` is the category at the traced peak; its
-        ``projected_bytes`` what its formula gives."""
+        ``projected_bytes`` what its formula gives; where ``at`` is another moment, its ``traced_then_bytes``
+        what the traced step held there (``traced_then``)."""
         traced = self.traced_index
         for category in STEP_ONLY_CATEGORIES:
             carries, grown = self.batch[category][at], self.grown[category][at]
@@ -883,6 +899,9 @@ class _Step:
             line["projected_bytes"] = int(round(self.series[category][at]))
             line["formula"] = (f"{size_text(self.series[category][at])}: {state}, {why}; "
                                f"+ {size_text(made[at])} the step itself created, in use at the peak")
+        if at != traced:  # what the traced step held then: what each line's figure is made from
+            for line in basis:
+                line["traced_then_bytes"] = int(round(self.traced_then(line["category"], at, line["traced_bytes"])))
 
 
     def _added_note(self, traced: float) -> str:

@@ -314,7 +314,8 @@ def tensor_bytes(shape: Sequence[int], dtype: Optional[str]) -> int:
 
 def basis_line(category: str, traced: float, projected: Optional[float], how: str, formula: str) -> Dict[str, Any]:
     return {"category": category, "traced_bytes": int(round(traced)),
-            "projected_bytes": None if projected is None else int(round(projected)), "how": how, "formula": formula}
+            "projected_bytes": None if projected is None else int(round(projected)), "how": how, "formula": formula,
+            "traced_then_bytes": None}  # the traced bytes at the projected peak's moment, where that is another
 
 
 def size_text(size: float) -> str:

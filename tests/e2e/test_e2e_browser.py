@@ -993,22 +993,27 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
     tab.page.screenshot(path=os.path.join(shots, "whatif-moved.png"))
     assert not tab.testid("whatif-band").is_visible()
     rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
-    checked = {}
+    # beside the traced peak's bytes, what the traced step held then: what each row's figure is made from
+    then_of = {line["category"]: line["traced_then_bytes"] for line in api["basis"]}
+    checked, thens = {}, []
     for i in range(rows.count()):
         cells = rows.nth(i).locator(".cell")
-        category, _, projected, how, basis = (cells.nth(k).inner_text().strip() for k in range(5))
+        category, _, then, projected, how, basis = (cells.nth(k).inner_text().strip() for k in range(6))
         if category == "Peak in use":
             assert f"{api['peak_time_us'] / 1000:.2f} ms into the trace" in basis
+            assert then == f"{sum(thens):,} B", then
             continue
+        thens.append(int(then.removesuffix(" B").replace(",", "")))
         exact = int(re.match(r"(-?[\d,]+) B", projected).group(1).replace(",", ""))
         value, slack = basis_arithmetic(basis)
         assert abs(value - exact) <= slack + 1, (category, basis, projected)
         # what a user reads is whole: the Basis cell is not cut at the column's edge
-        width = cells.nth(4).evaluate("c => [c.scrollWidth, c.clientWidth]")
+        width = cells.nth(5).evaluate("c => [c.scrollWidth, c.clientWidth]")
         assert width[0] <= width[1] + 1, (category, basis, width)
         checked[category] = (exact, how)
     assert sum(exact for exact, _ in checked.values()) == api["peak_bytes"]
     assert sorted(exact for exact, _ in checked.values()) == sorted(v for v in api["by_category"].values())
+    assert sorted(thens) == sorted(then_of.values()), (thens, then_of)
     assert sum(how == "scaled" for _, how in checked.values()) >= 3, checked
     # in a 1024 px window the table fits without a sideways scroll; a Basis cut short there reads whole below the
     # table once its row is clicked
@@ -1017,11 +1022,11 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
     scroller = tab.testid("whatif-table").locator(".table-scroll")
     sizes = scroller.evaluate("s => [s.scrollWidth, s.clientWidth]")
     assert sizes[0] <= sizes[1] + 1, sizes
-    cut = [i for i in range(rows.count()) if rows.nth(i).locator(".cell").nth(4).evaluate(
+    cut = [i for i in range(rows.count()) if rows.nth(i).locator(".cell").nth(5).evaluate(
         "c => c.scrollWidth > c.clientWidth + 1")]
     assert cut, "no Basis cell is cut at 1024 px: nothing here checks reading one whole"
     row = rows.nth(cut[0])
-    whole = row.locator(".cell").nth(4).get_attribute("title")
+    whole = row.locator(".cell").nth(5).get_attribute("title")
     row.click()
     tab.text("whatif-basis", whole)
     assert tab.testid("whatif-basis").inner_text().startswith(row.locator(".cell").nth(0).inner_text().strip())

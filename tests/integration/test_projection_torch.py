@@ -21,6 +21,7 @@ import pytest
 from tb_modelmem import estimate
 from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, project
+from tb_modelmem.schema.names import STEP_ONLY_CATEGORIES
 from tests.support.paths import REPO
 
 pytest.importorskip("transformers")
@@ -436,6 +437,28 @@ def test_held_out_models_project_to_real_runs(held_out, model, setting):
     answer = estimate(traced[model], **_asked(*setting))
     assert (answer["traced"]["batch"], answer["traced"]["seq"]) == (8, None if model in VISION else 64)
     assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= EXACT, (answer["peak_bytes"], real)
+
+
+def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):
+    """ConvNeXt traced at batch 8 and asked 64: the projected peak falls in the forward pass, the traced one in the
+    backward, so each row's Traced (the traced peak's) is not what its figure was made from. ``traced_then_bytes``
+    is: the step's rows add up, to the byte, to the "Total Allocated" torch's own raw trace of the window (read
+    with json) holds at that moment, as far before the traced peak as the answer says."""
+    traced = held_out[0]["convnext"]
+    answer = estimate(traced, batch=64)
+    assert answer["peak_moved"]
+    with open(os.path.join(f"{traced}_raw", "ops_4.pt.trace.json")) as f:
+        memory = [(e["ts"], e["args"]["Total Allocated"]) for e in json.load(f)["traceEvents"]
+                  if e.get("name") == "[memory]"]
+    highest = max(total for _, total in memory)
+    peak_ts = next(ts for ts, total in memory if total == highest)  # the window counts from 0: the step's bytes
+    then_ts = peak_ts - (answer["traced"]["peak_time_us"] - answer["peak_time_us"])
+    (then,) = [total for ts, total in memory if abs(ts - then_ts) < 0.5]
+    lines = {line["category"]: line for line in answer["basis"]}
+    assert sum(lines[c]["traced_then_bytes"] for c in STEP_ONLY_CATEGORIES) == then < highest
+    assert sum(lines[c]["traced_bytes"] for c in STEP_ONLY_CATEGORIES) == highest
+    for category, line in lines.items():  # the state is the same at every moment
+        assert category in STEP_ONLY_CATEGORIES or line["traced_then_bytes"] == line["traced_bytes"], line
 
 
 RECURRENT = {"gru": "GRU", "lstm": "LSTM (oneDNN)", "rnn": "RNN (held out)", "grucell": "GRUCell loop",

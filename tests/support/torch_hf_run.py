@@ -13,9 +13,10 @@ a ConvNeXt (``nn.Linear`` over channels last) and a Swin (shifted windows).
     python -m tests.support.torch_hf_run MODEL traced LOGDIR --batch B --seq L [--optimizer O]
     python -m tests.support.torch_hf_run MODEL truth OUT --batch B --seq L [--optimizer O]
 
-``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile``. ``truth`` prints JSON read without
-tb_modelmem: the process profiles from before its model is built and the truth is the highest "Total
-Allocated" of its raw trace, read with ``json``, inside steps 2-3 (``tests.support.torch_mlp_run._highest``).
+``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile`` (its raw trace kept in LOGDIR_raw).
+``truth`` prints JSON read without tb_modelmem: the process profiles from before its model is built and the
+truth is the highest "Total Allocated" of its raw trace, read with ``json``, inside steps 2-3
+(``tests.support.torch_mlp_run._highest``).
 """
 
 from __future__ import annotations
@@ -187,7 +188,9 @@ def main() -> None:
 
         model = _model(args.model)
         optimizer = _optimizer(args.optimizer, model)
-        with tb_modelmem.pytorch.profile(model, optimizer, args.path, profile_steps=(3, 4)) as prof:
+        # the window's raw Chrome trace kept beside the log dir (LOGDIR_raw), for checks read with json
+        with tb_modelmem.pytorch.profile(model, optimizer, args.path, profile_steps=(3, 4),
+                                         trace_dir=f"{args.path.rstrip(os.sep)}_raw") as prof:
             for i in range(STEPS + 1):
                 _step(model, optimizer, args.batch, args.seq, i)
                 prof.step()

@@ -3,7 +3,7 @@
 // (measured, computed, scaled, kept, moved) and what the trace cannot tell is "unknown" with the reason.
 
 import { el, name, option } from "../dom.js";
-import { formatBytesKnown, formatInt, formatIntKnown, formatMicros } from "../format.js";
+import { formatBytesKnown, formatInt, formatIntKnown, formatMicros, isKnown, UNKNOWN } from "../format.js";
 import {
   bandLine, budgetLine, movedLine, projectionHeadline, projectionRows, reservedRow, stepsLine, tracedLine, whatifParams,
 } from "../projection.js";
@@ -21,10 +21,20 @@ const COLUMNS = [
   { key: "how", label: "How", width: "80px", minWidth: 80 },
   { key: "formula", label: "Basis", width: "minmax(240px, 4fr)", minWidth: 240, render: (r) => name(r.formula) },
 ];
+// Where the projected peak falls at another moment: what the traced step held then, each figure's basis, beside
+// the traced peak's; both in bytes only, so the table still fits a 1024 px window.
+const exactBytes = (n) => (isKnown(n) ? `${formatInt(n)} B` : UNKNOWN);
+const MOVED_COLUMNS = [COLUMNS[0],
+  { key: "traced", label: "Traced", width: "130px", numeric: true, text: (r) => exactBytes(r.traced),
+    title: "What the traced step held at its own peak" },
+  { key: "then", label: "Traced then", width: "130px", numeric: true, text: (r) => exactBytes(r.then),
+    title: "What the traced step held at the moment the projected peak falls: what each figure is made from" },
+  ...COLUMNS.slice(2)];
 
 /** A row's figures and basis, whole: "Gradients, 23,298,088 B traced, 16,867,368 B projected (moved): ...". */
 function basisWhole(row) {
-  return `${row.label}, ${formatBytesKnown(row.traced)} traced, ${formatBytesKnown(row.projected)} projected`
+  const then = isKnown(row.then) ? `, ${formatBytesKnown(row.then)} traced then` : "";
+  return `${row.label}, ${formatBytesKnown(row.traced)} traced${then}, ${formatBytesKnown(row.projected)} projected`
     + `${row.how ? ` (${row.how})` : ""}: ${row.formula || "no basis for this row"}`;
 }
 
@@ -213,9 +223,13 @@ function showProjection(parts, data) {
   band.hidden = !band.textContent;
   fits.hidden = !data.budget;
   fits.textContent = budgetLine(data.budget);
-  parts.rows = [...projectionRows(whatif), { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
+  const rows = projectionRows(whatif);
+  const then = rows.some((r) => isKnown(r.then));
+  parts.rows = [...rows, { category: "total", label: "Peak in use", traced: whatif.traced?.peak_bytes ?? null,
+    then: then ? rows.reduce((sum, r) => sum + (r.then ?? 0), 0) : null,
     projected: whatif.peak_bytes ?? null, how: "", formula: whatif.peak_moved ? `at ${formatMicros(whatif.peak_time_us)} into the trace (traced: at ${formatMicros(whatif.traced?.peak_time_us)})` : "" },
   ...[reservedRow(whatif)].filter(Boolean)];
+  table.setColumns(then ? MOVED_COLUMNS : COLUMNS);
   table.setRows(parts.rows);
   showBasis(parts);
   results.hidden = false;
