@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import AbstractSet, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple
 
-from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY
+from tb_modelmem.rules.buffers import CAST_COPY, KEEPS_WIDTH, LOSS_COPY
 from tb_modelmem.schema.compaction import PER_CATEGORY
 from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
@@ -91,7 +91,8 @@ class _Live:
 _BATCH_PARTS = {0: ("by_category", "batch_by_category"),
                 1: ("by_category", "batch_by_category", "seq_by_category"),
                 2: ("by_category", "batch_by_category", "seq2_by_category")}
-_MIXED_PARTS = {KEEPS_WIDTH: ("kept_width_by_category",), LOSS_COPY: ("loss_copy_by_category",)}
+_MIXED_PARTS = {KEEPS_WIDTH: ("kept_width_by_category",), LOSS_COPY: ("loss_copy_by_category",),
+                CAST_COPY: ("cast_copy_by_category",)}
 
 
 class _Columns:

@@ -44,6 +44,10 @@ _FLOAT32_SCOPE = re.compile(r"(?:^|/)(?:[a-z_]*(?:normalization|norm|softmax)(?:
 # What a buffer is under a mixed policy, besides 16-bit (``under_mixed_policy``).
 KEEPS_WIDTH = "keeps_width"
 LOSS_COPY = "loss_copy"
+CAST_COPY = "cast_copy"  # a mixed step's cast between float widths: under float32 it is not made at all
+_CAST = re.compile(r"(?:^|/)Cast(?:_\d+)?$")  # TensorFlow's Cast op, as a Keras layer's autocast names it
+_SIXTEEN_BIT = ("bfloat16", "float16", "half")
+_MIXED_SHARE = 0.25  # of the batch-carrying floating-point buffers 16-bit: a mixed policy's step (float32 makes none)
 
 
 def step_category(phase: str, region: str = "") -> str:
@@ -178,18 +182,27 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
 
 def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequence[bool],
                        dtypes: Sequence[str]) -> Dict[int, str]:
-    """What the batch-carrying buffers of a float32 step would be under a Keras mixed policy besides 16-bit,
-    by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, their
-    ``dtypes``, in time order). KEEPS_WIDTH for what a policy leaves as traced: integers and booleans (a
-    mask, an index), the loss's buffers (Keras computes a loss in float32), a normalization layer's
-    (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms: float32, forward
-    and backward), a softmax layer's (KerasHub's attention softmax) and an embedding table's product (a tied
-    LM head's logits). LOSS_COPY for the model's output (the last floating-point batch-carrying forward
-    buffer: the output depends on every other), which the loss reads as a float32 copy beside its 16-bit
-    self (none where it is float32 already). The output is a layer's: an op in no scope (TensorFlow's
+    """What the batch-carrying buffers of a step would be under another Keras precision policy besides its own
+    width, by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, their
+    ``dtypes``, in time order). A float32 step (``_float32_step``): KEEPS_WIDTH for what a mixed policy leaves as
+    traced: integers and booleans (a mask, an index), the loss's buffers (Keras computes a loss in float32), a
+    normalization layer's (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms:
+    float32, forward and backward), a softmax layer's (KerasHub's attention softmax) and an embedding table's
+    product (a tied LM head's logits); LOSS_COPY for the model's output (the last floating-point batch-carrying
+    forward buffer: the output depends on every other), which the loss reads as a float32 copy beside its
+    16-bit self (none where it is float32 already). The output is a layer's: an op in no scope (TensorFlow's
     "sub_2", a gradient's helper it hoists into the forward pass) is not it. Layers are known by Keras' and
-    KerasHub's default names: one its user renamed counts as 16-bit."""
+    KerasHub's default names: one its user renamed counts as 16-bit. A mixed step, asked float32: its dtypes say
+    what is wide already (KEEPS_WIDTH: every buffer not 16-bit), and CAST_COPY for what its casts made, which a
+    float32 step does not make (KerasHub's GPT-2 under mixed_bfloat16, asked float32, against real float32 runs:
+    -15.7% read as a float32 step, +3.6 ... +4.9% with its 16-bit buffers doubled, -2.2 ... -4.4% with its casts
+    not made too; a tied-head LM +10.3 ... +17.6% so, -2.7 ... -3.8% now)."""
     floating = [not dtype or dtype.startswith(("float", "bfloat", "half")) for dtype in dtypes]
+    if not _float32_step(batch, dtypes, floating):
+        casts = [bool(_CAST.search(strip_calls(op))) for op in ops]
+        return {i: CAST_COPY if cast else KEEPS_WIDTH
+                for i, (cast, carries, dtype) in enumerate(zip(casts, batch, dtypes))
+                if carries and (cast or dtype not in _SIXTEEN_BIT)}
     out = {i: KEEPS_WIDTH for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
            if carries and (not real or phase == LOSS or _FLOAT32_SCOPE.search(op))}
     forward = [i for i, (op, phase, carries, real) in enumerate(zip(ops, phases, batch, floating))
@@ -197,6 +210,14 @@ def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequenc
     if forward and forward[-1] not in out:
         out[forward[-1]] = LOSS_COPY
     return out
+
+
+def _float32_step(batch: Sequence[bool], dtypes: Sequence[str], floating: Sequence[bool]) -> bool:
+    """Whether a step ran under a float32 policy: fewer than ``_MIXED_SHARE`` of its batch-carrying
+    floating-point buffers are 16-bit (a float32 policy makes none; a mixed one's norms, loss and tied logits
+    stay float32)."""
+    wide = [dtype for carries, dtype, real in zip(batch, dtypes, floating) if carries and real and dtype]
+    return sum(dtype in _SIXTEEN_BIT for dtype in wide) < _MIXED_SHARE * len(wide) if wide else True
 
 
 def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:

@@ -798,19 +798,21 @@ class _Step:
         at each point (``rules.buffers.under_mixed_policy``): the batch-carrying bytes it leaves as traced
         (float32 Keras keeps, integers, booleans: x 1 - dtype_factor more; none when the policy stays), and,
         from float32 to a mixed policy, the loss's float32 copy of the model's output (x 1 more). Both grown
-        with the batch and the sequence as their category's batch-carrying bytes are at that point."""
+        with the batch and the sequence as their category's batch-carrying bytes are at that point. From a mixed
+        step to float32, what its casts made is not made (x 0)."""
         if dtype_factor == 1.0:
             return {}
         out: Dict[str, List[float]] = {}
         for category in _COMPUTED:
             kept = timeline.kept_width_by_category.get(category)
             copied = timeline.loss_copy_by_category.get(category) if dtype_factor < 1.0 else None
-            if not kept and not copied:
+            cast = timeline.cast_copy_by_category.get(category) if dtype_factor > 1.0 else None
+            if not kept and not copied and not cast:
                 continue
             n = len(timeline.t_us)
-            kept, copied = kept or [0.0] * n, copied or [0.0] * n
-            out[category] = [scale * (g / b if b else 1.0) * (k * (1.0 - dtype_factor) + c)
-                             for b, g, k, c in zip(self.batch[category], self.grown[category], kept, copied)]
+            kept, copied, cast = kept or [0.0] * n, copied or [0.0] * n, cast or [0.0] * n
+            out[category] = [scale * (g / b if b else 1.0) * (k * (1.0 - dtype_factor) + c - x * dtype_factor)
+                             for b, g, k, c, x in zip(self.batch[category], self.grown[category], kept, copied, cast)]
         return out
 
     def _carried(self, category: str, at: int) -> str:
@@ -868,7 +870,7 @@ class _Step:
             wide = self.wide.get(category, ())
             if wide and abs(wide[at]) >= 0.5:  # short enough for the tab's Basis cell (README names the parts)
                 formula += (f"; + {size_text(wide[at])} kept wide (norms, loss, ints, its copy)" if wide[at] > 0
-                            else f"; - {size_text(-wide[at])} wide already (norms, loss, ints)")
+                            else f"; - {size_text(-wide[at])} wide already (norms, loss, ints; casts not made)")
             basis.append(basis_line(category, self.in_window[category][traced], self.series[category][at], how,
                                     formula))
         for category in BEFORE_TRACE_CATEGORIES:
@@ -932,22 +934,33 @@ class _Step:
         return f"; {size_text(rest)} do not, kept"
 
 
+_SIXTEEN_BIT_SHARE = 0.25  # of the forward pass's floating-point bytes, that make a traced step a mixed policy's
+
+
 def _traced_compute_bytes(trace: OpTrace) -> int:
-    """Bytes of an activation's element in the traced step: the dtype holding most of the peak's
-    activation bytes; where the peak holds none (it fell in the optimizer's update), the dtype of most of
-    the bytes the forward pass allocated (a variable's read allocates none: float32 weights under a mixed
-    policy do not count); float32 when the trace names neither."""
-    buffers = trace.peak_buffers
+    """Bytes of an activation's element in the traced step, from the bytes the forward pass allocated in each
+    floating-point dtype (a variable's read allocates none: float32 weights under a mixed policy do not count):
+    2 where a quarter or more are 16-bit, a mixed policy's (a float32 policy makes none), else the dtype of most;
+    where the trace places no op in a forward pass, the dtype holding most of the peak's activation bytes;
+    float32 when it names neither. Not the peak's first: a mixed policy's peak may hold mostly float32 (KerasHub's
+    GPT-2 under mixed_bfloat16: its tied head's logits, their gradient and the norms, 55.3 of the 80.4 MiB of
+    activations there, where 68% of its forward pass's bytes are bfloat16), and even its forward pass may (a tied
+    head's logits over 8000 words: 46% bfloat16)."""
     held: Dict[int, int] = {}
-    for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
-        if category == ACTIVATIONS_CATEGORY and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
-            held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
-    if not held:
-        ops = trace.ops
-        for dtype, phase, name, kind, size in zip(ops.column("output_dtype"), ops.column("phase"), ops.column("name"),
-                                                  ops.column("op_type"), ops.column("alloc_bytes")):
-            if ((phase or phase_by_name(name, kind)) == FORWARD and dtype and item_bytes(dtype)
-                    and dtype.startswith(("float", "bfloat"))):
+    ops = trace.ops
+    for dtype, phase, name, kind, size in zip(ops.column("output_dtype"), ops.column("phase"), ops.column("name"),
+                                              ops.column("op_type"), ops.column("alloc_bytes")):
+        if ((phase or phase_by_name(name, kind)) == FORWARD and dtype and item_bytes(dtype)
+                and dtype.startswith(("float", "bfloat"))):
+            held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + (size or 0)
+    total = sum(held.values())
+    if total and held.get(2, 0) >= _SIXTEEN_BIT_SHARE * total:
+        return 2
+    if not total:
+        held = {}
+        buffers = trace.peak_buffers
+        for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
+            if category == ACTIVATIONS_CATEGORY and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):
                 held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + size
     return max(held, key=held.__getitem__) if held else 4
 

@@ -230,10 +230,12 @@ class Timeline(Record):
     seq_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     seq2_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     # Of the batch-carrying bytes of a float32 step, those a mixed policy leaves as traced (what Keras keeps
-    # float32, integers, booleans), and the model's output, which a loss under one reads as a float32 copy
+    # float32, integers, booleans), and the model's output, which a loss under one reads as a float32 copy; of
+    # a mixed step's, those not 16-bit, and what its casts between widths made, which float32 makes none of
     # (``rules.buffers.under_mixed_policy``).
     kept_width_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     loss_copy_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    cast_copy_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     # When each traced step began (its outermost tf.function call), on the points' clock, where the trace
     # holds two or more: each step's own peak, and the spread of a projection over them (``rules.projection``).
     step_starts_us: List[float] = dataclasses.field(default_factory=list)
