@@ -99,22 +99,38 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         trace, host = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
         source, step = f"profile {session} host {host}", None
     else:
-        path = _newest(found.torch_traces)
-        trace, source, step = _read_file(read_trace_file, path), os.path.basename(path), None
+        path, trace = _first_read(found.torch_traces, read_trace_file, lambda trace: len(trace.ops) > 0)
+        source, step = os.path.basename(path), None
     breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
     if not breakdowns and found.checkpoints:
-        path = _newest(found.checkpoints)
-        reader = read_safetensors if is_safetensors_name(path) else read_torch_checkpoint
-        return Logged(run, trace, source, _read_file(reader, path), os.path.basename(path))
+        path, breakdown = _first_read(found.checkpoints, _read_checkpoint, lambda found: bool(found.optimizer))
+        return Logged(run, trace, source, breakdown, os.path.basename(path))
     if not breakdowns:
         return Logged(run, trace, source, None, "")
     nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
     return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
 
 
-def _newest(paths: List[str]) -> str:
-    """The file written last (by its time, then its name)."""
-    return max(paths, key=lambda path: (os.path.getmtime(path), path))
+def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:
+    """The newest file (by its time, then its name) whose record is ``wanted``, else the newest's: a
+    profiler's schedule may end with an empty trace written at exit, and a weights-only safetensors file beside
+    a torch.save of the optimizer says less. ValueError naming the newest file when it cannot be read."""
+    newest_first = sorted(paths, key=lambda path: (os.path.getmtime(path), path), reverse=True)
+    first = _read_file(reader, newest_first[0])
+    if wanted(first):
+        return newest_first[0], first
+    for path in newest_first[1:]:
+        try:
+            record = _read_file(reader, path)
+        except ValueError:
+            continue
+        if wanted(record):
+            return path, record
+    return newest_first[0], first
+
+
+def _read_checkpoint(path: str) -> Any:
+    return (read_safetensors if is_safetensors_name(path) else read_torch_checkpoint)(path)
 
 
 def _read_file(reader: Any, path: str) -> Any:

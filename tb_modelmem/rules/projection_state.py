@@ -38,6 +38,11 @@ POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 MOST_ASKED = 10**9  # the largest batch or sequence asked (the route's bound): a length's ratio squared stays a float
 _SCALAR_BYTES = 4
+# A PyTorch breakdown that names no optimizer: a weights-only file (safetensors, a model's state_dict alone), or a
+# profile given none. Its state is not 0: it is not in the file.
+_NO_OPTIMIZER = ("the run's breakdown holds no optimizer (a weights-only file, such as a safetensors one or a "
+                 "model's state_dict alone): its state is not known; save the optimizer's state_dict beside it "
+                 "(torch.save({'model': ..., 'optimizer': optimizer.state_dict()})), or ask for an optimizer")
 # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``State.trainable``)
 ParamGroups = List[Tuple[Tuple[str, ...], List[int]]]
 
@@ -174,6 +179,11 @@ class State:
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
                                f"{size_text(self.bytes[category])}: {source} ({kept})"))
+        if not changed and self.torch and not self.optimizer[0]:  # no optimizer in the breakdown: not none
+            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+                out[category] = None
+                unknown[category] = _NO_OPTIMIZER
+            return out
         if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
                 basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",

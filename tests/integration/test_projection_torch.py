@@ -439,6 +439,44 @@ def test_held_out_models_project_to_real_runs(held_out, model, setting):
     assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= EXACT, (answer["peak_bytes"], real)
 
 
+def _review_run(folder, batch):
+    env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_review_run", str(folder), "--batch", str(batch)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_plain_loops_log_dir_as_left_projects_from_its_full_trace_and_its_optimizer(tmp_path):
+    """A new user's report: a plain loop under torch.profiler's repeating schedule leaves an empty trace, written
+    last, beside the full one, and a weights-only safetensors file, written last, beside a torch.save of the model
+    and the optimizer. The CLI projected the newest of each: "no [memory] events", then optimizer slots "measured
+    0" (-16.6%). Now the newest trace that holds ops and the newest checkpoint that holds an optimizer; from the
+    safetensors file alone the optimizer's state is unknown, said, never 0. Checked against the runs' own state
+    (model.parameters(), optimizer.state) and raw traces, read with json."""
+    logdir = tmp_path / "logs"
+    traced = _review_run(logdir / "cnn", 16)
+    real = _review_run(tmp_path / "real" / "cnn", 64)
+    (peak, full, _), (none, empty, _) = sorted(traced["traces"], key=lambda t: t[0] is None)
+    assert none is None and peak  # the premise: the second trace holds no memory events
+    state = traced["parameters"] + traced["buffers"] + traced["optimizer_state"]
+    answer = estimate(str(logdir), run="cnn", batch=64)
+    assert answer["trace"] == full and answer["breakdown"] == "ckpt.pt"
+    assert answer["traced"]["peak_bytes"] == peak + state
+    truth = max(p for p, _, _ in real["traces"] if p) + state
+    assert abs(_off(answer["peak_bytes"], truth)) <= EXACT, (answer["peak_bytes"], truth)
+    weights_only = tmp_path / "weights_only" / "cnn"
+    weights_only.mkdir(parents=True)
+    for name in (full, "model.safetensors"):
+        os.link(logdir / "cnn" / name, weights_only / name)
+    alone = estimate(str(weights_only.parent), run="cnn", batch=64)
+    assert alone["breakdown"] == "model.safetensors" and alone["peak_bytes"] is None
+    assert alone["by_category"]["weights"] == traced["parameters"]
+    assert "holds no optimizer" in alone["unknown"]["optimizer_slots"]
+    asked = estimate(str(weights_only.parent), run="cnn", batch=64, optimizer="AdamW")  # its state made from weights
+    assert asked["peak_bytes"] == answer["peak_bytes"]
+
+
 def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):
     """ConvNeXt traced at batch 8 and asked 64: the projected peak falls in the forward pass, the traced one in the
     backward, so each row's Traced (the traced peak's) is not what its figure was made from. ``traced_then_bytes``
