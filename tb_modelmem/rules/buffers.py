@@ -157,7 +157,16 @@ def sequence_power(shape: str, batch: Optional[int], seq: Optional[int]) -> int:
     power = sum(d == seq for d in rest)
     if dims[0] != batch and dims[0] % (batch * seq) == 0:  # [batch x seq, ...] (and [batch x heads x seq, ...])
         power += 1
+    elif seq_first(dims, batch, seq) and dims[0] == seq:  # [seq, batch, d]: the length in front
+        power += 1
     return min(power, 2)
+
+
+def seq_first(dims: Sequence[int], batch: int, seq: Optional[int]) -> bool:
+    """Whether ``dims`` hold the sequence length then the batch side by side: a time-first layout, as
+    ``nn.MultiheadAttention`` works in whatever its module's ``batch_first`` ([seq, batch, d]; its packed
+    projections [3, seq, batch, d])."""
+    return bool(seq) and seq != batch and any(a == seq and b == batch for a, b in zip(dims, dims[1:]))
 
 
 def once_per_token(count: int, per_step: int, seq: Optional[int]) -> bool:
@@ -175,8 +184,13 @@ SHORTEST_LOOP = 4  # tokens
 def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ...]] = frozenset(),
             seq: Optional[int] = None) -> Tuple[bool, int]:
     """(Whether a buffer of ``shape`` carries the batch, how many times it holds the sequence length): the
-    two rules above as every reader asks them of a buffer."""
-    batch_carried = carries_batch(shape, batch, weights)
+    two rules above as every reader asks them of a buffer; and, the length known, a time-first buffer
+    (``seq_first``: nn.MultiheadAttention's [3, seq, batch, d] packed projections, where the batch is no
+    first dimension; a new user's nn.TransformerEncoder read -5.1% at 2x the batch, -13.4% at 4x and 4x the
+    length without it)."""
+    dims = _dims(shape)
+    batch_carried = carries_batch(shape, batch, weights) or (
+        bool(batch) and len(dims) >= 3 and seq_first(dims, batch or 0, seq) and not weight_shaped(dims, weights))
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
 
 

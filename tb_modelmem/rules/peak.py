@@ -48,7 +48,9 @@ def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
             held = devices.logical_bytes(columns)
         else:
             held = devices.on_device(columns, devices.busiest(columns) if devices.spread(columns) else None)
-        state = ((role, size, name in owned) for name, role, size in zip(columns["name"], columns["role"], held))
+        slot_of = columns.get("slot_of") or [""] * len(held)  # an optimizer's counter is no layer's own state
+        state = ((role, size, name in owned and not of) for name, role, size, of in zip(
+            columns["name"], columns["role"], held, slot_of))
     elif trace.resident:
         state = ((role, size, False) for role, size in trace.resident.items())
     else:

@@ -987,6 +987,7 @@ def _unknown_peak(reason: str, basis: List[Dict[str, Any]], state: Dict[str, Opt
     by_category.update(state)
     return {"peak_bytes": None, "by_category": by_category, "basis": basis,
             "unknown": {**unknown, **{c: unknown.get(c, reason) for c in step}}, "steps": [], "band": None,
-            "peak_moved": False, "peak_time_us": None, "batch_per_replica": None, "replicas": what.replicas,
+            "peak_moved": False, "peak_time_us": None, "replicas": what.replicas,
+            "batch_per_replica": math.ceil(what.batch / what.replicas) if what.batch else None,  # as asked
             "devices": what.replicas, "shard": what.shard, "seq": what.seq, "reserved": None, "traced": {},
             "optimizer": what.optimizer}

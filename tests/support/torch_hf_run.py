@@ -8,7 +8,8 @@ attention concatenates a key/value cache even in training (``torch.cat`` of an e
 added later with no rule written on them, a T5 and a BART (encoder-decoders: relative position buckets, learned
 positions), a Qwen2 (grouped-query attention), the Llama with gradient checkpointing (``llama_gc``), and on
 3 x 64 x 64 pictures (``--seq`` unused) a ViT, a ResNet with BatchNorm, a MobileNetV2 (depthwise convolutions),
-a ConvNeXt (``nn.Linear`` over channels last) and a Swin (shifted windows).
+a ConvNeXt (``nn.Linear`` over channels last) and a Swin (shifted windows); and torch's own
+``nn.TransformerEncoder`` (``encoder``), from a new user's report.
 
     python -m tests.support.torch_hf_run MODEL traced LOGDIR --batch B --seq L [--optimizer O]
     python -m tests.support.torch_hf_run MODEL truth OUT --batch B --seq L [--optimizer O]
@@ -16,7 +17,8 @@ a ConvNeXt (``nn.Linear`` over channels last) and a Swin (shifted windows).
 ``traced``: 5 iterations, 3-4 profiled by ``tb_modelmem.pytorch.profile`` (its raw trace kept in LOGDIR_raw).
 ``truth`` prints JSON read without tb_modelmem: the process profiles from before its model is built and the
 truth is the highest "Total Allocated" of its raw trace, read with ``json``, inside steps 2-3
-(``tests.support.torch_mlp_run._highest``).
+(``tests.support.torch_mlp_run._highest``); beside it the bytes of ``model.buffers()`` and of the optimizer's
+step counters (``optimizer.state``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ VISION = ("vit", "resnet", "mobilenet_v2", "convnext", "swin")  # their configs'
 def _model(name: str) -> Any:
     if name in ("gru", "lstm", "rnn", "grucell", "lstmcell"):
         return _recurrent(name)
+    if name == "encoder":
+        return _encoder()
     if name == "llama_gc":  # recomputes each layer's activations in the backward pass
         model = _model("llama")
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -146,6 +150,32 @@ def _recurrent(name: str) -> Any:
     return Recurrent()
 
 
+def _encoder() -> Any:
+    """torch's own ``nn.TransformerEncoder`` (``batch_first=True``: two layers 96 wide, 4 heads, 192 in the
+    feed-forward), a learned position table and a head over the vocabulary, called as the Hugging Face models
+    are. Its ``nn.MultiheadAttention`` works time first inside whatever ``batch_first`` says: the packed
+    projections are [3, seq, batch, 96]."""
+    import torch
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, 96)
+            self.positions = nn.Parameter(torch.zeros(512, 96))
+            layer = nn.TransformerEncoderLayer(96, 4, 192, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(96, VOCAB)
+
+        def forward(self, input_ids: Any, labels: Any) -> Any:
+            hidden = self.encoder(self.embed(input_ids) + self.positions[: input_ids.shape[1]])
+            loss = nn.functional.cross_entropy(self.head(hidden).flatten(0, 1), labels.flatten())
+            return type("Output", (), {"loss": loss})
+
+    torch.manual_seed(0)
+    return Encoder()
+
+
 def _optimizer(name: str, model: Any) -> Any:
     import torch
 
@@ -173,7 +203,8 @@ def _step(model: Any, optimizer: Any, batch: int, seq: int, i: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", choices=("llama", "llama_gc", "bert", "gpt2", "t5", "qwen2", "bart", "vit", "resnet",
-                                          "mobilenet", "convnext", "swin", "gru", "lstm", "rnn", "grucell", "lstmcell"))
+                                          "mobilenet", "convnext", "swin", "gru", "lstm", "rnn", "grucell", "lstmcell",
+                                          "encoder"))
     parser.add_argument("kind", choices=("traced", "truth"))
     parser.add_argument("path")
     parser.add_argument("--batch", type=int, required=True)
@@ -203,7 +234,11 @@ def main() -> None:
             with torch.profiler.record_function(f"step{i}"):
                 _step(model, optimizer, args.batch, args.seq, i)
     prof.export_chrome_trace(os.path.join(args.path, "rank0.json"))
-    print(json.dumps({"peak": _highest(os.path.join(args.path, "rank0.json"))}))
+    counters = [t for state in optimizer.state.values() for key, t in state.items() if torch.is_tensor(t)
+                and key == "step"]
+    print(json.dumps({"peak": _highest(os.path.join(args.path, "rank0.json")),
+                      "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
+                      "counters": sum(t.numel() * t.element_size() for t in counters)}))
 
 
 if __name__ == "__main__":
