@@ -32,11 +32,17 @@ export function untimedNote(data) {
 }
 
 /** Why no op is on a layer, and what would put them there. */
+const NO_MODULE_RANGES = "the trace names no nn.Module (profile with with_stack=True to record each module's name)";
+
 export function noLayersNote(data) {
-  if (isTorch(data)) {
-    return "no layers known: the trace names no nn.Module (profile with with_stack=True to record each module's name)";
-  }
+  if (isTorch(data)) return `no layers known: ${NO_MODULE_RANGES}`;
   return "no layers known: record a breakdown (tb_modelmem.summary.variables) to join ops to layers";
+}
+
+/** A PyTorch trace whose ops sit on none of the model's layers a checkpoint names: why, and what to do. */
+export function noModuleRangesNote(data) {
+  return isTorch(data) && data?.timed && data?.join?.fraction === 0
+    ? `0% of op time on the model's layers: ${NO_MODULE_RANGES}` : "";
 }
 
 /** A PyTorch profiler trace records bytes per allocation, never a shape: no Fused ops, a narrow Output column. */

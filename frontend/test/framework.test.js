@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { isSnapshot, isTorch, noLayersNote, recordsOutputShapes, stepKind, untimedNote } from "../src/framework.js";
+import { isSnapshot, isTorch, noLayersNote, noModuleRangesNote, recordsOutputShapes, stepKind, untimedNote } from "../src/framework.js";
 
 const tf = { source: "xplane", xla: null, timed: true };
 const torch = { source: "torch profiler", xla: null, timed: true }; // a .pt.trace.json, or Keras on torch
@@ -28,4 +28,11 @@ test("no op times and no layers are said in the words of the trace's framework",
   assert.doesNotMatch(noLayersNote(torch), /summary\.variables/);
   assert.match(noLayersNote(tf), /summary\.variables/);
   assert.ok(recordsOutputShapes(tf) && !recordsOutputShapes(torch) && !recordsOutputShapes(snapshot));
+});
+
+test("a PyTorch trace joined to a checkpoint's layers but on none of them says why: no module ranges", () => {
+  const none = { ...torch, join: { vocabulary: "breakdown", fraction: 0 } };
+  assert.match(noModuleRangesNote(none), /^0% of op time on the model's layers: .*with_stack=True/);
+  assert.equal(noModuleRangesNote({ ...none, join: { vocabulary: "breakdown", fraction: 0.93 } }), "");
+  assert.equal(noModuleRangesNote({ ...tf, join: { vocabulary: "breakdown", fraction: 0 } }), "");
 });

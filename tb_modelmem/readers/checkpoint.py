@@ -54,6 +54,11 @@ _TF1_APPLY_OPS = {
 }
 
 
+# Files a folder may hold that inspect reads one at a time (PyTorch's, safetensors, Keras'), named when a folder
+# holds no TensorFlow checkpoint
+_MODEL_FILES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".keras", ".h5")
+
+
 def find_prefix(path: str) -> str:
     """The checkpoint prefix for a prefix, an ``.index``/``.data-*`` file, or a checkpoint folder."""
     path = os.path.abspath(path)
@@ -66,7 +71,10 @@ def find_prefix(path: str) -> str:
             return os.path.join(path, indexes[0][: -len(".index")])
         pointer = ("its 'checkpoint' file names no checkpoint here" if os.path.exists(os.path.join(path, "checkpoint"))
                    else "no 'checkpoint' file")
-        raise InspectError(f"{path}: no checkpoint in this folder ({pointer} and {len(indexes)} *.index files)")
+        files = sorted(f for f in os.listdir(path) if f.endswith(_MODEL_FILES))[:3]
+        named = f"; it holds {', '.join(files)}: inspect one of them" if files else ""
+        raise InspectError(f"{path}: no TensorFlow checkpoint in this folder ({pointer} and {len(indexes)} *.index "
+                           f"files){named}")
     prefix = re.sub(r"(\.index|\.data-\d{5}-of-\d{5}|\.meta)$", "", path)
     if os.path.exists(prefix + ".index"):
         return prefix

@@ -128,7 +128,12 @@ def test_corrupt_index_is_an_error(tf1_prefix, tmp_path):
 
 
 def test_folder_without_checkpoint_is_an_error(tmp_path):
-    with pytest.raises(InspectError, match="no checkpoint in this folder"):
+    with pytest.raises(InspectError, match="no TensorFlow checkpoint in this folder"):
+        read_checkpoint(str(tmp_path))
+    # a PyTorch user's run folder: the files inspect reads one at a time are named
+    for name in ("ckpt.pt", "model.safetensors", "events.out.tfevents.1"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(InspectError, match="it holds ckpt.pt, model.safetensors: inspect one of them$"):
         read_checkpoint(str(tmp_path))
 
 

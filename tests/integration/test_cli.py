@@ -295,7 +295,7 @@ def test_a_garbage_checkpoint_state_file_falls_back_to_the_one_index(tf1_prefix,
 def test_a_checkpoint_state_file_pointing_nowhere_is_named(tmp_path, capsys):
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-9"\n')
     assert cli.main(["inspect", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == (f"tb-modelmem: error: {tmp_path}: no checkpoint in this folder "
+    assert capsys.readouterr().err == (f"tb-modelmem: error: {tmp_path}: no TensorFlow checkpoint in this folder "
                                        "(its 'checkpoint' file names no checkpoint here and 0 *.index files)\n")
 
 

@@ -94,6 +94,9 @@ def test_storage_is_the_live_objects_to_the_byte(corpus, name):
     slots = sum(v for k, v in truth["optimizer_state"].items() if k not in COUNTERS)
     assert totals["weight"] == truth["parameters"]  # a tied parameter (GPT-2's lm_head) once
     assert storage["total_params"] == truth["element_count"]  # and in the count (buffers in it, as Keras counts)
+    # the Weights card's count is model.parameters()', the Non-trainable card's the buffers' (a new user's report)
+    assert storage["params_by_role"]["weight"] == truth["parameter_count"]
+    assert storage["params_by_role"].get("non_trainable", 0) == truth["element_count"] - truth["parameter_count"]
     assert totals["non_trainable"] == truth["buffers"]
     assert totals["optimizer_slot"] == slots
     assert totals["other"] == truth["optimizer_state"].get("step", 0)

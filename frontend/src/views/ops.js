@@ -9,7 +9,7 @@ import {
   allocationWhy, floorBytes, graphNote, joinSummary, opTimeWords, outputWhy, timeTitle, topDeviceWords,
 } from "../layer-figures.js";
 import { fusedText, isUnattributed, opLabel, readableOp, shortLayerNames, UNATTRIBUTED_TYPE } from "../opnames.js";
-import { noLayersNote, recordsOutputShapes, stepKind } from "../framework.js";
+import { noLayersNote, noModuleRangesNote, recordsOutputShapes, stepKind } from "../framework.js";
 import { OTHER_COLORS, PHASE_HINT } from "../roles.js";
 import { bytesAxis, createChart, tooltipBox, tooltipLine } from "../charts.js";
 import { createTable } from "../components/table.js";
@@ -329,6 +329,7 @@ function joinText(data) {
   const j = data.join || {};
   const plain = (text) => ({ parts: [text], title: text });
   if (j.vocabulary === "none") return plain(noLayersNote(data));
+  if (noModuleRangesNote(data)) return plain(noModuleRangesNote(data));
   const source = j.vocabulary === "trace" ? " (layers from the trace's own scopes: no breakdown in this run)" : "";
   const summary = joinSummary(data, source);
   if (!data.timed || !summary.fraction) return plain("ops joined to layers by what they read and write");

@@ -197,9 +197,13 @@ function renderCards(container, data, replicas) {
   // one decimal, and a share that is not 0 never reads 0.0% (12 B of counters beside 37 MiB of weights and slots)
   const percent = (b) => (b > 0 && (100 * b) / total < 0.05 ? "<0.1%" : `${((100 * b) / total).toFixed(1)}%`);
   const share = (b) => [total ? `${percent(b)} of total` : "", mirrored].filter(Boolean).join(" · ");
+  // each role's own count (an older answer: the total); the header's total counts non-trainable state, as Keras'
+  const params = (role) => data.params_by_role?.[role] ?? (role === "weight" ? data.total_params : 0);
   container.replaceChildren(
-    roleCard("total-weight", "weight", totals.weight || 0, `${formatInt(data.total_params)} params · ${share(totals.weight || 0)}`),
-    roleCard("total-non_trainable", "non_trainable", totals.non_trainable || 0, share(totals.non_trainable || 0)),
+    roleCard("total-weight", "weight", totals.weight || 0, `${formatInt(params("weight"))} params · ${share(totals.weight || 0)}`),
+    roleCard("total-non_trainable", "non_trainable", totals.non_trainable || 0,
+      [params("non_trainable") ? `${formatInt(params("non_trainable"))} values` : "", share(totals.non_trainable || 0)]
+        .filter(Boolean).join(" · ")),
     roleCard("total-optimizer_slot", "optimizer_slot", totals.optimizer_slot || 0,
       [optimizerHint(data, totals), mirrored].filter(Boolean).join(" · ")),
     roleCard("total-other", "other", totals.other || 0, share(totals.other || 0)),

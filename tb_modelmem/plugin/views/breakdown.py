@@ -42,6 +42,11 @@ class BreakdownView:
         del self.layer_table["columns"]["owned_params"]
         self._owners = owners
         self.total_params = sum(own["owned_params"])  # every parameter is owned by one layer
+        # each role's element count (a tied weight's alias, 0 B, once): the Weights card's is model.parameters()'
+        self.params_by_role: Dict[str, int] = collections.Counter()
+        for role, count, size in zip(columns["role"], columns["params"], columns["bytes"]):
+            if size:
+                self.params_by_role[role] += count
         self.variables = Pager({f: columns[f] for f in VARIABLE_FIELDS}, "bytes")
 
     @property
@@ -63,7 +68,7 @@ class BreakdownView:
             "optimizer_summary": optimizer_summary(record.optimizer),
             "file_bytes": record.file_bytes, "overhead": record.overhead, "totals": self.totals,
             "total_bytes": sum(self.totals.values()), "variable_count": len(record.variables),
-            "total_params": self.total_params,
+            "total_params": self.total_params, "params_by_role": dict(self.params_by_role),
             "layers": self.layer_table, "devices": self.devices,
         }
 

@@ -43,8 +43,9 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
         for key, value in per_param.items():
             if torch.is_tensor(value):
                 state[key] = state.get(key, 0) + value.numel() * value.element_size()
+    parameter_count = count
     count += sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable state among them
-    return {"parameters": params, "element_count": count,
+    return {"parameters": params, "element_count": count, "parameter_count": parameter_count,
             "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
             "optimizer_state": state, "optimizer": type(optimizer).__name__,
             "modules": [path.replace(".", "/") for path, _ in model.named_modules() if path],
