@@ -1034,13 +1034,18 @@ def test_what_if_basis_gives_each_projected_figure_where_the_peak_moves(batch_on
 
 
 def _whatif_rows(tab) -> dict:
-    """The What-if table as shown: category -> its five cells, each Basis cell asserted whole (not cut)."""
-    rows = tab.testid("whatif-table").locator('.table-rows [role="row"]')
+    """The What-if table as shown: category -> its Category, Traced, Projected, How and Basis cells (found by
+    their headers: where the projected peak moves, a Traced then column stands beside Traced), each Basis cell
+    asserted whole (not cut)."""
+    table = tab.testid("whatif-table")
+    headers = [h.strip() for h in table.locator('[role="columnheader"]').all_inner_texts()]
+    at = [headers.index(label) for label in ("Category", "Traced", "Projected", "How", "Basis")]
+    rows = table.locator('.table-rows [role="row"]')
     shown = {}
     for i in range(rows.count()):
-        cells = [rows.nth(i).locator(".cell").nth(k).inner_text().strip() for k in range(5)]
+        cells = [rows.nth(i).locator(".cell").nth(k).inner_text().strip() for k in at]
         shown[cells[0]] = cells
-        width = rows.nth(i).locator(".cell").nth(4).evaluate("c => [c.scrollWidth, c.clientWidth]")
+        width = rows.nth(i).locator(".cell").nth(at[-1]).evaluate("c => [c.scrollWidth, c.clientWidth]")
         assert width[0] <= width[1] + 1, (cells, width)
     return shown
 

@@ -25,9 +25,9 @@ const COLUMNS = [
 // the traced peak's; both in bytes only, so the table still fits a 1024 px window.
 const exactBytes = (n) => (isKnown(n) ? `${formatInt(n)} B` : UNKNOWN);
 const MOVED_COLUMNS = [COLUMNS[0],
-  { key: "traced", label: "Traced", width: "130px", numeric: true, text: (r) => exactBytes(r.traced),
+  { key: "traced", label: "Traced", width: "110px", numeric: true, text: (r) => exactBytes(r.traced),
     title: "What the traced step held at its own peak" },
-  { key: "then", label: "Traced then", width: "130px", numeric: true, text: (r) => exactBytes(r.then),
+  { key: "then", label: "Traced then", width: "110px", numeric: true, text: (r) => exactBytes(r.then),
     title: "What the traced step held at the moment the projected peak falls: what each figure is made from" },
   ...COLUMNS.slice(2)];
 
