@@ -568,7 +568,8 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
         if event.batch and event.op in per_token:
             event.seq = min(event.seq + 1, 2)
     for i, role in under_mixed_policy([e.op for e in made], phases, [e.batch for e in made],
-                                      [e.dtype for e in made]).items():
+                                      [e.dtype for e in made],
+                                      [e.requested if e.region == "output" else 0 for e in made]).items():
         made[i].mixed = role
     return out
 

@@ -13,6 +13,7 @@ import re
 from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from tb_modelmem.rules.join import strip_calls
+from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     ACTIVATIONS_CATEGORY,
     BACKWARD,
@@ -47,7 +48,7 @@ LOSS_COPY = "loss_copy"
 CAST_COPY = "cast_copy"  # a mixed step's cast between float widths: under float32 it is not made at all
 _CAST = re.compile(r"(?:^|/)Cast(?:_\d+)?$")  # TensorFlow's Cast op, as a Keras layer's autocast names it
 _SIXTEEN_BIT = ("bfloat16", "float16", "half")
-_MIXED_SHARE = 0.25  # of the batch-carrying floating-point buffers 16-bit: a mixed policy's step (float32 makes none)
+_MIXED_SHARE = 0.25  # of the forward pass's floating-point outputs 16-bit: a mixed policy's step (float32 makes none)
 
 
 def step_category(phase: str, region: str = "") -> str:
@@ -194,25 +195,47 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
 
 
+def forward_bytes_by_width(phases: Iterable[str], dtypes: Iterable[str], sizes: Iterable[int]) -> Dict[int, int]:
+    """Bytes of the forward pass's op outputs (``sizes``: 0 for a temporary), by element width, floating-point
+    only. Outputs, not every allocation: a bfloat16 MatMul on a CPU without AVX-512 allocates float32 copies of
+    its operands and output (TensorFlow's BaseBatchMatMulOp), and a variable's read allocates nothing (a mixed
+    policy's float32 weights do not count)."""
+    held: Dict[int, int] = {}
+    for phase, dtype, size in zip(phases, dtypes, sizes):
+        width = item_bytes(dtype) if phase == FORWARD and dtype.startswith(("float", "bfloat", "half")) else 0
+        if width:
+            held[width] = held.get(width, 0) + (size or 0)
+    return held
+
+
+def mixed_step(forward_by_width: Dict[int, int]) -> bool:
+    """Whether a step ran under a mixed policy, from ``forward_bytes_by_width``: a quarter or more of its forward
+    pass's outputs 16-bit (a float32 policy makes none). Not most: a mixed policy's norms, loss and tied logits
+    stay float32 (KerasHub's GPT-2 under mixed_bfloat16: 56% of them bfloat16; a tied head's logits over 8000
+    words leave 31%)."""
+    total = sum(forward_by_width.values())
+    return bool(total) and forward_by_width.get(2, 0) >= _MIXED_SHARE * total
+
+
 def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequence[bool],
-                       dtypes: Sequence[str]) -> Dict[int, str]:
+                       dtypes: Sequence[str], sizes: Sequence[int]) -> Dict[int, str]:
     """What the batch-carrying buffers of a step would be under another Keras precision policy besides its own
     width, by index among the step's allocations (``ops``, their ``phases``, whether each carries the batch, their
-    ``dtypes``, in time order). A float32 step (``_float32_step``): KEEPS_WIDTH for what a mixed policy leaves as
-    traced: integers and booleans (a mask, an index), the loss's buffers (Keras computes a loss in float32), a
-    normalization layer's (``ops.layer_normalization``, ``moments``, BatchNormalization, KerasHub's layer norms:
-    float32, forward and backward), a softmax layer's (KerasHub's attention softmax) and an embedding table's
-    product (a tied LM head's logits); LOSS_COPY for the model's output (the last floating-point batch-carrying
-    forward buffer: the output depends on every other), which the loss reads as a float32 copy beside its
-    16-bit self (none where it is float32 already). The output is a layer's: an op in no scope (TensorFlow's
-    "sub_2", a gradient's helper it hoists into the forward pass) is not it. Layers are known by Keras' and
-    KerasHub's default names: one its user renamed counts as 16-bit. A mixed step, asked float32: its dtypes say
-    what is wide already (KEEPS_WIDTH: every buffer not 16-bit), and CAST_COPY for what its casts made, which a
-    float32 step does not make (KerasHub's GPT-2 under mixed_bfloat16, asked float32, against real float32 runs:
-    -15.7% read as a float32 step, +3.6 ... +4.9% with its 16-bit buffers doubled, -2.2 ... -4.4% with its casts
-    not made too; a tied-head LM +10.3 ... +17.6% so, -2.7 ... -3.8% now)."""
+    ``dtypes`` and output ``sizes``, in time order). A float32 step (not ``mixed_step``): KEEPS_WIDTH for what a mixed
+    policy leaves as traced: integers and booleans (a mask, an index), the loss's buffers (Keras computes a loss
+    in float32), a normalization layer's (``ops.layer_normalization``, ``moments``, BatchNormalization,
+    KerasHub's layer norms: float32, forward and backward), a softmax layer's (KerasHub's attention softmax) and
+    an embedding table's product (a tied LM head's logits); LOSS_COPY for the model's output (the last
+    floating-point batch-carrying forward buffer: the output depends on every other), which the loss reads as a
+    float32 copy beside its 16-bit self (none where it is float32 already). The output is a layer's: an op in no
+    scope (TensorFlow's "sub_2", a gradient's helper it hoists into the forward pass) is not it. Layers are known
+    by Keras' and KerasHub's default names: one its user renamed counts as 16-bit. A mixed step, asked float32:
+    its dtypes say what is wide already (KEEPS_WIDTH: every buffer not 16-bit), and CAST_COPY for what its casts
+    made, which a float32 step does not make (KerasHub's GPT-2 under mixed_bfloat16, asked float32, against real
+    float32 runs: -15.7% read as a float32 step, +3.6 ... +4.9% with its 16-bit buffers doubled, -2.2 ... -4.4%
+    with its casts not made too; a tied-head LM +10.3 ... +17.6% so, -2.7 ... -3.8% now)."""
     floating = [not dtype or dtype.startswith(("float", "bfloat", "half")) for dtype in dtypes]
-    if not _float32_step(batch, dtypes, floating):
+    if mixed_step(forward_bytes_by_width(phases, dtypes, sizes)):
         casts = [bool(_CAST.search(strip_calls(op))) for op in ops]
         return {i: CAST_COPY if cast else KEEPS_WIDTH
                 for i, (cast, carries, dtype) in enumerate(zip(casts, batch, dtypes))
@@ -224,14 +247,6 @@ def under_mixed_policy(ops: Sequence[str], phases: Sequence[str], batch: Sequenc
     if forward and forward[-1] not in out:
         out[forward[-1]] = LOSS_COPY
     return out
-
-
-def _float32_step(batch: Sequence[bool], dtypes: Sequence[str], floating: Sequence[bool]) -> bool:
-    """Whether a step ran under a float32 policy: fewer than ``_MIXED_SHARE`` of its batch-carrying
-    floating-point buffers are 16-bit (a float32 policy makes none; a mixed one's norms, loss and tied logits
-    stay float32)."""
-    wide = [dtype for carries, dtype, real in zip(batch, dtypes, floating) if carries and real and dtype]
-    return sum(dtype in _SIXTEEN_BIT for dtype in wide) < _MIXED_SHARE * len(wide) if wide else True
 
 
 def input_sequence(dims: Sequence[Optional[int]], dtype: str) -> Optional[int]:

@@ -19,7 +19,7 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from tb_modelmem.rules import caching_allocator, torch_optimizers
-from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried
+from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried, forward_bytes_by_width, mixed_step
 from tb_modelmem.rules.join import phase_by_name
 from tb_modelmem.rules.peak import before_the_trace
 from tb_modelmem.rules.projection_state import (
@@ -42,7 +42,6 @@ from tb_modelmem.schema.names import (
     BEFORE_WINDOW,
     CHUNKING_CATEGORY,
     EARLIER_STEPS_CATEGORY,
-    FORWARD,
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
@@ -934,30 +933,20 @@ class _Step:
         return f"; {size_text(rest)} do not, kept"
 
 
-_SIXTEEN_BIT_SHARE = 0.25  # of the forward pass's floating-point bytes, that make a traced step a mixed policy's
-
-
 def _traced_compute_bytes(trace: OpTrace) -> int:
-    """Bytes of an activation's element in the traced step, from the bytes the forward pass allocated in each
-    floating-point dtype (a variable's read allocates none: float32 weights under a mixed policy do not count):
-    2 where a quarter or more are 16-bit, a mixed policy's (a float32 policy makes none), else the dtype of most;
-    where the trace places no op in a forward pass, the dtype holding most of the peak's activation bytes;
-    float32 when it names neither. Not the peak's first: a mixed policy's peak may hold mostly float32 (KerasHub's
-    GPT-2 under mixed_bfloat16: its tied head's logits, their gradient and the norms, 55.3 of the 80.4 MiB of
-    activations there, where 68% of its forward pass's bytes are bfloat16), and even its forward pass may (a tied
-    head's logits over 8000 words: 46% bfloat16)."""
-    held: Dict[int, int] = {}
+    """Bytes of an activation's element in the traced step: 2 where its forward pass ran under a mixed policy
+    (``rules.buffers.mixed_step``), else the dtype of most of its forward pass's output bytes; where the trace places no
+    op in a forward pass, the dtype holding most of the peak's activation bytes; float32 when it names neither.
+    Not the peak's first: a mixed policy's peak may hold mostly float32 (KerasHub's GPT-2 under mixed_bfloat16:
+    its tied head's logits, their gradient and the norms, 55.3 of the 80.4 MiB of activations there, where 56%
+    of its forward pass's outputs are bfloat16)."""
     ops = trace.ops
-    for dtype, phase, name, kind, size in zip(ops.column("output_dtype"), ops.column("phase"), ops.column("name"),
-                                              ops.column("op_type"), ops.column("alloc_bytes")):
-        if ((phase or phase_by_name(name, kind)) == FORWARD and dtype and item_bytes(dtype)
-                and dtype.startswith(("float", "bfloat"))):
-            held[item_bytes(dtype)] = held.get(item_bytes(dtype), 0) + (size or 0)
-    total = sum(held.values())
-    if total and held.get(2, 0) >= _SIXTEEN_BIT_SHARE * total:
+    phases = [phase or phase_by_name(name, kind) for phase, name, kind
+              in zip(ops.column("phase"), ops.column("name"), ops.column("op_type"))]
+    held = forward_bytes_by_width(phases, [d or "" for d in ops.column("output_dtype")], ops.column("output_bytes"))
+    if mixed_step(held):
         return 2
-    if not total:
-        held = {}
+    if not held:
         buffers = trace.peak_buffers
         for dtype, category, size in zip(buffers.column("dtype"), buffers.column("category"), buffers.column("bytes")):
             if category == ACTIVATIONS_CATEGORY and item_bytes(dtype) and dtype.startswith(("float", "bfloat")):

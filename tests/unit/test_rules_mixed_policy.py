@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, under_mixed_policy
+from tb_modelmem.rules.buffers import CAST_COPY, KEEPS_WIDTH, LOSS_COPY, under_mixed_policy
 from tb_modelmem.rules.projection import WhatIf, project
 from tb_modelmem.schema.names import ACTIVATIONS_CATEGORY as ACTIVATIONS
 from tb_modelmem.schema.names import BACKWARD, FORWARD, LOSS, OPTIMIZER
@@ -35,7 +35,7 @@ STEP = [
 
 def test_normalization_and_the_loss_stay_float32_and_the_output_is_copied_for_the_loss():
     ops, phases, batch = zip(*STEP)
-    found = under_mixed_policy(ops, phases, batch, ["float32"] * len(ops))
+    found = under_mixed_policy(ops, phases, batch, ["float32"] * len(ops), [4096] * len(ops))
     # not the embedding's lookup: its float32 GatherV2 is cast to bfloat16 in the layer, and the cast is what
     # lives on (the real mixed_bfloat16 step of this model: embedding_1/GatherV2 float32, then embedding_1/Cast)
     assert found == {0: KEEPS_WIDTH, 2: KEEPS_WIDTH, 6: KEEPS_WIDTH, 8: LOSS_COPY, 10: KEEPS_WIDTH}
@@ -53,19 +53,19 @@ def test_kerashubs_norms_attention_softmax_and_tied_logits_stay_float32():
            llama + "self_attention_1/MatMul", llama + "self_attention_1/llama_rotary_embedding_1/mul",
            "StatefulPartitionedCall/llama_causal_lm_1/token_embedding_1/Tensordot/MatMul",
            "StatefulPartitionedCall/sub_2"]
-    found = under_mixed_policy(ops, [FORWARD] * 6, [True] * 6, ["float32"] * 6)
+    found = under_mixed_policy(ops, [FORWARD] * 6, [True] * 6, ["float32"] * 6, [4096] * 6)
     assert found == {0: KEEPS_WIDTH, 1: KEEPS_WIDTH, 4: KEEPS_WIDTH}
 
 
 def test_a_step_with_no_forward_buffer_copies_nothing():
-    assert under_mixed_policy(["a/b"], [BACKWARD], [True], ["float32"]) == {}
+    assert under_mixed_policy(["a/b"], [BACKWARD], [True], ["float32"], [4096]) == {}
 
 
 def test_integers_and_booleans_keep_their_width_and_are_never_the_output():
     """A [batch, seq, vocab] int32 BitwiseAnd and a bool mask (KerasHub's Llama step holds 33-48 MB of them at
     its peak) are no float a policy narrows; the logits before them are still the output."""
     ops = ["f/dense_4_1/Tensordot/MatMul", "StatefulPartitionedCall/BitwiseAnd", "StatefulPartitionedCall/Less"]
-    found = under_mixed_policy(ops, [FORWARD] * 3, [True] * 3, ["float32", "int32", "bool"])
+    found = under_mixed_policy(ops, [FORWARD] * 3, [True] * 3, ["float32", "int32", "bool"], [4096] * 3)
     assert found == {0: LOSS_COPY, 1: KEEPS_WIDTH, 2: KEEPS_WIDTH}
 
 
@@ -97,3 +97,16 @@ def test_a_mixed_policy_halves_what_it_computes_in_16_bits_only(batch):
 def test_float32_as_traced_leaves_the_columns_unused():
     answer = project(_trace(), None, WhatIf(batch=16))
     assert answer["by_category"][ACTIVATIONS] == 2 * CARRIED + FIXED
+
+
+def test_a_step_whose_forward_pass_is_a_quarter_16_bit_is_mixed_and_keeps_its_wide_buffers():
+    """KerasHub's GPT-2 under mixed_bfloat16 (its real trace's order and dtypes): a Cast made the 16-bit
+    states, the norm and the tied logits are float32. 32 of its 128 bytes of forward outputs are bfloat16, a quarter: so
+    it is a mixed step, and asked float32 the Cast is not made and the wide buffers stay; with one byte fewer
+    it reads as a float32 step, and the Cast is one more buffer a mixed policy would make 16-bit."""
+    ops = ["f/token_embedding_1/Cast", "f/layer_norm_1/Pow", "f/token_embedding_1/Tensordot/MatMul"]
+    dtypes = ["bfloat16", "float32", "float32"]
+    found = under_mixed_policy(ops, [FORWARD] * 3, [True] * 3, dtypes, [32, 32, 64])
+    assert found == {0: CAST_COPY, 1: KEEPS_WIDTH, 2: KEEPS_WIDTH}
+    assert under_mixed_policy(ops, [FORWARD] * 3, [True] * 3, dtypes, [31, 32, 65]) == {1: KEEPS_WIDTH,
+                                                                                         2: KEEPS_WIDTH}
