@@ -269,31 +269,38 @@ class ModelMemPlugin(base_plugin.TBPlugin):
 
     def _breakdown_for(self, ctx: Any, experiment: str, item: Item, located: Located, query: "_Query"
                        ) -> Tuple[Optional[Tuple[Hashable, BreakdownView]], Dict[str, Any]]:
-        """The breakdown the ops are joined with: the one asked for, else the one of the run's
-        breakdown tags nearest the trace's step; and which ones there are, for a picker."""
+        """The breakdown the ops are joined with: the one asked for, else, of the run's breakdown tags nearest
+        the trace's step, the first listed that names an optimizer (a weights-only safetensors file beside a
+        ``torch.save`` of the optimizer says less), else the first listed, as the CLI reads a run
+        (``readers.logdir.read_run``); and which ones there are, for a picker."""
         choices = [(s, i) for s, i in self._items(ctx, experiment)
                    if i.run == item.run and i.kind == metadata.BREAKDOWN and not i.error]
         listed = [i.tag for _, i in choices]
         if query.breakdown is not None and query.breakdown not in listed:
             raise errors.NotFoundError(f"no breakdown tag {query.breakdown!r} in run {item.run!r}")
         ranked = []
-        for source, candidate in choices:
+        for position, (source, candidate) in enumerate(choices):
             if query.breakdown is not None and candidate.tag != query.breakdown:
                 continue
             try:
                 found = source.locate(ctx, experiment, candidate, None, None)
             except errors.PublicError:
                 continue
-            distance = abs((found.step or 0) - (located.step or 0))
-            ranked.append((distance, candidate.tag, found))
-        for _, tag, found in sorted(ranked, key=lambda r: (r[0], r[1])):
+            ranked.append((abs((found.step or 0) - (located.step or 0)), position, candidate.tag, found))
+        first = None
+        for distance, _, tag, found in sorted(ranked, key=lambda r: r[:2]):
+            if first is not None and distance > first[0]:
+                break
             try:  # still building (Pending): the trace's answer waits for it rather than being kept unjoined
                 record = self._build(found)
                 view = self.store.get(("view",) + _key(found), lambda job: _built(BreakdownView, record))
             except errors.PublicError:  # unreadable: the next nearest breakdown
                 continue
-            return (_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed}
-        return None, {"breakdown": None, "breakdowns": listed}
+            answer = ((_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed})
+            if view.record.optimizer:
+                return answer
+            first = first or (distance, answer)
+        return first[1] if first else (None, {"breakdown": None, "breakdowns": listed})
 
     def _items(self, ctx: Any, experiment: str) -> List[Tuple[Source, Item]]:
         """Every item of every source, listed at most once per ``LISTING_SECONDS``."""
@@ -309,7 +316,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 # (a data provider call that failed this once) keeps that source's last items
                 items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
-        found.sort(key=lambda si: (si[1].run, si[1].tag, si[1].origin))
+        found.sort(key=lambda si: (si[1].run, si[1].rank, si[1].tag, si[1].origin))
         self._listing[experiment] = (time.monotonic(), found)
         return found
 

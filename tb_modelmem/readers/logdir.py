@@ -28,6 +28,7 @@ from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensor
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_trace import is_trace_name, read_trace_file
 from tb_modelmem.schema import metadata, payload
+from tb_modelmem.schema.names import newest_first_key
 from tb_modelmem.schema.records import Breakdown, OpTrace
 
 
@@ -115,7 +116,8 @@ def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:
     """The newest file (by its time, then its name) whose record is ``wanted``, else the newest's: a
     profiler's schedule may end with an empty trace written at exit, and a weights-only safetensors file beside
     a torch.save of the optimizer says less. ValueError naming the newest file when it cannot be read."""
-    newest_first = sorted(paths, key=lambda path: (os.path.getmtime(path), path), reverse=True)
+    newest_first = sorted(paths, key=lambda path: newest_first_key(os.path.getmtime(path), os.path.basename(path)),
+                          reverse=True)
     first = _read_file(reader, newest_first[0])
     if wanted(first):
         return newest_first[0], first

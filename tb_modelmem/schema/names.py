@@ -4,6 +4,7 @@ this package imported: the backend, the readers, live capture and the frontend's
 """
 
 import re
+from typing import Tuple
 
 # Variable roles. Every stored byte belongs to exactly one of these.
 WEIGHT = "weight"  # trainable parameters
@@ -99,3 +100,11 @@ def natural_key(name: str) -> list:
     text and numbers at alternate places, so two keys never compare a number with text."""
     parts = re.split(r"([0-9]+)", name)
     return [(len(part.lstrip("0")), part.lstrip("0"), part) if i % 2 else part for i, part in enumerate(parts)]
+
+
+def newest_first_key(mtime: float, name: str) -> Tuple[float, list]:
+    """A sort key (``reverse=True``) that puts a run's newest file first, by its time, then by its name counted as
+    people do (a remote file has no time; a profiler trace's name holds its time, a Lightning or Trainer
+    checkpoint's its step): the CLI reads a run's newest trace that holds ops, and the CLI and the tab alike its
+    newest checkpoint that names an optimizer."""
+    return mtime, natural_key(name)

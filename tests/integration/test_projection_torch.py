@@ -23,6 +23,7 @@ from tb_modelmem.readers.logdir import read_run
 from tb_modelmem.rules.projection import WhatIf, project
 from tb_modelmem.schema.names import STEP_ONLY_CATEGORIES
 from tests.support.paths import REPO
+from tests.support.plugin_harness import Served
 
 pytest.importorskip("transformers")
 pytest.importorskip("lightning")
@@ -475,6 +476,28 @@ def test_a_plain_loops_log_dir_as_left_projects_from_its_full_trace_and_its_opti
     assert "holds no optimizer" in alone["unknown"]["optimizer_slots"]
     asked = estimate(str(weights_only.parent), run="cnn", batch=64, optimizer="AdamW")  # its state made from weights
     assert asked["peak_bytes"] == answer["peak_bytes"]
+    _the_tab_joins_the_checkpoint_the_cli_reads(tmp_path / "kept", logdir / "cnn", full)
+
+
+def _the_tab_joins_the_checkpoint_the_cli_reads(logdir, run, trace):
+    """A run that kept checkpoints as it went, and a weights-only export written last: named so that their
+    order by name is not their age, the tab's What if and Ops join the newest that names an optimizer, the one
+    the CLI reads (they joined the first by name: a.safetensors, then epoch=10.pt)."""
+    kept = logdir / "cnn"
+    kept.mkdir(parents=True)
+    os.link(run / trace, kept / trace)
+    now = os.path.getmtime(run / "ckpt.pt")
+    for name, source, age in (("epoch=10.pt", "ckpt.pt", 200), ("epoch=9.pt", "ckpt.pt", 100),
+                              ("a.safetensors", "model.safetensors", 0)):
+        (kept / name).write_bytes((run / source).read_bytes())
+        os.utime(kept / name, (now - age, now - age))
+    assert estimate(str(logdir), run="cnn", batch=64)["breakdown"] == "epoch=9.pt"
+    served = Served(str(logdir))
+    listed = [t for (_, t), info in served.tags("cnn").items() if info["kind"] == "breakdown"]
+    assert listed == ["torch/a.safetensors", "torch/epoch=9.pt", "torch/epoch=10.pt"]  # newest first, in the picker
+    for route in ("/ops", "/whatif"):
+        body = served.json(route, run="cnn", tag=f"torch/{trace}", **({"batch": 64} if route == "/whatif" else {}))
+        assert body["breakdown"]["tag"] == "torch/epoch=9.pt", (route, body["breakdown"])
 
 
 def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):

@@ -35,7 +35,7 @@ from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
 from tb_modelmem.readers.trainer_folder import folder_kind
 from tb_modelmem.schema import metadata
-from tb_modelmem.schema.names import natural_key
+from tb_modelmem.schema.names import natural_key, newest_first_key
 
 ORIGIN = "torch"
 TAG_PREFIX = "torch/"
@@ -72,10 +72,14 @@ class TorchFileSource(Source):
     def __init__(self, files: LogdirFiles) -> None:
         self._files = files
         self._folder_kinds: Dict[Tuple[str, str], str] = {}  # (run, tag) of a checkpoint folder -> what it is
+        self._mtimes: Tuple[Any, Dict[str, float]] = (None, {})  # (the walk they were read in, {path: time})
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
+        """A run's traces by name, its checkpoints newest first (``names.newest_first_key``): the tab joins a
+        trace with the first that names an optimizer, as the CLI does."""
         items = []
-        for (run, tag), path in sorted(self._listing().items()):
+        listing = self._listing()
+        for (run, tag), path in sorted(listing.items()):
             if isinstance(path, dict):
                 item = Item(run, tag, metadata.OPS, ORIGIN, max_step=0, hosts=sorted(path, key=natural_key),
                             note=f"PyTorch profiler traces of {len(path)} ranks")
@@ -85,7 +89,23 @@ class TorchFileSource(Source):
                 item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
+        checkpoints = sorted((i for i in items if i.kind == metadata.BREAKDOWN), reverse=True,
+                             key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
+        for rank, item in enumerate(checkpoints):
+            item.rank = rank
         return items
+
+    def _mtime(self, found: Found) -> float:
+        """The newest modification time of what ``found`` names, read once per listing of the log dir."""
+        walk = self._files.walk()
+        if self._mtimes[0] is not walk:
+            self._mtimes = (walk, {})
+        paths = list(found.values()) if isinstance(found, dict) else [found]
+        times = self._mtimes[1]
+        for path in paths:
+            if path not in times:
+                times[path] = stat(path)[1]
+        return max(times[path] for path in paths)
 
     def has_files(self) -> bool:
         return bool(self._listing())
