@@ -18,15 +18,49 @@ from tb_modelmem.schema.names import (
     EARLIER_STEPS_CATEGORY,
     HELD_CATEGORY,
     MOVED_STATE,
+    OPTIMIZER,
+    OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
+    OTHER_STATE_CATEGORY,
     PEAK_CATEGORIES,
+    PLACED_BY_RANGES,
     RESIDENT_CATEGORIES,
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
+    TORCH_BREAKDOWN_SOURCES,
     UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import Breakdown, OpTrace
+
+# A PyTorch breakdown that names no optimizer: a weights-only file (safetensors, a model's state_dict alone), or a
+# profile given none. Its state is not 0: it is not in the file.
+NO_OPTIMIZER = ("the run's breakdown holds no optimizer (a weights-only file, such as a safetensors one or a "
+                "model's state_dict alone): its state is not known; save the optimizer's state_dict beside it "
+                "(torch.save({'model': ..., 'optimizer': optimizer.state_dict()})), or ask for an optimizer")
+
+
+def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
+    """A PyTorch training run (``torch.optim``, autocast): its breakdown says so where there is one (Keras 3 on
+    the torch backend writes a torch trace and a Keras breakdown), else its trace (a torch profiler's or
+    snapshot's)."""
+    if breakdown is not None:
+        return breakdown.source in TORCH_BREAKDOWN_SOURCES
+    return trace.source in PLACED_BY_RANGES
+
+
+def state_not_held(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, str]:
+    """The resident categories a run's breakdown cannot give, with the reason: a PyTorch breakdown that names
+    no optimizer and holds no slot, of a step that ran one (ops in its optimizer phase: an inference step's
+    state is its weights), leaves the optimizer's state unknown, never 0 (a Keras breakdown always holds its
+    optimizer's variables)."""
+    if breakdown is None or not is_torch_run(trace, breakdown) or breakdown.optimizer:
+        return {}
+    if OPTIMIZER not in trace.ops.column("phase"):
+        return {}
+    if OPTIMIZER_SLOT in breakdown.variables.column("role"):
+        return {}
+    return dict.fromkeys((OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY), NO_OPTIMIZER)
 
 
 def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
@@ -49,7 +83,7 @@ def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
         else:
             held = devices.on_device(columns, devices.busiest(columns) if devices.spread(columns) else None)
         slot_of = columns.get("slot_of") or [""] * len(held)  # an optimizer's counter is no layer's own state
-        state = ((role, size, name in owned and not of) for name, role, size, of in zip(
+        state = ((role, size, bool(owned.get(name)) and not of) for name, role, size, of in zip(
             columns["name"], columns["role"], held, slot_of))
     elif trace.resident:
         state = ((role, size, False) for role, size in trace.resident.items())
@@ -61,19 +95,17 @@ def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
     return out
 
 
-def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[str, Any]:
-    """Every byte in use at the peak in one category, summing to ``total``.
-
-    Buffers allocated during the trace take their category from the op that allocated them.
-    What was allocated before the window is the run's resident ``state`` (``resident_state``: its
-    weights, non-trainable state and optimizer slots) as far as it goes, the rest split by what the trace
-    saw of it (``before_the_trace``: earlier steps', held all through, unattributed). A
-    TF2 profile's count includes that resident memory; RunMetadata counts only the step's
-    own allocations, so the breakdown's bytes come on top of its peak. A profile of large
-    allocations only (``_state_whole``) counts none of the small variables: the breakdown's
-    are there whole, the total past the count where it must be. A part the data cannot give
-    is None, with the reason in ``unknown``.
-    """
+def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]],
+                     not_held: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Every byte in use at the peak in one category, summing to ``total``. Buffers allocated during the
+    trace take their category from the op that allocated them. What was allocated before the window is the
+    run's resident ``state`` (``resident_state``: its weights, non-trainable state and optimizer slots) as far
+    as it goes, the rest split by what the trace saw of it (``before_the_trace``: earlier steps', held all
+    through, unattributed). A TF2 profile's count includes that resident memory; RunMetadata counts only the
+    step's own allocations, so the breakdown's bytes come on top of its peak. A profile of large allocations
+    only (``_state_whole``) counts none of the small variables: the breakdown's are there whole, the total past
+    the count where it must be. A part the data cannot give is None, with the reason in ``unknown``:
+    ``not_held`` (``state_not_held``) names the state the breakdown does not hold (the total: what is known)."""
     if trace.allocations == "none":  # no allocator event: nothing about the peak is known
         reason = trace.allocations_note or "the trace recorded no allocation events"
         return {**{c: None for c in PEAK_CATEGORIES}, "total": None, "step_peak_bytes": None,
@@ -136,10 +168,21 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]]) -> Dict[st
             for category in RESIDENT_CATEGORIES:
                 parts[category] = resident_parts[category] + in_window_state.get(category, 0)
             total = step_total + sum(resident_parts.values())
+    if state is not None:
+        _not_held(parts, unknown, not_held or {}, trace.counts_resident)
     parts["total"] = total
     parts["unknown"] = unknown
     parts["step_peak_bytes"] = trace.peak_bytes if not trace.counts_resident else None
     return parts
+
+def _not_held(parts: Dict[str, Any], unknown: Dict[str, str], not_held: Mapping[str, str], counted: bool) -> None:
+    """The state the breakdown does not hold (``state_not_held``), none made in the window: unknown, not 0."""
+    for category, reason in not_held.items():
+        if not parts[category]:
+            parts[category] = None
+            unknown[category] = reason + ("; in use before the trace, counted with what was held then" if counted
+                                          else "")
+
 
 WINDOW_NOTE = "window"  # peak_notes' key for what the trace's window holds
 

@@ -10,7 +10,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tb_modelmem.rules import roles, torch_optimizers
-from tb_modelmem.rules.peak import resident_state
+from tb_modelmem.rules.peak import is_torch_run, resident_state, state_not_held
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
     NON_TRAINABLE_CATEGORY,
@@ -18,9 +18,7 @@ from tb_modelmem.schema.names import (
     OPTIMIZER_SLOTS_CATEGORY,
     OTHER,
     OTHER_STATE_CATEGORY,
-    PLACED_BY_RANGES,
     RESIDENT_CATEGORIES,
-    TORCH_BREAKDOWN_SOURCES,
     WEIGHT,
     WEIGHTS_CATEGORY,
 )
@@ -38,11 +36,6 @@ POLICIES = {"float32": 4, "mixed_float16": 2, "mixed_bfloat16": 2}
 _STATE_BYTES = {"iteration": 8, "step_counter": 8}
 MOST_ASKED = 10**9  # the largest batch or sequence asked (the route's bound): a length's ratio squared stays a float
 _SCALAR_BYTES = 4
-# A PyTorch breakdown that names no optimizer: a weights-only file (safetensors, a model's state_dict alone), or a
-# profile given none. Its state is not 0: it is not in the file.
-_NO_OPTIMIZER = ("the run's breakdown holds no optimizer (a weights-only file, such as a safetensors one or a "
-                 "model's state_dict alone): its state is not known; save the optimizer's state_dict beside it "
-                 "(torch.save({'model': ..., 'optimizer': optimizer.state_dict()})), or ask for an optimizer")
 # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``State.trainable``)
 ParamGroups = List[Tuple[Tuple[str, ...], List[int]]]
 
@@ -92,6 +85,7 @@ class State:
     # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``trainable``), in the
     # order step() updates them; [] for one group (``torch_optimizers.group_plans``)
     groups: ParamGroups = dataclasses.field(default_factory=list)
+    not_held: Dict[str, str] = dataclasses.field(default_factory=dict)  # ``rules.peak.state_not_held``
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
@@ -112,7 +106,7 @@ class State:
             torch_optimizers.group_plans(breakdown.optimizer) if torch else [])
             if (places := [place[name] for name in params if name in place])]  # a frozen group updates none
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
-                   torch=torch, counted=counted, groups=groups)
+                   torch=torch, counted=counted, groups=groups, not_held=state_not_held(trace, breakdown))
 
     def optimizer_label(self, path: str = "") -> str:
         """"SGD(momentum, weight_decay)", with a torch step's implementation ``path`` ("AdamW fused"); a flag only
@@ -179,10 +173,10 @@ class State:
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
                                f"{size_text(self.bytes[category])}: {source} ({kept})"))
-        if not changed and self.torch and not self.optimizer[0]:  # no optimizer in the breakdown: not none
-            for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
+        if not changed and self.not_held:  # no optimizer in the breakdown: its state is not none
+            for category, reason in self.not_held.items():
                 out[category] = None
-                unknown[category] = _NO_OPTIMIZER
+                unknown[category] = reason
             return out
         if not changed:
             for category in (OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY):
@@ -256,15 +250,6 @@ class State:
             line = lines.get(category)
             if line is not None:
                 line.update(projected_bytes=value, how="computed", formula=f"{formula} ({SHARDINGS[shard]})")
-
-
-def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
-    """A PyTorch training run (``torch.optim``, autocast): its breakdown says so where there is one (Keras 3 on
-    the torch backend writes a torch trace and a Keras breakdown), else its trace (a torch profiler's or
-    snapshot's)."""
-    if breakdown is not None:
-        return breakdown.source in TORCH_BREAKDOWN_SOURCES
-    return trace.source in PLACED_BY_RANGES
 
 
 def optimizer_label_of(cls: str, flags: Sequence[str], wrapper: str) -> str:

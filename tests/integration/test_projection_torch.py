@@ -454,7 +454,7 @@ def test_a_plain_loops_log_dir_as_left_projects_from_its_full_trace_and_its_opti
     and the optimizer. The CLI projected the newest of each: "no [memory] events", then optimizer slots "measured
     0" (-16.6%). Now the newest trace that holds ops and the newest checkpoint that holds an optimizer; from the
     safetensors file alone the optimizer's state is unknown, said, never 0. Checked against the runs' own state
-    (model.parameters(), optimizer.state) and raw traces, read with json."""
+    (model.parameters(), optimizer.state) and raw traces, read with json; the tab's Ops peak alike."""
     logdir = tmp_path / "logs"
     traced = _review_run(logdir / "cnn", 16)
     real = _review_run(tmp_path / "real" / "cnn", 64)
@@ -476,6 +476,16 @@ def test_a_plain_loops_log_dir_as_left_projects_from_its_full_trace_and_its_opti
     assert "holds no optimizer" in alone["unknown"]["optimizer_slots"]
     asked = estimate(str(weights_only.parent), run="cnn", batch=64, optimizer="AdamW")  # its state made from weights
     assert asked["peak_bytes"] == answer["peak_bytes"]
+    # the tab's Ops peak alike: with the safetensors file alone, the optimizer's state is unknown, not 0
+    ops = Served(str(weights_only.parent)).json("/ops", run="cnn", tag=f"torch/{full}")
+    split, layers = ops["peak_by_category"], ops["layers"]["columns"]
+    assert split["optimizer_slots"] is None and "holds no optimizer" in split["unknown"]["optimizer_slots"]
+    assert set(layers["slot_bytes"]) == {None}  # each layer's too
+    assert split["weights"] == traced["parameters"] and split["non_trainable"] == traced["buffers"]
+    assert split["total"] == peak + traced["parameters"] + traced["buffers"]  # what is known, the slots not in it
+    split = Served(str(logdir)).json("/ops", run="cnn", tag=f"torch/{full}")["peak_by_category"]
+    assert split["total"] == peak + state
+    assert split["optimizer_slots"] + split["other_state"] == traced["optimizer_state"]
     _the_tab_joins_the_checkpoint_the_cli_reads(tmp_path / "kept", logdir / "cnn", full)
 
 

@@ -25,7 +25,10 @@ export function createPeakPanel() {
       const parts = peakParts(peak);
       const total = peak.total ?? data.peak_bytes ?? 0;
       const planned = isPlanned(data); // XLA's buffer assignment, not a measurement
-      title.textContent = `${planned ? "Planned peak" : "Peak"} in use: ${formatHuman(total)}${planned ? " per device" : ""}`;
+      // a count from 0 in the window with state it cannot give (no breakdown, a weights-only one): a floor
+      const floor = peak.step_peak_bytes != null && RESIDENT.some((c) => c in peak && peak[c] === null);
+      title.textContent = `${planned ? "Planned peak" : "Peak"} in use: ${floor ? "at least " : ""}${formatHuman(total)}`
+        + `${planned ? " per device" : ""}`;
       hint.textContent = Number.isFinite(data.peak_time_us) && data.peak_time_us > 0
         ? `at ${formatMicros(data.peak_time_us)} into the trace · every byte in one category; hover a card for what it holds`
         : "every byte in one category; hover a card for what it holds";
@@ -36,7 +39,8 @@ export function createPeakPanel() {
       cards.replaceChildren(
         ...parts.map((p) => categoryCard(p.category, p.bytes, {
           share: p.share, reason: p.reason,
-          from: fromBreakdown && RESIDENT.includes(p.category) && joined ? ["from breakdown ", name(joined)] : undefined,
+          from: fromBreakdown && RESIDENT.includes(p.category) && joined && p.bytes !== null
+            ? ["from breakdown ", name(joined)] : undefined,
         })),
         peakCard("peak-all", { color: CATEGORY_COLOR.total, label: planned ? "Planned peak" : "Peak in use", bytes: total,
           sub: planned ? "XLA's buffer assignment, on each device that runs the step" : totalNote(data, peak, joined) }),
@@ -53,12 +57,14 @@ export function createPeakPanel() {
 
 /**
  * What the total is. RunMetadata counts only the step's own allocations (from 0):
- * the run's weights and slots come on top, from the breakdown.
+ * the run's weights and slots come on top, from the breakdown; a weights-only one leaves the slots out.
  */
 function totalNote(data, peak, joined) {
   const step = peak.step_peak_bytes;
   if (step === null || step === undefined) return "the allocator's high-water mark";
   if (!joined) return `the step's own allocations (peak ${formatHuman(step)}); weights and slots unknown: no breakdown in this run`;
+  const slotsUnknown = peak.optimizer_slots === null;
   return el("span", { title: `the step's own allocations peak at ${formatBytesFull(step)}` },
-    `step's own peak ${formatHuman(step)} + weights and slots of `, name(joined));
+    `step's own peak ${formatHuman(step)} + ${slotsUnknown ? "weights" : "weights and slots"} of `, name(joined),
+    slotsUnknown ? "; its optimizer state is unknown, not counted" : "");
 }

@@ -17,9 +17,14 @@ def resident(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Optional[Dic
     return rules_peak.resident_state(trace, breakdown.record, breakdown.vocabulary.variable_layer)
 
 
+def not_held(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict[str, str]:
+    """``rules.peak.state_not_held`` of the trace with the view's breakdown."""
+    return rules_peak.state_not_held(trace, breakdown.record if breakdown is not None else None)
+
+
 def peak_by_category(trace: OpTrace, breakdown: Optional[BreakdownView]) -> Dict[str, Any]:
     """``rules.peak.peak_by_category`` with the view's breakdown."""
-    return rules_peak.peak_by_category(trace, resident(trace, breakdown))
+    return rules_peak.peak_by_category(trace, resident(trace, breakdown), not_held(trace, breakdown))
 
 
 def peak_notes(trace: OpTrace, breakdown: Optional[BreakdownView], peak: Dict[str, Any]) -> Dict[str, str]:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 from tb_modelmem.plugin.views.breakdown import BreakdownView
 from tb_modelmem.plugin.views.pager import Pager
-from tb_modelmem.plugin.views.peak import resident
+from tb_modelmem.plugin.views.peak import not_held, resident
 from tb_modelmem.plugin.views.trees import appended, as_columns, layer_tree, unknown_where
 from tb_modelmem.rules.join import Joiner, LayerTree, Vocabulary, phase_by_name
 from tb_modelmem.rules.peak import handed_out, peak_by_category, peak_notes, stacks
@@ -28,6 +28,7 @@ from tb_modelmem.schema.names import (
     METRICS,
     OPTIMIZER,
     OPTIMIZER_SLOT,
+    OPTIMIZER_SLOTS_CATEGORY,
     PLACED_BY_RANGES,
     UNATTRIBUTED_CATEGORY,
     UNKNOWN_BYTES,
@@ -92,7 +93,8 @@ class TraceView:
         wanted = set(trace.peak_buffers.column("op"))
         self._of_op = {names[i]: (layers[i], phases[i]) for i in range(len(names)) if names[i] in wanted}
         state = resident(trace, breakdown)
-        self.peak = peak_by_category(trace, state)
+        self._not_held = not_held(trace, breakdown)
+        self.peak = peak_by_category(trace, state, self._not_held)
         self.peak_notes = peak_notes(trace, state, self.peak)
         # as answers carry it: built once
         self.layer_table = self._layer_table(layers, phases, time_us, calls, new_bytes, alloc_bytes)
@@ -126,6 +128,8 @@ class TraceView:
         if self.trace.allocations == "none":  # no allocator event: what was live at the peak is unknown
             for category in (ACTIVATIONS_CATEGORY, GRADIENTS_CATEGORY):
                 columns[f"peak_{category}_bytes"] = [None] * tree["length"]
+        if OPTIMIZER_SLOTS_CATEGORY in self._not_held:  # a weights-only breakdown: each layer's slots unknown
+            columns["slot_bytes"] = [None] * tree["length"]
         return appended(tree, _group_rows(per_group, self.trace.allocations == "none"))
 
     def _add_peak_buffers(self, per_layer: Dict[str, Dict[str, Any]], per_group: Dict[str, Dict[str, Any]]) -> None:
