@@ -111,6 +111,8 @@ class Trace:
             if isinstance(self.profiler, TorchProfiler):
                 self.profiler.start(self._dir, self.model, self.optimizer)
             else:
+                if self.profiler is _JAX:
+                    _finish_dispatched(self.model, self.optimizer)
                 self.profiler.start(self._dir)
             _OPEN.append(self)
             return True
@@ -381,6 +383,23 @@ class _Profiler:
 
 
 _TENSORFLOW, _JAX = _Profiler("tensorflow"), _Profiler("jax")
+
+
+def _finish_dispatched(*trees: Any) -> None:
+    """Wait for the JAX steps dispatched before the window: JAX returns before a step runs, so the steps
+    before a traced one would still run inside its profile (a flax loop that blocks only in the traced step
+    read 3 executions, each op's time summed over them). Their outputs are the arrays of the model and
+    optimizer given (a pytree: a flax nnx module, a linen params dict, an optax state); each device runs
+    its steps in order, so those being ready means every earlier step is done."""
+    import jax
+
+    for tree in trees:
+        try:
+            for leaf in jax.tree_util.tree_leaves(tree):
+                if isinstance(leaf, jax.Array):
+                    leaf.block_until_ready()
+        except Exception:  # not a pytree of arrays (a Keras model): nothing to wait on here
+            continue
 
 
 def step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, int]]:

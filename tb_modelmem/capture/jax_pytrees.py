@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from tb_modelmem.capture.variables import placement
 from tb_modelmem.rules import roles
 from tb_modelmem.rules.layers import scope_layer_records
-from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
+from tb_modelmem.schema.names import JAX_BREAKDOWN_SOURCES, NON_TRAINABLE, OPTIMIZER_SLOT, OTHER, WEIGHT
 from tb_modelmem.schema.records import Breakdown, LayerRecord, LayerTable, VariableRecord, VariableTable
 
 Path = Tuple[Any, ...]  # a leaf's keys: attribute names, dict keys, sequence indices
@@ -246,11 +246,12 @@ def _is_train_state(obj: Any) -> bool:
 
 
 def _source(model: Any) -> str:
+    """One of ``names.JAX_BREAKDOWN_SOURCES``."""
     if _is_nnx(model):
-        return "flax.nnx"
+        return JAX_BREAKDOWN_SOURCES[0]
     if _is_equinox(model):
-        return "equinox"
-    return "jax"
+        return JAX_BREAKDOWN_SOURCES[1]
+    return JAX_BREAKDOWN_SOURCES[2]
 
 
 def _framework_class(obj: Any, modules: Tuple[str, ...], names: Tuple[str, ...]) -> bool:

@@ -31,9 +31,9 @@ from tb_modelmem.rules.buffers import (
     batch_of,
     carried,
     format_shape,
+    input_carried,
     input_sequence,
     once_per_token,
-    sequence_power,
     step_category,
     under_mixed_policy,
 )
@@ -134,6 +134,8 @@ def reduce_xspace(xspace: Any, graph: Optional[GraphInfo] = None, batch_size: Op
     if step is not None:
         events = xla.split_temp_allocations(events, step.programs, lambda p, b: step.describe(joiner, p, b), batch,
                                             weight_shapes, seq)
+        if allocations == "planned":
+            events = xla.recounted(events)
     replayed = replay(events, origin_ps / 1e6, headline_allocators({e.allocator for e in events}))
     if len(steps) > 1 and replayed.timeline.t_us:
         replayed.timeline.step_starts_us = sorted(round((start - origin_ps) / 1e6, 6) for start in steps)
@@ -554,8 +556,8 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.shape = str(stats.get("shape") or "")
             event.dtype = dtype_name(int(stats.get("data_type") or 0)) if stats.get("data_type") else ""
             event.batch, event.seq = carried(event.shape, batch, weight_shapes, seq)
-            if event.category == INPUTS_CATEGORY and not event.batch:  # an input is the batch, whatever its shape
-                event.batch, event.seq = True, sequence_power(event.shape, batch, seq)
+            if event.category == INPUTS_CATEGORY and not event.batch:
+                event.batch, event.seq = input_carried(event.shape, batch, seq)
             made.append(event)
             phases.append(phase)
         elif requested in input_sizes:

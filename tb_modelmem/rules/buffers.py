@@ -195,6 +195,12 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0
 
 
+def input_carried(shape: str, batch: Optional[int], seq: Optional[int] = None) -> Tuple[bool, int]:
+    """``carried`` for a step's input: it is the batch, whatever its shape (a [batch] vector of labels too,
+    which ``carries_batch`` would not tell from a bias)."""
+    return True, sequence_power(shape, batch, seq)
+
+
 def forward_bytes_by_width(phases: Iterable[str], dtypes: Iterable[str], sizes: Iterable[int]) -> Dict[int, int]:
     """Bytes of the forward pass's op outputs (``sizes``: 0 for a temporary), by element width, floating-point
     only. Outputs, not every allocation: a bfloat16 MatMul on a CPU without AVX-512 allocates float32 copies of

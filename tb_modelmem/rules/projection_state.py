@@ -13,6 +13,7 @@ from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.peak import is_torch_run, resident_state, state_not_held
 from tb_modelmem.schema.dtypes import item_bytes
 from tb_modelmem.schema.names import (
+    JAX_BREAKDOWN_SOURCES,
     NON_TRAINABLE_CATEGORY,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
@@ -81,6 +82,7 @@ class State:
     source: str  # "breakdown", "trace" or "" (unknown)
     whole: Dict[str, int] = dataclasses.field(default_factory=dict)  # each variable once, by category
     torch: bool = False  # a PyTorch step: its optimizers are torch.optim's (``rules.torch_optimizers``)
+    jax: bool = False  # JAX without Keras: optax's state, whose slots Keras' rules make (``roles``), its counts its own
     counted: bool = True  # the trace's count holds the state (False: it starts at 0 in the window)
     # a torch.optim optimizer's param groups, each (its flags, its parameters' places in ``trainable``), in the
     # order step() updates them; [] for one group (``torch_optimizers.group_plans``)
@@ -106,7 +108,8 @@ class State:
             torch_optimizers.group_plans(breakdown.optimizer) if torch else [])
             if (places := [place[name] for name in params if name in place])]  # a frozen group updates none
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
-                   torch=torch, counted=counted, groups=groups, not_held=state_not_held(trace, breakdown))
+                   torch=torch, counted=counted, groups=groups, not_held=state_not_held(trace, breakdown),
+                   jax=breakdown.source in JAX_BREAKDOWN_SOURCES)
 
     def optimizer_label(self, path: str = "") -> str:
         """"SGD(momentum, weight_decay)", with a torch step's implementation ``path`` ("AdamW fused"); a flag only
@@ -169,7 +172,7 @@ class State:
             return out
         source = ("the XLA program's parameters" if self.source != "breakdown"
                   else "the run's tensors" if self.torch else "the run's variables")
-        kept = "as traced" if self.torch else "kept float32 under every Keras policy"  # autocast leaves them
+        kept = "as traced" if self.torch or self.jax else "kept float32 under every Keras policy"  # autocast: too
         for category in (WEIGHTS_CATEGORY, NON_TRAINABLE_CATEGORY):
             basis.append(basis_line(category, self.bytes[category], self.bytes[category], "measured",
                                f"{size_text(self.bytes[category])}: {source} ({kept})"))
@@ -188,7 +191,8 @@ class State:
             cls, flags = self.asked_optimizer(what.optimizer) if what.optimizer else (traced_class, traced_flags)
             if not cls:
                 raise ValueError(f"the run's optimizer ({self.optimizer_label() or 'not named'}) is not a "
-                                 f"built-in {'torch.optim' if self.torch else 'Keras'} optimizer")
+                                 f"built-in {'torch.optim' if self.torch else 'optax' if self.jax else 'Keras'} "
+                                 "optimizer")
             if not self.trainable:
                 raise ValueError("the trainable weights' shapes are not known without a variable breakdown")
         except ValueError as e:
@@ -209,7 +213,8 @@ class State:
         label = optimizer_label_of(cls, flags, wrapper)
         per_weight = slots / self.bytes[WEIGHTS_CATEGORY] if self.bytes[WEIGHTS_CATEGORY] else 0
         weights = f"the {len(self.trainable)} trainable weights"
-        builds = f"{label}'s first step()" if self.torch else f"{label}'s build()"
+        builds = (f"{label}'s first step()" if self.torch else f"{label}'s init" if self.jax
+                  else f"{label}'s build()")
         basis.append(basis_line(OPTIMIZER_SLOTS_CATEGORY, self.bytes[OPTIMIZER_SLOTS_CATEGORY], slots, "computed",
                            f"{size_text(slots)}: {builds} on {weights}, {per_weight:.3g}x their "
                            f"{size_text(self.bytes[WEIGHTS_CATEGORY])}" if slots else
@@ -218,6 +223,9 @@ class State:
             scalars = sorted({name.rpartition(".")[2] for name in counters})
             said = (f"{size_text(other)}: {len(counters)} float32 scalars {label} keeps "
                     f"({', '.join(scalars)} per parameter)" if counters else f"0 B: {label} keeps no count")
+        elif self.jax:  # optax's count and a flax Optimizer's step, as traced: a few bytes no rule here makes
+            out[OTHER_STATE_CATEGORY] = other = self.bytes[OTHER_STATE_CATEGORY]
+            said = f"{size_text(other)}: the run's own counts (optax's, a flax Optimizer's step), kept as traced"
         else:
             said = (f"{size_text(other)}: {len(counters)} counters and rates of {label} ({', '.join(counters)}; "
                     "int64 counters, float32 rates: TensorFlow's dtypes)")

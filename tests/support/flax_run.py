@@ -101,15 +101,22 @@ def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
         ids = jax.device_put(ids, NamedSharding(mesh, PartitionSpec("data")))
     opt_state = tx.init(params)
 
-    @jax.jit
-    def train_step(params: Any, opt_state: Any, ids: Any) -> Any:
-        def loss_fn(params: Any) -> Any:
-            logits = model.apply({"params": params}, ids[:, :-1])
-            return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
+    def step_of(tx: Any) -> Any:
+        """The jitted step under ``tx``; it donates nothing, so it returns a new copy of the whole state."""
+        @jax.jit
+        def train_step(params: Any, opt_state: Any, ids: Any) -> Any:
+            def loss_fn(params: Any) -> Any:
+                logits = model.apply({"params": params}, ids[:, :-1])
+                return optax.softmax_cross_entropy_with_integer_labels(logits, ids[:, 1:]).mean()
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+            loss, grads = jax.value_and_grad(loss_fn)(params)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss
+        return train_step
+
+    train_step = step_of(tx)
+    sgd = optax.sgd(1e-3)
+    planned_sgd = _plan(step_of(sgd).lower(params, sgd.init(params), ids).compile())
 
     planned = _plan(train_step.lower(params, opt_state, ids).compile())
     writer = tb_modelmem.summary.create_file_writer(os.path.join(logdir, "train"))
@@ -120,8 +127,8 @@ def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
                                        optimizer=opt_state, batch_size=BATCH):
                     params, opt_state, loss = train_step(params, opt_state, ids)
                     jax.block_until_ready(loss)
-            else:
-                params, opt_state, loss = jax.block_until_ready(train_step(params, opt_state, ids))
+            else:  # not waited on, as a training loop leaves it: trace() waits for it before its window
+                params, opt_state, loss = train_step(params, opt_state, ids)
             if step == 1:
                 tb_modelmem.summary.variables("storage", model={"params": params}, optimizer=opt_state, step=step)
     writer.close()
@@ -131,7 +138,7 @@ def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
             "slot_bytes": _nbytes(adam.mu) + _nbytes(adam.nu), "other_bytes": _nbytes(adam.count),
             "modules": sorted(params), "devices": len(jax.devices()),
             "param_devices": sorted({len(leaf.sharding.device_set) for leaf in jax.tree_util.tree_leaves(params)}),
-            "planned": planned}
+            "planned": planned, "planned_sgd": planned_sgd}
 
 
 def _one_copy(array: Any) -> int:
