@@ -395,11 +395,15 @@ def _finish_dispatched(*trees: Any) -> None:
 
     for tree in trees:
         try:
-            for leaf in jax.tree_util.tree_leaves(tree):
+            leaves = jax.tree_util.tree_leaves(tree)
+        except Exception:  # not a pytree (a Keras model): nothing to wait on here
+            continue
+        for leaf in leaves:
+            try:
                 if isinstance(leaf, jax.Array):
                     leaf.block_until_ready()
-        except Exception:  # not a pytree of arrays (a Keras model): nothing to wait on here
-            continue
+            except Exception:  # a deleted (donated) array: the step that took it is what the others wait on
+                continue
 
 
 def step_range(steps: Union[None, int, Tuple[int, int]]) -> Optional[Tuple[int, int]]:

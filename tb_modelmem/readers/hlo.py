@@ -459,6 +459,11 @@ class Program:
         shapes = list(raw.shape.tuple_shapes) or [raw.shape]
         return {tuple(int(d) for d in s.dimensions) for s in shapes[:1 << 16]}
 
+    def donates(self) -> bool:
+        """Whether a parameter's buffer is given back as an output (``donate_argnums``: state updated in place)."""
+        return any(a.maybe_live_out and a.is_entry_computation_parameter and a.color == 0
+                   for a in self._assignment.buffer_allocations)
+
     def output_bytes(self) -> int:
         """Bytes of the outputs that are not a parameter's buffer given back (donated state is updated
         in place): what a run allocates besides its temp allocation."""

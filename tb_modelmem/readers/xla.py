@@ -35,6 +35,7 @@ from tb_modelmem.rules.name_stacks import batch_parameters, is_keras_batch, kera
 from tb_modelmem.schema.names import (
     BACKWARD,
     COLLECTIVE,
+    DONATED_OUTPUTS,
     EXECUTOR,
     FORWARD,
     INPUTS_CATEGORY,
@@ -243,7 +244,8 @@ def planned_events(program: Program, span_us: Tuple[float, float], batch: Option
                             requested=peak.allocation_bytes))
     outputs = program.output_bytes()
     if outputs:
-        events.append(Event(end - tick, outputs, ("planned", "outputs"), op=program.name + PLANNED_OUTPUTS,
+        named = program.name + (DONATED_OUTPUTS if program.donates() else PLANNED_OUTPUTS)
+        events.append(Event(end - tick, outputs, ("planned", "outputs"), op=named,
                             category=TEMPORARIES_CATEGORY, region="output", allocator="xla_plan", requested=outputs))
     events += [dataclasses.replace(e, t_us=end, delta=-e.delta, op="", requested=0) for e in list(events)]
     in_use = resident

@@ -571,7 +571,7 @@ def _events(memory: List[_MemoryEvent], joiner: Joiner, input_sizes: AbstractSet
             event.seq = min(event.seq + 1, 2)
     for i, role in under_mixed_policy([e.op for e in made], phases, [e.batch for e in made],
                                       [e.dtype for e in made],
-                                      [e.requested if e.region == "output" else 0 for e in made]).items():
+                                      [(e.requested or e.delta) if e.region == "output" else 0 for e in made]).items():
         made[i].mixed = role
     return out
 

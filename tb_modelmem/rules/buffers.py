@@ -209,7 +209,7 @@ def forward_bytes_by_width(phases: Iterable[str], dtypes: Iterable[str], sizes: 
     held: Dict[int, int] = {}
     for phase, dtype, size in zip(phases, dtypes, sizes):
         width = item_bytes(dtype) if phase == FORWARD and dtype.startswith(("float", "bfloat", "half")) else 0
-        if width:
+        if width and size:
             held[width] = held.get(width, 0) + (size or 0)
     return held
 

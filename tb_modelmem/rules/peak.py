@@ -52,8 +52,8 @@ def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
 def state_not_held(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, str]:
     """The resident categories a run's breakdown cannot give, with the reason: a PyTorch breakdown that names
     no optimizer and holds no slot, of a step that ran one (ops in its optimizer phase: an inference step's
-    state is its weights), leaves the optimizer's state unknown, never 0 (a Keras breakdown always holds its
-    optimizer's variables)."""
+    state is its weights), leaves the optimizer's state unknown, never 0 (a Keras or JAX breakdown holds the
+    optimizer its writer was given; a JAX program's parameters count the rest, unattributed)."""
     if breakdown is None or not is_torch_run(trace, breakdown) or breakdown.optimizer:
         return {}
     if OPTIMIZER not in trace.ops.column("phase"):

@@ -954,10 +954,10 @@ class _Step:
 def _new_state_copy(trace: OpTrace, state: State, projected_state: Dict[str, Optional[int]]) -> List[float]:
     """What an XLA step's outputs gain (or lose) at each timeline point where the asked setting changes the
     state: a step that donates none of it (``nnx.jit``'s default, a ``jax.jit`` with no ``donate_argnums``)
-    returns its new weights and optimizer state beside the old, so its outputs, at least the state's bytes
-    (XLA's plan: ``PLANNED_OUTPUTS``), hold a copy of it (flax steps under AdamW asked SGD, against XLA's plan
-    of the SGD step: an MLP +82% with its moments' new copy kept, -6.8% without; a linen LM +7.1%, -0.7%).
-    Nothing elsewhere: a donated state is updated in place."""
+    returns its new weights and optimizer state beside the old, so its outputs (XLA's plan:
+    ``PLANNED_OUTPUTS``, where no parameter's buffer is an output; at least the state's bytes) hold a copy of it
+    (flax steps under AdamW asked SGD, against XLA's plan of the SGD step: an MLP +82% with its moments' new copy
+    kept, -6.8% without; a linen LM +7.1%, -0.7%). Nothing where any state is donated: it is updated in place."""
     timeline = trace.timeline
     none = [0.0] * len(timeline.t_us)
     if trace.allocations != "planned" or state.source != "breakdown" or None in projected_state.values():

@@ -89,7 +89,8 @@ ACCELERATE_FOLDER_SOURCE = "Accelerate save_state folder"
 DCP_SOURCE = "torch.distributed.checkpoint"
 TORCH_BREAKDOWN_SOURCES = (TORCH_MODULE_SOURCE, TORCH_CHECKPOINT_SOURCE, SAFETENSORS_SOURCE, TRAINER_FOLDER_SOURCE,
                            ACCELERATE_FOLDER_SOURCE, DCP_SOURCE)
-PLANNED_OUTPUTS = " outputs"  # an XLA plan's outputs not donated, one buffer: "<program> outputs" (readers.xla)
+PLANNED_OUTPUTS = " outputs"  # an XLA plan's outputs, one buffer: "<program> outputs" (readers.xla); its state
+DONATED_OUTPUTS = " outputs (state donated)"  # given back in place, where a parameter's buffer is an output
 JAX_BREAKDOWN_SOURCES = ("flax.nnx", "equinox", "jax")  # capture.jax_pytrees: JAX without Keras, optax's state
 UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown shape): no bytes claimed
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare

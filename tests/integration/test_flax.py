@@ -37,6 +37,11 @@ def linen_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def donated_run(tmp_path_factory):
+    return _run("donated", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
 def sharded_run(tmp_path_factory):
     return _run("sharded", tmp_path_factory)
 
@@ -185,6 +190,21 @@ def test_what_if_plain_sgd_drops_adams_moments(which, request):
     assert abs(projected["peak_bytes"] / real - 1) <= 0.05, (projected["peak_bytes"], real)
     copy = next(line for line in projected["basis"] if line["category"] == "temporaries")
     assert "outputs' new state (not donated)" in copy["formula"], copy
+
+
+def test_a_step_that_donates_its_state_keeps_no_copy_of_it(donated_run):
+    """The linen step with ``donate_argnums=(0, 1)``: its params' and optimizer state's buffers are given back,
+    updated in place, so asked SGD its outputs lose nothing (where a step that donates nothing loses Adam's
+    moments' new copy). Truth: XLA's plan of the same donated step compiled with ``optax.sgd``."""
+    from tb_modelmem import estimate
+
+    served, truth, logdir = donated_run
+    assert truth["planned"]["alias"] > 0  # the premise: XLA gives the state's buffers back
+    projected = estimate(logdir, "train", optimizer="sgd")
+    real = xla_plan.peak(truth["planned_sgd"])
+    assert abs(projected["peak_bytes"] / real - 1) <= 0.05, (projected["peak_bytes"], real)
+    assert not any("outputs' new state" in line["formula"] for line in projected["basis"])
+    assert served.json("/ops", run="train", tag="ops")["peak_bytes"] == xla_plan.peak(truth["planned"])
 
 
 def test_each_instruction_says_where_the_script_traced_it(nnx_run):

@@ -18,6 +18,7 @@ path, and whether TensorFlow or Keras was ever imported.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -62,7 +63,7 @@ def nnx_run(logdir: str) -> Dict[str, Any]:
             "planned_by_batch": other_batches, "planned_sgd": sgd}
 
 
-def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
+def linen_run(logdir: str, devices: int = 1, donate: bool = False) -> Dict[str, Any]:
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
@@ -102,8 +103,9 @@ def linen_run(logdir: str, devices: int = 1) -> Dict[str, Any]:
     opt_state = tx.init(params)
 
     def step_of(tx: Any) -> Any:
-        """The jitted step under ``tx``; it donates nothing, so it returns a new copy of the whole state."""
-        @jax.jit
+        """The jitted step under ``tx``: it returns a new copy of the whole state, unless ``donate`` (the params'
+        and optimizer state's buffers given back, updated in place)."""
+        @functools.partial(jax.jit, donate_argnums=(0, 1) if donate else ())
         def train_step(params: Any, opt_state: Any, ids: Any) -> Any:
             def loss_fn(params: Any) -> Any:
                 logits = model.apply({"params": params}, ids[:, :-1])
@@ -149,7 +151,8 @@ def _one_copy(array: Any) -> int:
 def main(kind: str, logdir: str, truth_path: str) -> None:
     if kind == "sharded":
         os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    truth = nnx_run(logdir) if kind == "nnx" else linen_run(logdir, devices=8 if kind == "sharded" else 1)
+    truth = nnx_run(logdir) if kind == "nnx" else linen_run(logdir, devices=8 if kind == "sharded" else 1,
+                                                             donate=kind == "donated")
     imported: List[str] = [name for name in ("tensorflow", "keras") if name in sys.modules]
     truth.update(kind=kind, imported=imported)
     with open(truth_path, "w") as f:

@@ -91,8 +91,9 @@ class TorchFileSource(Source):
             items.append(item)
         checkpoints = sorted((i for i in items if i.kind == metadata.BREAKDOWN), reverse=True,
                              key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
-        for rank, item in enumerate(checkpoints):
-            item.rank = rank
+        for run in {item.run for item in checkpoints}:
+            for rank, item in enumerate(i for i in checkpoints if i.run == run):
+                item.rank = rank
         return items
 
     def _mtime(self, found: Found) -> float:
