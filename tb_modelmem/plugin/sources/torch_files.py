@@ -18,6 +18,7 @@ a crafted pickle is that item's error, and nothing it holds is run.
 
 from __future__ import annotations
 
+import collections
 import posixpath
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -91,9 +92,10 @@ class TorchFileSource(Source):
             items.append(item)
         checkpoints = sorted((i for i in items if i.kind == metadata.BREAKDOWN), reverse=True,
                              key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
-        for run in {item.run for item in checkpoints}:
-            for rank, item in enumerate(i for i in checkpoints if i.run == run):
-                item.rank = rank
+        ranked: Dict[str, int] = collections.Counter()  # each run's own count
+        for item in checkpoints:
+            item.rank = ranked[item.run]
+            ranked[item.run] += 1
         return items
 
     def _mtime(self, found: Found) -> float:
@@ -112,9 +114,7 @@ class TorchFileSource(Source):
         return bool(self._listing())
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
-        found = self._found(item)
-        paths = list(found.values()) if isinstance(found, dict) else [found]
-        return [{"step": 0, "wall_time": max(stat(path)[1] for path in paths)}]
+        return [{"step": 0, "wall_time": self._mtime(self._found(item))}]
 
     def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
         path, where = self._path(item, host)
