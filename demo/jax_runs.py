@@ -21,17 +21,19 @@ from typing import Any, Tuple
 from demo.torch_runs import NoTensorFlow
 
 
-def nnx_cnn(channels: Tuple[int, int] = (32, 64)) -> Tuple[Any, Any]:
-    """(the model, its ``nnx.jit`` train step): the CNN of flax's own MNIST tutorial, with BatchNorm."""
+def nnx_cnn(channels: Tuple[int, int] = (32, 64), dtype: Any = None) -> Tuple[Any, Any]:
+    """(the model, its ``nnx.jit`` train step): the CNN of flax's own MNIST tutorial, with BatchNorm; ``dtype``:
+    what its layers compute in (flax's mixed precision: ``jnp.bfloat16`` with float32 parameters)."""
     import optax
     from flax import nnx
 
     class CNN(nnx.Module):
         def __init__(self, rngs: nnx.Rngs) -> None:
-            self.conv1 = nnx.Conv(1, channels[0], (3, 3), rngs=rngs)
-            self.bn = nnx.BatchNorm(channels[0], rngs=rngs)
-            self.conv2 = nnx.Conv(channels[0], channels[1], (3, 3), rngs=rngs)
-            self.head = nnx.Linear(channels[1] * 7 * 7, 10, rngs=rngs)
+            kw = {"rngs": rngs, "dtype": dtype}
+            self.conv1 = nnx.Conv(1, channels[0], (3, 3), **kw)
+            self.bn = nnx.BatchNorm(channels[0], **kw)
+            self.conv2 = nnx.Conv(channels[0], channels[1], (3, 3), **kw)
+            self.head = nnx.Linear(channels[1] * 7 * 7, 10, **kw)
 
         def __call__(self, x: Any) -> Any:
             x = nnx.avg_pool(nnx.relu(self.bn(self.conv1(x))), (2, 2), (2, 2))

@@ -78,13 +78,28 @@ _SAYS_SEQUENCE = frozenset({TORCH_PROFILER_SOURCE, "xspace"})  # the readers tha
 # What the cautious largest batch keeps within a budget too, by ``budget_answer``'s "cautious_by"
 CAUTIOUS_WORDS = {"band": "the allocator band's high end", "reserved": "what the caching allocator reserves"}
 _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorFlow (an XLA step's: ``xla``)
-# Why another precision is not projected for a PyTorch step: autocast picks each op's dtype (matrix products
-# 16-bit, reductions and losses float32, the rest as their inputs) and caches 16-bit copies of the weights,
-# which a float32 trace does not show; measured, not guessed (tests/integration/test_projection_torch.py)
-_AUTOCAST_UNKNOWN = ("another precision under torch.autocast is not projected from this trace: autocast keeps "
-                     "part of the step float32 and adds 16-bit copies of the weights (a Trainer GPT-2 under bf16 "
-                     "peaked 0.77x its float32 step, where halving its activations reads 0.50x); trace the step "
-                     "under autocast to see it")
+# Why another precision is not projected, by what ran the step (``precision_unknown``): measured, not guessed.
+# PyTorch: autocast picks each op's dtype (matrix products 16-bit, reductions and losses float32, the rest as
+# their inputs) and caches 16-bit copies of the weights, which a float32 trace does not show
+# (tests/integration/test_projection_torch.py). XLA: another precision is another program, whose buffers its
+# compiler picks anew (tests/integration/test_flax.py).
+_PRECISION_UNKNOWN = {
+    "torch": ("another precision under torch.autocast is not projected from this trace: autocast keeps part of "
+              "the step float32 and adds 16-bit copies of the weights (a Trainer GPT-2 under bf16 peaked 0.77x its "
+              "float32 step, where halving its activations reads 0.50x); trace the step under autocast to see it",
+              "as traced (autocast sets it)"),
+    "xla": ("another precision is not projected from an XLA step: XLA compiles another program for it, whose "
+            "buffers its compiler picks anew (on a CPU, a flax CNN's bfloat16 step planned 0.87x its float32 "
+            "peak, where halving its activations reads 0.54x, and a Keras-on-JAX LM's 1.18x); compile and trace the "
+            "step under that precision to see it",
+            "as traced (XLA compiles it)"),
+}
+
+
+def precision_unknown(trace: OpTrace, torch: bool) -> Optional[Tuple[str, str]]:
+    """(Why another precision is not projected for this step, the policy menu's face) where it is not: a
+    PyTorch step's (autocast) or an XLA program's; None where a Keras policy is projected."""
+    return _PRECISION_UNKNOWN["torch"] if torch else _PRECISION_UNKNOWN["xla"] if trace.xla else None
 
 
 def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserved: bool = True) -> Dict[str, Any]:
@@ -103,17 +118,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     scale = per_replica / traced_batch if traced_batch and per_replica else None
     seq_ratio, seq_unknown = _sequence_ratio(trace, breakdown, what)
     changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0 or seq_ratio != 1.0
-    if seq_unknown:
-        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, seq_unknown))
-    elif dtype_factor != 1.0 and state.torch:
-        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, _AUTOCAST_UNKNOWN))
-    elif changes_step and scale is None:
-        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "the trace does not say its batch size: trace the "
-                                     "step again with this tb_modelmem, or pass batch_size to the trace"))
-    elif changes_step and not any(any(v) for v in trace.timeline.batch_by_category.values()):
-        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, "no buffer of this trace is known to carry the batch "
-                                     "(the profile recorded no shapes: a PyTorch trace records none for what an "
-                                     "op allocates; or an older trace)"))
+    why_not = seq_unknown or _step_unknown(trace, state, changes_step, dtype_factor != 1.0, scale is not None)
+    if why_not:
+        unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
     projected_state = state.projected(what, basis, unknown, unsplit)
     if what.shard is not None and state.source:
         state.sharded(projected_state, what, basis)
@@ -992,6 +999,21 @@ def _traced_compute_bytes(trace: OpTrace) -> int:
 
 def _policy_name(size: int) -> str:
     return "float32" if size == 4 else "mixed (16-bit activations)"
+
+
+def _step_unknown(trace: OpTrace, state: State, changes_step: bool, new_precision: bool,
+                  batch_known: bool) -> Optional[str]:
+    """Why the step's own buffers cannot be projected as asked, where they cannot (None: they can)."""
+    fixed_precision = precision_unknown(trace, state.torch)
+    if new_precision and fixed_precision is not None:
+        return fixed_precision[0]
+    if changes_step and not batch_known:
+        return ("the trace does not say its batch size: trace the step again with this tb_modelmem, or pass "
+                "batch_size to the trace")
+    if changes_step and not any(any(v) for v in trace.timeline.batch_by_category.values()):
+        return ("no buffer of this trace is known to carry the batch (the profile recorded no shapes: a PyTorch "
+                "trace records none for what an op allocates; or an older trace)")
+    return None
 
 
 def _times(factor: float) -> str:

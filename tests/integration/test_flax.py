@@ -192,6 +192,22 @@ def test_what_if_plain_sgd_drops_adams_moments(which, request):
     assert "outputs' new state (not donated)" in copy["formula"], copy
 
 
+def test_another_precision_of_an_xla_step_is_unknown_and_why(nnx_run):
+    """XLA compiles another program for another precision, so halving the traced activations is no answer: the
+    nnx CNN in bfloat16 (float32 parameters) planned 0.87x its float32 step on a CPU where halving reads 0.54x.
+    The projection says unknown, with that reason, and the tab offers no policy. Truth: XLA's plan of both."""
+    from tb_modelmem import estimate
+
+    served, truth, logdir = nnx_run
+    ratio = xla_plan.peak(truth["planned_bf16"]) / xla_plan.peak(truth["planned"])
+    assert ratio > 0.75, ratio  # what the reason says: not the half a policy's rule would read
+    answer = estimate(logdir, "train", policy="mixed_bfloat16")
+    assert answer["peak_bytes"] is None and "XLA compiles another program" in answer["unknown"]["activations"]
+    assert answer["by_category"]["weights"] == truth["weight_bytes"]  # the state is still known
+    choices = served.json("/whatif", run="train", tag="ops")["choices"]
+    assert choices["policies"] == [] and choices["policy_as_traced"] == "as traced (XLA compiles it)"
+
+
 def test_a_step_that_donates_its_state_keeps_no_copy_of_it(donated_run):
     """The linen step with ``donate_argnums=(0, 1)``: its params' and optimizer state's buffers are given back,
     updated in place, so asked SGD its outputs lose nothing (where a step that donates nothing loses Adam's

@@ -12,7 +12,7 @@ docs/JAX.md says, in a process with no TensorFlow or Keras imported:
 
 Writes what JAX, flax and optax say of the run (never tb_modelmem's figures) to TRUTH.json: the
 pytrees' bytes by kind, XLA's memory plan of the compiled step (``memory_analysis()``; for nnx, also at
-batch 64 and 128 and with plain SGD, what What if projects to), the modules by
+batch 64 and 128, with plain SGD, and in bfloat16, what What if is asked), the modules by
 path, and whether TensorFlow or Keras was ever imported.
 """
 
@@ -45,13 +45,15 @@ def nnx_run(logdir: str) -> Dict[str, Any]:
     import optax
     from flax import nnx
 
-    from demo.jax_runs import flax_nnx
+    from demo.jax_runs import flax_nnx, nnx_cnn
 
     model, optimizer, train_step, (x, y) = flax_nnx(os.path.join(logdir, "train"), batch=BATCH)
     # XLA's plan of the same step at other settings: what What if projects to
     other_batches = {str(b): _plan(train_step.lower(model, optimizer, jax.numpy.tile(x, (b // BATCH, 1, 1, 1)),
                                                     jax.numpy.tile(y, b // BATCH)).compile()) for b in (64, 128)}
     sgd = _plan(train_step.lower(model, nnx.Optimizer(model, optax.sgd(1e-3), wrt=nnx.Param), x, y).compile())
+    half, half_step = nnx_cnn(dtype=jax.numpy.bfloat16)  # flax's mixed precision: bfloat16 compute, float32 params
+    bf16 = _plan(half_step.lower(half, nnx.Optimizer(half, optax.adamw(1e-3), wrt=nnx.Param), x, y).compile())
     opt_state = optimizer.opt_state[0]
     return {"weight_bytes": _nbytes(nnx.state(model, nnx.Param)),
             "non_trainable_bytes": _nbytes(nnx.state(model, nnx.BatchStat)),
@@ -60,7 +62,7 @@ def nnx_run(logdir: str) -> Dict[str, Any]:
             "modules": [name for name, value in vars(model).items() if isinstance(value, nnx.Module)],
             "model_class": type(model).__name__,  # what its own __call__ does outside them (pools, ReLUs)
             "planned": _plan(train_step.lower(model, optimizer, x, y).compile()),
-            "planned_by_batch": other_batches, "planned_sgd": sgd}
+            "planned_by_batch": other_batches, "planned_sgd": sgd, "planned_bf16": bf16}
 
 
 def linen_run(logdir: str, devices: int = 1, donate: bool = False) -> Dict[str, Any]:

@@ -154,8 +154,8 @@ function showForm({ batch, seq, optimizer, policy, devices, shard, budget }, for
 // torch.optim's implementations a PyTorch run's optimizer names end in, each offered under its own heading
 const IMPLEMENTATIONS = [[" fused", "Fused kernel (no scratch)"], [" foreach", "Foreach: every parameter at once"]];
 
-/** The optimizer and policy choices of the item shown (a PyTorch run's are torch.optim's, and it has no
- * policy: ``choices.policy_note`` says why), refilled only when they change. A value the item does not offer
+/** The optimizer and policy choices of the item shown (a PyTorch run's are torch.optim's; it and an XLA step
+ * have no policy: ``choices.policy_note`` says why), refilled only when they change. A value the item does not offer
  * reads "as traced", in the menu and in the question (`form`) alike, so what is asked is what is shown. */
 function fillChoices({ optimizer, policy }, choices, form) {
   const fill = (select, values, key) => {
@@ -175,8 +175,8 @@ function fillChoices({ optimizer, policy }, choices, form) {
   fill(policy, choices?.policies || [], "policy");
   policy.disabled = !(choices?.policies || []).length;
   policy.title = choices?.policy_note || "";
-  // a disabled menu says why on its face, not only on hover (a PyTorch step's precision is autocast's)
-  if (policy.options.length) policy.options[0].textContent = choices?.policy_note ? "as traced (autocast sets it)" : "as traced";
+  // a disabled menu says why on its face, not only on hover (autocast's or XLA's compiler's, not a policy)
+  if (policy.options.length) policy.options[0].textContent = choices?.policy_as_traced || "as traced";
 }
 
 /** Where an answer is shown: the traced line, and the results (headline, notes, table by category). */
