@@ -60,8 +60,11 @@ def arrays_of(model: Any, optimizer: Any = None) -> List[Any]:
 def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
     """Breakdown of ``model`` and ``optimizer`` (see the module's docstring). A flax ``TrainState`` is its
     ``params`` and, unless ``optimizer`` is given, its ``opt_state``."""
+    transformation = getattr(optimizer, "tx", None)  # nnx.Optimizer's, a TrainState's: what the state cannot say
     if _is_train_state(model):
-        model, optimizer = {_PARAMS: model.params}, optimizer if optimizer is not None else model.opt_state
+        if optimizer is None:
+            optimizer, transformation = model.opt_state, model.tx
+        model = {_PARAMS: model.params}
     counted: Set[int] = set()
     rows: List[VariableRecord] = []
     params: Dict[Path, VariableRecord] = {}
@@ -103,7 +106,7 @@ def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
     found = Breakdown(source=_source(model), variables=VariableTable.from_rows(rows), model_name=model_name,
                       layers=LayerTable.from_rows(layers))
     if optimizer is not None:
-        found.optimizer = _optimizer_record(optimizer, any(r.role == OPTIMIZER_SLOT for r in rows))
+        found.optimizer = _optimizer_record(optimizer, any(r.role == OPTIMIZER_SLOT for r in rows), transformation)
     return found
 
 
@@ -199,16 +202,21 @@ def _record(name: str, layer: str, array: Any, role: str, slot: Optional[str], s
                           slot=slot, slot_of=slot_of)
 
 
-def _optimizer_record(optimizer: Any, slots: bool) -> Dict[str, Any]:
+def _optimizer_record(optimizer: Any, slots: bool, transformation: Any = None) -> Dict[str, Any]:
     """{"class_name", "config"}: the optimizer family optax's state says (``_OPTAX_FAMILIES``: what What if
     recomputes the state of; a chain's, such as clipping then AdamW, found anywhere in it), "" when it says
-    none; the config names the state's classes and the holder. ``slots``: whether any leaf is a slot."""
+    none, with the decay ``transformation``'s parts say; the config names the state's classes, the parts and
+    the holder. ``slots``: whether any leaf is a slot."""
     tx_state = getattr(optimizer, "opt_state", None)
     states = list(_state_classes(tx_state if tx_state is not None else optimizer))
     stateless: Tuple[str, Dict[str, Any]] = ("SGD", {}) if not slots else ("", {})  # nothing per parameter
     family = next((_OPTAX_FAMILIES[s] for s in states if s in _OPTAX_FAMILIES), stateless)
     holder = "nnx.Optimizer" if tx_state is not None else "optax state"
-    return {"class_name": family[0], "config": {**family[1], "optax_state": states, "holder": holder}}
+    # the transformation's parts say what the state cannot, such as AdamW's decay (its state is Adam's)
+    transforms = _optax_transforms(transformation)
+    named = _DECAYED.get(family[0], family[0]) if "add_decayed_weights" in transforms else family[0]
+    said = {"optax_transforms": transforms} if transforms else {}
+    return {"class_name": named, "config": {**family[1], "optax_state": states, **said, "holder": holder}}
 
 
 # optax's state classes -> (the Keras optimizer whose state has the same layout, its flags): Adam and AdamW
@@ -218,6 +226,37 @@ _OPTAX_FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "ScaleByAdamState": ("Adam", {}), "TraceState": ("SGD", {"momentum": True}),
     "FactoredState": ("Adafactor", {}), "ScaleByRmsState": ("RMSprop", {}),
 }
+
+
+# optax's family -> the Keras class with the same state that also decays the weights (optax.adamw chains
+# scale_by_adam with add_decayed_weights)
+_DECAYED = {"Adam": "AdamW"}
+_OPTAX_PLUMBING = ("chain", "with_extra_args_support", "named_chain")  # what joins transforms, none itself
+
+
+def _optax_transforms(tx: Any) -> List[str]:
+    """The optax transforms ``tx`` chains, in order ("clip_by_global_norm", "scale_by_adam",
+    "add_decayed_weights", "scale"): the names of the ``update_fn``s its update closes over, read, never
+    called; [] where it is no optax transformation or says none."""
+    found: List[str] = []
+    seen: Set[int] = set()
+
+    def walk(function: Any, depth: int) -> None:
+        for cell in (getattr(function, "__closure__", None) or ()) if depth < 8 else ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            for part in value if isinstance(value, (tuple, list)) else (value,):
+                if callable(part) and id(part) not in seen:
+                    seen.add(id(part))
+                    owner, _, inner = str(getattr(part, "__qualname__", "")).partition(".<locals>.")
+                    if inner == "update_fn" and owner not in _OPTAX_PLUMBING and owner not in found:
+                        found.append(owner)
+                    walk(part, depth + 1)
+
+    walk(getattr(tx, "update", None), 0)
+    return found
 
 
 def _state_classes(state: Any, depth: int = 0) -> Iterable[str]:

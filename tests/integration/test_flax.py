@@ -63,6 +63,9 @@ def test_nnx_storage_is_the_pytrees_bytes(nnx_run):
     mu = rows["optimizer.opt_state.0.mu.conv1.kernel"]
     assert (mu["role"], mu["slot"], mu["slot_of"], mu["layer"]) == ("optimizer_slot", "mu", "conv1.kernel", "conv1")
     assert rows["bn.mean"]["role"] == "non_trainable"
+    # the script built optax.adamw: its state is Adam's, the decay is read from the transformation's parts
+    assert storage["optimizer"]["class_name"] == "AdamW", storage["optimizer"]
+    assert storage["optimizer"]["config"]["optax_transforms"] == ["scale_by_adam", "add_decayed_weights", "scale"]
 
 
 @pytest.mark.parametrize("which", ["nnx_run", "linen_run"])
@@ -265,7 +268,10 @@ def test_a_train_state_a_frozen_dict_a_chain_and_a_models_own_params():
     adam = jax.tree_util.tree_leaves(state.opt_state, is_leaf=lambda s: isinstance(s, optax.ScaleByAdamState))
     (adam,) = [s for s in adam if isinstance(s, optax.ScaleByAdamState)]
     assert slots == sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves((adam.mu, adam.nu)))
-    assert found.optimizer["class_name"] == "Adam"  # found inside the chain, after the clipping's state
+    # found inside the chain, after the clipping's state; AdamW where the TrainState keeps the transformation,
+    # Adam where only the state is given (optax.adamw's state is optax.adam's)
+    assert found.optimizer["class_name"] == "AdamW"
+    assert breakdown(model={"params": state.params}, optimizer=state.opt_state).optimizer["class_name"] == "Adam"
 
     class Scaled(nnx.Module):
         def __init__(self, rngs: nnx.Rngs) -> None:
