@@ -62,7 +62,7 @@ def breakdown_of_pytrees(model: Any, optimizer: Any = None) -> Breakdown:
     ``params`` and, unless ``optimizer`` is given, its ``opt_state``."""
     transformation = getattr(optimizer, "tx", None)  # nnx.Optimizer's, a TrainState's: what the state cannot say
     if _is_train_state(model):
-        if optimizer is None:
+        if optimizer is None or optimizer is model.opt_state:
             optimizer, transformation = model.opt_state, model.tx
         model = {_PARAMS: model.params}
     counted: Set[int] = set()
@@ -205,16 +205,17 @@ def _record(name: str, layer: str, array: Any, role: str, slot: Optional[str], s
 def _optimizer_record(optimizer: Any, slots: bool, transformation: Any = None) -> Dict[str, Any]:
     """{"class_name", "config"}: the optimizer family optax's state says (``_OPTAX_FAMILIES``: what What if
     recomputes the state of; a chain's, such as clipping then AdamW, found anywhere in it), "" when it says
-    none, with the decay ``transformation``'s parts say; the config names the state's classes, the parts and
-    the holder. ``slots``: whether any leaf is a slot."""
+    none; AdamW where ``transformation``'s parts decay Adam's update (``_decays``). The config names the
+    state's classes, the parts and the holder. ``slots``: whether any leaf is a slot."""
     tx_state = getattr(optimizer, "opt_state", None)
-    states = list(_state_classes(tx_state if tx_state is not None else optimizer))
+    state = tx_state if tx_state is not None else optimizer
+    states = list(_state_classes(state))
     stateless: Tuple[str, Dict[str, Any]] = ("SGD", {}) if not slots else ("", {})  # nothing per parameter
     family = next((_OPTAX_FAMILIES[s] for s in states if s in _OPTAX_FAMILIES), stateless)
     holder = "nnx.Optimizer" if tx_state is not None else "optax state"
     # the transformation's parts say what the state cannot, such as AdamW's decay (its state is Adam's)
     transforms = _optax_transforms(transformation)
-    named = _DECAYED.get(family[0], family[0]) if "add_decayed_weights" in transforms else family[0]
+    named = _DECAYED.get(family[0], family[0]) if _decays(transforms, state) else family[0]
     said = {"optax_transforms": transforms} if transforms else {}
     return {"class_name": named, "config": {**family[1], "optax_state": states, **said, "holder": holder}}
 
@@ -230,8 +231,18 @@ _OPTAX_FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
 
 # optax's family -> the Keras class with the same state that also decays the weights (optax.adamw chains
 # scale_by_adam with add_decayed_weights)
-_DECAYED = {"Adam": "AdamW"}
-_OPTAX_PLUMBING = ("chain", "with_extra_args_support", "named_chain")  # what joins transforms, none itself
+_DECAYED: Dict[str, str] = {"Adam": "AdamW"}
+_OPTAX_PLUMBING = ("chain", "with_extra_args_support")  # what joins transforms, none itself
+
+
+def _decays(transforms: List[str], state: Any) -> bool:
+    """Whether the update decays the weights after Adam's moments, as ``optax.adamw`` does (not before them:
+    L2 on the gradient; not ``lamb``, which scales by a trust ratio after): by the transformation's parts, or
+    ``inject_hyperparams``' state naming a ``weight_decay``."""
+    if "scale_by_adam" in transforms and "scale_by_trust_ratio" not in transforms:
+        adam = transforms.index("scale_by_adam")
+        return transforms[adam + 1:adam + 2] == ["add_decayed_weights"]
+    return any("weight_decay" in getattr(part, "hyperparams", {}) for part in _state_parts(state))
 
 
 def _optax_transforms(tx: Any) -> List[str]:
@@ -255,19 +266,29 @@ def _optax_transforms(tx: Any) -> List[str]:
                         found.append(owner)
                     walk(part, depth + 1)
 
-    walk(getattr(tx, "update", None), 0)
+    try:  # what a closure holds is the user's: anything it raises leaves the parts unknown, never the capture
+        walk(getattr(tx, "update", None), 0)
+    except Exception:  # noqa: BLE001
+        return []
     return found
 
 
-def _state_classes(state: Any, depth: int = 0) -> Iterable[str]:
-    """The class names of an optax state's parts, outermost first: a chain's tuple, a NamedTuple state
-    and what it holds (``inject_hyperparams``' inner state), a few levels down."""
+def _state_classes(state: Any) -> Iterable[str]:
+    """The class names of an optax state's parts, outermost first (``_state_parts``)."""
+    for part in _state_parts(state):
+        if type(part).__name__ != "EmptyState":
+            yield type(part).__name__
+
+
+def _state_parts(state: Any, depth: int = 0) -> Iterable[Any]:
+    """An optax state's NamedTuple parts, outermost first: a chain's tuple, a NamedTuple state and what it
+    holds (``inject_hyperparams``' inner state), a few levels down."""
     if depth > 8 or not isinstance(state, (tuple, list)):
         return
-    if hasattr(state, "_fields") and type(state).__name__ not in ("EmptyState",):
-        yield type(state).__name__
+    if hasattr(state, "_fields"):
+        yield state
     for part in state:
-        yield from _state_classes(part, depth + 1)
+        yield from _state_parts(part, depth + 1)
 
 
 def _is_nnx(obj: Any) -> bool:

@@ -82,7 +82,8 @@ _TF_EXECUTOR = ("xspace", "run_metadata", "memory_profile")  # traces of TensorF
 # PyTorch: autocast picks each op's dtype (matrix products 16-bit, reductions and losses float32, the rest as
 # their inputs) and caches 16-bit copies of the weights, which a float32 trace does not show
 # (tests/integration/test_projection_torch.py). XLA: another precision is another program, whose buffers its
-# compiler picks anew (tests/integration/test_flax.py).
+# compiler picks anew (tests/integration/test_flax.py). Keras 3 on torch: Keras' policy casts each layer, and
+# torch's kernels make their own scratch for 16-bit work (tests/integration/test_keras_backends.py).
 _PRECISION_UNKNOWN = {
     "torch": ("another precision under torch.autocast is not projected from this trace: autocast keeps part of "
               "the step float32 and adds 16-bit copies of the weights (a Trainer GPT-2 under bf16 peaked 0.77x its "
@@ -93,13 +94,23 @@ _PRECISION_UNKNOWN = {
             "peak, where halving its activations reads 0.54x, and a Keras-on-JAX LM's 1.18x); compile and trace the "
             "step under that precision to see it",
             "as traced (XLA compiles it)"),
+    "keras_torch": ("another precision is not projected from a step torch ran: Keras casts each layer's inputs, "
+                    "and torch's kernels make their own scratch for 16-bit work (Keras 3 on torch, a convnet's "
+                    "mixed_bfloat16 step on a CPU counted 1.04x its float32 step, where halving its activations "
+                    "reads 0.51x); trace the step under that policy to see it",
+                    "as traced (torch's kernels decide)"),
 }
 
 
 def precision_unknown(trace: OpTrace, torch: bool) -> Optional[Tuple[str, str]]:
     """(Why another precision is not projected for this step, the policy menu's face) where it is not: a
-    PyTorch step's (autocast) or an XLA program's; None where a Keras policy is projected."""
-    return _PRECISION_UNKNOWN["torch"] if torch else _PRECISION_UNKNOWN["xla"] if trace.xla else None
+    PyTorch step's (autocast), an XLA program's, Keras 3 on torch's; None where a Keras policy is projected
+    (TensorFlow's executor: measured in docs/WHAT_IF.md)."""
+    if torch:
+        return _PRECISION_UNKNOWN["torch"]
+    if trace.xla:
+        return _PRECISION_UNKNOWN["xla"]
+    return _PRECISION_UNKNOWN["keras_torch"] if trace.source in PLACED_BY_RANGES else None
 
 
 def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserved: bool = True) -> Dict[str, Any]:

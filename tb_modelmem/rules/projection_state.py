@@ -157,8 +157,8 @@ class State:
         cannot be told goes in ``unknown`` (and ``unsplit`` when it stays counted as unattributed)."""
         out: Dict[str, Optional[int]] = dict(self.bytes)
         traced_class, traced_flags, traced_wrapper = self.optimizer
-        wrapper = traced_wrapper if self.torch else {None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(
-            what.policy, "")
+        wrapper = traced_wrapper if self.torch or self.jax else {
+            None: traced_wrapper, "mixed_float16": "LossScaleOptimizer"}.get(what.policy, "")
         changed = what.optimizer is not None or wrapper != traced_wrapper
         if not self.source:
             reason = ("no variable breakdown in this run: record one (tb_modelmem.summary.variables or MemoryCallback; "

@@ -272,6 +272,11 @@ def test_a_train_state_a_frozen_dict_a_chain_and_a_models_own_params():
     # Adam where only the state is given (optax.adamw's state is optax.adam's)
     assert found.optimizer["class_name"] == "AdamW"
     assert breakdown(model={"params": state.params}, optimizer=state.opt_state).optimizer["class_name"] == "Adam"
+    # an opt_state that names its weight decay (inject_hyperparams) says AdamW itself; L2 before Adam is no AdamW
+    for tx, named in ((optax.inject_hyperparams(optax.adamw)(learning_rate=1e-3), "AdamW"),
+                      (optax.chain(optax.add_decayed_weights(1e-4), optax.adam(1e-3)), "Adam")):
+        held = train_state.TrainState.create(apply_fn=lambda *a: None, params=params, tx=tx)
+        assert breakdown(held).optimizer["class_name"] == named, tx
 
     class Scaled(nnx.Module):
         def __init__(self, rngs: nnx.Rngs) -> None:

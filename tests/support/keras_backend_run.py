@@ -28,6 +28,37 @@ def nbytes(variable: Any) -> int:
     return int(value.nbytes)  # jax / numpy
 
 
+def convnet() -> Any:
+    """keras-io's MNIST convnet with a BatchNormalization after its first convolution."""
+    import keras
+
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu", name="conv1"),
+        keras.layers.BatchNormalization(name="bn1"),
+        keras.layers.MaxPooling2D(name="pool1"),
+        keras.layers.Conv2D(64, 3, activation="relu", name="conv2"),
+        keras.layers.MaxPooling2D(name="pool2"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dropout(0.5, name="dropout"),
+        keras.layers.Dense(10, activation="softmax", name="dense"),
+    ], name="mnist_convnet")
+
+
+def _torch_step_count(model: Any, x: Any, y: Any, logdir: str) -> int:
+    """The highest "Total Allocated" of one ``train_on_batch`` under a plain ``torch.profiler`` (its count
+    starts at 0 in the window on a CPU), read from the exported trace with json."""
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        model.train_on_batch(x, y)
+    path = os.path.join(os.path.dirname(logdir), f"raw_{len(x)}_{id(model)}.json")  # beside the log dir, not in it
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    return max(int(e["args"]["Total Allocated"]) for e in events if e.get("name") == "[memory]")
+
+
 def main(backend: str, logdir: str) -> None:
     no_tensorflow.block()
     os.environ["KERAS_BACKEND"] = backend
@@ -39,17 +70,7 @@ def main(backend: str, logdir: str) -> None:
     rng = np.random.default_rng(0)
     x = rng.random((1024, 28, 28, 1), dtype=np.float32)
     y = rng.integers(0, 10, 1024).astype("int32")
-    model = keras.Sequential([
-        keras.Input((28, 28, 1)),
-        keras.layers.Conv2D(32, 3, activation="relu", name="conv1"),
-        keras.layers.BatchNormalization(name="bn1"),
-        keras.layers.MaxPooling2D(name="pool1"),
-        keras.layers.Conv2D(64, 3, activation="relu", name="conv2"),
-        keras.layers.MaxPooling2D(name="pool2"),
-        keras.layers.Flatten(name="flatten"),
-        keras.layers.Dropout(0.5, name="dropout"),
-        keras.layers.Dense(10, activation="softmax", name="dense"),
-    ], name="mnist_convnet")
+    model = convnet()
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     callback = tb_modelmem.MemoryCallback(logdir, profile_steps=(3, 4), memory_every=4)
     model.fit(x, y, batch_size=64, epochs=1, verbose=0, callbacks=[callback])
@@ -62,6 +83,16 @@ def main(backend: str, logdir: str) -> None:
     optimizer = model.optimizer
     slots = list(optimizer._momentums) + list(optimizer._velocities)  # Adam's m and v, as Keras lists them
     live = sum(isinstance(o, keras.Variable) for o in gc.get_objects())
+    # torch's own count of one more step at the traced batch, at twice it and under mixed_bfloat16 (after the
+    # live variables are counted: the bfloat16 model adds its own)
+    raw = {str(b): _torch_step_count(model, x[:b], y[:b], logdir) for b in (64, 128)} if backend == "torch" else {}
+    if backend == "torch":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        half = convnet()
+        half.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+        half.fit(x[:128], y[:128], batch_size=64, epochs=1, verbose=0)
+        raw["mixed_bfloat16"] = _torch_step_count(half, x[:64], y[:64], logdir)
+        keras.mixed_precision.set_global_policy("float32")
     print(json.dumps({
         "backend": keras.backend.backend(),
         "tensorflow_imported": sorted(m for m in sys.modules if m == "tensorflow" or m.startswith("tensorflow.")),
@@ -74,6 +105,7 @@ def main(backend: str, logdir: str) -> None:
         "optimizer_variables": len(optimizer.variables),
         "live_keras_variables": live,
         "layers": [f"{model.name}/{layer.name}" for layer in model.layers],
+        "torch_step_count_by_batch": raw,
     }))
 
 
