@@ -7,11 +7,12 @@ writes to an OpTrace (see ``readers.xspace``; an XLA-compiled step's per instruc
 ``readers.xla``) and records it with ``summary.op_trace`` on the default writer.
 ``Trace.start()`` / ``Trace.stop()`` do the same across callback hooks. Capturing never
 stops training: every failure warns and the block runs anyway; the block's own
-exceptions propagate unchanged. The raw profile lives in a temp dir that is removed.
+exceptions propagate unchanged. The raw profile lives in a temp dir that is removed. A JAX model is read
+as the window starts, before its step runs: a step that donates its state deletes the arrays it is given.
 
 What ``stop()`` does, in order, and why:
 
-1. a thread (``_ModelReading``) does what needs no profile while TensorFlow writes it (``export_to_tb``
+1. for TensorFlow, a thread (``_ModelReading``) does what needs no profile while TensorFlow writes it (``export_to_tb``
    releases the GIL, ~0.1-0.2 s for a ResNet50 step); started before the export, it waits on an event set
    just before it (a thread just started would hold the GIL for a switch interval). It reads the model's
    breakdown as a ``join.Vocabulary`` and its variables, ``opgraph.graph_info`` of the traces
@@ -85,6 +86,7 @@ class Trace:
         self.xplane_bytes = 0  # size of the raw profile it came from
         self.failure = ""  # why the profiler could not start ("AlreadyExistsError: Another profiler is running")
         self._dir: Optional[str] = None
+        self._read_before: Optional[Tuple[Any, List[Any]]] = None  # a JAX model, read before its step ran
 
     @property
     def active(self) -> bool:
@@ -113,6 +115,8 @@ class Trace:
             else:
                 if self.profiler is _JAX:
                     _finish_dispatched(self.model, self.optimizer)
+                    # a step that donates its state deletes the arrays it was given: read them while they live
+                    self._read_before = self._vocabulary()
                 self.profiler.start(self._dir)
             _OPEN.append(self)
             return True
@@ -130,7 +134,7 @@ class Trace:
             with paused_gc():  # the reduction makes ~100 objects per op; collections would walk the whole model too
                 reading: Optional[_ModelReading] = None
                 try:  # the thread is let go in the finally whatever happens once it exists
-                    reading = _ModelReading.started(self) if self.profiler in (_TENSORFLOW, _JAX) else None
+                    reading = _ModelReading.started(self) if self.profiler is _TENSORFLOW else None
                     if reading is not None:
                         reading.go.set()  # it takes the GIL once the export below releases it
                     self.profiler.stop()
@@ -197,7 +201,7 @@ class Trace:
         for path in paths[1:]:  # one file per host
             space.MergeFrom(xspace.load_xspace(path))
         self.xplane_bytes = sum(os.path.getsize(p) for p in paths)
-        model = reading.model if reading is not None else None
+        model = reading.model if reading is not None else self._read_before
         vocabulary, variables = model if model is not None else self._vocabulary()
         ran = xspace.functions_run(space)
         guessed = reading.graph if reading is not None else None

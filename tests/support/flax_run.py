@@ -123,6 +123,7 @@ def linen_run(logdir: str, devices: int = 1, donate: bool = False) -> Dict[str, 
     planned_sgd = _plan(step_of(sgd).lower(params, sgd.init(params), ids).compile())
 
     planned = _plan(train_step.lower(params, opt_state, ids).compile())
+    planned_double = _plan(train_step.lower(params, opt_state, jnp.tile(ids, (2, 1))).compile())
     writer = tb_modelmem.summary.create_file_writer(os.path.join(logdir, "train"))
     with writer.as_default():
         for step in range(1, 5):
@@ -142,7 +143,7 @@ def linen_run(logdir: str, devices: int = 1, donate: bool = False) -> Dict[str, 
             "slot_bytes": _nbytes(adam.mu) + _nbytes(adam.nu), "other_bytes": _nbytes(adam.count),
             "modules": sorted(params), "devices": len(jax.devices()),
             "param_devices": sorted({len(leaf.sharding.device_set) for leaf in jax.tree_util.tree_leaves(params)}),
-            "planned": planned, "planned_sgd": planned_sgd}
+            "planned": planned, "planned_sgd": planned_sgd, "planned_double_batch": planned_double}
 
 
 def _one_copy(array: Any) -> int:
