@@ -73,12 +73,30 @@ def find_prefix(path: str) -> str:
                    else "no 'checkpoint' file")
         files = sorted(f for f in os.listdir(path) if f.endswith(_MODEL_FILES))[:3]
         named = f"; it holds {', '.join(files)}: inspect one of them" if files else ""
+        if not files and _holds_event_files(path):
+            named = ("; it is a TensorBoard log dir: open it with tensorboard --logdir, or project a run's traced "
+                     f"step with tb-modelmem estimate {path} --run RUN")
         raise InspectError(f"{path}: no TensorFlow checkpoint in this folder ({pointer} and {len(indexes)} *.index "
                            f"files){named}")
     prefix = re.sub(r"(\.index|\.data-\d{5}-of-\d{5}|\.meta)$", "", path)
     if os.path.exists(prefix + ".index"):
         return prefix
     raise InspectError(f"{path}: not a checkpoint (no {os.path.basename(prefix)}.index next to it)")
+
+
+def _holds_event_files(folder: str, depth: int = 3, most: int = 2000) -> bool:
+    """Whether ``folder`` or a folder up to ``depth`` below it holds TensorBoard event files (a log dir given to
+    inspect), looking at no more than ``most`` entries."""
+    seen = 0
+    for root, dirs, names in os.walk(folder):
+        seen += len(names) + len(dirs)
+        if any(".tfevents." in name for name in names):
+            return True
+        if root[len(folder):].count(os.sep) >= depth - 1:
+            dirs.clear()
+        if seen > most:
+            return False
+    return False
 
 
 def _latest_checkpoint(folder: str) -> Optional[str]:

@@ -130,6 +130,12 @@ def test_corrupt_index_is_an_error(tf1_prefix, tmp_path):
 def test_folder_without_checkpoint_is_an_error(tmp_path):
     with pytest.raises(InspectError, match="no TensorFlow checkpoint in this folder"):
         read_checkpoint(str(tmp_path))
+    # a log dir given to inspect (a new user's first try): says what reads one
+    (tmp_path / "run" / "train").mkdir(parents=True)
+    (tmp_path / "run" / "train" / "events.out.tfevents.1.host").write_bytes(b"")
+    with pytest.raises(InspectError, match="it is a TensorBoard log dir: open it with tensorboard --logdir, or "
+                                           "project a run's traced step with tb-modelmem estimate"):
+        read_checkpoint(str(tmp_path))
     # a PyTorch user's run folder: the files inspect reads one at a time are named
     for name in ("ckpt.pt", "model.safetensors", "events.out.tfevents.1"):
         (tmp_path / name).write_bytes(b"")
