@@ -14,7 +14,7 @@ def whatif_view(view: TraceView, what: WhatIf, budget_bytes: Optional[int]) -> D
     batch within ``budget_bytes`` (with why there is none) when a budget is asked."""
     breakdown = view.breakdown.record if view.breakdown is not None else None
     torch = is_torch_run(view.trace, breakdown)
-    fixed = precision_unknown(view.trace, torch)  # autocast or XLA's compiler, not a policy, sets it
+    fixed = precision_unknown(view.trace, torch)  # autocast, XLA or torch's kernels set it, not a policy
     body = {"whatif": project(view.trace, breakdown, what), "choices": {
         "optimizers": optimizer_choices(torch), "policies": [] if fixed else list(POLICIES), "shardings": SHARDINGS}}
     if fixed:
