@@ -53,17 +53,20 @@ def script_path(name: str) -> Path:
 
 
 def run(name: str, mode: str = "modelmem", tmp_path: Any = None, jit_compile: bool = False,
-        mixed_precision: bool = False) -> Dict[str, Any]:
+        mixed_precision: bool = False, again: bool = False) -> Dict[str, Any]:
     """Run the harness for ``name`` in ``mode`` in a subprocess (once per process) and return
     its RESULT.json as a dict. Files go to ``tmp_path/<name>-<mode>/``: ``logs/`` (the log
     dir), ``result.json``, ``result_artifacts/`` (the script's working directory ``cwd/``,
     RunMetadata copies) and the process's ``stdout.txt`` / ``stderr.txt``. ``jit_compile``:
     its Keras models are compiled with ``jit_compile=True`` (harness ``--jit-compile``);
-    ``mixed_precision``: Keras' global policy is ``mixed_float16`` (harness ``--mixed-precision``)."""
+    ``mixed_precision``: Keras' global policy is ``mixed_float16`` (harness ``--mixed-precision``); ``again``:
+    run it anew into ``tmp_path`` (a run whose premise a busy machine's timing missed)."""
     script_path(name)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     key = (name, mode, jit_compile, mixed_precision)
+    if again:
+        _cache.pop(key, None)
     if key not in _cache:
         if tmp_path is None:
             raise ValueError("tmp_path is needed for the first run of a (name, mode)")
