@@ -207,7 +207,7 @@ def test_tensorlist_outputs_are_unknown_and_rows_count_what_is_unknown(corpus):
 def test_a_profile_without_allocation_events_has_no_allocation_figure(corpus):
     """siamese_contrastive's step allocates only small buffers, which TensorFlow's default CPU allocator
     does not record: its profile (read with xplane_pb2) has no allocation event, so no op, layer or
-    peak figure of allocated bytes is known."""
+    peak figure of allocated bytes is known, and What if says why (that allocator), not another cause."""
     result = corpus("siamese_contrastive", "plain")
     events = [name for _, name, _, _ in host_events(xspace(result)) if name == "MemoryAllocation"]
     assert not events
@@ -217,6 +217,10 @@ def test_a_profile_without_allocation_events_has_no_allocation_figure(corpus):
         assert row["alloc_bytes"] is None, row
         assert row["peak_activations_bytes"] is None and row["peak_gradients_bytes"] is None, row
     check_rows_add_their_ops(body)
+    whatif = Served(result["logdir"]).json("/whatif", run=result["run"], tag=body["tag"], batch=64)["whatif"]
+    assert whatif["peak_bytes"] is None
+    reasons = {whatif["unknown"][c] for c in ("activations", "gradients", "temporaries")}
+    assert reasons == {body["allocations_note"]} and "TF_CPU_ALLOCATOR_USE_BFC" in body["allocations_note"], reasons
 
 
 # --- item 8: a plain keras.callbacks.TensorBoard profile -------------------------------------------
