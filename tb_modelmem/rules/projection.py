@@ -593,6 +593,11 @@ def _caveat(trace: OpTrace) -> str:
                 "fusions may keep more or fewer buffers (a flax MLP planned 68 B of temp at batch 64 and 6.3 MB at "
                 "1024, where this read -28%; flax and Keras-on-JAX steps at 2-4x read within 7%); the asked "
                 "step's own jit(...).lower(...).compile().memory_analysis() says it exactly")
+    if trace.xla:  # XLA's code, each allocation counted: TensorFlow's jit_compile or auto-clustering, JAX on a GPU
+        return ("XLA-compiled code, traced and scaled: at another setting XLA compiles it again, and its scratch need "
+                "not scale as the traced buffers do (TensorFlow's auto-clustering on a CPU: the CNN tutorial read "
+                "within 2.7% at 2-8x the batch, a CNN into a Dense 128 -19% to -33%, its cluster's scratch 17.0 MB "
+                "at batch 32 and 90.0 MB at 128); trace a step at the asked setting to be sure")
     return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
             "so read it as within about 5-15% (trace two steps to see how far they differ here; the allocator band, "
             "where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors measured against "

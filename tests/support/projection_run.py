@@ -3,19 +3,19 @@ TensorFlow's start: run it with TF_CPU_ALLOCATOR_USE_BFC=true so every allocatio
 
     python -m tests.support.projection_run LOGDIR MODEL BATCH [--optimizer adam] [--policy float32] [--truth OUT.json]
 
-MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a
-transformer, tests/corpus), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3,
-10 classes), "causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens), "tied_lm" (the same,
-its logits by the embedding's own table), "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query
-and 2 key-value heads; needs ``keras-hub``), "gpt2_hub" (KerasHub's GPT2CausalLM, 2 layers, width 192, 6 heads,
-MLP 640, vocabulary 6000: held out, no rule was written on it), "gemma_hub" (KerasHub's GemmaCausalLM, 2 layers,
-width 160, 4 query heads over 1 key-value head of 40, GeGLU 352, vocabulary 5000: a second held-out LM),
-"lstm_lm" or "gru_lm" (an embedding, Keras' LSTM or GRU 96 wide over every token, a head over an 8000-word
-vocabulary: a ``while`` loop on TensorFlow). Fits 4 batches
-with ``MemoryCallback(LOGDIR, profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and
-writes what Keras and TensorFlow say of the run (model.weights, optimizer.variables, the allocator's
-peak over the traced step) to OUT.json: the ground truth. Under KERAS_BACKEND=jax the peak is XLA's
-plan of the step (``tests/support/xla_plan.py``).
+MODEL: "lenet" (docs/USER_PROBLEMS.md #2-#3), "transformer" (keras-io's text classification with a transformer,
+tests/corpus), "cnn_tutorial" (TensorFlow's CNN tutorial, tests/corpus: held out), "cnn_dense" (its first two
+convolutions into a Dense 128), "mobilenet" (keras.applications.MobileNetV2, weights=None, 96x96x3, 10 classes),
+"causal_lm" (a GPT-style decoder: next-token loss over ``--seq`` tokens), "tied_lm" (the same, its logits by the
+embedding's own table), "llama" (KerasHub's LlamaCausalLM, 2 layers, width 256, 8 query and 2 key-value heads;
+needs ``keras-hub``), "gpt2_hub" (KerasHub's GPT2CausalLM, 2 layers, width 192, 6 heads, MLP 640, vocabulary
+6000: held out, no rule was written on it), "gemma_hub" (KerasHub's GemmaCausalLM, 2 layers, width 160, 4 query
+heads over 1 key-value head of 40, GeGLU 352, vocabulary 5000: a second held-out LM), "lstm_lm" or "gru_lm" (an
+embedding, Keras' LSTM or GRU 96 wide over every token, a head over an 8000-word vocabulary: a ``while`` loop on
+TensorFlow). Fits 4 batches of a dataset of ``--samples`` (4 batches unless given) with ``MemoryCallback(LOGDIR,
+profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and writes what Keras and TensorFlow say of
+the run (model.weights, optimizer.variables, the allocator's peak over the traced step) to OUT.json: the ground
+truth. Under KERAS_BACKEND=jax the peak is XLA's plan of the step (``tests/support/xla_plan.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
     if name == "lenet":
         x, y = mnist_like(samples)
         return seed001_convnet(), x, y
+    if name in ("cnn_tutorial", "cnn_dense"):  # held out: measured as they came
+        model = cnn_tutorial() if name == "cnn_tutorial" else cnn_dense()
+        return model, rng.random((samples, 32, 32, 3), dtype=np.float32), rng.integers(0, 10, samples)
     if name == "mobilenet":
         model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
         return model, rng.random((samples, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, samples)
@@ -79,6 +82,28 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
                                   recurrent(96, return_sequences=True), keras.layers.Dense(CAUSAL_LM_VOCAB)])
         return model, tokens[:, :-1], tokens[:, 1:]
     raise SystemExit(f"unknown model {name!r}")
+
+
+def cnn_tutorial() -> Any:
+    """TensorFlow's CNN tutorial's model (tests/corpus/scripts/cnn_tutorial.py), CIFAR10's shapes."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((32, 32, 3)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
+                             layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(),
+                             layers.Conv2D(64, 3, activation="relu"), layers.Flatten(),
+                             layers.Dense(64, activation="relu"), layers.Dense(10)])
+
+
+def cnn_dense() -> Any:
+    """The tutorial's first two convolutions, its feature map flattened into a Dense 128 (1.4 M of its 1.4 M
+    parameters): a CNN whose state outweighs its activations at batch 32."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((32, 32, 3)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
+                             layers.Conv2D(64, 3, activation="relu"), layers.Flatten(),
+                             layers.Dense(128, activation="relu"), layers.Dense(10)])
 
 
 def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: int = 2, ff: int = 32) -> Any:
@@ -158,6 +183,7 @@ def main() -> None:
     parser.add_argument("--truth")
     parser.add_argument("--profile-steps", default="3,3", help="first,last step profiled")
     parser.add_argument("--seq", type=int, default=128, help="tokens per sample (causal_lm)")
+    parser.add_argument("--samples", type=int, help="the dataset's size (4 batches unless given)")
     args = parser.parse_args()
     import keras
     import numpy as np
@@ -165,13 +191,12 @@ def main() -> None:
     import tb_modelmem
 
     keras.mixed_precision.set_global_policy(args.policy)
-    model, x, y = build(args.model, 4 * args.batch, args.seq)
+    model, x, y = build(args.model, args.samples or 4 * args.batch, args.seq)
     optimizer = (keras.optimizers.SGD(momentum=0.9) if args.optimizer == "momentum"
                  else keras.optimizers.get(args.optimizer))
     if args.policy == "mixed_float16":
         optimizer = keras.mixed_precision.LossScaleOptimizer(optimizer)
-    logits = args.model in ("lenet", "causal_lm", "tied_lm", "llama", "gpt2_hub", "gemma_hub", "lstm_lm",
-                          "gru_lm")
+    logits = args.model not in ("transformer", "mobilenet")  # their heads end in a softmax
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=logits)
     model.compile(optimizer=optimizer, loss=loss)
     before: Dict[str, Any] = {"step_peaks": []}
@@ -201,7 +226,8 @@ def main() -> None:
                 before["step_peaks"].append(tf.config.experimental.get_memory_info("CPU:0")["peak"])
 
     traced = tb_modelmem.MemoryCallback(args.logdir, profile_steps=(first, last), memory_every=0)
-    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0, callbacks=[AllocatorBefore(), traced])
+    model.fit(x, y, batch_size=args.batch, epochs=1, steps_per_epoch=4, verbose=0,
+              callbacks=[AllocatorBefore(), traced])
 
     def nbytes(variables: Any) -> int:
         return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
