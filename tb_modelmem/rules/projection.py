@@ -599,9 +599,10 @@ def _caveat(trace: OpTrace) -> str:
                 "within 2.7% at 2-8x the batch, a CNN into a Dense 128 -19% to -33%, its cluster's scratch 17.0 MB "
                 "at batch 32 and 90.0 MB at 128); trace a step at the asked setting to be sure")
     return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
-            "so read it as within about 5-15% (trace two steps to see how far they differ here; the allocator band, "
-            "where shown, says how far chunking alone moves it); docs/WHAT_IF.md has the errors measured against "
-            "real runs")
+            "so read it as within about 5-15%, and up to 26% where a larger batch runs other ops side by side (CNNs "
+            "at 2-8x the batch); trace two steps to see how far they differ here, and the "
+            "allocator band, where shown, says how far chunking alone moves it; docs/WHAT_IF.md has the errors "
+            "measured against real runs")
 
 
 def _traced_peak(trace: OpTrace, state: "State") -> int:
