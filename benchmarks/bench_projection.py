@@ -50,8 +50,8 @@ def targets(model: str) -> List[Target]:
 
 def samples(model: str) -> int:
     """The dataset every run of ``model`` fits 4 batches of: 4 of its largest batch, the same at every batch, as a
-    user's is when only ``batch_size`` changes (Keras holds the arrays in the allocator all through the step: a
-    dataset grown with the batch read the CNN tutorial's batch 256 17 MiB above what its batch alone asks)."""
+    user's is when only ``batch_size`` changes (Keras holds the arrays in the allocator all through the step: with
+    the dataset grown with the batch, the CNN tutorial's runs held 0.7 MiB of it at batch 32 and 19.2 MiB at 256)."""
     return 4 * max([BASE[model]] + [change.get("batch", 0) for _, change, _ in targets(model)])
 
 
@@ -99,13 +99,15 @@ def main() -> None:
         for model in args.models:
             base = BASE[model]
             asked: List[Target] = [("as traced", {}, {})] + targets(model)
-            runs = {label: [run(os.path.join(scratch, f"{model}_{n}_{r}"), model, **{"batch": base, **change})
+            # what the runs were made with, in their folders' names: --runs reuses only runs made alike
+            kept = f"{model}_{samples(model)}{'_autojit' if args.auto_jit else ''}"
+            runs = {label: [run(os.path.join(scratch, f"{kept}_{n}_{r}"), model, **{"batch": base, **change})
                             for r in range(args.repeats)] for n, (label, change, _) in enumerate(asked)}
             params = runs["as traced"][0]["params"]
             formula = 16 * params
             base_peaks = [r["peak"] for r in runs["as traced"]]
             for i, source in enumerate(runs["as traced"]):
-                folder = os.path.join(scratch, f"{model}_0_{i}")
+                folder = os.path.join(scratch, f"{kept}_0_{i}")
                 for label, _, question in asked:
                     peaks = [r["peak"] for r in runs[label]]
                     median = statistics.median(peaks)

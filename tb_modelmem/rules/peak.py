@@ -95,6 +95,12 @@ def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],
     return out
 
 
+def no_allocations_reason(trace: OpTrace) -> str:
+    """Why a trace with no allocation event says nothing of its peak: its reader's note (which allocator records
+    none, and what to set), else that plain fact."""
+    return trace.allocations_note or "the trace recorded no allocation events"
+
+
 def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]],
                      not_held: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Every byte in use at the peak in one category, summing to ``total``. Buffers allocated during the
@@ -107,7 +113,7 @@ def peak_by_category(trace: OpTrace, state: Optional[Dict[str, int]],
     the count where it must be. A part the data cannot give is None, with the reason in ``unknown``:
     ``not_held`` (``state_not_held``) names the state the breakdown does not hold (the total: what is known)."""
     if trace.allocations == "none":  # no allocator event: nothing about the peak is known
-        reason = trace.allocations_note or "the trace recorded no allocation events"
+        reason = no_allocations_reason(trace)
         return {**{c: None for c in PEAK_CATEGORIES}, "total": None, "step_peak_bytes": None,
                 "unknown": {c: reason for c in PEAK_CATEGORIES}}
     step = {c: 0 for c in STEP_CATEGORIES}

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 from tb_modelmem.rules import caching_allocator, torch_optimizers
 from tb_modelmem.rules.buffers import KEEPS_WIDTH, LOSS_COPY, carried, forward_bytes_by_width, mixed_step
 from tb_modelmem.rules.join import phase_by_name
-from tb_modelmem.rules.peak import before_the_trace
+from tb_modelmem.rules.peak import before_the_trace, no_allocations_reason
 from tb_modelmem.rules.projection_state import (
     MOST_ASKED,
     POLICIES,
@@ -129,8 +129,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     scale = per_replica / traced_batch if traced_batch and per_replica else None
     seq_ratio, seq_unknown = _sequence_ratio(trace, breakdown, what)
     changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0 or seq_ratio != 1.0
-    no_events = ((trace.allocations_note or "the trace recorded no allocation events")
-                 if trace.allocations == "none" or not trace.timeline.t_us else None)  # the root cause, said first
+    no_events = (no_allocations_reason(trace) if trace.allocations == "none" or not trace.timeline.t_us
+                 else None)  # the root cause, said first
     why_not = no_events or seq_unknown or _step_unknown(trace, state, changes_step, dtype_factor != 1.0,
                                                         scale is not None)
     if why_not:
@@ -599,8 +599,8 @@ def _caveat(trace: OpTrace) -> str:
                 "within 2.7% at 2-8x the batch, a CNN into a Dense 128 -19% to -33%, its cluster's scratch 17.0 MB "
                 "at batch 32 and 90.0 MB at 128); trace a step at the asked setting to be sure")
     return ("a traced step, replayed: runs of the same step differ (the executor's order, the allocator's chunks), "
-            "so read it as within about 5-15%, and up to 26% where a larger batch runs other ops side by side (CNNs "
-            "at 2-8x the batch); trace two steps to see how far they differ here, and the "
+            "so read it as within about 5-15% (CNNs at 2-8x the batch read up to 26% off: at the larger batch the "
+            "executor ran other ops side by side); trace two steps to see how far they differ here, and the "
             "allocator band, where shown, says how far chunking alone moves it; docs/WHAT_IF.md has the errors "
             "measured against real runs")
 

@@ -219,7 +219,8 @@ def test_a_profile_without_allocation_events_has_no_allocation_figure(corpus):
     check_rows_add_their_ops(body)
     whatif = Served(result["logdir"]).json("/whatif", run=result["run"], tag=body["tag"], batch=64)["whatif"]
     assert whatif["peak_bytes"] is None
-    reasons = {whatif["unknown"][c] for c in ("activations", "gradients", "temporaries")}
+    reasons = {whatif["unknown"][c] for c in ("activations", "gradients", "optimizer_temporaries", "inputs",
+                                              "temporaries")}
     assert reasons == {body["allocations_note"]} and "TF_CPU_ALLOCATOR_USE_BFC" in body["allocations_note"], reasons
 
 
