@@ -26,6 +26,8 @@ import sys
 import tempfile
 from typing import Dict, List, Tuple
 
+from tests.support.projection_run import AUTO_JIT_FLAGS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = {"lenet": 32, "cnn_tutorial": 32, "cnn_dense": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8,
         "llama": 8, "gpt2_hub": 8, "gemma_hub": 8, "lstm_lm": 8, "gru_lm": 8}
@@ -90,7 +92,7 @@ def main() -> None:
                         help="TensorFlow's XLA auto-clustering on the CPU in every run (clusters inside the executor)")
     args = parser.parse_args()
     if args.auto_jit:  # the runs inherit it: TensorFlow reads it at its start
-        os.environ["TF_XLA_FLAGS"] = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+        os.environ["TF_XLA_FLAGS"] = AUTO_JIT_FLAGS
     import tb_modelmem
 
     rows: List[str] = []

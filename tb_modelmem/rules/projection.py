@@ -129,9 +129,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     scale = per_replica / traced_batch if traced_batch and per_replica else None
     seq_ratio, seq_unknown = _sequence_ratio(trace, breakdown, what)
     changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0 or seq_ratio != 1.0
-    no_events = (no_allocations_reason(trace) if trace.allocations == "none" or not trace.timeline.t_us
+    no_events_reason = (no_allocations_reason(trace) if trace.allocations == "none" or not trace.timeline.t_us
                  else None)  # the root cause, said first
-    why_not = no_events or seq_unknown or _step_unknown(trace, state, changes_step, dtype_factor != 1.0,
+    why_not = no_events_reason or seq_unknown or _step_unknown(trace, state, changes_step, dtype_factor != 1.0,
                                                         scale is not None)
     if why_not:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
@@ -141,8 +141,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY,
                            "an update's scratch grows with the optimizer's slots, unknown here")
-    if no_events:
-        return _unknown_peak(no_events, basis, projected_state, unknown, what)
+    if no_events_reason:
+        return _unknown_peak(no_events_reason, basis, projected_state, unknown, what)
     update = _asked_update(trace, state, what)
     scratch = _torch_scratch(state, what, update)
     if update.kind == _NO_SCRATCH_TRACED and not (scratch and update.moments):

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from tests import corpus
-from tests.support import xla_plan, xplane_truth
+from tests.support import projection_run, xla_plan, xplane_truth
 from tests.support.layer_time import on_layers, rows_on_layers
 from tests.support.plugin_harness import Served, layer_rows
 
@@ -177,7 +177,7 @@ def test_auto_clustering_peaks_as_tensorflow_counts_and_what_if_says_xla_compile
     result = subprocess.run([sys.executable, "-m", "tests.support.projection_run", logdir, "cnn_dense", "32",
                              "--truth", truth_file], cwd=REPO, capture_output=True, text=True, timeout=600,
                             env=dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
-                                     PYTHONPATH=REPO, TF_XLA_FLAGS="--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"))
+                                     PYTHONPATH=REPO, TF_XLA_FLAGS=projection_run.AUTO_JIT_FLAGS))
     assert result.returncode == 0, result.stderr[-2000:]
     with open(truth_file) as f:
         truth = json.load(f)

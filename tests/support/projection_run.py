@@ -38,8 +38,7 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
         x, y = mnist_like(samples)
         return seed001_convnet(), x, y
     if name in ("cnn_tutorial", "cnn_dense"):  # held out: measured as they came
-        model = cnn_tutorial() if name == "cnn_tutorial" else cnn_dense()
-        return model, rng.random((samples, 32, 32, 3), dtype=np.float32), rng.integers(0, 10, samples)
+        return cnn(name), rng.random((samples, 32, 32, 3), dtype=np.float32), rng.integers(0, 10, samples)
     if name == "mobilenet":
         model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
         return model, rng.random((samples, 96, 96, 3), dtype=np.float32), rng.integers(0, 10, samples)
@@ -84,26 +83,23 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
     raise SystemExit(f"unknown model {name!r}")
 
 
-def cnn_tutorial() -> Any:
-    """TensorFlow's CNN tutorial's model (tests/corpus/scripts/cnn_tutorial.py), CIFAR10's shapes."""
+def cnn(name: str) -> Any:
+    """"cnn_tutorial": TensorFlow's CNN tutorial's model (tests/corpus/scripts/cnn_tutorial.py, a script, not
+    importable), CIFAR10's shapes; "cnn_dense": its first two convolutions, their feature map flattened into a
+    Dense 128 (1.38 M of its 1.41 M parameters), a CNN whose state outweighs its activations at batch 32."""
     import keras
     from keras import layers
 
-    return keras.Sequential([keras.Input((32, 32, 3)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
-                             layers.Conv2D(64, 3, activation="relu"), layers.MaxPooling2D(),
-                             layers.Conv2D(64, 3, activation="relu"), layers.Flatten(),
-                             layers.Dense(64, activation="relu"), layers.Dense(10)])
+    stem = [keras.Input((32, 32, 3)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
+            layers.Conv2D(64, 3, activation="relu")]
+    head = ([layers.MaxPooling2D(), layers.Conv2D(64, 3, activation="relu"), layers.Flatten(),
+             layers.Dense(64, activation="relu")] if name == "cnn_tutorial"
+            else [layers.Flatten(), layers.Dense(128, activation="relu")])
+    return keras.Sequential(stem + head + [layers.Dense(10)])
 
 
-def cnn_dense() -> Any:
-    """The tutorial's first two convolutions, their feature map flattened into a Dense 128 (1.38 M of its 1.41 M
-    parameters): a CNN whose state outweighs its activations at batch 32."""
-    import keras
-    from keras import layers
-
-    return keras.Sequential([keras.Input((32, 32, 3)), layers.Conv2D(32, 3, activation="relu"), layers.MaxPooling2D(),
-                             layers.Conv2D(64, 3, activation="relu"), layers.Flatten(),
-                             layers.Dense(128, activation="relu"), layers.Dense(10)])
+# TensorFlow's XLA auto-clustering on the CPU, set before TensorFlow starts (TF_XLA_FLAGS)
+AUTO_JIT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 
 
 def transformer(maxlen: int = 200, vocab: int = 20000, embed: int = 32, heads: int = 2, ff: int = 32) -> Any:
