@@ -316,7 +316,10 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 # (a data provider call that failed this once) keeps that source's last items
                 items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
-        found.sort(key=lambda si: (si[1].run, si[1].rank, si[1].tag, si[1].origin))
+        # as the CLI prefers them (``readers.logdir.read_run``): tb_modelmem's own summaries, then profile sessions,
+        # then PyTorch's files; within a source, its preferred first
+        precedence = {source.origin: place for place, source in enumerate(self._sources)}
+        found.sort(key=lambda si: (si[1].run, precedence[si[0].origin], si[1].rank, si[1].tag))
         self._listing[experiment] = (time.monotonic(), found)
         return found
 

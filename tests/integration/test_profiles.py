@@ -14,6 +14,7 @@ import pytest
 from tb_modelmem.plugin.sources.logdir_files import LogdirFiles
 from tb_modelmem.plugin.sources.model_info import RunModel
 from tb_modelmem.plugin.sources.profiles import ProfileSource
+from tb_modelmem.readers.logdir import read_run
 from tests import corpus
 from tests.support import profile_fixtures, trace_fixtures
 from tests.support.layer_time import rows_on_layers
@@ -224,6 +225,17 @@ def test_profiles_are_found_through_tensorboards_filesystem_layer(tmp_path, lene
     assert (item.run, item.tag, item.hosts) == ("run1", "profile/2026_01_01_00_00_00", ["host0"])
     trace = source.locate(None, "", item, None, None).build(_Job())
     assert len(trace.ops) > 100
+
+
+def test_the_tab_opens_on_the_session_the_command_line_reads(tmp_path, profiled_lenet):
+    """A run profiled twice (``tf.profiler`` names each session by its start) opens on its newest session, the one
+    ``tb-modelmem estimate`` projects: the tab listed the oldest first."""
+    for session in ("2026_01_02_00_00_00", "2026_01_01_00_00_00", "2026_01_01_12_00_00"):
+        profile_fixtures.copy_profile(profiled_lenet.path, str(tmp_path), "train", session=session)
+    (run,) = Served(str(tmp_path)).json("/runs")["runs"]
+    assert [t["tag"] for t in run["tags"] if t["kind"] == "ops"] == [
+        "profile/2026_01_02_00_00_00", "profile/2026_01_01_12_00_00", "profile/2026_01_01_00_00_00"]
+    assert read_run(str(tmp_path), "train").source == "profile 2026_01_02_00_00_00 host worker0"
 
 
 def test_a_profile_over_the_size_limit_is_a_clear_error_for_that_item(tmp_path, lenet_xplane_bytes):

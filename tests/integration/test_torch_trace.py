@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+import tb_modelmem
 from tb_modelmem.readers import torch_trace
 from tests.support import run_worker
 from tests.support.plugin_harness import Served
@@ -101,6 +102,33 @@ def test_a_gzipped_trace_reads_the_same_and_a_broken_one_is_its_own_error(plain)
     assert gz_body["peak_bytes"] == plain_body["peak_bytes"] and gz_body["op_count"] == plain_body["op_count"]
     broken = served.settled("/ops", run="broken", tag="torch/worker0.1.pt.trace.json")
     assert broken.status_code == 422 and b"not JSON" in broken.get_data()
+
+
+def test_the_tab_opens_on_the_trace_the_command_line_reads(tmp_path):
+    """A loop profiled over two cycles of ``schedule(repeat=2)``, at batch 16 and then 64, writes a trace for each,
+    named by their times. The CLI reads the newest; the tab listed them by name and opened on the oldest, so its
+    What if said batch 16 and 14.3 MB where ``tb-modelmem estimate`` said 64. Each kind is now newest first.
+    torch's CPU count goes on from one cycle to the next: the second trace's starts at the first's last
+    gradients (4,799,532 B here, freed in a step no cycle recorded), which the step's own figure leaves out."""
+    logdir = str(tmp_path)
+    run_worker("tests.support.torch_plain_run", logdir, "16", "64")
+    traces = sorted(glob.glob(os.path.join(logdir, "run", "*.pt.trace.json")), key=os.path.getmtime)
+    assert len(traces) == 2 and os.path.basename(traces[0]) < os.path.basename(traces[1])  # older first by name too
+    first_input = [e["args"]["Input Dims"][0] for e in _events(traces[-1])
+                   if e.get("name") == "aten::conv2d" and e["args"].get("Input Dims")][0]
+    assert first_input[0] == 64  # the newest is the batch-64 cycle's
+    served = Served(logdir)
+    (run,) = served.json("/runs")["runs"]
+    opened = [t["tag"] for t in run["tags"] if t["kind"] == "ops"][0]  # what the tab's picker opens on
+    assert opened == "torch/" + os.path.basename(traces[-1])
+    tab = served.json("/whatif", run="run", tag=opened)["whatif"]
+    cli = tb_modelmem.estimate(logdir, run="run")
+    assert tab["traced"]["batch"] == cli["traced"]["batch"] == 64
+    events = _events(traces[-1])
+    first = min((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])["args"]
+    carried = first["Total Allocated"] - first["Bytes"]  # what the count held as the window began
+    assert carried > 0
+    assert tab["peak_bytes"] == cli["peak_bytes"] == _highest_total_allocated(events, 0) - carried
 
 
 def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():

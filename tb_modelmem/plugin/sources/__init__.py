@@ -40,7 +40,7 @@ class Item:
     error: Optional[str] = None
     hosts: List[str] = dataclasses.field(default_factory=list)  # profile sessions: one file per host
     note: str = ""  # what it is, when the tag name does not say ("TF 2.3-2.10 memory profile")
-    rank: int = 0  # its place among its run's items, before the tag's name: a source's preferred first
+    rank: int = 0  # its place among its run's items of its kind in its source, before the tag's name: preferred first
 
     def to_json(self) -> Dict[str, Any]:
         return {"tag": self.tag, "kind": self.kind, "origin": self.origin, "max_step": self.max_step,

@@ -9,6 +9,7 @@ opened, each through ``readers.bounded`` with a size cap; a query names a run, a
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import posixpath
 from typing import Any, Dict, List, Optional, Tuple
@@ -46,10 +47,14 @@ class ProfileSource(Source):
         self._model = model
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
+        """A run's sessions newest first (a session is named by its start time): the tab opens on the one the CLI
+        reads."""
         items = []
-        for (run, session), hosts in sorted(self._listing().items()):
+        ranked: Dict[str, int] = collections.Counter()  # each run's own count
+        for (run, session), hosts in sorted(self._listing().items(), reverse=True):
             item = Item(run, TAG_PREFIX + session, metadata.OPS, ORIGIN, hosts=sorted(hosts),
-                        note=_note(hosts.values()))
+                        note=_note(hosts.values()), rank=ranked[run])
+            ranked[run] += 1
             item.max_step = self._step(ctx, experiment, run, hosts)
             item.error = name_error(run, item.tag)
             items.append(item)

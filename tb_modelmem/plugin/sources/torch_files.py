@@ -76,8 +76,8 @@ class TorchFileSource(Source):
         self._mtimes: Tuple[Any, Dict[str, float]] = (None, {})  # (the walk they were read in, {path: time})
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
-        """A run's traces by name, its checkpoints newest first (``names.newest_first_key``): the tab joins a
-        trace with the first that names an optimizer, as the CLI does."""
+        """A run's traces and its checkpoints, each kind newest first (``names.newest_first_key``): the tab opens
+        on the trace the CLI reads and joins it with the first checkpoint that names an optimizer, as the CLI does."""
         items = []
         listing = self._listing()
         for (run, tag), path in sorted(listing.items()):
@@ -90,12 +90,12 @@ class TorchFileSource(Source):
                 item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
             item.error = name_error(run, tag)
             items.append(item)
-        checkpoints = sorted((i for i in items if i.kind == metadata.BREAKDOWN), reverse=True,
-                             key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
-        ranked: Dict[str, int] = collections.Counter()  # each run's own count
-        for item in checkpoints:
-            item.rank = ranked[item.run]
-            ranked[item.run] += 1
+        newest_first = sorted(items, reverse=True,
+                              key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
+        ranked: Dict[Tuple[str, Optional[str]], int] = collections.Counter()  # each run's own count of each kind
+        for item in newest_first:
+            item.rank = ranked[(item.run, item.kind)]
+            ranked[(item.run, item.kind)] += 1
         return items
 
     def _mtime(self, found: Found) -> float:
