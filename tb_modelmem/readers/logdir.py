@@ -26,7 +26,7 @@ from tb_modelmem.readers import xspace
 from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
-from tb_modelmem.readers.torch_trace import is_trace_name, read_trace_file
+from tb_modelmem.readers.torch_trace import holds_ops, is_trace_name, read_trace_file
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import newest_first_key
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -100,7 +100,7 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         trace, host = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
         source, step = f"profile {session} host {host}", None
     else:
-        path, trace = _first_read(found.torch_traces, read_trace_file, lambda trace: len(trace.ops) > 0)
+        path, trace = _first_read(found.torch_traces, read_trace_file, holds_ops)
         source, step = os.path.basename(path), None
     breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
     if not breakdowns and found.checkpoints:

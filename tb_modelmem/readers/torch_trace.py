@@ -141,6 +141,12 @@ def read_trace_file(path: str) -> OpTrace:
         raise InspectError(f"{path}: {first_line(e)}") from None
 
 
+def holds_ops(trace: OpTrace) -> bool:
+    """Whether a reduced trace ran any op: a profile closed mid-cycle writes one of its metadata alone, and what
+    reads a run's newest trace reads the newest that holds ops."""
+    return len(trace.ops) > 0
+
+
 def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     """The per-op table, timeline and peak of a PyTorch profiler trace (see the module docstring)."""
     events, skipped = _valid_events(trace["traceEvents"])

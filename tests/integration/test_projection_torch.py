@@ -463,6 +463,8 @@ def test_a_plain_loops_log_dir_as_left_projects_from_its_full_trace_and_its_opti
     state = traced["parameters"] + traced["buffers"] + traced["optimizer_state"]
     answer = estimate(str(logdir), run="cnn", batch=64)
     assert answer["trace"] == full and answer["breakdown"] == "ckpt.pt"
+    traces = [t for (_, t), info in Served(str(logdir)).tags("cnn").items() if info["kind"] == "ops"]
+    assert traces == [f"torch/{full}", f"torch/{empty}"]  # the tab opens on the CLI's, the newer empty one last
     assert answer["traced"]["peak_bytes"] == peak + state
     truth = max(p for p, _, _ in real["traces"] if p) + state
     assert abs(_off(answer["peak_bytes"], truth)) <= EXACT, (answer["peak_bytes"], truth)

@@ -42,6 +42,9 @@ ORIGIN = "torch"
 TAG_PREFIX = "torch/"
 RANKS_TAG = TAG_PREFIX + "ranks"
 Found = Union[str, Dict[str, str]]  # a file or folder, or the ranks' traces: {worker: file}
+# A trace up to this size is read as the log dir is listed, to know whether it holds ops (one a profile closed
+# mid-cycle wrote, its metadata alone, is about 2.5 KB): one that holds none is listed after those that do.
+SMALL_TRACE_BYTES = 64 * 1024
 
 
 def _kind(name: str) -> Optional[Tuple[str, str]]:
@@ -74,11 +77,13 @@ class TorchFileSource(Source):
         self._files = files
         self._folder_kinds: Dict[Tuple[str, str], str] = {}  # (run, tag) of a checkpoint folder -> what it is
         self._mtimes: Tuple[Any, Dict[str, float]] = (None, {})  # (the walk they were read in, {path: time})
+        self._opless: Dict[Tuple[str, int, float], bool] = {}  # (path, size, time) of a small trace -> holds no ops
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
-        """A run's traces and its checkpoints, each kind newest first (``names.newest_first_key``): the tab opens
-        on the trace the CLI reads and joins it with the first checkpoint that names an optimizer, as the CLI does."""
-        items = []
+        """A run's traces and its checkpoints, each kind newest first (``names.newest_first_key``), a trace that
+        holds no ops last: the tab opens on the trace the CLI reads and joins it with the first checkpoint that names
+        an optimizer, as the CLI does."""
+        items, opless = [], set()
         listing = self._listing()
         for (run, tag), path in sorted(listing.items()):
             if isinstance(path, dict):
@@ -88,10 +93,13 @@ class TorchFileSource(Source):
                 kind, note = ((metadata.BREAKDOWN, self._folder_kinds.get((run, tag), "checkpoint folder"))
                               if tag.endswith("/") else _kind(path) or (metadata.OPS, ""))
                 item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
+                if self._opless_trace(path):
+                    item.note = "PyTorch profiler trace that holds no ops (the profile closed mid-cycle)"
+                    opless.add((run, tag))
             item.error = name_error(run, tag)
             items.append(item)
-        newest_first = sorted(items, reverse=True,
-                              key=lambda i: newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag))
+        newest_first = sorted(items, reverse=True, key=lambda i: (
+            (i.run, i.tag) not in opless, newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag)))
         ranked: Dict[Tuple[str, Optional[str]], int] = collections.Counter()  # each run's own count of each kind
         for item in newest_first:
             item.rank = ranked[(item.run, item.kind)]
@@ -109,6 +117,22 @@ class TorchFileSource(Source):
             if path not in times:
                 times[path] = stat(path)[1]
         return max(times[path] for path in paths)
+
+    def _opless_trace(self, path: str) -> bool:
+        """Whether ``path`` is a trace of at most ``SMALL_TRACE_BYTES`` that holds no ops (read once per version of
+        it; one that cannot be read says so when it is opened)."""
+        if not torch_trace.is_trace_name(path):
+            return False
+        size, mtime = stat(path)
+        if size > SMALL_TRACE_BYTES:
+            return False
+        if (path, size, mtime) not in self._opless:
+            try:
+                trace = torch_trace.reduce_trace(torch_trace.load(self._files.read(path, path, "PyTorch trace")))
+                self._opless[(path, size, mtime)] = not torch_trace.holds_ops(trace)
+            except Exception:
+                self._opless[(path, size, mtime)] = False
+        return self._opless[(path, size, mtime)]
 
     def has_files(self) -> bool:
         return bool(self._listing())
