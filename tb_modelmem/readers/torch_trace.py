@@ -68,6 +68,9 @@ MAX_TRACE_BYTES = 8 * MAX_DECODED_BYTES  # a trace's JSON, decompressed (1 GiB)
 _CPU, _CUDA = 0, 1  # a [memory] event's "Device Type"
 MAX_TIME_US = 1e15  # a timestamp or duration, in microseconds (31 years)
 MAX_DEVICES = 1 << 16
+# Annotations open at once that place ops (a real trace's: a step, the optimizer's, a module path tens deep): past
+# it, each op would scan thousands (a crafted trace nests 20,000 in 110 KB), so further ones place nothing.
+MAX_OPEN_RANGES = 512
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
 _ARG_KEYS = ("correlation", "Addr", "Device Id")
 
@@ -89,10 +92,10 @@ class TraceError(ValueError):
     """The file is no PyTorch trace this reader can read (said for that file alone)."""
 
 
-def load(data: bytes) -> Dict[str, Any]:
-    """The trace's JSON object, from the file's bytes (gzipped or not), bounded in size."""
+def load(data: bytes, limit: int = MAX_TRACE_BYTES) -> Dict[str, Any]:
+    """The trace's JSON object, from the file's bytes (gzipped or not), of at most ``limit`` bytes inflated."""
     try:
-        data = maybe_gunzip(data, MAX_TRACE_BYTES, "the trace")
+        data = maybe_gunzip(data, limit, "the trace")
     except InspectError as e:
         raise TraceError(str(e)) from None
     try:
@@ -255,7 +258,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
     ordered = sorted(events, key=lambda e: (float(e["ts"]), e.get("ph") == "i", -float(e.get("dur") or 0)))
     # Ops nest (a stack); annotations need not (Lightning's ProfilerStep#N ends inside Optimizer.step):
     # those open are every range not yet ended, in the order they began (innermost last).
-    stack: List[Tuple[float, str, Any, Dict[str, Any]]] = []  # (end, "op" or "child", the op, its event): the ops open
+    stack: List[Tuple[float, str, Any, Dict[str, Any]]] = []  # (end, "op"/"child", the op it is or is in, its event)
     ranges: List[Tuple[float, str, str, float]] = []  # (end, kind, what, start): the annotations open
     ops: List[_Op] = []
     memory: List[Tuple[Dict[str, Any], Optional[_Op]]] = []
@@ -268,7 +271,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
         while stack and (stack[-1][0] < ts if instant else stack[-1][0] <= ts):
             stack.pop()
         ranges = [r for r in ranges if (r[0] >= ts if instant else r[0] > ts)]
-        op = next((what for _, kind, what, _ in reversed(stack) if kind == "op"), None)
+        op = stack[-1][2] if stack else None  # the innermost op open, in one step (a crafted trace nests 20,000)
         if instant:
             memory.append((e, op))
             if stack:  # what allocated it: the innermost op open, and the ops it runs inside
@@ -301,7 +304,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             continue
         if cat == "user_annotation" or cat == "python_function":
             found_range = phases.range_of(name)
-            if found_range is not None:
+            if found_range is not None and len(ranges) < MAX_OPEN_RANGES:
                 ranges.append((end, found_range[0], found_range[1], ts))
                 steps += found_range[0] == "step"
             continue
@@ -315,7 +318,7 @@ def _walk_thread(events: List[Dict[str, Any]], kernels: Dict[Any, List[Dict[str,
             child_seq = _int(_args(e).get("Sequence number"))
             if child_seq is not None and not name.startswith(BACKWARD_PREFIX):
                 op.inner_seqs.append(child_seq)
-            stack.append((end, "child", None, e))
+            stack.append((end, "child", op, e))
             continue
         found = _top_level(e, name, ts, end, ranges)
         for waiting in unshaped:
