@@ -47,6 +47,10 @@ _route = cast(Callable[[Callable[..., wrappers.Response]], Callable[..., Any]], 
 
 _STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served from disk
+# A run's items of one kind, source by source, as the CLI prefers them (``readers.logdir.read_run``): tb_modelmem's
+# own summaries, then profile sessions, then PyTorch's files (each source's preferred first: ``Item.rank``); TF1
+# RunMetadata, which the CLI does not read, last. The tab opens on the first.
+PRECEDENCE = (SummarySource.origin, ProfileSource.origin, TorchFileSource.origin, RunMetadataSource.origin)
 
 
 class ModelMemPlugin(base_plugin.TBPlugin):
@@ -316,10 +320,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 # (a data provider call that failed this once) keeps that source's last items
                 items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
-        # as the CLI prefers them (``readers.logdir.read_run``): tb_modelmem's own summaries, then profile sessions,
-        # then PyTorch's files; within a source, its preferred first
-        precedence = {source.origin: place for place, source in enumerate(self._sources)}
-        found.sort(key=lambda si: (si[1].run, precedence[si[0].origin], si[1].rank, si[1].tag))
+        found.sort(key=lambda si: (si[1].run, PRECEDENCE.index(si[0].origin), si[1].rank, si[1].tag))
         self._listing[experiment] = (time.monotonic(), found)
         return found
 

@@ -79,7 +79,7 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
 
         backbone = keras_hub.models.Qwen2Backbone(vocabulary_size=THIRD_HELD_OUT_VOCAB, num_layers=2,
                                                   num_query_heads=4, num_key_value_heads=2, hidden_dim=176,
-                                                  intermediate_dim=480)
+                                                  intermediate_dim=480, tie_word_embeddings=True)
         tokens = rng.integers(0, THIRD_HELD_OUT_VOCAB, (samples, seq + 1))
         x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
         return keras_hub.models.Qwen2CausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]

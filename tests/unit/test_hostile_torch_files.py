@@ -4,6 +4,7 @@ serves each as its own 422 beside the real files, whose figures stay torch's own
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 
 import pytest
 
+from tb_modelmem.plugin.sources import torch_files
 from tb_modelmem.readers import torch_trace
 from tb_modelmem.readers.bounded import InspectError, read_file
 from tb_modelmem.readers.model_file import read_path
@@ -133,3 +135,33 @@ def test_crafted_names_and_events_that_are_still_readable(tmp_path):
     storage = served.json("/breakdown", run="run", tag="torch/surrogate_name.pt")
     assert storage["totals"][WEIGHT] == GOOD["parameters"]
     assert served.json("/ops", run="run", tag="torch/malformed_events.pt.trace.json")["peak_bytes"] == trace.peak_bytes
+
+
+def test_the_listing_reads_a_small_trace_within_its_cap(tmp_path):
+    """A run's newest traces that hold no ops are listed after the first that holds some (the one the CLI reads):
+    each is read as the log dir is listed while it is small, ``SMALL_TRACE_BYTES`` on disk and inflated. A 55 KB
+    gzip of 20,000 ops nested at one instant (1.9 MB of JSON) is taken to hold ops, unread past the cap; read when
+    opened, it is one op, its nest walked at once (the innermost op was searched for down the nest, quadratic:
+    6.9 s for these 20,000, about an hour for what 64 KiB of gzip holds)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    nested = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10**6 - i}
+              for i in range(20_000)]
+    memory = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5, "s": "t",
+              "args": {"Total Allocated": 64, "Bytes": 64, "Device Id": -1, "Device Type": 0, "Addr": 1}}
+    files = {"w.1.pt.trace.json": {"traceEvents": [dict(nested[0], dur=10), memory]},  # one op: holds ops
+             "w.2.pt.trace.json.gz": {"traceEvents": nested + [memory]},
+             "w.3.pt.trace.json": {"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]}}  # no op
+    for age, (name, trace) in enumerate(reversed(files.items())):
+        data = json.dumps(trace).encode()
+        (run / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        os.utime(run / name, (1e9 - age, 1e9 - age))
+    assert os.path.getsize(run / "w.2.pt.trace.json.gz") < torch_files.SMALL_TRACE_BYTES  # small on disk
+    assert len(json.dumps(files["w.2.pt.trace.json.gz"])) > 20 * torch_files.SMALL_TRACE_BYTES
+    served = Served(str(tmp_path))
+    listed = [(tag, info["note"]) for (_, tag), info in served.tags("run").items()]
+    assert [tag for tag, _ in listed] == ["torch/w.2.pt.trace.json.gz", "torch/w.1.pt.trace.json",
+                                          "torch/w.3.pt.trace.json"]
+    assert "holds no ops" in listed[2][1] and "holds no ops" not in listed[0][1] + listed[1][1]
+    nest = torch_trace.reduce_trace(torch_trace.load(read_file(str(run / "w.2.pt.trace.json.gz"), 1 << 30, "trace")))
+    assert len(nest.ops) == 1 and nest.peak_bytes == 64

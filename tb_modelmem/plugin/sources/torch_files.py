@@ -27,7 +27,7 @@ from tb_modelmem.plugin.sources import Item, Located, Source, name_error
 from tb_modelmem.plugin.sources.logdir_files import LogdirFiles, not_found, stat, unprefixed
 from tb_modelmem.plugin.store import Job, UnreadableError
 from tb_modelmem.readers import torch_trace
-from tb_modelmem.readers.bounded import InspectError
+from tb_modelmem.readers.bounded import InspectError, is_remote, read_file
 from tb_modelmem.readers.dcp import METADATA as DCP_METADATA
 from tb_modelmem.readers.dcp import SUFFIX as DCP_SUFFIX
 from tb_modelmem.readers.model_file import read_path
@@ -42,8 +42,8 @@ ORIGIN = "torch"
 TAG_PREFIX = "torch/"
 RANKS_TAG = TAG_PREFIX + "ranks"
 Found = Union[str, Dict[str, str]]  # a file or folder, or the ranks' traces: {worker: file}
-# A trace up to this size is read as the log dir is listed, to know whether it holds ops (one a profile closed
-# mid-cycle wrote, its metadata alone, is about 2.5 KB): one that holds none is listed after those that do.
+# A trace file up to this size (and its JSON, inflated) is read as the log dir is listed, to know whether it holds
+# ops: one a profile closed mid-cycle wrote, its metadata alone, is about 2.5 KB, and is listed after those that do.
 SMALL_TRACE_BYTES = 64 * 1024
 
 
@@ -58,6 +58,16 @@ def _kind(name: str) -> Optional[Tuple[str, str]]:
     if is_safetensors_name(name):
         return metadata.BREAKDOWN, "safetensors weights"
     return None
+
+
+def _paths(found: Found) -> List[str]:
+    """The files ``found`` names: one, or each rank's."""
+    return list(found.values()) if isinstance(found, dict) else [found]
+
+
+def _is_trace(found: Found) -> bool:
+    """A profiler trace, or a job's ranks' traces (what the CLI reads), not a snapshot nor a checkpoint."""
+    return isinstance(found, dict) or torch_trace.is_trace_name(found)
 
 
 def _folder_kind(names: List[str]) -> Optional[str]:
@@ -76,14 +86,15 @@ class TorchFileSource(Source):
     def __init__(self, files: LogdirFiles) -> None:
         self._files = files
         self._folder_kinds: Dict[Tuple[str, str], str] = {}  # (run, tag) of a checkpoint folder -> what it is
-        self._mtimes: Tuple[Any, Dict[str, float]] = (None, {})  # (the walk they were read in, {path: time})
-        self._opless: Dict[Tuple[str, int, float], bool] = {}  # (path, size, time) of a small trace -> holds no ops
+        self._stats: Tuple[Any, Dict[str, Tuple[int, float]]] = (None, {})  # (the walk they were read in, {path: stat})
+        self._no_ops: Dict[Tuple[str, int, float], bool] = {}  # a small trace's (path, size, time): it holds no ops
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
-        """A run's traces and its checkpoints, each kind newest first (``names.newest_first_key``), a trace that
-        holds no ops last: the tab opens on the trace the CLI reads and joins it with the first checkpoint that names
-        an optimizer, as the CLI does."""
-        items, opless = [], set()
+        """A run's PyTorch files in the order the CLI reads them (``readers.logdir.read_run``), each kind newest
+        first (``names.newest_first_key``): its traces, then those that hold no ops, then memory snapshots; its
+        checkpoints. So the tab opens on the trace the CLI projects, joined with the first checkpoint that names an
+        optimizer, as the CLI joins them."""
+        items = []
         listing = self._listing()
         for (run, tag), path in sorted(listing.items()):
             if isinstance(path, dict):
@@ -93,52 +104,67 @@ class TorchFileSource(Source):
                 kind, note = ((metadata.BREAKDOWN, self._folder_kinds.get((run, tag), "checkpoint folder"))
                               if tag.endswith("/") else _kind(path) or (metadata.OPS, ""))
                 item = Item(run, tag, kind, ORIGIN, max_step=0, note=note)
-                if self._opless_trace(path):
-                    item.note = "PyTorch profiler trace that holds no ops (the profile closed mid-cycle)"
-                    opless.add((run, tag))
             item.error = name_error(run, tag)
             items.append(item)
-        newest_first = sorted(items, reverse=True, key=lambda i: (
-            (i.run, i.tag) not in opless, newest_first_key(self._mtime(listing[(i.run, i.tag)]), i.tag)))
-        ranked: Dict[Tuple[str, Optional[str]], int] = collections.Counter()  # each run's own count of each kind
-        for item in newest_first:
-            item.rank = ranked[(item.run, item.kind)]
-            ranked[(item.run, item.kind)] += 1
+        self._rank(items, listing)
         return items
 
-    def _mtime(self, found: Found) -> float:
-        """The newest modification time of what ``found`` names, read once per listing of the log dir."""
-        walk = self._files.walk()
-        if self._mtimes[0] is not walk:
-            self._mtimes = (walk, {})
-        paths = list(found.values()) if isinstance(found, dict) else [found]
-        times = self._mtimes[1]
-        for path in paths:
-            if path not in times:
-                times[path] = stat(path)[1]
-        return max(times[path] for path in paths)
+    def _rank(self, items: List[Item], listing: Dict[Tuple[str, str], Found]) -> None:
+        """Each item's place among its run's items of its kind (``Item.rank``): newest first, a run's traces before
+        its snapshots, and the newest traces that hold no ops (read while they are small: ``_holds_no_ops``) after
+        the first that holds some."""
+        listed = {path for found in listing.values() for path in _paths(found)}
+        self._no_ops = {key: value for key, value in self._no_ops.items() if key[0] in listed}
+        groups: Dict[Tuple[str, Optional[str]], List[Item]] = collections.defaultdict(list)
+        for item in sorted(items, reverse=True,
+                           key=lambda i: newest_first_key(self._stat(listing[(i.run, i.tag)])[1], i.tag)):
+            groups[(item.run, item.kind)].append(item)
+        for group in groups.values():
+            traces = [i for i in group if _is_trace(listing[(i.run, i.tag)])]
+            others = [i for i in group if not _is_trace(listing[(i.run, i.tag)])]
+            empty = 0
+            for item in traces:  # the newest first, as far as the first that holds ops
+                path = listing[(item.run, item.tag)]
+                if isinstance(path, dict) or not self._holds_no_ops(path):
+                    break
+                item.note = "PyTorch profiler trace that holds no ops (its profile closed mid-cycle)"
+                empty += 1
+            for place, item in enumerate(traces[empty:] + traces[:empty] + others):
+                item.rank = place
 
-    def _opless_trace(self, path: str) -> bool:
-        """Whether ``path`` is a trace of at most ``SMALL_TRACE_BYTES`` that holds no ops (read once per version of
-        it; one that cannot be read says so when it is opened)."""
-        if not torch_trace.is_trace_name(path):
+    def _stat(self, found: Found) -> Tuple[int, float]:
+        """(size, the newest modification time) of what ``found`` names, read once per listing of the log dir."""
+        walk = self._files.walk()
+        if self._stats[0] is not walk:
+            self._stats = (walk, {})
+        paths = _paths(found)
+        stats = self._stats[1]
+        for path in paths:
+            if path not in stats:  # a remote file has no time here (``stat``): not asked, one request saved each
+                stats[path] = (0, 0.0) if is_remote(path) else stat(path)
+        return sum(stats[path][0] for path in paths), max(stats[path][1] for path in paths)
+
+    def _holds_no_ops(self, path: str) -> bool:
+        """Whether the trace at ``path`` is small (``SMALL_TRACE_BYTES``, on disk and inflated) and holds no ops,
+        read once per version of it. A larger one, or one that cannot be read, is taken to hold some: opened, it
+        says what it holds."""
+        size, mtime = self._stat(path)
+        if size > SMALL_TRACE_BYTES or is_remote(path):  # a remote one is not read to list it
             return False
-        size, mtime = stat(path)
-        if size > SMALL_TRACE_BYTES:
-            return False
-        if (path, size, mtime) not in self._opless:
+        if (path, size, mtime) not in self._no_ops:
             try:
-                trace = torch_trace.reduce_trace(torch_trace.load(self._files.read(path, path, "PyTorch trace")))
-                self._opless[(path, size, mtime)] = not torch_trace.holds_ops(trace)
-            except Exception:
-                self._opless[(path, size, mtime)] = False
-        return self._opless[(path, size, mtime)]
+                data = read_file(path, SMALL_TRACE_BYTES, "PyTorch trace")
+                trace = torch_trace.reduce_trace(torch_trace.load(data, SMALL_TRACE_BYTES))
+                self._no_ops[(path, size, mtime)] = not torch_trace.holds_ops(trace)
+            except Exception:  # any failure is said when it is opened
+                self._no_ops[(path, size, mtime)] = False
+        return self._no_ops[(path, size, mtime)]
 
     def has_files(self) -> bool:
         return bool(self._listing())
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
-        return [{"step": 0, "wall_time": self._mtime(self._found(item))}]
+        return [{"step": 0, "wall_time": self._stat(self._found(item))[1]}]
 
     def locate(self, ctx: Any, experiment: str, item: Item, step: Optional[int], host: Optional[str]) -> Located:
         path, where = self._path(item, host)
