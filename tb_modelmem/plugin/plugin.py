@@ -320,7 +320,8 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 # (a data provider call that failed this once) keeps that source's last items
                 items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
-        found.sort(key=lambda si: (si[1].run, PRECEDENCE.index(si[0].origin), si[1].rank, si[1].tag))
+        place = {origin: i for i, origin in enumerate(PRECEDENCE)}
+        found.sort(key=lambda si: (si[1].run, place.get(si[0].origin, len(place)), si[1].rank, si[1].tag))
         self._listing[experiment] = (time.monotonic(), found)
         return found
 

@@ -44,6 +44,9 @@ _COLLECTIVES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ncclKernel", 
 # ops it calls (extern kernels: convolutions, matmuls) are their own rows; its own time is the code Inductor
 # generated (fused kernels, the wrapper), and no module range survives compilation inside it.
 _COMPILED_GRAPHS = ("Torch-Compiled Region", "CompiledFunction")
+# An op's layer path, in characters, its innermost end kept: a real model's is tens to a few hundred; each op keeps
+# its own, and a crafted trace's 500 long module names would make every op's 50 KB.
+MAX_LAYER_PATH = 1024
 _OPTIMIZER_STEP = "Optimizer.step#"
 # FSDP2's ranges (torch.distributed.fsdp): "FSDP::pre_forward (encoder.layers.0)", "FSDP::all_gather (0)"; the
 # module path in parentheses is the unit's (``_fsdp_unit``)
@@ -140,6 +143,7 @@ def where(ranges: Sequence[Range], backward: bool) -> Tuple[str, str]:
     layer = next((what for kind, what in reversed(ranges) if kind == "layer"), "")
     if not layer:
         layer = "/".join(what for kind, what in ranges if kind == "module")
+    layer = layer[-MAX_LAYER_PATH:]
     if backward:
         return layer, BACKWARD
     for kind, what in reversed(ranges):

@@ -17,6 +17,7 @@ from tb_modelmem.readers import torch_trace
 from tb_modelmem.readers.bounded import InspectError, read_file
 from tb_modelmem.readers.model_file import read_path
 from tb_modelmem.readers.torch_snapshot import read_snapshot_file
+from tb_modelmem.rules import phases
 from tb_modelmem.schema.names import NON_TRAINABLE, OPTIMIZER_SLOT, WEIGHT
 from tb_modelmem.schema.records import bytes_by_role
 from tests.support import hostile_torch
@@ -156,12 +157,31 @@ def test_the_listing_reads_a_small_trace_within_its_cap(tmp_path):
         data = json.dumps(trace).encode()
         (run / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
         os.utime(run / name, (1e9 - age, 1e9 - age))
+    snapshot = run / hostile_torch.GOOD_SNAPSHOT  # the newest file, which the CLI does not read: after the traces
+    shutil.copy(os.path.join(hostile_torch.TORCH, hostile_torch.GOOD_SNAPSHOT), snapshot)
+    os.utime(snapshot, (2e9, 2e9))
     assert os.path.getsize(run / "w.2.pt.trace.json.gz") < torch_files.SMALL_TRACE_BYTES  # small on disk
     assert len(json.dumps(files["w.2.pt.trace.json.gz"])) > 20 * torch_files.SMALL_TRACE_BYTES
     served = Served(str(tmp_path))
     listed = [(tag, info["note"]) for (_, tag), info in served.tags("run").items()]
     assert [tag for tag, _ in listed] == ["torch/w.2.pt.trace.json.gz", "torch/w.1.pt.trace.json",
-                                          "torch/w.3.pt.trace.json"]
+                                          "torch/w.3.pt.trace.json", "torch/" + hostile_torch.GOOD_SNAPSHOT]
     assert "holds no ops" in listed[2][1] and "holds no ops" not in listed[0][1] + listed[1][1]
     nest = torch_trace.reduce_trace(torch_trace.load(read_file(str(run / "w.2.pt.trace.json.gz"), 1 << 30, "trace")))
     assert len(nest.ops) == 1 and nest.peak_bytes == 64
+
+
+def test_a_crafted_module_nest_gives_each_op_a_bounded_layer_path():
+    """600 nested ``nn.Module:`` ranges of 100-character names around three ops made each op a 51,711-character
+    layer path of its own (a million such ops, about 10 MB gzipped, would have held 50 GB): at most 512 ranges are
+    kept open, and a path keeps its innermost ``MAX_LAYER_PATH`` characters."""
+    names = [f"{i:03d}" + "m" * 97 for i in range(600)]
+    ranges = [{"ph": "X", "cat": "python_function", "name": "nn.Module: " + name, "pid": 1, "tid": 1, "ts": i,
+               "dur": 10**6 - 2 * i} for i, name in enumerate(names)]
+    ops = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000 + 10 * i, "dur": 5}
+           for i in range(3)]
+    trace = torch_trace.reduce_trace({"traceEvents": ranges + ops})
+    layers = list(trace.ops.column("layer"))  # the three ops' one row
+    assert layers and all(len(layer) == phases.MAX_LAYER_PATH for layer in layers), [len(x) for x in layers]
+    innermost = names[torch_trace.MAX_OPEN_RANGES - 1]  # the last range kept open
+    assert all(layer.endswith("/" + innermost) for layer in layers)

@@ -5,7 +5,8 @@ locating one (run, tag, step, host) for the store to build.
 - ``run_metadata``: RunMetadata of TF1 log dirs (``FileWriter.add_run_metadata``) and TF2 ``trace_export``;
 - ``profiles``: TF2 profiler sessions, ``<run>/plugins/profile/<session>/<host>.xplane.pb`` (and the
   ``memory_profile.json.gz`` TF 2.3-2.10 wrote), found by listing the log dir.
-A new source is one module with a ``Source`` subclass, added to ``ModelMemPlugin._sources``.
+A new source is one module with a ``Source`` subclass, added to ``ModelMemPlugin._sources`` and its origin to
+``plugin.PRECEDENCE`` (where the CLI would read its items among the others').
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ class LogdirFiles:
                     listing.append((directory, list(names)))
             except Exception:  # an unreadable log dir lists nothing; TensorBoard reports it itself
                 pass
-        with self._lock:
-            self._listing = listing
+        with self._lock:  # the interval counts from the walk's end: a walk that takes longer is not made again at once
+            self._listing, self._listed_at = listing, time.monotonic()
         return listing
 
     def run_of(self, directory: str) -> str:

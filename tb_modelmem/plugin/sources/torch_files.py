@@ -87,7 +87,7 @@ class TorchFileSource(Source):
         self._files = files
         self._folder_kinds: Dict[Tuple[str, str], str] = {}  # (run, tag) of a checkpoint folder -> what it is
         self._stats: Tuple[Any, Dict[str, Tuple[int, float]]] = (None, {})  # (the walk they were read in, {path: stat})
-        self._no_ops: Dict[Tuple[str, int, float], bool] = {}  # a small trace's (path, size, time): it holds no ops
+        self._no_ops: Dict[str, Tuple[int, float, bool]] = {}  # a small trace's path: (size, time, holds no ops)
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         """A run's PyTorch files in the order the CLI reads them (``readers.logdir.read_run``), each kind newest
@@ -114,7 +114,7 @@ class TorchFileSource(Source):
         its snapshots, and the newest traces that hold no ops (read while they are small: ``_holds_no_ops``) after
         the first that holds some."""
         listed = {path for found in listing.values() for path in _paths(found)}
-        self._no_ops = {key: value for key, value in self._no_ops.items() if key[0] in listed}
+        self._no_ops = {path: known for path, known in list(self._no_ops.items()) if path in listed}
         groups: Dict[Tuple[str, Optional[str]], List[Item]] = collections.defaultdict(list)
         for item in sorted(items, reverse=True,
                            key=lambda i: newest_first_key(self._stat(listing[(i.run, i.tag)])[1], i.tag)):
@@ -151,14 +151,15 @@ class TorchFileSource(Source):
         size, mtime = self._stat(path)
         if size > SMALL_TRACE_BYTES or is_remote(path):  # a remote one is not read to list it
             return False
-        if (path, size, mtime) not in self._no_ops:
+        known = self._no_ops.get(path)
+        if known is None or known[:2] != (size, mtime):
             try:
                 data = read_file(path, SMALL_TRACE_BYTES, "PyTorch trace")
-                trace = torch_trace.reduce_trace(torch_trace.load(data, SMALL_TRACE_BYTES))
-                self._no_ops[(path, size, mtime)] = not torch_trace.holds_ops(trace)
+                no_ops = not torch_trace.holds_ops(torch_trace.reduce_trace(torch_trace.load(data, SMALL_TRACE_BYTES)))
             except Exception:  # any failure is said when it is opened
-                self._no_ops[(path, size, mtime)] = False
-        return self._no_ops[(path, size, mtime)]
+                no_ops = False
+            known = self._no_ops[path] = (size, mtime, no_ops)
+        return known[2]
 
     def has_files(self) -> bool:
         return bool(self._listing())
