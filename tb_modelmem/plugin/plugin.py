@@ -51,6 +51,7 @@ _STATIC_FILES = {"index.js": "text/javascript"}  # the only files ever served fr
 # own summaries, then profile sessions, then PyTorch's files (each source's preferred first: ``Item.rank``); TF1
 # RunMetadata, which the CLI does not read, last. The tab opens on the first.
 PRECEDENCE = (SummarySource.origin, ProfileSource.origin, TorchFileSource.origin, RunMetadataSource.origin)
+_PLACE = {origin: place for place, origin in enumerate(PRECEDENCE)}  # a source not in it sorts last
 
 
 class ModelMemPlugin(base_plugin.TBPlugin):
@@ -320,8 +321,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 # (a data provider call that failed this once) keeps that source's last items
                 items = self._listed.get((experiment, source.origin), [])
             found += [(source, item) for item in items]
-        place = {origin: i for i, origin in enumerate(PRECEDENCE)}
-        found.sort(key=lambda si: (si[1].run, place.get(si[0].origin, len(place)), si[1].rank, si[1].tag))
+        found.sort(key=lambda si: (si[1].run, _PLACE.get(si[0].origin, len(_PLACE)), si[1].rank, si[1].tag))
         self._listing[experiment] = (time.monotonic(), found)
         return found
 

@@ -130,9 +130,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     seq_ratio, seq_unknown = _sequence_ratio(trace, breakdown, what)
     changes_step = what.batch is not None or what.replicas > 1 or dtype_factor != 1.0 or seq_ratio != 1.0
     no_events_reason = (no_allocations_reason(trace) if trace.allocations == "none" or not trace.timeline.t_us
-                 else None)  # the root cause, said first
+                        else None)  # the root cause, said first
     why_not = no_events_reason or seq_unknown or _step_unknown(trace, state, changes_step, dtype_factor != 1.0,
-                                                        scale is not None)
+                                                               scale is not None)
     if why_not:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
     projected_state = state.projected(what, basis, unknown, unsplit)

@@ -120,8 +120,10 @@ class TorchFileSource(Source):
                            key=lambda i: newest_first_key(self._stat(listing[(i.run, i.tag)])[1], i.tag)):
             groups[(item.run, item.kind)].append(item)
         for group in groups.values():
-            traces = [i for i in group if _is_trace(listing[(i.run, i.tag)])]
-            others = [i for i in group if not _is_trace(listing[(i.run, i.tag)])]
+            traces: List[Item] = []
+            others: List[Item] = []
+            for item in group:
+                (traces if _is_trace(listing[(item.run, item.tag)]) else others).append(item)
             empty = 0
             for item in traces:  # the newest first, as far as the first that holds ops
                 path = listing[(item.run, item.tag)]
