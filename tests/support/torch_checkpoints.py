@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any, Dict
 
-from tests.support import no_tensorflow
+from tests.support import gloo, no_tensorflow
 
 
 def _state(optimizer: Any) -> Dict[str, int]:
@@ -230,7 +230,7 @@ def _lightning(root: str) -> Dict[str, Any]:
             "path": path}
 
 
-def _dcp_rank(rank: int, world: int, out: str, port: int) -> None:
+def _dcp_rank(rank: int, port: int, world: int, out: str) -> None:
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -270,8 +270,6 @@ def _dcp_model(sharded: bool) -> Any:
 
 
 def make_all(out: str) -> Dict[str, Any]:
-    import torch.multiprocessing as mp
-
     os.makedirs(out, exist_ok=True)
     truth: Dict[str, Any] = {**_trainer(os.path.join(out, "trainer")),
                              "trainer_lora": _trainer_lora(os.path.join(out, "trainer_lora")),
@@ -281,7 +279,7 @@ def make_all(out: str) -> Dict[str, Any]:
                              "lightning": _lightning(os.path.join(out, "lightning"))}
     for world in (1, 2):
         folder = os.path.join(out, f"dcp_{world}")
-        mp.spawn(_dcp_rank, args=(world, folder, 29500 + world + os.getpid() % 200), nprocs=world)
+        gloo.spawn_ranks(_dcp_rank, world, world, folder, fresh=folder)
         with open(folder + ".json") as f:
             truth[f"dcp_{world}"] = json.load(f)
     with open(os.path.join(out, "truth.json"), "w") as f:

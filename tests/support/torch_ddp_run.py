@@ -12,12 +12,12 @@ log dir, as a user adds it to a DDP script.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.support import gloo
 
 WORLD = 2
 
@@ -60,10 +60,8 @@ def _rank(rank: int, port: int, run: str, kind: str) -> None:
 
 
 def main(logdir: str, kind: str = "ddp") -> None:
-    with socket.socket() as s:  # a free port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_rank, args=(port, os.path.join(logdir, kind), kind), nprocs=WORLD)
+    run = os.path.join(logdir, kind)
+    gloo.spawn_ranks(_rank, WORLD, run, kind, fresh=run)
 
 
 if __name__ == "__main__":

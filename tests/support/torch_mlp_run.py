@@ -32,8 +32,9 @@ import argparse
 import inspect
 import json
 import os
-import socket
 from typing import Any, Dict, List, Optional
+
+from tests.support import gloo
 
 STEPS = 4
 # torch.optim classes whose step makes scratch of its parameters' sizes, besides SGD with and without momentum
@@ -152,16 +153,11 @@ def _highest(path: str) -> int:
 
 def _truth(out: str, batch: int, optimizer_name: str, ranks: int, compiled: bool, path: str,
            clip: bool, mixed: bool, decay: Optional[float], frozen: bool) -> Dict[str, Any]:
-    import torch.multiprocessing as mp
-
     os.makedirs(out, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     if ranks > 1:
-        mp.spawn(_rank, args=(port, ranks, batch, optimizer_name, out, compiled, path, clip), nprocs=ranks)
+        gloo.spawn_ranks(_rank, ranks, ranks, batch, optimizer_name, out, compiled, path, clip)
     else:
-        _rank(0, port, 1, batch, optimizer_name, out, compiled, path, clip, mixed, decay, frozen)
+        _rank(0, 0, 1, batch, optimizer_name, out, compiled, path, clip, mixed, decay, frozen)
     peaks: List[int] = [_highest(os.path.join(out, f"rank{rank}.json")) for rank in range(ranks)]
     with open(os.path.join(out, "rank0_slots.json")) as f:
         slots = json.load(f)
