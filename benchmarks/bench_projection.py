@@ -12,7 +12,12 @@ estimators use (accelerate's ``estimate-memory``: 16 bytes per parameter for Ada
 gradients + two slots, activations ignored).
 
     python -m benchmarks.bench_projection [--models lenet transformer mobilenet causal_lm llama] [--repeats 2]
-        [--runs DIR] [--auto-jit]
+        [--runs DIR] [--auto-jit] [--ordered]
+
+``--ordered``: every run, traced and real, with one inter-op thread (TF_NUM_INTEROP_THREADS=1), as a user pins a
+step's order: TensorFlow's executor then runs the step's ops in one order, and the chunks BFC hands change less
+from run to run (on two inter-op threads, these 2 cores, the held-out LMs' runs of one setting land in two modes,
+e.g. 338.1, 338.7 and 393.6 MiB; on one, GPT-2's repeat within 0.6%, though Gemma's still split: docs/WHAT_IF.md).
 """
 
 from __future__ import annotations
@@ -30,10 +35,11 @@ from tests.support.projection_run import AUTO_JIT_FLAGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = {"lenet": 32, "cnn_tutorial": 32, "cnn_dense": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8,
-        "llama": 8, "gpt2_hub": 8, "gemma_hub": 8, "qwen2_hub": 8, "lstm_lm": 8, "gru_lm": 8}
-# AdamW, at SEQ tokens; "llama", "gpt2_hub", "gemma_hub" and "qwen2_hub" (held out: issue 54) need keras-hub (not a
-# test dependency); "lstm_lm" and "gru_lm": Keras' recurrent layers, a while loop over the tokens on TensorFlow
-LANGUAGE_MODELS = ("causal_lm", "llama", "gpt2_hub", "gemma_hub", "qwen2_hub", "lstm_lm", "gru_lm")
+        "llama": 8, "gpt2_hub": 8, "gemma_hub": 8, "qwen2_hub": 8, "mistral_hub": 8,
+        "lstm_lm": 8, "gru_lm": 8}
+# AdamW, at SEQ tokens; "llama" and the held-out "*_hub" LMs (issue 54) need keras-hub (not a test dependency);
+# "lstm_lm" and "gru_lm": Keras' recurrent layers, a while loop over the tokens on TensorFlow
+LANGUAGE_MODELS = ("causal_lm", "llama", "gpt2_hub", "gemma_hub", "qwen2_hub", "mistral_hub", "lstm_lm", "gru_lm")
 DEFAULT_MODELS = ("lenet", "transformer", "mobilenet", "causal_lm")
 SEQ = 128  # the causal LM's traced length
 # What each model is projected to, beside its base: (label, what a real run changes, the estimate's arguments)
@@ -90,9 +96,12 @@ def main() -> None:
                                        "rather than run them (a projection change measured in seconds)")
     parser.add_argument("--auto-jit", action="store_true",
                         help="TensorFlow's XLA auto-clustering on the CPU in every run (clusters inside the executor)")
+    parser.add_argument("--ordered", action="store_true", help="one inter-op thread in every run: one order of ops")
     args = parser.parse_args()
-    if args.auto_jit:  # the runs inherit it: TensorFlow reads it at its start
+    if args.auto_jit:  # the runs inherit these: TensorFlow reads them at its start
         os.environ["TF_XLA_FLAGS"] = AUTO_JIT_FLAGS
+    if args.ordered:
+        os.environ["TF_NUM_INTEROP_THREADS"] = "1"
     import tb_modelmem
 
     rows: List[str] = []
@@ -102,7 +111,7 @@ def main() -> None:
             base = BASE[model]
             asked: List[Target] = [("as traced", {}, {})] + targets(model)
             # what the runs were made with, in their folders' names: --runs reuses only runs made alike
-            kept = f"{model}_{samples(model)}{'_autojit' if args.auto_jit else ''}"
+            kept = f"{model}_{samples(model)}{'_autojit' if args.auto_jit else ''}{'_ordered' if args.ordered else ''}"
             runs = {label: [run(os.path.join(scratch, f"{kept}_{n}_{r}"), model, **{"batch": base, **change})
                             for r in range(args.repeats)] for n, (label, change, _) in enumerate(asked)}
             params = runs["as traced"][0]["params"]
