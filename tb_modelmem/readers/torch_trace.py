@@ -71,6 +71,7 @@ MAX_DEVICES = 1 << 16
 # Annotations open at once that place ops (a real trace's: a step, the optimizer's, a module path tens deep): past
 # it, each op would scan thousands (a crafted trace nests 20,000 in 110 KB), so further ones place nothing.
 MAX_OPEN_RANGES = 512
+_MAX_OPTIMIZER_CLASSES = 8  # a job steps one to a few optimizers; a crafted trace names thousands
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
 _ARG_KEYS = ("correlation", "Addr", "Device Id")
 
@@ -156,6 +157,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     by_thread: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)
     kernels: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)  # correlation -> kernels
     steps = 0
+    classes: Dict[str, None] = {}  # the optimizer classes the step ranges name, in order
     for e in events:
         cat, ph = e.get("cat"), e.get("ph")
         if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
@@ -163,6 +165,10 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
                 if cat == "user_annotation" and str(e.get("name", "")).startswith(ITERATION_RANGE):
                     steps += 1
+                elif cat == "user_annotation" and len(classes) < _MAX_OPTIMIZER_CLASSES:
+                    named = phases.optimizer_class(str(e.get("name", "")))
+                    if named:
+                        classes.setdefault(named)
         elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
             kernels[_args(e).get("correlation")].append(e)
         elif ph == "i" and e.get("name") == "[memory]" and "ts" in e:
@@ -206,6 +212,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     update = [op.name for op in ops if _in_step(op)]
     reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
+    reduced.optimizer_class = ", ".join(classes)
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (

@@ -191,7 +191,9 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
 
 def _traced_label(trace: OpTrace, state: State) -> str:
     """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
-    at a time ("AdamW fused")."""
+    at a time ("AdamW fused"); with no breakdown, the class a torch trace's step range names."""
+    if not state.optimizer[0] and trace.optimizer_class:  # no breakdown: the class the trace's step range names
+        return f"{trace.optimizer_class} (named by the trace; its settings not recorded)"
     path = _traced_path(trace) if state.torch and state.optimizer[0] else torch_optimizers.FOR_LOOP
     return state.optimizer_label(path if path != torch_optimizers.FOR_LOOP else "")
 

@@ -329,6 +329,9 @@ class OpTrace(_Assigned):
     # The implementation a torch.optim step took, read from the ops inside ``Optimizer.step`` alone (gradient
     # clipping, a GradScaler and an EMA run foreach ops beside it): ``rules.torch_optimizers.path_of``; "" untold.
     optimizer_path: str = ""
+    # The torch.optim classes its ``Optimizer.step#<class>.step`` ranges name ("AdamW"; "Adam, SGD" for two):
+    # what a trace says of its optimizer where no breakdown says more (its settings are not in it); "" untold.
+    optimizer_class: str = ""
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}

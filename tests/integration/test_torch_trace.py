@@ -14,7 +14,7 @@ import pytest
 
 import tb_modelmem
 from tb_modelmem.readers import torch_trace
-from tests.support import run_worker
+from tests.support import run_worker, torch_plain_run
 from tests.support.plugin_harness import Served
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,6 +64,17 @@ def test_a_plain_pytorch_run_shows_its_trace_beside_its_scalars(plain):
         "weights", "non_trainable", "optimizer_slots", "other_state"}
     assert sum(v for v in parts.values() if v is not None) == peak["total"] == body["peak_bytes"]
     assert parts["activations"] > 0 and parts["gradients"] > 0
+
+
+def test_what_if_names_the_optimizer_the_loop_stepped(plain):
+    """No checkpoint beside the trace, so no breakdown: What if said "optimizer not recorded", though torch's own
+    ``Optimizer.step#Adam.step`` range named it. It names the script's class, and says its settings are unknown."""
+    _, path, served = plain
+    traced = served.json("/whatif", run="run", tag="torch/" + os.path.basename(path))["whatif"]["traced"]
+    named = torch_plain_run.OPTIMIZER.__name__
+    assert traced["optimizer"] == f"{named} (named by the trace; its settings not recorded)"
+    assert tb_modelmem.estimate(os.path.dirname(os.path.dirname(path)), run="run")["traced"]["optimizer"] == (
+        traced["optimizer"])
 
 
 def test_op_time_is_on_the_modules_it_ran_in(plain):

@@ -18,6 +18,8 @@ from torch import nn
 
 from tests.corpus.pytorch.mnist_main import Net  # pytorch/examples' MNIST network
 
+OPTIMIZER = torch.optim.Adam
+
 
 def main(logdir: str, batches: Sequence[int] = (32,)) -> None:
     from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
@@ -26,7 +28,7 @@ def main(logdir: str, batches: Sequence[int] = (32,)) -> None:
     torch.manual_seed(0)
     run = os.path.join(logdir, "run")
     model = Net()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = OPTIMIZER(model.parameters(), lr=1e-3)
     writer = SummaryWriter(run)
     data = {batch: (torch.rand(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for batch in batches}
     cycle = 4  # wait 1, warm up 1, record 2

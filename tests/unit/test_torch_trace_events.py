@@ -242,3 +242,17 @@ def test_the_steps_implementation_is_read_inside_optimizer_step_alone_and_when_i
     assert torch_trace.reduce_trace({"traceEvents": fused.events}).optimizer_path == "fused"
     assert torch_trace.reduce_trace({"traceEvents": Trace().op("aten::_foreach_norm", 0, alloc=8).events}
                                     ).optimizer_path == ""  # no Optimizer.step: untold
+
+
+def test_the_optimizer_class_is_what_its_step_ranges_name_and_a_crafted_name_is_none():
+    """``Optimizer.step#<class>.step``, torch.optim's range (its ``__class__.__name__``), names the class where no
+    breakdown does: a GAN's two optimizers once each, in order; a name no Python class has, and a trace naming
+    thousands, say no more than eight real ones."""
+    two = (Trace().range("Optimizer.step#Adam.step", 0, 5).range("Optimizer.zero_grad#SGD.zero_grad", 6, 1)
+           .range("Optimizer.step#SGD.step", 8, 5).range("Optimizer.step#Adam.step", 14, 5).op("aten::add_", 15))
+    assert torch_trace.reduce_trace({"traceEvents": two.events}).optimizer_class == "Adam, SGD"
+    crafted = Trace().range("Optimizer.step#<img src=x>.step", 0, 5).range("Optimizer.step#Adam.zero_grad", 6, 1)
+    for n in range(5000):
+        crafted.range(f"Optimizer.step#Opt{n}.step", 10 + n, 0.5)
+    named = torch_trace.reduce_trace({"traceEvents": crafted.events}).optimizer_class.split(", ")
+    assert named == [f"Opt{n}" for n in range(8)]
