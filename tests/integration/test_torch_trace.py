@@ -9,11 +9,14 @@ import gzip
 import json
 import os
 import shutil
+import time
 
 import pytest
 
 import tb_modelmem
+from tb_modelmem import summary
 from tb_modelmem.readers import torch_trace
+from tb_modelmem.readers.logdir import read_run
 from tests.support import run_worker, torch_plain_run
 from tests.support.plugin_harness import Served
 
@@ -140,6 +143,21 @@ def test_the_tab_opens_on_the_trace_the_command_line_reads(tmp_path):
     carried = first["Total Allocated"] - first["Bytes"]  # what the count held as the window began
     assert carried > 0
     assert tab["peak_bytes"] == cli["peak_bytes"] == _highest_total_allocated(events, 0) - carried
+
+
+def test_of_two_ops_summaries_the_tab_opens_on_the_one_the_command_line_reads(tmp_path):
+    """A run's tb_modelmem ``ops`` tags were listed by name, so the tab opened on "ops_a" where the CLI reads the
+    newest written, "ops_b" (at a lower step: the time it was written decides). Each kind is now newest first."""
+    with open(H100, "rb") as f:
+        record = torch_trace.reduce_trace(torch_trace.load(f.read()))
+    writer = summary.create_file_writer(str(tmp_path / "run"))
+    assert summary.op_trace("ops_a", record, step=7, writer=writer)
+    time.sleep(0.05)
+    assert summary.op_trace("ops_b", record, step=3, writer=writer)
+    writer.close()
+    (run,) = Served(str(tmp_path)).json("/runs")["runs"]
+    assert [t["tag"] for t in run["tags"] if t["kind"] == "ops"] == ["ops_b", "ops_a"]  # the tab opens on the first
+    assert read_run(str(tmp_path), "run").source == "ops_b step 3"
 
 
 def test_a_real_h100_trace_peaks_where_the_cuda_allocator_did():

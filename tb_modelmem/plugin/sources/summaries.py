@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -25,7 +26,8 @@ class SummarySource(Source):
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         listing = self._provider.list_blob_sequences(ctx, experiment_id=experiment,
                                                      plugin_name=metadata.PLUGIN_NAME)
-        items = []
+        items: List[Item] = []
+        written: List[Tuple[float, int]] = []  # each item's last write: (wall time, step)
         for run, tags in listing.items():
             for tag, series in tags.items():
                 item = Item(run, tag, None, ORIGIN, series.max_step)
@@ -35,7 +37,8 @@ class SummarySource(Source):
                     item.error = str(e)
                 item.error = item.error or name_error(run, tag)
                 items.append(item)
-        return items
+                written.append((series.max_wall_time, series.max_step))
+        return _newest_first(items, written)
 
     def steps(self, ctx: Any, experiment: str, item: Item) -> List[Dict[str, Any]]:
         return [{"step": d.step, "wall_time": d.wall_time}
@@ -72,6 +75,17 @@ class SummarySource(Source):
             return Series(samples, unreadable)
 
         return Located(key, data[-1].step if data else None, data[-1].wall_time if data else None, 0, build)
+
+
+def _newest_first(items: List[Item], written: List[Tuple[float, int]]) -> List[Item]:
+    """``items``, each ranked among its run's tags of its kind by when it was last ``written`` (wall time, step),
+    newest first (``Item.rank``): the CLI reads a run's newest trace, and the breakdown nearest it newest first."""
+    places: Dict[Tuple[str, Optional[str]], int] = collections.Counter()
+    for index in sorted(range(len(items)), key=written.__getitem__, reverse=True):
+        item = items[index]
+        item.rank = places[(item.run, item.kind)]
+        places[(item.run, item.kind)] += 1
+    return items
 
 
 @dataclasses.dataclass
