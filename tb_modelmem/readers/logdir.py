@@ -26,7 +26,7 @@ from tb_modelmem.readers import xspace
 from tb_modelmem.readers.bounded import InspectError
 from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
-from tb_modelmem.readers.torch_trace import holds_ops, is_trace_name, read_trace_file
+from tb_modelmem.readers.torch_trace import first_rank, holds_ops, is_trace_name, job_ranks, read_trace_file
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import newest_first_key
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -100,8 +100,8 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         trace, host = _reduce_session(os.path.join(logdir, run, "plugins", "profile", session))
         source, step = f"profile {session} host {host}", None
     else:
-        path, trace = _first_read(found.torch_traces, read_trace_file, holds_ops)
-        source, step = os.path.basename(path), None
+        path, trace, source = _torch_trace(found.torch_traces)
+        step = None
     breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
     if not breakdowns and found.checkpoints:
         path, breakdown = _first_read(found.checkpoints, _read_checkpoint, lambda found: bool(found.optimizer))
@@ -110,6 +110,18 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
         return Logged(run, trace, source, None, "")
     nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
     return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
+
+
+def _torch_trace(paths: List[str]) -> Tuple[str, OpTrace, str]:
+    """(Path, trace, what the answer names it as) of a run's PyTorch traces: the newest that holds ops, or, where
+    they are one job's ranks, the first rank's, as the tab's ``torch/ranks`` item opens on it."""
+    ranks = job_ranks([os.path.basename(path) for path in paths])
+    if not ranks:
+        path, trace = _first_read(paths, read_trace_file, holds_ops)
+        return path, trace, os.path.basename(path)
+    rank = first_rank(ranks)
+    path = os.path.join(os.path.dirname(paths[0]), ranks[rank])
+    return path, _read_file(read_trace_file, path), f"{ranks[rank]} (rank {rank} of {len(ranks)})"
 
 
 def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:

@@ -60,6 +60,7 @@ from tb_modelmem.schema.names import (
     OPTIMIZER,
     TEMPORARIES_CATEGORY,
     TORCH_PROFILER_SOURCE,
+    natural_key,
 )
 from tb_modelmem.schema.records import BufferTable, OpRecord, OpTable, OpTrace
 
@@ -87,6 +88,21 @@ def worker_of(name: str) -> Optional[str]:
     stem = name[:-len(".gz")] if name.endswith(".gz") else name
     worker, _, stamp = stem[:-len(".pt.trace.json")].rpartition(".")
     return worker if worker and stamp.isdigit() and stem.endswith(".pt.trace.json") else None
+
+
+def job_ranks(traces: List[str]) -> Dict[str, str]:
+    """{worker: file} when the trace file names ``traces`` of one folder are one job's ranks: two or more, each of
+    another worker; else {}."""
+    workers = {name: worker_of(name) for name in traces}
+    named = {worker for worker in workers.values() if worker}
+    if len(traces) < 2 or None in workers.values() or len(named) != len(traces):
+        return {}
+    return {worker: name for name, worker in workers.items() if worker}
+
+
+def first_rank(ranks: Dict[str, str]) -> str:
+    """The rank a job's traces are read at unless one is asked for: the first as people count ("rank0")."""
+    return min(ranks, key=natural_key)
 
 
 class TraceError(ValueError):

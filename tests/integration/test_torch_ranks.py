@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+import tb_modelmem
+from tb_modelmem.readers.logdir import read_run
 from tests.support import run_worker
 from tests.support.plugin_harness import Served
 
@@ -23,7 +25,7 @@ def job(tmp_path_factory):
         with open(path) as f:
             trace = json.load(f)
         events[os.path.basename(path).split(".")[0]] = trace
-    return Served(logdir), events
+    return Served(logdir), events, logdir
 
 
 def _collective_us(events: list) -> float:
@@ -34,7 +36,7 @@ def _collective_us(events: list) -> float:
 
 
 def test_the_ranks_are_one_item_a_host_each(job):
-    served, traces = job
+    served, traces, _ = job
     assert {tag for run, tag in served.tags() if run == "ddp"} == {"torch/ranks"}
     (item,) = [t for r in served.json("/runs")["runs"] if r["run"] == "ddp" for t in r["tags"]]
     assert item["hosts"] == ["rank0", "rank1"] and item["kind"] == "ops"
@@ -42,7 +44,7 @@ def test_the_ranks_are_one_item_a_host_each(job):
 
 
 def test_each_ranks_figures_are_its_own_traces(job):
-    served, traces = job
+    served, traces, _ = job
     rows = {row["host"]: row for row in served.hosts("ddp", "torch/ranks")["rows"]}
     for rank, trace in traces.items():
         events = trace["traceEvents"]
@@ -56,8 +58,19 @@ def test_each_ranks_figures_are_its_own_traces(job):
     assert rows["rank1"]["peak_bytes"] > rows["rank0"]["peak_bytes"]
 
 
+def test_the_command_line_reads_the_rank_the_tab_opens_on(job):
+    """The CLI read a job's newest trace file, whichever rank wrote last, where the tab's item opens on rank0;
+    rank 1 trained on twice rank 0's batch, so the two told two peaks. Both read rank0 now, and say so."""
+    served, traces, logdir = job
+    highest = max(e["args"]["Total Allocated"] for e in traces["rank0"]["traceEvents"] if e.get("name") == "[memory]")
+    tab = served.json("/whatif", run="ddp", tag="torch/ranks")["whatif"]
+    cli = tb_modelmem.estimate(logdir, run="ddp")
+    assert tab["traced"]["peak_bytes"] == cli["traced"]["peak_bytes"] == highest
+    assert read_run(logdir, "ddp").source.endswith("(rank rank0 of 2)")
+
+
 def test_no_collective_time_is_left_in_a_backward_row(job):
-    served, traces = job
+    served, traces, _ = job
     for rank, trace in traces.items():
         ops = served.all_ops("ddp", "torch/ranks", host=rank)
         by_phase = {}

@@ -216,7 +216,7 @@ class TorchFileSource(Source):
         found = self._found(item)
         if not isinstance(found, dict):
             return found, f"{item.run}/{item.tag}"
-        host = host if host is not None else min(found, key=natural_key)
+        host = host if host is not None else torch_trace.first_rank(found)
         if host not in found:
             ranks = ", ".join(sorted(found, key=natural_key))
             raise not_found(f"no rank {host!r} in {item.run}/{item.tag}; it has {ranks}")
@@ -236,20 +236,11 @@ class TorchFileSource(Source):
                 self._folder_kinds[key] = what
                 continue
             run = self._files.run_of(directory)
-            ranks = _ranks([name for name in names if torch_trace.is_trace_name(name)])
+            ranks = torch_trace.job_ranks([name for name in names if torch_trace.is_trace_name(name)])
             if ranks:
                 found[(run, RANKS_TAG)] = {worker: posixpath.join(directory, name) for worker, name in ranks.items()}
             for name in names:
                 if _kind(name) and not (ranks and torch_trace.is_trace_name(name)):
                     found[(run, TAG_PREFIX + name)] = posixpath.join(directory, name)
         return found
-
-
-def _ranks(traces: List[str]) -> Dict[str, str]:
-    """{worker: file} when ``traces`` are one job's ranks: two or more, each of another worker; else {}."""
-    workers = {name: torch_trace.worker_of(name) for name in traces}
-    named = {worker for worker in workers.values() if worker}
-    if len(traces) < 2 or None in workers.values() or len(named) != len(traces):
-        return {}
-    return {worker: name for name, worker in workers.items() if worker}
 
