@@ -115,13 +115,14 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
 def _torch_trace(paths: List[str]) -> Tuple[str, OpTrace, str]:
     """(Path, trace, what the answer names it as) of a run's PyTorch traces: the newest that holds ops, or, where
     they are one job's ranks, the first rank's, as the tab's ``torch/ranks`` item opens on it."""
-    ranks = job_ranks([os.path.basename(path) for path in paths])
+    by_name = {os.path.basename(path): path for path in paths}
+    ranks = job_ranks(list(by_name)) if len(by_name) == len(paths) else {}
     if not ranks:
         path, trace = _first_read(paths, read_trace_file, holds_ops)
         return path, trace, os.path.basename(path)
-    rank = first_rank(ranks)
-    path = os.path.join(os.path.dirname(paths[0]), ranks[rank])
-    return path, _read_file(read_trace_file, path), f"{ranks[rank]} (rank {rank} of {len(ranks)})"
+    worker = first_rank(ranks)
+    path = by_name[ranks[worker]]
+    return path, _read_file(read_trace_file, path), f"{ranks[worker]} (worker {worker}, 1 of {len(ranks)})"
 
 
 def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:

@@ -56,6 +56,7 @@ from tb_modelmem.schema.names import (
     COLLECTIVE,
     FORWARD,
     INPUT,
+    MAX_OPTIMIZER_CLASSES,
     MEASURED,
     OPTIMIZER,
     TEMPORARIES_CATEGORY,
@@ -72,7 +73,6 @@ MAX_DEVICES = 1 << 16
 # Annotations open at once that place ops (a real trace's: a step, the optimizer's, a module path tens deep): past
 # it, each op would scan thousands (a crafted trace nests 20,000 in 110 KB), so further ones place nothing.
 MAX_OPEN_RANGES = 512
-_MAX_OPTIMIZER_CLASSES = 8  # a job steps one to a few optimizers; a crafted trace names thousands
 _KEYS = ("pid", "tid")  # what an event is grouped by: a str or an int, never a container
 _ARG_KEYS = ("correlation", "Addr", "Device Id")
 
@@ -92,7 +92,8 @@ def worker_of(name: str) -> Optional[str]:
 
 def job_ranks(traces: List[str]) -> Dict[str, str]:
     """{worker: file} when the trace file names ``traces`` of one folder are one job's ranks: two or more, each of
-    another worker; else {}."""
+    another worker; else {}. Names alone say it: two runs of a one-process script under the handler's default
+    ``<host>_<pid>`` names read as two ranks too (in the tab and the CLI alike)."""
     workers = {name: worker_of(name) for name in traces}
     named = {worker for worker in workers.values() if worker}
     if len(traces) < 2 or None in workers.values() or len(named) != len(traces):
@@ -101,7 +102,8 @@ def job_ranks(traces: List[str]) -> Dict[str, str]:
 
 
 def first_rank(ranks: Dict[str, str]) -> str:
-    """The rank a job's traces are read at unless one is asked for: the first as people count ("rank0")."""
+    """The worker a job's traces are read at unless one is asked for: the first as people count ("rank0" of
+    ``worker_name=f"rank{rank}"``; of the handler's default ``<host>_<pid>`` names, the lowest pid's)."""
     return min(ranks, key=natural_key)
 
 
@@ -181,8 +183,8 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
                 if cat == "user_annotation" and str(e.get("name", "")).startswith(ITERATION_RANGE):
                     steps += 1
-                elif cat == "user_annotation" and len(classes) < _MAX_OPTIMIZER_CLASSES:
-                    named = phases.optimizer_class(str(e.get("name", "")))
+                elif cat == "user_annotation" and len(classes) < MAX_OPTIMIZER_CLASSES:
+                    named = phases.step_range_class(str(e.get("name", "")))
                     if named:
                         classes.setdefault(named)
         elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
@@ -228,7 +230,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     update = [op.name for op in ops if _in_step(op)]
     reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
-    reduced.optimizer_class = ", ".join(classes)
+    reduced.optimizer_classes = list(classes)
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Tuple
 
 from tb_modelmem.rules.roles import torch_module_layer
-from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER
+from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, METRICS, OPTIMIZER, is_class_name
 
 LAYER_ANNOTATION = "tb_modelmem.layer: "  # + a layer path (capture.torch_profile)
 PHASE_ANNOTATION = "tb_modelmem.phase: "  # + loss, optimizer or metrics
@@ -47,7 +47,6 @@ _COMPILED_GRAPHS = ("Torch-Compiled Region", "CompiledFunction")
 # An op's layer path, in characters, its innermost end kept: a real model's is tens to a few hundred; each op keeps
 # its own, and a crafted trace's 500 long module names would make every op's 50 KB.
 MAX_LAYER_PATH = 1024
-MAX_CLASS_NAME = 128  # an optimizer class's name, as a range says it
 _OPTIMIZER_STEP = "Optimizer.step#"
 # FSDP2's ranges (torch.distributed.fsdp): "FSDP::pre_forward (encoder.layers.0)", "FSDP::all_gather (0)"; the
 # module path in parentheses is the unit's (``_fsdp_unit``)
@@ -99,13 +98,13 @@ def range_of(name: str) -> Optional[Range]:
     return None
 
 
-def optimizer_class(name: str) -> str:
+def step_range_class(name: str) -> str:
     """The torch.optim class a step's range names ("Optimizer.step#AdamW.step" -> "AdamW"), else "" (a range of
     another kind, or a name no Python class has)."""
     if not name.startswith(_OPTIMIZER_STEP):
         return ""
     cls, dot, method = name[len(_OPTIMIZER_STEP):].rpartition(".")
-    return cls if dot and method == "step" and cls.isidentifier() and len(cls) <= MAX_CLASS_NAME else ""
+    return cls if dot and method == "step" and is_class_name(cls) else ""
 
 
 def _fsdp_unit(action: str) -> Optional[str]:

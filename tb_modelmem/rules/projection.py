@@ -191,9 +191,10 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
 
 def _traced_label(trace: OpTrace, state: State) -> str:
     """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
-    at a time ("AdamW fused"); with no breakdown, the class a torch trace's step range names."""
-    if not state.optimizer[0] and trace.optimizer_class:  # no breakdown: the class the trace's step range names
-        return f"{trace.optimizer_class} (named by the trace; its settings not recorded)"
+    at a time ("AdamW fused"); where no breakdown names one, the classes a torch trace's step ranges name."""
+    named = trace.optimizer_classes
+    if not state.optimizer[0] and named:  # no breakdown names one: the classes the trace's step ranges name
+        return f"{', '.join(named)} (named by the trace; {'its' if len(named) == 1 else 'their'} settings not recorded)"
     path = _traced_path(trace) if state.torch and state.optimizer[0] else torch_optimizers.FOR_LOOP
     return state.optimizer_label(path if path != torch_optimizers.FOR_LOOP else "")
 

@@ -96,6 +96,15 @@ UNKNOWN_DIM = -1  # a dimension capture could not know (TF1 variable of unknown 
 OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so samples with a different tail compare
 
 
+MAX_OPTIMIZER_CLASSES = 8  # the optimizer classes a trace keeps: a job steps a few; a crafted trace names thousands
+
+
+def is_class_name(name: str) -> bool:
+    """Whether ``name`` is one a Python class has (ASCII, as torch.optim's and people's are; at most 128
+    characters): what a trace's range says of a class is kept only then."""
+    return isinstance(name, str) and 0 < len(name) <= 128 and name.isascii() and name.isidentifier()
+
+
 def natural_key(name: str) -> list:
     """A sort key that counts as people do: ``h.2`` before ``h.10``, ``rank2`` before ``rank10``, ``dense_2``
     before ``dense_10``. Runs of ASCII digits compare as numbers (by length without leading zeros, then

@@ -17,7 +17,15 @@ from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, U
 from tb_modelmem.schema import compaction
 from tb_modelmem.schema.codec import Record, Table, nested_record
 from tb_modelmem.schema.limits import is_number, preview
-from tb_modelmem.schema.names import MEASURED, MOVED_STATE, OTHER, ROLES, UNKNOWN_DIM
+from tb_modelmem.schema.names import (
+    MAX_OPTIMIZER_CLASSES,
+    MEASURED,
+    MOVED_STATE,
+    OTHER,
+    ROLES,
+    UNKNOWN_DIM,
+    is_class_name,
+)
 
 
 def bytes_by_role(variables: Iterable["VariableRecord"]) -> Dict[str, int]:
@@ -329,9 +337,10 @@ class OpTrace(_Assigned):
     # The implementation a torch.optim step took, read from the ops inside ``Optimizer.step`` alone (gradient
     # clipping, a GradScaler and an EMA run foreach ops beside it): ``rules.torch_optimizers.path_of``; "" untold.
     optimizer_path: str = ""
-    # The torch.optim classes its ``Optimizer.step#<class>.step`` ranges name ("AdamW"; "Adam, SGD" for two):
-    # what a trace says of its optimizer where no breakdown says more (its settings are not in it); "" untold.
-    optimizer_class: str = ""
+    # The torch.optim classes its ``Optimizer.step#<class>.step`` ranges name, in order (["Adam", "SGD"]: a GAN's
+    # two), at most MAX_OPTIMIZER_CLASSES: what a trace says of its optimizer where no breakdown names one (its
+    # settings are not in it); [] untold.
+    optimizer_classes: List[str] = dataclasses.field(default_factory=list)
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
@@ -347,6 +356,10 @@ class OpTrace(_Assigned):
                                              for k in ("resident_bytes", "update_at"))):
             raise ValueError("OpTrace.caching_plan: expected {\"requests\": [int, ...] in triples, "
                              f"\"resident_bytes\", \"update_at\": int >= 0}}, got {preview(plan)}")
+        classes = self.optimizer_classes
+        if len(classes) > MAX_OPTIMIZER_CLASSES or not all(is_class_name(name) for name in classes):
+            raise ValueError(f"OpTrace.optimizer_classes: expected at most {MAX_OPTIMIZER_CLASSES} Python class names, "
+                             f"got {preview(classes)}")
         for role, size in self.resident.items():
             if type(size) is not int or size < 0:  # bool is not an int here
                 raise ValueError(f"OpTrace.resident[{preview(role)}]: expected bytes >= 0, got {preview(size)}")

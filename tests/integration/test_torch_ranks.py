@@ -66,7 +66,7 @@ def test_the_command_line_reads_the_rank_the_tab_opens_on(job):
     tab = served.json("/whatif", run="ddp", tag="torch/ranks")["whatif"]
     cli = tb_modelmem.estimate(logdir, run="ddp")
     assert tab["traced"]["peak_bytes"] == cli["traced"]["peak_bytes"] == highest
-    assert read_run(logdir, "ddp").source.endswith("(rank rank0 of 2)")
+    assert read_run(logdir, "ddp").source.endswith("(worker rank0, 1 of 2)")
 
 
 def test_no_collective_time_is_left_in_a_backward_row(job):

@@ -1,14 +1,15 @@
 """Multi-rank CPU jobs on gloo, started the one way the test workers share.
 
 Each job gets a port the OS says is free (a fixed range collides with another job on a shared CI host, whose
-store a rank may then join), and a job whose rank died by a signal is run once more from a clean output
+store a rank may then join), and a job whose rank was aborted (SIGABRT) is run once more from a clean output
 folder: gloo's threads can abort a rank as its process group is torn down ("terminate called without an
-active exception", seen once in CI), after the rank did its work, a crash of the runtime, not of what the
-job records. A rank that raises is never run again.
+active exception", seen once in CI), a crash of the runtime, not of what the job records. A rank that raises
+or dies by any other signal fails the job at once, and a second abort too.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -30,9 +31,9 @@ def spawn_ranks(rank_main: Callable[..., None], world: int, *args: Any, fresh: O
             mp.spawn(rank_main, args=(free_port(), *args), nprocs=world)
             return
         except mp.ProcessExitedException as died:
-            if attempt == 2 or not died.signal_name:
+            if attempt == 2 or died.signal_name != "SIGABRT":
                 raise
             print(f"gloo job: rank {died.error_index} died by {died.signal_name}; running the job once more",
                   file=sys.stderr)
-            if fresh:
-                shutil.rmtree(fresh, ignore_errors=True)
+            if fresh and os.path.exists(fresh):
+                shutil.rmtree(fresh)

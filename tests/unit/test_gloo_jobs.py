@@ -4,6 +4,7 @@ runs the job once more from a clean folder; a rank that raises fails the job at 
 from __future__ import annotations
 
 import os
+import resource
 
 import pytest
 
@@ -22,6 +23,7 @@ def _aborts_first_time(rank: int, port: int, out: str) -> None:
     with open(tries) as f:
         first = len(f.read().splitlines()) == 1
     if rank == 0 and first:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
         os.abort()
 
 

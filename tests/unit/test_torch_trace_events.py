@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+import pytest
+
 from tb_modelmem.readers import torch_trace
 from tb_modelmem.schema.names import BACKWARD, FORWARD, INPUT, LOSS, OPTIMIZER
+from tb_modelmem.schema.records import OpTrace
 
 
 class Trace:
@@ -250,9 +253,13 @@ def test_the_optimizer_class_is_what_its_step_ranges_name_and_a_crafted_name_is_
     thousands, say no more than eight real ones."""
     two = (Trace().range("Optimizer.step#Adam.step", 0, 5).range("Optimizer.zero_grad#SGD.zero_grad", 6, 1)
            .range("Optimizer.step#SGD.step", 8, 5).range("Optimizer.step#Adam.step", 14, 5).op("aten::add_", 15))
-    assert torch_trace.reduce_trace({"traceEvents": two.events}).optimizer_class == "Adam, SGD"
-    crafted = Trace().range("Optimizer.step#<img src=x>.step", 0, 5).range("Optimizer.step#Adam.zero_grad", 6, 1)
+    assert torch_trace.reduce_trace({"traceEvents": two.events}).optimizer_classes == ["Adam", "SGD"]
+    crafted = (Trace().range("Optimizer.step#<img src=x>.step", 0, 5).range("Optimizer.step#Adam.zero_grad", 6, 1)
+               .range("Optimizer.step#\u0410dam.step", 7, 1))  # a Cyrillic A: no class torch.optim has
     for n in range(5000):
         crafted.range(f"Optimizer.step#Opt{n}.step", 10 + n, 0.5)
-    named = torch_trace.reduce_trace({"traceEvents": crafted.events}).optimizer_class.split(", ")
-    assert named == [f"Opt{n}" for n in range(8)]
+    assert torch_trace.reduce_trace({"traceEvents": crafted.events}).optimizer_classes == [f"Opt{n}" for n in range(8)]
+    stored = torch_trace.reduce_trace({"traceEvents": two.events}).to_dict(compact=True)
+    for forged in (["<img src=x>"], ["Adam"] * 9):  # a crafted ops summary's
+        with pytest.raises(ValueError, match="optimizer_classes"):
+            OpTrace.from_dict(dict(stored, optimizer_classes=forged))

@@ -79,7 +79,7 @@ class SummarySource(Source):
 
 def _newest_first(items: List[Item], written: List[Tuple[float, int]]) -> List[Item]:
     """``items``, each ranked among its run's tags of its kind by when it was last ``written`` (wall time, step),
-    newest first (``Item.rank``): the CLI reads a run's newest trace, and the breakdown nearest it newest first."""
+    newest first (``Item.rank``): the CLI reads a run's newest ``ops`` summary, and the tab opens on the first."""
     places: Dict[Tuple[str, Optional[str]], int] = collections.Counter()
     for index in sorted(range(len(items)), key=written.__getitem__, reverse=True):
         item = items[index]
