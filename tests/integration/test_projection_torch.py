@@ -513,13 +513,16 @@ def _the_tab_joins_the_checkpoint_the_cli_reads(logdir, run, trace):
 
 
 def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):
-    """ConvNeXt traced at batch 8 and asked 64: the projected peak falls in the forward pass, the traced one in the
-    backward, so each row's Traced (the traced peak's) is not what its figure was made from. ``traced_then_bytes``
-    is: the step's rows add up, to the byte, to the "Total Allocated" torch's own raw trace of the window (read
-    with json) holds at that moment, as far before the traced peak as the answer says."""
+    """ConvNeXt traced at batch 8 and asked a larger batch: the projected peak falls in the forward pass, the traced
+    one in the backward, so each row's Traced (the traced peak's) is not what its figure was made from.
+    ``traced_then_bytes`` is: the step's rows add up, to the byte, to the "Total Allocated" torch's own raw trace of
+    the window (read with json) holds at that moment, as far before the traced peak as the answer says. Where the
+    CPU's kernels put the traced peak decides the batch the projected one moves at: 64 on an AVX2-only EPYC, 512 on
+    an AVX-512 one (oneDNN picks other kernels there), so the first of 64-1024 that moves is checked."""
     traced = held_out[0]["convnext"]
-    answer = estimate(traced, batch=64)
-    assert answer["peak_moved"]
+    answer = next((found for found in (estimate(traced, batch=batch) for batch in (64, 128, 256, 512, 1024))
+                   if found["peak_moved"]), None)
+    assert answer is not None, "the projected peak stayed in the backward pass up to batch 1024"
     with open(os.path.join(f"{traced}_raw", "ops_4.pt.trace.json")) as f:
         memory = [(e["ts"], e["args"]["Total Allocated"]) for e in json.load(f)["traceEvents"]
                   if e.get("name") == "[memory]"]
