@@ -115,8 +115,8 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
 def _torch_trace(paths: List[str]) -> Tuple[str, OpTrace, str]:
     """(Path, trace, what the answer names it as) of a run's PyTorch traces: the newest that holds ops, or, where
     they are one job's ranks, the first rank's, as the tab's ``torch/ranks`` item opens on it."""
-    by_name = {os.path.basename(path): path for path in paths}
-    ranks = job_ranks(list(by_name)) if len(by_name) == len(paths) else {}
+    by_name = {os.path.basename(path): path for path in paths}  # one folder's: each name once
+    ranks = job_ranks(list(by_name))
     if not ranks:
         path, trace = _first_read(paths, read_trace_file, holds_ops)
         return path, trace, os.path.basename(path)

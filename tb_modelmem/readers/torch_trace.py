@@ -181,12 +181,11 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
             if _number(e.get("ts")) and _number(e.get("dur")):
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
-                if cat == "user_annotation" and str(e.get("name", "")).startswith(ITERATION_RANGE):
+                name = str(e.get("name", "")) if cat == "user_annotation" else ""
+                if name.startswith(ITERATION_RANGE):
                     steps += 1
-                elif cat == "user_annotation" and len(classes) < MAX_OPTIMIZER_CLASSES:
-                    named = phases.step_range_class(str(e.get("name", "")))
-                    if named:
-                        classes.setdefault(named)
+                elif name and len(classes) < MAX_OPTIMIZER_CLASSES and (named := phases.step_range_class(name)):
+                    classes.setdefault(named)
         elif ph == "X" and cat in ("kernel", "gpu_memcpy", "gpu_memset") and _number(e.get("dur")):
             kernels[_args(e).get("correlation")].append(e)
         elif ph == "i" and e.get("name") == "[memory]" and "ts" in e:
