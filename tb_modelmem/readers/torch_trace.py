@@ -493,7 +493,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
     devices = set()
     origin = None
     categories = _categories(allocations)
-    carried: Dict[str, float] = {}  # device -> its count before the window's first event
+    carried = {"cpu": _cpu_count_before(allocations)}  # the CPU's count before the window's first event
     for event, op in allocations:
         args = _args(event)
         size = _int(args.get("Bytes"))
@@ -506,8 +506,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
         total = args.get("Total Allocated")
         in_use = float(total) if isinstance(total, (int, float)) else None
         if in_use is not None and device == "cpu":
-            base = carried.setdefault(device, max(in_use - size, 0.0))
-            in_use -= base
+            in_use -= carried["cpu"]
         shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
             "", "", False, 0)
         reserved = args.get("Total Reserved")  # the CUDA caching allocator's segments (0 on a CPU)
@@ -517,6 +516,23 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
                          allocator=device, in_use=in_use,
                          reserved=float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None))
     return out, origin or 0.0, devices, int(carried.get("cpu", 0))
+
+
+def _cpu_count_before(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]) -> float:
+    """What the CPU's "Total Allocated" held before the window's first event. Events of one instant come in no set
+    order (two threads'), so the first is the one whose count before it no other of that instant's left."""
+    first: List[Tuple[float, float, float]] = []  # (before, after, when) of the earliest instant's CPU events
+    for event, _ in allocations:
+        args = _args(event)
+        size, total = _int(args.get("Bytes")), args.get("Total Allocated")
+        if not size or _device(args) != "cpu" or not isinstance(total, (int, float)):
+            continue
+        if first and float(event.get("ts") or 0) != first[0][2]:
+            break
+        first.append((float(total) - size, float(total), float(event.get("ts") or 0)))
+    after = {a for _, a, _ in first}
+    heads = [before for before, _, _ in first if before not in after] or [before for before, _, _ in first]
+    return max(heads[0], 0.0) if heads else 0.0
 
 
 def _categories(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]) -> Dict[int, str]:
