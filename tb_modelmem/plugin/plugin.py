@@ -35,6 +35,7 @@ from tb_modelmem.plugin.views import pager
 from tb_modelmem.plugin.views.breakdown import VARIABLE_FIELDS, BreakdownView, loadbench_view
 from tb_modelmem.plugin.views.trace import OP_FIELDS, TraceView
 from tb_modelmem.plugin.views.whatif import whatif_view
+from tb_modelmem.readers.pairing import Candidate, choose
 from tb_modelmem.rules import growth
 from tb_modelmem.rules.projection import MOST_ASKED, WhatIf, parse_size
 from tb_modelmem.schema import metadata
@@ -249,7 +250,8 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 view_key = ("view",) + view_key
                 view = self.store.get(view_key, lambda job: _built(BreakdownView, record))
             elif isinstance(record, OpTrace):
-                breakdown, extra = self._breakdown_for(ctx, experiment, item, located, query) if joined else (None, {})
+                breakdown, extra = (self._breakdown_for(ctx, experiment, item, located, query, source.stepped) if joined
+                                    else (None, {}))
                 if isinstance(located, ProfileLocated):  # where its shapes come from, or why none
                     extra["graph"] = located.graph
                 view_key = ("view", breakdown[0] if breakdown else None) + view_key
@@ -272,40 +274,48 @@ class ModelMemPlugin(base_plugin.TBPlugin):
     def _build(self, located: Located) -> Any:
         return self.store.get(_key(located), located.build, located.input_bytes)
 
-    def _breakdown_for(self, ctx: Any, experiment: str, item: Item, located: Located, query: "_Query"
-                       ) -> Tuple[Optional[Tuple[Hashable, BreakdownView]], Dict[str, Any]]:
-        """The breakdown the ops are joined with: the one asked for, else, of the run's breakdown tags nearest
-        the trace's step, the first listed that names an optimizer (a weights-only safetensors file beside a
-        ``torch.save`` of the optimizer says less), else the first listed, as the CLI reads a run
-        (``readers.logdir.read_run``); and which ones there are, for a picker."""
+    def _breakdown_for(self, ctx: Any, experiment: str, item: Item, located: Located, query: "_Query",
+                       stepped: bool) -> Tuple[Optional[Tuple[Hashable, BreakdownView]], Dict[str, Any]]:
+        """The breakdown the ops are joined with: of the run's breakdowns (the one asked for, at each of its steps),
+        the one ``readers.pairing`` picks, as the CLI does (``stepped``: the trace's step is a training step, not
+        a file's 0); and which ones there are, for a picker."""
         choices = [(s, i) for s, i in self._items(ctx, experiment)
                    if i.run == item.run and i.kind == metadata.BREAKDOWN and not i.error]
         listed = [i.tag for _, i in choices]
         if query.breakdown is not None and query.breakdown not in listed:
             raise errors.NotFoundError(f"no breakdown tag {query.breakdown!r} in run {item.run!r}")
-        ranked = []
-        for position, (source, candidate) in enumerate(choices):
-            if query.breakdown is not None and candidate.tag != query.breakdown:
-                continue
-            try:
-                found = source.locate(ctx, experiment, candidate, None, None)
-            except errors.PublicError:
-                continue
-            ranked.append((abs((found.step or 0) - (located.step or 0)), position, candidate.tag, found))
-        first = None
-        for distance, _, tag, found in sorted(ranked, key=lambda r: r[:2]):
-            if first is not None and distance > first[0]:
-                break
+        offered: Dict[Candidate, Tuple[Source, Item]] = {}
+        for source, candidate in choices:
+            if query.breakdown is None or candidate.tag == query.breakdown:
+                for written in self._written(ctx, experiment, source, candidate):
+                    offered[written] = (source, candidate)
+        found: Dict[Candidate, Located] = {}
+
+        def read(written: Candidate) -> Optional[BreakdownView]:
+            source, candidate = offered[written]
             try:  # still building (Pending): the trace's answer waits for it rather than being kept unjoined
-                record = self._build(found)
-                view = self.store.get(("view",) + _key(found), lambda job: _built(BreakdownView, record))
-            except errors.PublicError:  # unreadable: the next nearest breakdown
-                continue
-            answer = ((_key(found), view), {"breakdown": {"tag": tag, "step": found.step}, "breakdowns": listed})
-            if view.record.optimizer:
-                return answer
-            first = first or (distance, answer)
-        return first[1] if first else (None, {"breakdown": None, "breakdowns": listed})
+                found[written] = source.locate(ctx, experiment, candidate, written.step, None)
+                record = self._build(found[written])
+                return self.store.get(("view",) + _key(found[written]), lambda job: _built(BreakdownView, record))
+            except errors.PublicError:  # unreadable: the next the rule takes
+                return None
+
+        chosen = choose(offered, located.step if stepped else None, read, lambda view: bool(view.record.optimizer))
+        if chosen is None:
+            return None, {"breakdown": None, "breakdowns": listed}
+        written, view = chosen
+        return ((_key(found[written]), view),
+                {"breakdown": {"tag": written.tag, "step": found[written].step}, "breakdowns": listed})
+
+    def _written(self, ctx: Any, experiment: str, source: Source, item: Item) -> List[Candidate]:
+        """A breakdown item as ``readers.pairing`` weighs it: a summary at each step it was written, a file once."""
+        try:
+            steps = source.steps(ctx, experiment, item)
+        except errors.PublicError:
+            return []
+        if not source.stepped:
+            return [Candidate(item.tag, None, max((s["wall_time"] or 0.0 for s in steps), default=0.0))]
+        return [Candidate(item.tag, s["step"], s["wall_time"] or 0.0) for s in steps]
 
     def _items(self, ctx: Any, experiment: str) -> List[Tuple[Source, Item]]:
         """Every item of every source, listed at most once per ``LISTING_SECONDS``."""

@@ -5,9 +5,9 @@ Runs are named as TensorBoard names them (the folder under the log dir: "train",
 itself). The step is the run's newest op trace written by tb_modelmem, else its newest profile session
 (``<run>/plugins/profile/<session>/<host>.xplane.pb``: its first host, as the tab shows it first),
 else its newest PyTorch profiler trace (``<run>/*.pt.trace.json[.gz]``, as ``tensorboard_trace_handler``
-writes them), reduced here; the breakdown is the run's one written nearest that step, else the newest
-PyTorch checkpoint in the run's folder (``torch.save``, Lightning's ``.ckpt``, ``*.safetensors``). Only the
-asked run's files are read.
+writes them), reduced here; the breakdown is the one ``readers.pairing`` picks, as the tab does, of the run's
+breakdown summaries and the checkpoints in its folder (``torch.save``, Lightning's ``.ckpt``, ``*.safetensors``,
+a Trainer, Accelerate or ``torch.distributed.checkpoint`` folder). Only the asked run's files are read.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 from tb_modelmem.messages import first_line
 from tb_modelmem.readers import xspace
 from tb_modelmem.readers.bounded import InspectError
-from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
-from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
+from tb_modelmem.readers.model_file import read_path
+from tb_modelmem.readers.pairing import Candidate, checkpoint_folder_kind, choose, is_checkpoint_file
 from tb_modelmem.readers.torch_trace import first_rank, holds_ops, is_trace_name, job_ranks, read_trace_file
 from tb_modelmem.schema import metadata, payload
 from tb_modelmem.schema.names import newest_first_key
@@ -50,7 +50,7 @@ class _Run:
     summaries: List["_Summary"] = dataclasses.field(default_factory=list)  # tb_modelmem's
     sessions: List[str] = dataclasses.field(default_factory=list)  # profile sessions with an XSpace
     torch_traces: List[str] = dataclasses.field(default_factory=list)  # PyTorch profiler traces' paths
-    checkpoints: List[str] = dataclasses.field(default_factory=list)  # PyTorch checkpoints' paths
+    checkpoints: List[str] = dataclasses.field(default_factory=list)  # checkpoints' paths: files, folders
 
     def traced(self) -> bool:
         return bool(self.sessions or self.torch_traces or any(s.kind == metadata.OPS for s in self.summaries))
@@ -102,14 +102,34 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     else:
         path, trace, source = _torch_trace(found.torch_traces)
         step = None
-    breakdowns = [s for s in summaries if s.kind == metadata.BREAKDOWN]
-    if not breakdowns and found.checkpoints:
-        path, breakdown = _first_read(found.checkpoints, _read_checkpoint, lambda found: bool(found.optimizer))
-        return Logged(run, trace, source, breakdown, os.path.basename(path))
-    if not breakdowns:
+    candidates: Dict[Candidate, Any] = {Candidate(s.tag, s.step, s.wall_time): s for s in summaries
+                                        if s.kind == metadata.BREAKDOWN}
+    candidates.update({Candidate(_checkpoint_tag(path), None, _mtime(path)): path for path in found.checkpoints})
+    errors: List[str] = []
+
+    def read(candidate: Candidate) -> Optional[Breakdown]:
+        held = candidates[candidate]
+        try:
+            if isinstance(held, _Summary):
+                return _decode(held, run, Breakdown)
+            return _read_file(read_path, held)
+        except ValueError as e:
+            errors.append(str(e))
+            return None
+
+    chosen = choose(candidates, step, read, lambda record: bool(record.optimizer))
+    if chosen is None and errors:  # none readable: the one the rule would have taken says why
+        raise ValueError(errors[0])
+    if chosen is None:
         return Logged(run, trace, source, None, "")
-    nearest = min(breakdowns, key=lambda s: (abs(s.step - step) if step is not None else 0, -s.wall_time))
-    return Logged(run, trace, source, _decode(nearest, run, Breakdown), f"{nearest.tag} step {nearest.step}")
+    candidate, breakdown = chosen
+    named = candidate.tag if candidate.step is None else f"{candidate.tag} step {candidate.step}"
+    return Logged(run, trace, source, breakdown, named)
+
+
+def _checkpoint_tag(path: str) -> str:
+    """A checkpoint's name as the answer says it, and as the tab's picker lists it (a folder's ends in "/")."""
+    return os.path.basename(path) + ("/" if os.path.isdir(path) else "")
 
 
 def _torch_trace(paths: List[str]) -> Tuple[str, OpTrace, str]:
@@ -142,10 +162,6 @@ def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:
         if wanted(record):
             return path, record
     return newest_first[0], first
-
-
-def _read_checkpoint(path: str) -> Any:
-    return (read_safetensors if is_safetensors_name(path) else read_torch_checkpoint)(path)
 
 
 def _read_file(reader: Any, path: str) -> Any:
@@ -190,10 +206,13 @@ def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, _Run]:
             sessions = [s for s in subfolders if glob.glob(os.path.join(folder, s, "*.xplane.pb"))]
             found.setdefault(owner, _Run()).sessions.extend(sessions)
             continue
+        for sub in [s for s in subfolders if checkpoint_folder_kind(_file_names(os.path.join(folder, s)))]:
+            found.setdefault(run, _Run()).checkpoints.append(os.path.join(folder, sub))  # one checkpoint, read whole
+            subfolders.remove(sub)
         for name in sorted(files):
             if is_trace_name(name):
                 found.setdefault(run, _Run()).torch_traces.append(os.path.join(folder, name))
-            elif is_checkpoint_name(name) or is_safetensors_name(name):
+            elif is_checkpoint_file(name):
                 found.setdefault(run, _Run()).checkpoints.append(os.path.join(folder, name))
         for name in sorted(f for f in files if "tfevents" in f):
             summaries = found.setdefault(run, _Run()).summaries
@@ -208,6 +227,20 @@ def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, _Run]:
                     summaries.append(_Summary(value.tag, kind, event.step, event.wall_time,
                                               value.tensor.string_val[0]))
     return found
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:  # gone since it was listed, a dangling link: its read says so
+        return 0.0
+
+
+def _file_names(folder: str) -> List[str]:
+    try:
+        return [n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))]
+    except OSError:  # unreadable: no checkpoint
+        return []
 
 
 def _events(path: str) -> Iterator[event_pb2.Event]:

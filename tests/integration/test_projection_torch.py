@@ -440,9 +440,10 @@ def test_held_out_models_project_to_real_runs(held_out, model, setting):
     assert abs(_off(answer["peak_bytes"], real[(model, *setting)])) <= EXACT, (answer["peak_bytes"], real)
 
 
-def _review_run(folder, batch):
+def _review_run(folder, batch, *flags):
     env = dict(os.environ, PYTHONPATH=REPO, CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-m", "tests.support.torch_review_run", str(folder), "--batch", str(batch)],
+    done = subprocess.run([sys.executable, "-m", "tests.support.torch_review_run", str(folder), "--batch", str(batch),
+                           *flags],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -510,6 +511,51 @@ def _the_tab_joins_the_checkpoint_the_cli_reads(logdir, run, trace):
     for route in ("/ops", "/whatif"):
         body = served.json(route, run="cnn", tag=f"torch/{trace}", **({"batch": 64} if route == "/whatif" else {}))
         assert body["breakdown"]["tag"] == "torch/epoch=9.pt", (route, body["breakdown"])
+
+
+def test_the_tab_and_the_cli_join_a_trace_with_one_breakdown(tmp_path):
+    """A plain loop traced by torch.profiler, its storage recorded by ``tb_modelmem.pytorch.profile`` (a ``storage``
+    summary at step 1, with the optimizer's state), and a weights-only safetensors export beside them. The CLI
+    joined the trace with the summary; the tab weighed the trace and the export as both at step 0, joined the
+    export, and said the optimizer's state unknown. One rule now (``readers.pairing``): both join the summary, and
+    the peak's slots are ``optimizer.state``'s bytes, read in the loop's own process."""
+    logdir = tmp_path / "logs"
+    traced = _review_run(logdir / "cnn", 16, "--storage", "--trainer-folder")
+    kept = tmp_path / "kept" / "cnn"
+    kept.mkdir(parents=True)
+    (full,) = [name for peak, name, _ in traced["traces"] if peak]
+    events = [n for n in os.listdir(logdir / "cnn") if "tfevents" in n]
+    for name in (full, "model.safetensors", *events):
+        os.link(logdir / "cnn" / name, kept / name)
+    cli = estimate(str(kept.parent), run="cnn", batch=32)
+    assert cli["breakdown"] == "storage step 1"
+    served = Served(str(kept.parent))
+    for route in ("/ops", "/whatif"):
+        body = served.json(route, run="cnn", tag=f"torch/{full}", **({"batch": 32} if route == "/whatif" else {}))
+        assert body["breakdown"] == {"tag": "storage", "step": 1}, (route, body["breakdown"])
+        assert body["breakdowns"] == ["storage", "torch/model.safetensors"]
+    split = served.json("/ops", run="cnn", tag=f"torch/{full}")["peak_by_category"]
+    assert split["optimizer_slots"] + split["other_state"] == traced["optimizer_state"]
+    assert split["weights"] == traced["parameters"] and split["non_trainable"] == traced["buffers"]
+    whatif = served.json("/whatif", run="cnn", tag=f"torch/{full}", batch=32)["whatif"]
+    assert whatif["peak_bytes"] == cli["peak_bytes"] is not None
+    _a_trainer_folder_beside_a_trace_is_its_checkpoint(tmp_path / "trainer", logdir / "cnn", full, traced)
+
+
+def _a_trainer_folder_beside_a_trace_is_its_checkpoint(logdir, run, trace, traced):
+    """A trace and a Trainer-style ``checkpoint-6/`` folder in one run's folder: the tab joined the folder, while
+    the CLI read the folder as a run of its own and left the optimizer's state unknown. Both join the folder now."""
+    kept = logdir / "cnn"
+    (kept / "checkpoint-6").mkdir(parents=True)
+    os.link(run / trace, kept / trace)
+    for name in os.listdir(run / "checkpoint-6"):
+        os.link(run / "checkpoint-6" / name, kept / "checkpoint-6" / name)
+    cli = estimate(str(logdir), run="cnn", batch=32)
+    assert cli["breakdown"] == "checkpoint-6/"
+    assert cli["by_category"]["optimizer_slots"] + cli["by_category"]["other_state"] == traced["optimizer_state"]
+    body = Served(str(logdir)).json("/whatif", run="cnn", tag=f"torch/{trace}", batch=32)
+    assert body["breakdown"] == {"tag": "torch/checkpoint-6/", "step": 0}
+    assert body["whatif"]["peak_bytes"] == cli["peak_bytes"] is not None
 
 
 def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):

@@ -17,7 +17,9 @@ export function createSelector(onChange, { joins = false, steps: stepPicker = tr
   const hostSelect = el("select", { testid: "host-select", "aria-label": "Host" });
   const joinSelect = el("select", { testid: "breakdown-select", "aria-label": "Breakdown joined with the ops" });
   const hostLabel = el("label", {}, "Host", hostSelect);
-  const joinLabel = el("label", { title: "the variable breakdown whose layers, weights and slots the ops are joined with" },
+  const joinLabel = el("label", { title: "the variable breakdown whose layers, weights and slots the ops are joined with; "
+    + "automatic: as tb-modelmem estimate joins them (the run's breakdown summaries nearest the trace's step, else its "
+    + "checkpoints; of those, the first that names an optimizer, else the newest)" },
     "Joined with", joinSelect);
   const element = el("div", { class: "toolbar" },
     el("label", {}, "Run", runSelect), el("label", {}, "Tag", tagSelect), stepPicker ? el("label", {}, "Step", stepSelect) : null,
@@ -63,7 +65,7 @@ export function createSelector(onChange, { joins = false, steps: stepPicker = tr
       fill(hostSelect, hosts.map((h) => [h, h]), selection.host || hosts[0] || "");
       const joinable = breakdownTags(listing, selection.run);
       joinLabel.hidden = joinable.length < 2;
-      fill(joinSelect, [["", auto ? `nearest step (${auto})` : "nearest step"], ...joinable.map((t) => [t, t])],
+      fill(joinSelect, [["", auto ? `automatic (${auto})` : "automatic"], ...joinable.map((t) => [t, t])],
         selection.breakdown || "");
     },
   };

@@ -64,6 +64,7 @@ class Source:
     """Lists items and locates one of them; reading happens in ``Located.build``."""
 
     origin = ""
+    stepped = True  # its items' steps are training steps (a file's 0 is no step: ``readers.pairing``)
 
     def list(self, ctx: Any, experiment: str) -> List[Item]:
         raise NotImplementedError

@@ -41,6 +41,7 @@ class ProfileLocated(Located):
 
 class ProfileSource(Source):
     origin = ORIGIN
+    stepped = False  # a session's step is told by the time it was written, which the CLI does not read: paired alike
 
     def __init__(self, files: LogdirFiles, model: RunModel) -> None:
         self._files = files

@@ -28,13 +28,11 @@ from tb_modelmem.plugin.sources.logdir_files import LogdirFiles, not_found, stat
 from tb_modelmem.plugin.store import Job, UnreadableError
 from tb_modelmem.readers import torch_trace
 from tb_modelmem.readers.bounded import InspectError, is_remote, read_file
-from tb_modelmem.readers.dcp import METADATA as DCP_METADATA
-from tb_modelmem.readers.dcp import SUFFIX as DCP_SUFFIX
 from tb_modelmem.readers.model_file import read_path
+from tb_modelmem.readers.pairing import checkpoint_folder_kind
 from tb_modelmem.readers.safetensors import is_safetensors_name, read_safetensors
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name, read_torch_checkpoint
 from tb_modelmem.readers.torch_snapshot import is_snapshot_name, load_snapshot, reduce_snapshot
-from tb_modelmem.readers.trainer_folder import folder_kind
 from tb_modelmem.schema import metadata
 from tb_modelmem.schema.names import natural_key, newest_first_key
 
@@ -70,18 +68,9 @@ def _is_trace(found: Found) -> bool:
     return isinstance(found, dict) or torch_trace.is_trace_name(found)
 
 
-def _folder_kind(names: List[str]) -> Optional[str]:
-    """What a folder is when it is one checkpoint (read whole), by the files it holds."""
-    hugging_face = folder_kind(names)
-    if hugging_face:
-        return hugging_face
-    if DCP_METADATA in names and any(n.endswith(DCP_SUFFIX) for n in names):
-        return "torch.distributed.checkpoint"
-    return None
-
-
 class TorchFileSource(Source):
     origin = ORIGIN
+    stepped = False
 
     def __init__(self, files: LogdirFiles) -> None:
         self._files = files
@@ -228,7 +217,7 @@ class TorchFileSource(Source):
         found: Dict[Tuple[str, str], Found] = {}
         self._folder_kinds = {}  # this listing's (a folder gone since the last is gone from it)
         for directory, names in self._files.walk():
-            what = _folder_kind(names)
+            what = checkpoint_folder_kind(names)
             if what:  # one item in its parent's run; its files are its own
                 parent, folder = posixpath.split(directory.rstrip("/"))
                 key = (self._files.run_of(parent), f"{TAG_PREFIX}{folder}/")
