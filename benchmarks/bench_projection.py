@@ -35,11 +35,12 @@ from tests.support.projection_run import AUTO_JIT_FLAGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = {"lenet": 32, "cnn_tutorial": 32, "cnn_dense": 32, "transformer": 16, "mobilenet": 16, "causal_lm": 8,
-        "llama": 8, "gpt2_hub": 8, "gemma_hub": 8, "qwen2_hub": 8, "mistral_hub": 8,
+        "llama": 8, "gpt2_hub": 8, "gemma_hub": 8, "qwen2_hub": 8, "mistral_hub": 8, "neox_hub": 8,
         "lstm_lm": 8, "gru_lm": 8}
 # AdamW, at SEQ tokens; "llama" and the held-out "*_hub" LMs (issue 54) need keras-hub (not a test dependency);
 # "lstm_lm" and "gru_lm": Keras' recurrent layers, a while loop over the tokens on TensorFlow
-LANGUAGE_MODELS = ("causal_lm", "llama", "gpt2_hub", "gemma_hub", "qwen2_hub", "mistral_hub", "lstm_lm", "gru_lm")
+LANGUAGE_MODELS = ("causal_lm", "llama", "gpt2_hub", "gemma_hub", "qwen2_hub", "mistral_hub", "neox_hub", "lstm_lm",
+                   "gru_lm")
 DEFAULT_MODELS = ("lenet", "transformer", "mobilenet", "causal_lm")
 SEQ = 128  # the causal LM's traced length
 # What each model is projected to, beside its base: (label, what a real run changes, the estimate's arguments)

@@ -13,7 +13,8 @@ needs ``keras-hub``), "gpt2_hub" (KerasHub's GPT2CausalLM, 2 layers, width 192, 
 heads over 1 key-value head of 40, GeGLU 352, vocabulary 5000: a second held-out LM), "qwen2_hub" (KerasHub's
 Qwen2CausalLM, 2 layers, width 176, 4 query heads over 2 key-value heads, MLP 480, vocabulary 7000, a tied head:
 a third), "mistral_hub" (KerasHub's MistralCausalLM, 2 layers, width 208, 4 query heads over 2 key-value heads of
-52, MLP 560, vocabulary 6500: a fourth), "lstm_lm" or "gru_lm" (an
+52, MLP 560, vocabulary 6500: a fourth), "neox_hub" (KerasHub's GPTNeoXCausalLM, 2 layers, width 224, 4 heads, a
+quarter of each rotary, attention and MLP side by side, MLP 608, vocabulary 5500: a fifth), "lstm_lm" or "gru_lm" (an
 embedding, Keras' LSTM or GRU 96 wide over every token, a head over an 8000-word vocabulary: a ``while`` loop on
 TensorFlow). Fits 4 batches of a dataset of ``--samples`` (4 batches unless given) with ``MemoryCallback(LOGDIR,
 profile_steps=(3, 3))`` (``--profile-steps 1,1``: another window), and writes what Keras and TensorFlow say of
@@ -93,6 +94,14 @@ def build(name: str, samples: int, seq: int = 128) -> Tuple[Any, Any, Any]:
         tokens = rng.integers(0, FOURTH_HELD_OUT_VOCAB, (samples, seq + 1))
         x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
         return keras_hub.models.MistralCausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
+    if name == "neox_hub":  # a fifth held-out KerasHub LM, measured as it came: nothing tuned on it
+        import keras_hub
+
+        backbone = keras_hub.models.GPTNeoXBackbone(vocabulary_size=FIFTH_HELD_OUT_VOCAB, num_layers=2, num_heads=4,
+                                                    hidden_dim=224, intermediate_dim=608, max_sequence_length=640)
+        tokens = rng.integers(0, FIFTH_HELD_OUT_VOCAB, (samples, seq + 1))
+        x = {"token_ids": tokens[:, :-1], "padding_mask": np.ones((samples, seq), "int32")}
+        return keras_hub.models.GPTNeoXCausalLM(backbone=backbone, preprocessor=None), x, tokens[:, 1:]
     if name in ("lstm_lm", "gru_lm"):  # Keras' LSTM or GRU, 96 wide: a while loop over the tokens on TensorFlow
         import keras
 
@@ -160,6 +169,7 @@ HELD_OUT_VOCAB = 6000  # the held-out KerasHub LM's: no rule was tuned on it
 SECOND_HELD_OUT_VOCAB = 5000  # Gemma's: its dimensions (5000, 160, 40, 4, 1, 352) are no length nor batch x length
 THIRD_HELD_OUT_VOCAB = 7000  # Qwen2's: nor are its (7000, 176, 44, 4, 2, 480)
 FOURTH_HELD_OUT_VOCAB = 6500  # Mistral's: nor are its (6500, 208, 52, 4, 2, 560)
+FIFTH_HELD_OUT_VOCAB = 5500  # GPT-NeoX's: nor are its (5500, 224, 56, 4, 608)
 
 
 def causal_lm(vocab: int = CAUSAL_LM_VOCAB, width: int = 192, heads: int = 6, blocks: int = 2, ff: int = 768,
