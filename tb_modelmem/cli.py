@@ -229,15 +229,21 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _estimate_header(result: Dict[str, Any]) -> List[str]:
+    """What was read: the run, its trace and breakdown, and each breakdown passed over as not readable."""
+    run = "the log dir itself" if result["run"] == "." else result["run"]  # TensorBoard's name for its root
+    joined = f", breakdown {result['breakdown']}" if result["breakdown"] else ", no breakdown"
+    return [f"{run}: {result['trace']}{joined}",
+            *(f"  passed over (not readable): {why}" for why in result.get("breakdowns_unreadable", [])), ""]
+
+
 def format_estimate(result: Dict[str, Any]) -> str:
     """Terminal report of a projection: each category traced and projected, how, and the peak."""
     def size(n: Optional[int], unit: str = "") -> str:
         return "unknown" if n is None else f"{n:,}{unit}"
 
     traced = result["traced"]
-    run = "the log dir itself" if result["run"] == "." else result["run"]  # TensorBoard's name for its root
-    out = [f"{run}: {result['trace']}" + (f", breakdown {result['breakdown']}" if result["breakdown"] else
-                                                   ", no breakdown"), ""]
+    out = _estimate_header(result)
     # where the projected peak falls at another moment, what the traced step held then: each row's basis
     then = any(b.get("traced_then_bytes") is not None for b in result["basis"])
     out.append(text_table(["category", "how", "traced bytes"] + ["traced then"] * then + ["projected bytes"], [

@@ -27,6 +27,8 @@ def estimate(logdir: str, run: Optional[str] = None, batch: Optional[int] = None
     logged = read_run(logdir, run)
     result = project(logged.trace, logged.breakdown, what)
     result.update(run=logged.run, trace=logged.source, breakdown=logged.breakdown_source or None)
+    if logged.unreadable:  # passed over for the next the rule takes (``readers.pairing``), each with why
+        result["breakdowns_unreadable"] = logged.unreadable
     if logged.trace.allocations != "all":  # what the trace missed (TF's default CPU allocator: large ones only)
         trace = logged.trace
         result["allocations_note"] = trace.allocations_note or f"allocations recorded: {trace.allocations}"

@@ -303,9 +303,9 @@ class ModelMemPlugin(base_plugin.TBPlugin):
         chosen = choose(offered, located.step if stepped else None, read, lambda view: bool(view.record.optimizer))
         if chosen is None:
             return None, {"breakdown": None, "breakdowns": listed}
-        written, view = chosen
+        written, view = chosen  # a checkpoint's step is None: it has none
         return ((_key(found[written]), view),
-                {"breakdown": {"tag": written.tag, "step": found[written].step}, "breakdowns": listed})
+                {"breakdown": {"tag": written.tag, "step": written.step}, "breakdowns": listed})
 
     def _written(self, ctx: Any, experiment: str, source: Source, item: Item) -> List[Candidate]:
         """A breakdown item as ``readers.pairing`` weighs it: a summary at each step it was written, a file once."""

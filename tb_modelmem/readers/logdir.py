@@ -41,6 +41,7 @@ class Logged:
     source: str  # "<tag> step N" or "profile <session>"
     breakdown: Optional[Breakdown]
     breakdown_source: str
+    unreadable: List[str] = dataclasses.field(default_factory=list)  # breakdowns passed over, each with why
 
 
 @dataclasses.dataclass
@@ -105,7 +106,7 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
     candidates: Dict[Candidate, Any] = {Candidate(s.tag, s.step, s.wall_time): s for s in summaries
                                         if s.kind == metadata.BREAKDOWN}
     candidates.update({Candidate(_checkpoint_tag(path), None, _mtime(path)): path for path in found.checkpoints})
-    errors: List[str] = []
+    unreadable: List[str] = []
 
     def read(candidate: Candidate) -> Optional[Breakdown]:
         held = candidates[candidate]
@@ -114,17 +115,15 @@ def read_run(logdir: str, run: Optional[str] = None) -> Logged:
                 return _decode(held, run, Breakdown)
             return _read_file(read_path, held)
         except ValueError as e:
-            errors.append(str(e))
+            unreadable.append(str(e))
             return None
 
     chosen = choose(candidates, step, read, lambda record: bool(record.optimizer))
-    if chosen is None and errors:  # none readable: the one the rule would have taken says why
-        raise ValueError(errors[0])
-    if chosen is None:
-        return Logged(run, trace, source, None, "")
+    if chosen is None:  # none, or none readable: the step alone, as the tab shows it
+        return Logged(run, trace, source, None, "", unreadable)
     candidate, breakdown = chosen
     named = candidate.tag if candidate.step is None else f"{candidate.tag} step {candidate.step}"
-    return Logged(run, trace, source, breakdown, named)
+    return Logged(run, trace, source, breakdown, named, unreadable)
 
 
 def _checkpoint_tag(path: str) -> str:
@@ -147,9 +146,9 @@ def _torch_trace(paths: List[str]) -> Tuple[str, OpTrace, str]:
 
 def _first_read(paths: List[str], reader: Any, wanted: Any) -> Tuple[str, Any]:
     """The newest file (by its time, then its name) whose record is ``wanted``, else the newest's: a
-    profiler's schedule may end with an empty trace written at exit, and a weights-only safetensors file beside
-    a torch.save of the optimizer says less. ValueError naming the newest file when it cannot be read."""
-    newest_first = sorted(paths, key=lambda path: newest_first_key(os.path.getmtime(path), os.path.basename(path)),
+    profiler's schedule may end with an empty trace written at exit. ValueError naming the newest file when it
+    cannot be read."""
+    newest_first = sorted(paths, key=lambda path: newest_first_key(_mtime(path), os.path.basename(path)),
                           reverse=True)
     first = _read_file(reader, newest_first[0])
     if wanted(first):

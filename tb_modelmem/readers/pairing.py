@@ -5,8 +5,8 @@ A run offers two kinds of breakdown: the ones tb_modelmem wrote as summaries whi
 the process held them, at a step), and checkpoints saved in its folder (a file, or a Trainer, Accelerate or
 ``torch.distributed.checkpoint`` folder), which have no step. The rule, in order:
 
-1. the summaries, nearest the trace's step (a trace with no step, a profiler's file: any); checkpoints only
-   where no summary can be read;
+1. the summaries, nearest the trace's step (a trace with no step, a profiler's file: each tag's newest);
+   checkpoints only where no summary can be read;
 2. of those as near, the first that names an optimizer (a weights-only export beside a ``torch.save`` of the
    optimizer says less, as does a summary written before the optimizer made its state);
 3. else the newest written, then by name.
@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from tb_modelmem.readers.dcp import METADATA as DCP_METADATA
 from tb_modelmem.readers.dcp import SUFFIX as DCP_SUFFIX
 from tb_modelmem.readers.safetensors import is_safetensors_name
 from tb_modelmem.readers.torch_checkpoint import is_checkpoint_name
+from tb_modelmem.readers.torch_snapshot import is_snapshot_name
+from tb_modelmem.readers.torch_trace import is_trace_name
 from tb_modelmem.readers.trainer_folder import folder_kind
 from tb_modelmem.schema.names import newest_first_key
 
@@ -40,13 +42,18 @@ class Candidate:
 
 
 def is_checkpoint_file(name: str) -> bool:
-    """A file beside a trace that can be its breakdown: ``torch.save`` (``.pt``, ``.pth``, ``.ckpt``), safetensors."""
+    """A file beside a trace that can be its breakdown: ``torch.save`` (``.pt``, ``.pth``, ``.ckpt``, transformers'
+    ``pytorch_model*.bin``), safetensors."""
     return is_checkpoint_name(name) or is_safetensors_name(name)
 
 
 def checkpoint_folder_kind(names: Sequence[str]) -> Optional[str]:
-    """What a folder holding ``names`` is when it is one checkpoint, read whole (Trainer's, Accelerate's,
-    ``torch.distributed.checkpoint``'s); None for any other folder."""
+    """What a folder holding the files ``names`` is when it is one checkpoint, read whole (Trainer's,
+    Accelerate's, ``torch.distributed.checkpoint``'s); None for any other folder, and for a run's own folder
+    (event files, a profiler's traces or a memory snapshot beside a plain loop's ``optimizer.pt`` and
+    ``model.safetensors``: those are the run's checkpoints, each read alone)."""
+    if any("tfevents" in n or is_trace_name(n) or is_snapshot_name(n) for n in names):
+        return None
     hugging_face = folder_kind(names)
     if hugging_face:
         return hugging_face
@@ -57,13 +64,21 @@ def checkpoint_folder_kind(names: Sequence[str]) -> Optional[str]:
 
 def ranked(candidates: Iterable[Candidate], trace_step: Optional[int]) -> List[List[Candidate]]:
     """The candidates in tiers, best first (rules 1 and 3 above): each tier's candidates are as near the trace's
-    step, newest first."""
+    step, newest first (with no step to be near, a tag written at many steps is weighed once, at its newest)."""
     def tier(c: Candidate) -> Tuple[int, int]:
         if c.step is None:
             return 1, 0
         return 0, abs(c.step - trace_step) if trace_step is not None else 0
 
     newest = sorted(candidates, key=lambda c: (newest_first_key(c.wall_time, c.tag), c.step or 0), reverse=True)
+    if trace_step is None:
+        weighed: Set[str] = set()
+        kept = []
+        for c in newest:
+            if c.step is None or c.tag not in weighed:
+                kept.append(c)
+                weighed.add(c.tag)
+        newest = kept
     return [list(group) for _, group in itertools.groupby(sorted(newest, key=tier), key=tier)]
 
 

@@ -493,7 +493,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
     devices = set()
     origin = None
     categories = _categories(allocations)
-    carried = {"cpu": _cpu_count_before(allocations)}  # the CPU's count before the window's first event
+    cpu_before = _cpu_count_before(allocations)  # the CPU's count before the window's first event
     for event, op in allocations:
         args = _args(event)
         size = _int(args.get("Bytes"))
@@ -506,7 +506,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
         total = args.get("Total Allocated")
         in_use = float(total) if isinstance(total, (int, float)) else None
         if in_use is not None and device == "cpu":
-            in_use -= carried["cpu"]
+            in_use -= cpu_before
         shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
             "", "", False, 0)
         reserved = args.get("Total Reserved")  # the CUDA caching allocator's segments (0 on a CPU)
@@ -515,7 +515,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
                          category=categories.get(id(event), ""), shape=shape, dtype=dtype, batch=batch, seq=seq,
                          allocator=device, in_use=in_use,
                          reserved=float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None))
-    return out, origin or 0.0, devices, int(carried.get("cpu", 0))
+    return out, origin or 0.0, devices, int(cpu_before)
 
 
 def _cpu_count_before(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]]) -> float:
@@ -531,6 +531,7 @@ def _cpu_count_before(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
             break
         first.append((float(total) - size, float(total), float(event.get("ts") or 0)))
     after = {a for _, a, _ in first}
+    # none is (the count came back within the instant: a buffer made and freed), or several: the first listed
     heads = [before for before, _, _ in first if before not in after] or [before for before, _, _ in first]
     return max(heads[0], 0.0) if heads else 0.0
 

@@ -550,12 +550,22 @@ def _a_trainer_folder_beside_a_trace_is_its_checkpoint(logdir, run, trace, trace
     os.link(run / trace, kept / trace)
     for name in os.listdir(run / "checkpoint-6"):
         os.link(run / "checkpoint-6" / name, kept / "checkpoint-6" / name)
+    (kept / "z_broken.pt").write_bytes(b"PK\x03\x04 cut short")  # the newest: passed over, said
     cli = estimate(str(logdir), run="cnn", batch=32)
     assert cli["breakdown"] == "checkpoint-6/"
+    assert [why.split(":")[0] for why in cli["breakdowns_unreadable"]] == [str(kept / "z_broken.pt")]
     assert cli["by_category"]["optimizer_slots"] + cli["by_category"]["other_state"] == traced["optimizer_state"]
     body = Served(str(logdir)).json("/whatif", run="cnn", tag=f"torch/{trace}", batch=32)
-    assert body["breakdown"] == {"tag": "torch/checkpoint-6/", "step": 0}
+    assert body["breakdown"] == {"tag": "torch/checkpoint-6/", "step": None}  # a checkpoint has no step
     assert body["whatif"]["peak_bytes"] == cli["peak_bytes"] is not None
+    # a plain loop that saves optimizer.pt and model.safetensors into its run's folder: a run, not a checkpoint
+    plain = logdir.parent / "plain" / "cnn"
+    plain.mkdir(parents=True)
+    for name in (trace, "checkpoint-6/optimizer.pt", "checkpoint-6/model.safetensors"):
+        os.link(run / name, plain / os.path.basename(name))
+    assert estimate(str(plain.parent), batch=32)["trace"] == trace  # it was read as a checkpoint, its trace unseen
+    tags = Served(str(plain.parent)).tags("cnn")
+    assert {t for (_, t), info in tags.items() if info["kind"] == "ops"} == {f"torch/{trace}"}
 
 
 def test_where_the_peak_moves_each_row_says_what_the_traced_step_held_then(held_out):

@@ -22,6 +22,12 @@ def test_a_summary_nearest_the_traced_step_before_a_newer_one_and_before_any_che
     assert _chose({near: NAMES, newer: NAMES, file: NAMES}, None) == newer  # a file's trace has no step: any
 
 
+def test_with_no_traced_step_each_tag_is_weighed_at_its_newest():
+    early, late = Candidate("storage", 1, 10.0), Candidate("storage", 9, 20.0)  # only the late one is weighed
+    assert _chose({early: NAMES, late: NAMES_NOT}, None) == late
+    assert _chose({early: NAMES, late: NAMES_NOT}, 2) == early  # a step to be near: every step weighed
+
+
 def test_of_those_as_near_the_first_that_names_an_optimizer_else_the_newest():
     before, after = Candidate("model", 2, 10.0), Candidate("storage", 4, 20.0)  # as near step 3, the newer first
     assert _chose({before: NAMES, after: NAMES_NOT}, 3) == before
@@ -42,3 +48,6 @@ def test_a_checkpoint_folder_is_told_by_the_files_it_holds():
     assert checkpoint_folder_kind(["model.safetensors", "optimizer.pt", "trainer_state.json"])
     assert checkpoint_folder_kind([".metadata", "__0_0.distcp"]) == "torch.distributed.checkpoint"
     assert checkpoint_folder_kind(["model.safetensors", "notes.txt"]) is None
+    # a plain loop's run folder: its own files beside what it saved, each read alone
+    assert checkpoint_folder_kind(["host_1.1.pt.trace.json", "optimizer.pt", "model.safetensors"]) is None
+    assert checkpoint_folder_kind(["events.out.tfevents.1.host", "optimizer.pt", "model.safetensors"]) is None
