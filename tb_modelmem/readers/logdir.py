@@ -193,9 +193,14 @@ def _decode(summary: _Summary, run: str, kind: type) -> Any:
 def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, _Run]:
     """Run -> what its folder holds; ``only``: that run's alone."""
     found: Dict[str, _Run] = {}
-    for folder, subfolders, files in os.walk(os.path.join(logdir, only) if only else logdir):
+    root = os.path.join(logdir, only) if only else logdir
+    for folder, subfolders, files in os.walk(root):
         subfolders.sort()
         run = os.path.relpath(folder, logdir)
+        if folder != root and checkpoint_folder_kind(files):  # one checkpoint of its parent's run, read whole
+            found.setdefault(os.path.relpath(os.path.dirname(folder), logdir), _Run()).checkpoints.append(folder)
+            subfolders.clear()
+            continue
         inside = os.path.relpath(folder, os.path.join(logdir, only or "."))
         if only and run != only and inside != "plugins" and not inside.startswith("plugins" + os.sep):
             subfolders.clear()  # another run's folder
@@ -205,9 +210,6 @@ def _runs(logdir: str, only: Optional[str] = None) -> Dict[str, _Run]:
             sessions = [s for s in subfolders if glob.glob(os.path.join(folder, s, "*.xplane.pb"))]
             found.setdefault(owner, _Run()).sessions.extend(sessions)
             continue
-        for sub in [s for s in subfolders if checkpoint_folder_kind(_file_names(os.path.join(folder, s)))]:
-            found.setdefault(run, _Run()).checkpoints.append(os.path.join(folder, sub))  # one checkpoint, read whole
-            subfolders.remove(sub)
         for name in sorted(files):
             if is_trace_name(name):
                 found.setdefault(run, _Run()).torch_traces.append(os.path.join(folder, name))
@@ -233,13 +235,6 @@ def _mtime(path: str) -> float:
         return os.path.getmtime(path)
     except OSError:  # gone since it was listed, a dangling link: its read says so
         return 0.0
-
-
-def _file_names(folder: str) -> List[str]:
-    try:
-        return [n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))]
-    except OSError:  # unreadable: no checkpoint
-        return []
 
 
 def _events(path: str) -> Iterator[event_pb2.Event]:
