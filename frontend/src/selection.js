@@ -1,6 +1,8 @@
 // Which views have data and what is selected in each. Pure: the app keeps the
 // state, this decides how a new ./runs listing changes it.
 
+import { formatInt } from "./format.js";
+
 export const VIEWS = [
   { id: "storage", label: "Storage", kind: "breakdown" },
   { id: "ops", label: "Ops", kind: "ops" },
@@ -45,16 +47,18 @@ export function breakdownTags(listing, run) {
 
 /**
  * Keep the user's run/tag/step/host/breakdown if they still exist; otherwise
- * pick the first run and tag. "" means the server's default: step "" is the
- * latest (it follows new steps), host "" the first, breakdown "" the one nearest
- * the trace's step.
+ * pick the first run and tag (the first not in `unreadable`, "run\0tag" keys of
+ * items that failed to read when picked this way). "" means the server's default:
+ * step "" is the latest (it follows new steps), host "" the first, breakdown ""
+ * the one nearest the trace's step.
  */
-export function reconcile(selection, listing, kind) {
+export function reconcile(selection, listing, kind, unreadable = new Set()) {
   const runs = runsOfKind(listing, kind);
   if (!runs.length) return { run: "", tag: "", step: "", host: "", breakdown: "" };
   const run = runs.find((r) => r.run === selection?.run) || runs[0];
   const keepRun = run.run === selection?.run;
-  const tag = (keepRun && run.tags.find((t) => t.tag === selection.tag)) || run.tags[0];
+  const tag = (keepRun && run.tags.find((t) => t.tag === selection.tag))
+    || run.tags.find((t) => !unreadable.has(`${run.run}\0${t.tag}`)) || run.tags[0];
   const keepTag = keepRun && tag.tag === selection.tag;
   const host = keepTag && (tag.hosts || []).includes(selection.host) ? selection.host : "";
   const breakdown = keepRun && breakdownTags(listing, run.run).includes(selection.breakdown) ? selection.breakdown : "";
@@ -97,4 +101,18 @@ export function tagLabel(info) {
     return `${info.tag} (TF2 profile${hosts > 1 ? `, ${hosts} hosts` : ""})`;
   }
   return info.tag;
+}
+
+/** The breakdowns the join passed over as not readable, each with why, and what it took instead: a newer
+ * checkpoint that cannot be read must not silently leave the ops on an older one. */
+export function passedOverNote(data) {
+  const passed = Array.isArray(data?.breakdowns_unreadable) ? data.breakdowns_unreadable : [];
+  if (!passed.length) return "";
+  const atStep = (step) => (step === null || step === undefined ? "" : ` at step ${formatInt(step)}`);
+  // a file's error names its path already ("run/torch/z.pt: corrupt zip"): said once
+  const each = passed.map((p) => (String(p.error).includes(String(p.tag).split("/").pop()) && atStep(p.step) === ""
+    ? p.error : `${p.tag}${atStep(p.step)}: ${p.error}`));
+  const joined = data.breakdown?.tag;
+  const instead = joined ? `joined with ${joined}${atStep(data.breakdown.step)} instead` : "joined with no breakdown";
+  return `Passed over, not readable: ${each.join("; ")}. The ops are ${instead}.`;
 }

@@ -1,6 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { availableViews, breakdownTags, compareTag, followRun, itemKey, reconcile, runsOfKind, tagErrors, tagLabel } from "../src/selection.js";
+import {
+  availableViews, breakdownTags, compareTag, followRun, itemKey, passedOverNote, reconcile, runsOfKind, tagErrors, tagLabel,
+} from "../src/selection.js";
 
 const listing = {
   runs: [
@@ -39,6 +41,15 @@ test("reconcile keeps a host of the session and a breakdown of the run, else the
   assert.deepEqual(reconcile(picked, listing, "ops"), picked);
   assert.deepEqual(reconcile({ ...picked, host: "gone", breakdown: "gone" }, listing, "ops"), { ...picked, ...none });
   assert.deepEqual(reconcile({ ...picked, run: "adam" }, listing, "ops"), { run: "adam", tag: "trace", step: "", ...none });
+});
+
+test("a tag picked for the user that could not be read gives way to the run's next; the user's own pick stays", () => {
+  const failed = new Set(["gan\0discriminator"]);
+  assert.deepEqual(reconcile({ run: "gan", tag: "" }, listing, "breakdown", failed), { run: "gan", tag: "generator", step: "", ...none });
+  assert.deepEqual(reconcile({ run: "gan", tag: "discriminator", step: 5 }, listing, "breakdown", failed),
+    { run: "gan", tag: "discriminator", step: 5, ...none });
+  const both = new Set(["gan\0discriminator", "gan\0generator"]); // none readable: the first, whose error is said
+  assert.equal(reconcile({ run: "gan", tag: "" }, listing, "breakdown", both).tag, "discriminator");
 });
 
 test("reconcile falls back to the first run/tag and the latest step", () => {
@@ -95,4 +106,14 @@ test("a view follows the run last picked in another view, where it has that run"
   // already on it, or nothing picked yet: unchanged (its tag and step kept)
   assert.equal(followRun(ops, "adam", listing, "ops"), ops);
   assert.equal(followRun(ops, "", listing, "ops"), ops);
+});
+
+test("a breakdown passed over as not readable is named with why, beside the one joined instead", () => {
+  const error = "run/z_broken.pt: unreadable zip (BadZipFile: File is not a zip file)";
+  assert.equal(passedOverNote({ breakdown: { tag: "storage", step: 1 }, breakdowns_unreadable: [{ tag: "z_broken.pt", step: null, error }] }),
+    `Passed over, not readable: ${error}. The ops are joined with storage at step 1 instead.`);
+  assert.equal(passedOverNote({ breakdown: null, breakdowns_unreadable: [{ tag: "storage", step: 3000, error: "bad" }] }),
+    "Passed over, not readable: storage at step 3,000: bad. The ops are joined with no breakdown.");
+  assert.equal(passedOverNote({ breakdown: { tag: "storage", step: 1 }, breakdowns_unreadable: [] }), "");
+  assert.equal(passedOverNote({}), ""); // an answer from before the field: nothing to say
 });

@@ -265,7 +265,9 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 return _gzipped_json(body)
 
             # The same question about the same data gets the same bytes: kept, compressed, until evicted.
-            key = ("answer", request.path, view_key, tuple(sorted(request.args.items(multi=True))))
+            # (what was joined and passed over is part of the question: a breakdown written since changes them)
+            key = ("answer", request.path, view_key, tuple(sorted(request.args.items(multi=True))),
+                   json.dumps(extra, sort_keys=True, default=str))
             body = self.store.get(key, answer)
         except Pending as e:  # the record, its view or this answer is still being built: asked again later
             return _respond_json(request, dict(e.state(), run=item.run, tag=item.tag), code=202)
@@ -290,6 +292,7 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 for written in self._written(ctx, experiment, source, candidate):
                     offered[written] = (source, candidate)
         found: Dict[Candidate, Located] = {}
+        passed: List[Dict[str, Any]] = []  # passed over as not readable, each with why (the CLI lists them too)
 
         def read(written: Candidate) -> Optional[BreakdownView]:
             source, candidate = offered[written]
@@ -297,15 +300,17 @@ class ModelMemPlugin(base_plugin.TBPlugin):
                 found[written] = source.locate(ctx, experiment, candidate, written.step, None)
                 record = self._build(found[written])
                 return self.store.get(("view",) + _key(found[written]), lambda job: _built(BreakdownView, record))
-            except errors.PublicError:  # unreadable: the next the rule takes
+            except errors.PublicError as e:  # unreadable: the next the rule takes
+                passed.append({"tag": written.tag, "step": written.step, "error": str(e)})
                 return None
 
         chosen = choose(offered, located.step if stepped else None, read, lambda view: bool(view.record.optimizer))
+        extra: Dict[str, Any] = {"breakdown": None, "breakdowns": listed, "breakdowns_unreadable": passed}
         if chosen is None:
-            return None, {"breakdown": None, "breakdowns": listed}
+            return None, extra
         written, view = chosen  # a checkpoint's step is None: it has none
-        return ((_key(found[written]), view),
-                {"breakdown": {"tag": written.tag, "step": written.step}, "breakdowns": listed})
+        extra["breakdown"] = {"tag": written.tag, "step": written.step}
+        return (_key(found[written]), view), extra
 
     def _written(self, ctx: Any, experiment: str, source: Source, item: Item) -> List[Candidate]:
         """A breakdown item as ``readers.pairing`` weighs it: a summary at each step it was written, a file once."""

@@ -557,6 +557,11 @@ def _a_trainer_folder_beside_a_trace_is_its_checkpoint(logdir, run, trace, trace
     assert cli["by_category"]["optimizer_slots"] + cli["by_category"]["other_state"] == traced["optimizer_state"]
     body = Served(str(logdir)).json("/whatif", run="cnn", tag=f"torch/{trace}", batch=32)
     assert body["breakdown"] == {"tag": "torch/checkpoint-6/", "step": None}  # a checkpoint has no step
+    # the tab names what it passed over, with the CLI's why (its path the log dir's, not the machine's)
+    (passed,) = body["breakdowns_unreadable"]
+    assert (passed["tag"], passed["step"]) == ("torch/z_broken.pt", None)
+    why = cli["breakdowns_unreadable"][0].split(": ", 1)[1]
+    assert passed["error"].split(": ", 1) == ["cnn/torch/z_broken.pt", why]
     assert body["whatif"]["peak_bytes"] == cli["peak_bytes"] is not None
     # a plain loop that saves optimizer.pt and model.safetensors into its run's folder: a run, not a checkpoint
     plain = logdir.parent / "plain" / "cnn"

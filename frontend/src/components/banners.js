@@ -1,6 +1,7 @@
 // What kind of step a trace is and what its data cannot tell: the notes the Ops and Timeline views show first.
 import { el, message } from "../dom.js";
 import { UNATTRIBUTED_TYPE } from "../opnames.js";
+import { passedOverNote } from "../selection.js";
 import { xlaSummary } from "../xla.js";
 import { untimedNote } from "../framework.js";
 import { allocationsWarning, plannedNote, reservedNote } from "../layer-figures.js";
@@ -22,5 +23,7 @@ export function banners(data) {
   const reserved = reservedNote(data);
   if (reserved) out.push(infoBox(reserved, "reserved-note"));
   if (data.timed === false) out.push(infoBox(untimedNote(data), "untimed-note"));
+  const passed = passedOverNote(data);
+  if (passed) out.push(warnBox(passed, "passed-over-note"));
   return out;
 }

@@ -10,7 +10,7 @@ import { el } from "../dom.js";
 import { formatProgress } from "../format.js";
 import { followRun, itemKey, reconcile, tagInfo } from "../selection.js";
 import { createSelector } from "./selector.js";
-import { errorBox, progressBox } from "./widgets.js";
+import { errorBox, progressBox, warnBox } from "./widgets.js";
 
 /**
  * kind: "breakdown" | "ops" | "loadbench"; route: the answer's route (its cache key);
@@ -24,28 +24,29 @@ import { errorBox, progressBox } from "./widgets.js";
 export function createItemView({ api, loader, kind, route, fetch, body, render, shared, joins = false, steps: stepPicker = true }) {
   let loadedKey = "", loadingKey = ""; // the item shown, the one on its way
   let current = null, loading = null; // the items whose data the body shows, and is on its way
-  let auto = ""; // the breakdown the server joined when none was picked
-  let listing = null, token = 0, picks = 0; // the runs' listing, updates begun, picks made here
+  // the breakdown the server joined when none was picked; the runs' listing, updates begun, picks made here
+  let auto = "", listing = null, token = 0, picks = 0;
+  const fallback = createFallback(shared);
   const steps = createStepList(api, loader);
   shared.selection = shared.selection || { run: "", tag: "", step: "", host: "", breakdown: "" };
   /** A change to the newest selection, whoever made the one before it (a picker, a link, another view). */
   function pick(change) {
     picks += 1;
+    fallback.picked(change);
     picked(shared, change);
     update(listing);
   }
   const selector = createSelector(pick, { joins, steps: stepPicker });
-  const meta = el("div", { class: "meta", testid: "meta" });
-  const status = el("div", { class: "status" });
+  const [meta, status] = [el("div", { class: "meta", testid: "meta" }), el("div", { class: "status" })];
   selector.element.append(meta);
-  const element = el("div", { class: "item-view" }, selector.element, status, body);
+  const element = el("div", { class: "item-view" }, selector.element, fallback.element, status, body);
   const shown = createShownItem(element, body, meta, status);
   body.hidden = true;
 
   async function update(next) {
     listing = next;
     const mine = ++token;
-    const selection = reconcile(followRun(shared.selection, shared.focus?.run, listing, kind), listing, kind);
+    const selection = fallback.reconcile(followRun(shared.selection, shared.focus?.run, listing, kind), listing, kind);
     shared.selection = selection;
     const info = tagInfo(listing, kind, selection.run, selection.tag);
     if (!info) return;
@@ -76,10 +77,9 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
         onProgress: (state) => { if (loadingKey === key) shown.progress(state); } });
     } catch (e) {
       if (loadingKey !== key || e?.name === "Cancelled") return;
-      loadingKey = "";
-      loadedKey = "";
-      current = null;
-      shown.failed(e.message, item);
+      [loadingKey, loadedKey, current] = ["", "", null];
+      if (fallback.failed(item, e)) update(listing); // picked for the user, not by them: the run's next instead
+      else shown.failed(e.message, item);
       return;
     }
     if (loadingKey !== key) return; // another item was picked meanwhile
@@ -99,6 +99,37 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
     item: () => current,
     /** How many picks were made here: a view that picks for the user checks nobody picked meanwhile. */
     picks: () => picks,
+  };
+}
+
+/** The items picked for the user, not by them, that could not be read (HTTP 422), each with why: one broken file
+ * listed first (a checkpoint cut short) must not stand in front of its run's readable ones. The user's own pick of
+ * it still says its error. */
+function createFallback(shared) {
+  const unreadable = new Map(); // "run\0tag" -> why
+  const element = el("div", { testid: "passed-over-items" });
+  let defaulted = ""; // the item reconcile picked for the user
+  return {
+    element,
+    picked(change) {
+      if ("run" in change || "tag" in change) defaulted = "";
+    },
+    reconcile(asked, listing, kind) {
+      const selection = reconcile(asked, listing, kind, unreadable);
+      if (selection.run !== asked.run || selection.tag !== asked.tag) defaulted = `${selection.run}\0${selection.tag}`;
+      const shown = `${selection.run}\0${selection.tag}`; // picked again by the user, its error box says it
+      element.replaceChildren(...[...unreadable].filter(([at]) => at.startsWith(`${selection.run}\0`) && at !== shown)
+        .map(([at, why]) => warnBox(`${at.split("\0")[1]} is not readable, so this view opened on the run's next: ${why}`)));
+      return selection;
+    },
+    /** True where the failed item was picked for the user: passed over, the selection's tag left to reconcile. */
+    failed(item, error) {
+      const at = `${item.run}\0${item.tag}`;
+      if (error?.status !== 422 || at !== defaulted || unreadable.has(at)) return false;
+      unreadable.set(at, error.message);
+      shared.selection = { ...shared.selection, tag: "", step: "", host: "" };
+      return true;
+    },
   };
 }
 

@@ -10,6 +10,7 @@ import {
 import { createTable } from "../components/table.js";
 import { categoryChip, errorBox, panel } from "../components/widgets.js";
 import { createItemView, sameItem } from "../components/item-view.js";
+import { passedOverNote } from "../selection.js";
 import { SHARDINGS, SHARDING_LABEL } from "../devices.js";
 
 // Their least widths fit a 1024 px window in TensorBoard (the figures' columns a GiB figure's exact bytes); a
@@ -188,13 +189,16 @@ function resultParts() {
   const spread = el("div", { class: "msg info", testid: "whatif-steps" });
   const band = el("div", { class: "msg info", testid: "whatif-band" });
   const basis = el("div", { class: "msg info", testid: "whatif-basis", "aria-live": "polite" });
-  const parts = { traced, headline, moved, fits, spread, band, basis, picked: "", rows: [] };
+  const passed = el("div", { class: "msg warn", role: "status", testid: "passed-over-note" });
+  const parts = { traced, passed, headline, moved, fits, spread, band, basis, picked: "", rows: [] };
   const table = createTable({ testid: "whatif-table", columns: COLUMNS, label: "Projected peak by category",
     placeholder: "Filter categories", rowAction: "reads its basis whole below the table",
     highlight: (row) => row.category === parts.picked,
     onRowClick: (row) => { parts.picked = row.category; table.setRows(parts.rows); showBasis(parts); } });
   const caveat = el("small", { testid: "whatif-caveat" });
-  const results = el("section", { class: "panel" }, headline, caveat, spread, band, moved, fits, table.element, basis);
+  const results = el("section", { class: "panel" }, headline, caveat, passed, spread, band, moved, fits, table.element,
+    basis);
+  passed.hidden = true;
   moved.hidden = true;
   band.hidden = true;
   fits.hidden = true;
@@ -210,9 +214,11 @@ function showBasis({ basis, picked, rows }) {
 }
 
 function showProjection(parts, data) {
-  const { traced, headline, caveat, moved, fits, spread, band, table, results } = parts;
+  const { traced, passed, headline, caveat, moved, fits, spread, band, table, results } = parts;
   const whatif = data.whatif || {};
   traced.replaceChildren("Traced step: ", name(tracedLine(whatif)));
+  passed.textContent = passedOverNote(data); // the state projected is the joined breakdown's
+  passed.hidden = !passed.textContent;
   headline.textContent = projectionHeadline(whatif);
   caveat.textContent = whatif.caveat || ""; // how far this trace's figures can be trusted, as measured
   moved.hidden = !whatif.peak_moved;
