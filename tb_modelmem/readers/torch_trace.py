@@ -21,7 +21,7 @@ import collections
 import dataclasses
 import functools
 import math
-from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import orjson
 
@@ -143,6 +143,7 @@ class _Op:
     seq: Optional[int] = None
     dims: Any = None  # its inputs' shapes, as recorded ("Input Dims")
     types: Any = None  # and their types ("Input type")
+    time_first: Optional[bool] = None  # a recurrent call's: its input time first (``batch_first=False``); None untold
     in_step: bool = False  # inside a train step tb_modelmem annotated
     iteration: Optional[float] = None  # start of the ProfilerStep#N range it ran in
     in_closure: bool = False  # directly inside torch's Optimizer.step (``rules.phases.in_closure``)
@@ -176,11 +177,14 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     kernels: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)  # correlation -> kernels
     steps = 0
     classes: Dict[str, None] = {}  # the optimizer classes the step ranges name, in order
+    accumulated: Set[Tuple[int, ...]] = set()  # the shapes autograd accumulated a gradient into: the parameters
     for e in events:
         cat, ph = e.get("cat"), e.get("ph")
         if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
             if _number(e.get("ts")) and _number(e.get("dur")):
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
+                if e.get("name") == _ACCUMULATE_GRAD:
+                    accumulated.update(tensor_shapes(_args(e).get("Input Dims"))[:1])
                 name = str(e.get("name", "")) if cat == "user_annotation" else ""
                 if name.startswith(ITERATION_RANGE):
                     steps += 1
@@ -204,7 +208,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     _match_backend_work(ops)
     for op in ops:
         op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
-    weights = _weights(ops)  # before ops no range placed are given a phase (a metric after the step is none)
+    # before ops no range placed are given a phase (a metric after the step is none); an update by hand, in no
+    # range: the parameters autograd accumulated gradients into (pytorch/examples' word_language_model)
+    weights = _weights(ops) or frozenset(accumulated)
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
@@ -221,8 +227,8 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     for op in ops:  # a compiled graph's ops ran where it ran
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
-    batch = _batch(ops, weights)
-    seq = _sequence(ops, batch)
+    batch, time_first = _batch(ops, weights)
+    seq = _sequence(ops, batch, time_first)
     windowed = steps or step_annotations or 1
     sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
     reduced = _table(ops, allocations, windowed, sizes)
@@ -359,13 +365,27 @@ def _top_level(e: Dict[str, Any], name: str, ts: float, end: float,
     args = _args(e)
     found = _Op(name=name[len(BACKWARD_PREFIX):] if name.startswith(BACKWARD_PREFIX) else name, ts=ts, end=end,
                 tid=e.get("tid"), seq=_int(args.get("Sequence number")), dims=args.get("Input Dims"),
-                types=args.get("Input type"))
+                types=args.get("Input type"), time_first=_time_first(name, args))
     open_ranges = [(kind, what) for _, kind, what, _ in ranges]
     found.layer, found.phase = phases.where(open_ranges, name.startswith(BACKWARD_PREFIX))
     found.in_closure = phases.in_closure(open_ranges)
     found.in_step = any(kind == "step" for _, kind, _, _ in ranges)
     found.iteration = max((start for _, kind, _, start in ranges if kind == "iteration"), default=None)
     return found
+
+
+def _time_first(name: str, args: Dict[str, Any]) -> Optional[bool]:
+    """Whether a recurrent call (``aten::lstm``, ``gru``, ``rnn_*`` on a padded input, ``[time, batch, features]``
+    or ``[batch, time, features]``) runs time first: its last argument, ``batch_first``, as recorded (``Concrete
+    Inputs``, torch 2.1 on); None for another op, a packed input (2-D, whose last argument is ``bidirectional``),
+    or a trace that did not record it."""
+    if name not in _RECURRENT_CALLS:
+        return None
+    dims, flags = args.get("Input Dims"), args.get("Concrete Inputs")
+    if not (isinstance(dims, list) and dims and is_shape(dims[0]) and len(dims[0]) == 3 and isinstance(flags, list)
+            and flags and flags[-1] in ("True", "False")):
+        return None
+    return flags[-1] == "False"
 
 
 def _in_graph(graph: _Op, e: Dict[str, Any], name: str, ts: float, end: float) -> _Op:
@@ -647,8 +667,10 @@ def _message_bytes(args: Dict[str, Any]) -> int:
 _MAX_TENSORS, _MAX_RANK = 64, 64  # tensors one call names, dimensions one tensor has (a real op: a few)
 _MAKER_DEPTH = 8  # the ops open at an allocation kept for its shape (a real one: aten::gru > aten::stack, a few)
 # torch's recurrent layers: on the CPU one call runs a loop over the time steps, each making its own buffers
-_RECURRENT = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten::gru", "aten::_cudnn_rnn",
-                        "aten::mkldnn_rnn_layer"})
+# autograd's op that adds a backward pass's gradient into a leaf's .grad: one per trainable parameter, its shape
+_ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_RECURRENT_CALLS = frozenset({"aten::rnn_tanh", "aten::rnn_relu", "aten::lstm", "aten::gru"})  # a module's own call
+_RECURRENT = _RECURRENT_CALLS | {"aten::_cudnn_rnn", "aten::mkldnn_rnn_layer"}
 # one time step of a recurrent cell (nn.GRUCell, nn.LSTMCell, nn.RNNCell), which a Python loop calls per token
 _CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell"})
 # the CPU's oneDNN convolutions: what they make that no shape fits is oneDNN's scratchpad, sized by the weights and
@@ -830,41 +852,63 @@ def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:
     return frozenset(shape for op in ops if op.phase == OPTIMIZER for shape in tensor_shapes(op.dims))
 
 
-def _sequence(ops: List[_Op], batch: Optional[int]) -> Optional[int]:
-    """Tokens per sample: the first forward op's integer input [batch, seq] (token ids, ``input_sequence``)."""
+def _sequence(ops: List[_Op], batch: Optional[int], time_first: bool = False) -> Optional[int]:
+    """Tokens per sample: the first embedding lookup's ids, else the first forward op's integer input, [batch,
+    seq] (``input_sequence``); [seq, batch] where the step's input is time first (``_batch``). The lookup first: a
+    step that slices its batch from the whole token stream in the forward pass (no range says it is the input's)
+    reads the stream's length otherwise."""
     if not batch:
         return None
-    for op in sorted(ops, key=lambda op: op.ts):
-        if op.phase != FORWARD or not isinstance(op.dims, list) or not isinstance(op.types, list):
+    forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
+    lookup = _first_lookup(forward)
+    for op in ([lookup] if lookup is not None else []) + forward:
+        if not isinstance(op.types, list):
             continue
         for dims, kind in zip(op.dims, op.types):
-            if is_shape(dims) and len(dims) == 2 and dims[0] == batch and isinstance(kind, str) and len(kind) < 64:
-                found = input_sequence(dims, canonical(kind))
+            if not (is_shape(dims) and len(dims) == 2 and isinstance(kind, str) and len(kind) < 64):
+                continue
+            if dims[1 if time_first else 0] == batch:
+                found = input_sequence(dims[::-1] if time_first else dims, canonical(kind))
                 if found:
                     return found
     return None
 
 
-def _batch(ops: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Optional[int]:
-    """The step's batch: where the step looks up an embedding, the first dimension of the first lookup's ids
-    (``aten::embedding(weight, indices)``: the token ids; what runs before it may be a [1, max length] buffer of
-    position ids, BERT's first op slicing it); else of the first forward op's first input that is no weight."""
+def _batch(ops: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Tuple[Optional[int], bool]:
+    """The step's batch, and whether its input is time first: where the step looks up an embedding, the first
+    dimension of the first lookup's ids (``aten::embedding(weight, indices)``: the token ids; what runs before it
+    may be a [1, max length] buffer of position ids, BERT's first op slicing it); else of the first forward op's
+    first input that is no weight. The second, where that input's first two dimensions are those of a recurrent
+    call that runs time first ([time, batch, ...]: pytorch/examples' word_language_model feeds its LSTM so)."""
     forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
-    lookup = next((op for op in forward if op.name == "aten::embedding" and len(op.dims) > 1), None)
-    if lookup is not None and is_shape(lookup.dims[1]):
-        found = batch_of(lookup.dims[1])
-        if found is not None:
-            return found
+    lookup = _first_lookup(forward)
+    if lookup is not None and batch_of(lookup.dims[1]) is not None:
+        return _time_first_batch(forward, lookup.dims[1])
     for op in ops:
         if op.phase != FORWARD or not isinstance(op.dims, list):
             continue
         for dims in op.dims:
             if is_shape(dims) and len(dims) >= 2 and tuple(dims) not in weights:
-                found = batch_of(dims)
-                if found is not None:
-                    return found
+                if batch_of(dims) is not None:
+                    return _time_first_batch(forward, dims)
                 break
-    return None
+    return None, False
+
+
+def _first_lookup(forward: List[_Op]) -> Optional[_Op]:
+    """The forward pass's first embedding lookup with recorded ids (``aten::embedding(weight, indices)``)."""
+    return next((op for op in forward if op.name == "aten::embedding" and len(op.dims) > 1 and is_shape(op.dims[1])),
+                None)
+
+
+def _time_first_batch(forward: List[_Op], dims: List[int]) -> Tuple[Optional[int], bool]:
+    """(The batch, time first) of the step's input of ``dims``: its first dimension, or its second where the first
+    recurrent call runs time first over an input whose [time, batch] are its first two (not over one transposed
+    from it: [batch, time] ids turned time first for the call keep their batch in front)."""
+    call = next((op for op in forward if op.time_first is not None), None)
+    if call is not None and call.time_first and list(call.dims[0][:2]) == list(dims[:2]) and len(dims) >= 2:
+        return batch_of(dims[1:] + dims[:1]), True
+    return batch_of(dims), False
 
 
 def _args(event: Dict[str, Any]) -> Dict[str, Any]:

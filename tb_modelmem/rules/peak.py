@@ -28,6 +28,7 @@ from tb_modelmem.schema.names import (
     STEP_CATEGORIES,
     STEP_ONLY_CATEGORIES,
     TORCH_BREAKDOWN_SOURCES,
+    TORCH_PROFILER_SOURCE,
     UNATTRIBUTED_CATEGORY,
     WEIGHTS_CATEGORY,
 )
@@ -38,6 +39,11 @@ from tb_modelmem.schema.records import Breakdown, OpTrace
 NO_OPTIMIZER = ("the run's breakdown holds no optimizer (a weights-only file, such as a safetensors one or a "
                 "model's state_dict alone): its state is not known; save the optimizer's state_dict beside it "
                 "(torch.save({'model': ..., 'optimizer': optimizer.state_dict()})), or ask for an optimizer")
+# A step whose update ran in no torch.optim step (torch.optim opens an ``Optimizer.step#`` range for every one):
+# updated by hand, as pytorch/examples' word_language_model does; whatever state such an update keeps, no record has.
+BY_HAND = ("no torch.optim optimizer ran in the traced steps (the trace has no Optimizer.step range) and the run's "
+           "breakdown names none: the parameters are updated by hand, and the state that update keeps is not known "
+           "(none for plain SGD, p.data.add_(p.grad, alpha=-lr)); ask for an optimizer to see one's")
 
 
 def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:
@@ -60,7 +66,8 @@ def state_not_held(trace: OpTrace, breakdown: Optional[Breakdown]) -> Dict[str, 
         return {}
     if OPTIMIZER_SLOT in breakdown.variables.column("role"):
         return {}
-    return dict.fromkeys((OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY), NO_OPTIMIZER)
+    by_hand = trace.source == TORCH_PROFILER_SOURCE and not trace.optimizer_classes
+    return dict.fromkeys((OPTIMIZER_SLOTS_CATEGORY, OTHER_STATE_CATEGORY), BY_HAND if by_hand else NO_OPTIMIZER)
 
 
 def resident_state(trace: OpTrace, breakdown: Optional[Breakdown],

@@ -1,6 +1,6 @@
 """Run one PyTorch corpus script as a user would, with tb_modelmem attached or not, and write ground truth.
 
-    python -m tests.corpus.pytorch.run NAME --logdir DIR --out TRUTH.json [--mode modelmem|plain]
+    python -m tests.corpus.pytorch.run NAME --logdir DIR --out TRUTH.json [--mode modelmem|plain] [--batch N --bptt N]
 
 TensorFlow is blocked from import first: a PyTorch user's process never has it through tb_modelmem.
 ``modelmem`` attaches tb_modelmem the way the README tells users to (``tb_modelmem.pytorch.profile``
@@ -21,11 +21,11 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 from tests.support import no_tensorflow
 
-NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer")
+NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model")
 PROFILE_STEPS = (3, 4)
 
 
@@ -39,7 +39,7 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
             params += p.numel() * p.element_size()
             count += p.numel()
     state: Dict[str, int] = {}
-    for per_param in optimizer.state.values():
+    for per_param in (optimizer.state.values() if optimizer is not None else ()):  # None: updated by hand
         for key, value in per_param.items():
             if torch.is_tensor(value):
                 state[key] = state.get(key, 0) + value.numel() * value.element_size()
@@ -47,33 +47,44 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
     count += sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable state among them
     return {"parameters": params, "element_count": count, "parameter_count": parameter_count,
             "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
-            "optimizer_state": state, "optimizer": type(optimizer).__name__,
+            "optimizer_state": state, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
             "modules": [path.replace(".", "/") for path, _ in model.named_modules() if path],
             "model_class": type(model).__name__, "batch_bytes": batch_bytes,
             "tensorflow_imported": "tensorflow" in sys.modules}
 
 
-def run(name: str, logdir: str, out: str, mode: str) -> Dict[str, Any]:
+def _plain_profiler(run_dir: str) -> Any:
+    """torch.profiler as its docs show it, steps 3-4 into ``run_dir`` with ``tensorboard_trace_handler``."""
     import torch
 
+    schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
+    return torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
+                                  on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir))
+
+
+def _loop(mode: str, model: Any, optimizer: Any, run_dir: str, trace_dir: str, train: Callable[[Any], None]) -> None:
+    """A plain loop, ``train(step_end)``, profiled as the README tells users to (``modelmem``) or by torch.profiler
+    alone (``plain``)."""
+    if mode == "modelmem":
+        import tb_modelmem
+
+        with tb_modelmem.pytorch.profile(model, optimizer, run_dir, profile_steps=PROFILE_STEPS,
+                                         trace_dir=trace_dir) as prof:
+            train(prof.step)
+    else:
+        with _plain_profiler(run_dir) as prof:
+            train(prof.step)
+
+
+def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int = 0) -> Dict[str, Any]:
     trace_dir = out + "_trace"
     if name == "mnist_main":
         from tests.corpus.pytorch import mnist_main
 
         model, optimizer, loader = mnist_main.build()
         x, y = next(iter(loader))
-        run_dir = os.path.join(logdir, "mnist_main")
-        if mode == "modelmem":
-            import tb_modelmem
-
-            with tb_modelmem.pytorch.profile(model, optimizer, run_dir, profile_steps=PROFILE_STEPS,
-                                             trace_dir=trace_dir) as prof:
-                mnist_main.train(model, loader, optimizer, prof.step)
-        else:
-            schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
-            with torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
-                                        on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir)) as prof:
-                mnist_main.train(model, loader, optimizer, prof.step)
+        _loop(mode, model, optimizer, os.path.join(logdir, "mnist_main"), trace_dir,
+              lambda step_end: mnist_main.train(model, loader, optimizer, step_end))
         return truth(model, optimizer, x.nbytes + y.nbytes)
     if name == "gpt2_trainer":
         from transformers import TrainerCallback
@@ -88,9 +99,7 @@ def run(name: str, logdir: str, out: str, mode: str) -> Dict[str, Any]:
             callbacks: Any = [MemoryCallback(log_dir=run_dir, profile_steps=PROFILE_STEPS, trace_dir=trace_dir)]
             trainer = gpt2_trainer.train(model, dataset, os.path.join(out + "_artifacts"), callbacks)
         else:
-            schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
-            prof = torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
-                                          on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir))
+            prof = _plain_profiler(run_dir)
 
             class ProfCallback(TrainerCallback):
                 def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -123,20 +132,22 @@ def run(name: str, logdir: str, out: str, mode: str) -> Dict[str, Any]:
 
         accelerator, model, optimizer, loader, scheduler = clm_no_trainer.build()
         run_dir = os.path.join(logdir, "clm_no_trainer")
-        if mode == "modelmem":
-            import tb_modelmem
-
-            # the prepared (wrapped) optimizer, as a user of the script has it at hand
-            with tb_modelmem.pytorch.profile(model, optimizer, run_dir, profile_steps=PROFILE_STEPS,
-                                             trace_dir=trace_dir) as prof:
-                clm_no_trainer.train(accelerator, model, optimizer, loader, scheduler, prof.step,
-                                     save_to=os.path.join(run_dir, "checkpoint"))
-        else:
-            schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
-            with torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
-                                        on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir)) as prof:
-                clm_no_trainer.train(accelerator, model, optimizer, loader, scheduler, prof.step)
+        save_to = os.path.join(run_dir, "checkpoint") if mode == "modelmem" else None
+        # the prepared (wrapped) optimizer, as a user of the script has it at hand
+        _loop(mode, model, optimizer, run_dir, trace_dir, lambda step_end: clm_no_trainer.train(
+            accelerator, model, optimizer, loader, scheduler, step_end, save_to=save_to))
         return truth(model, optimizer.optimizer, 2 * clm_no_trainer.BATCH * clm_no_trainer.BLOCK * 8)
+    if name == "word_language_model":
+        from tests.corpus.pytorch import word_language_model as wlm
+
+        bptt = bptt or wlm.BPTT
+        model, train_data = wlm.build(batch=batch or wlm.BATCH, bptt=bptt)
+        # no optimizer: the script updates the parameters by hand
+        _loop(mode, model, None, os.path.join(logdir, "word_language_model"), trace_dir,
+              lambda step_end: wlm.train(model, train_data, step_end, bptt=bptt))
+        first = wlm.get_batch(train_data, 0, bptt)  # slices of the token ids made before training: views, no bytes
+        views = all(t.untyped_storage().data_ptr() == train_data.untyped_storage().data_ptr() for t in first)
+        return dict(truth(model, None, sum(t.nbytes for t in first)), batch_is_views=views)
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
 
 
@@ -147,8 +158,10 @@ def main() -> None:
     parser.add_argument("--logdir", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
+    parser.add_argument("--batch", type=int, default=0, help="word_language_model: its batch_size (default 20)")
+    parser.add_argument("--bptt", type=int, default=0, help="word_language_model: its bptt (default 35)")
     args = parser.parse_args()
-    found = run(args.name, args.logdir, args.out, args.mode)
+    found = run(args.name, args.logdir, args.out, args.mode, args.batch, args.bptt)
     with open(args.out, "w") as f:
         json.dump(found, f, indent=1)
 
