@@ -7,7 +7,9 @@
             loss.backward(); optimizer.step(); optimizer.zero_grad()
             prof.step()
 
-``prof.step()`` ends an iteration, as ``torch.profiler.profile``'s does. What is written to
+``prof.step()`` ends an iteration, as ``torch.profiler.profile``'s does. A loop of several models (a GAN's
+generator and discriminator) passes them as a list or a dict, and their optimizers as a list: their modules are
+named under each model's class name (or key), ``Generator/main/0``. What is written to
 ``log_dir`` (TensorBoard's event files, no TensorFlow):
 
 - ``storage``: every parameter, buffer and optimizer-state tensor by its ``state_dict`` name, shape,
@@ -31,7 +33,7 @@ from typing import Any, Optional, Tuple, Type, Union
 
 from tb_modelmem import summary
 from tb_modelmem.capture import torch_ranges
-from tb_modelmem.capture.torch_modules import breakdown_of_module, is_module, unwrapped_optimizer
+from tb_modelmem.capture.torch_modules import as_module, breakdown_of_module, is_module, unwrapped_optimizer
 from tb_modelmem.messages import first_line
 from tb_modelmem.schema.records import Breakdown, OpTrace
 from tb_modelmem.tracing import Trace, step_range
@@ -41,9 +43,9 @@ __all__ = ["breakdown", "profile", "Profile"]
 
 
 def breakdown(model: Any, optimizer: Any = None, scaler: Any = None) -> Breakdown:
-    """Every tensor of ``model`` (an ``nn.Module``), ``optimizer`` and ``scaler`` (a ``GradScaler``) by
-    role and layer, as Storage shows it."""
-    return breakdown_of_module(model, optimizer, scaler)
+    """Every tensor of ``model`` (an ``nn.Module``, or several in a dict or a list: ``as_module``), ``optimizer``
+    (or a list of them) and ``scaler`` (a ``GradScaler``) by role and layer, as Storage shows it."""
+    return breakdown_of_module(as_module(model), optimizer, scaler)
 
 
 class Profile:
@@ -66,7 +68,8 @@ class Profile:
         only rank 0 runs a ``Profile``, as the Trainer and Lightning callbacks do)."""
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
-        self.model, self.optimizer, self.scaler = model, unwrapped_optimizer(optimizer), scaler  # Accelerate's too
+        # several models (a GAN's two) as one; Accelerate's optimizer unwrapped
+        self.model, self.optimizer, self.scaler = as_module(model), unwrapped_optimizer(optimizer), scaler
         self.profile_steps = step_range(profile_steps)
         self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
         self.memory_every, self.memory_name = memory_every, memory_name

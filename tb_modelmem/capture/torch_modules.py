@@ -19,7 +19,7 @@ shapes, dtypes and devices only, never values. Needs torch (the caller's process
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from tb_modelmem.rules import roles, torch_optimizers
 from tb_modelmem.rules.layers import scope_layer_records
@@ -35,6 +35,29 @@ def is_module(obj: Any) -> bool:
     mro = type(obj).__mro__
     return (any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in mro)
             and not any(c.__module__.startswith("keras") for c in mro))
+
+
+def as_module(model: Any) -> Any:
+    """``model`` as one ``nn.Module``: several models of one loop (pytorch/examples' DCGAN: a generator and a
+    discriminator), given as a dict or a list, joined in an ``nn.ModuleDict`` under their names (a list's: each
+    one's class name, ``Generator``; ``Generator_2`` for a second of one class), so that Storage and the ops name
+    their modules ``Generator/main/0``; anything else as it is."""
+    if isinstance(model, Mapping):
+        named = [(str(key).replace(".", "_") or "model", value) for key, value in model.items()]
+    elif isinstance(model, (list, tuple)):
+        counts: Dict[str, int] = {}
+        named = []
+        for value in model:
+            kind = type(value).__name__
+            counts[kind] = counts.get(kind, 0) + 1
+            named.append((kind if counts[kind] == 1 else f"{kind}_{counts[kind]}", value))
+    else:
+        return model
+    if not named or not all(is_module(value) for _, value in named):
+        return model
+    import torch
+
+    return torch.nn.ModuleDict(dict(named))
 
 
 def is_optimizer(obj: Any) -> bool:

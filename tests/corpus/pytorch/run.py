@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict
 
 from tests.support import no_tensorflow
 
-NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model")
+NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan")
 PROFILE_STEPS = (3, 4)
 
 
@@ -39,7 +39,8 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
             params += p.numel() * p.element_size()
             count += p.numel()
     state: Dict[str, int] = {}
-    for per_param in (optimizer.state.values() if optimizer is not None else ()):  # None: updated by hand
+    optimizers = optimizer if isinstance(optimizer, list) else [optimizer] if optimizer is not None else []
+    for per_param in (kept for one in optimizers for kept in one.state.values()):  # none: updated by hand
         for key, value in per_param.items():
             if torch.is_tensor(value):
                 state[key] = state.get(key, 0) + value.numel() * value.element_size()
@@ -47,7 +48,8 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
     count += sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable state among them
     return {"parameters": params, "element_count": count, "parameter_count": parameter_count,
             "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
-            "optimizer_state": state, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "optimizer_state": state,
+            "optimizer": " + ".join(type(one).__name__ for one in optimizers) or None,
             "modules": [path.replace(".", "/") for path, _ in model.named_modules() if path],
             "model_class": type(model).__name__, "batch_bytes": batch_bytes,
             "tensorflow_imported": "tensorflow" in sys.modules}
@@ -148,6 +150,17 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
         first = wlm.get_batch(train_data, 0, bptt)  # slices of the token ids made before training: views, no bytes
         views = all(t.untyped_storage().data_ptr() == train_data.untyped_storage().data_ptr() for t in first)
         return dict(truth(model, None, sum(t.nbytes for t in first)), batch_is_views=views)
+    if name == "dcgan":
+        import torch
+
+        from tests.corpus.pytorch import dcgan
+
+        netG, netD, optimizerG, optimizerD, loader = dcgan.build(batch=batch or dcgan.BATCH)
+        # both models, as a GAN's user passes them; the truth names them as the README says: by class name
+        _loop(mode, [netG, netD], [optimizerD, optimizerG], os.path.join(logdir, "dcgan"), trace_dir,
+              lambda step_end: dcgan.train(netG, netD, optimizerG, optimizerD, loader, step_end))
+        both = torch.nn.ModuleDict({"Generator": netG, "Discriminator": netD})
+        return truth(both, [optimizerD, optimizerG], next(iter(loader))[0].nbytes)
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
 
 
@@ -158,7 +171,7 @@ def main() -> None:
     parser.add_argument("--logdir", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
-    parser.add_argument("--batch", type=int, default=0, help="word_language_model: its batch_size (default 20)")
+    parser.add_argument("--batch", type=int, default=0, help="word_language_model, dcgan: the batch (default 20, 8)")
     parser.add_argument("--bptt", type=int, default=0, help="word_language_model: its bptt (default 35)")
     args = parser.parse_args()
     found = run(args.name, args.logdir, args.out, args.mode, args.batch, args.bptt)

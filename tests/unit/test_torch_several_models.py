@@ -1,0 +1,27 @@
+"""Several models of one loop (a GAN's) as one module: named by class, or by the dict's keys, each tensor once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tb_modelmem.capture.torch_modules import as_module, breakdown_of_module
+
+torch = pytest.importorskip("torch")
+
+
+def test_a_list_is_named_by_class_and_a_second_of_one_class_numbered():
+    first, second, head = torch.nn.Linear(3, 4), torch.nn.Linear(4, 4), torch.nn.Conv2d(1, 2, 3)
+    joined = as_module([first, second, head])
+    assert list(joined.keys()) == ["Linear", "Linear_2", "Conv2d"]
+    names = [v.name for v in breakdown_of_module(joined).variables.records()]
+    assert names == ["Linear.weight", "Linear.bias", "Linear_2.weight", "Linear_2.bias", "Conv2d.weight", "Conv2d.bias"]
+
+
+def test_a_dict_keeps_its_keys_a_shared_module_is_counted_once_and_anything_else_is_left_as_it_is():
+    shared = torch.nn.Linear(5, 5)
+    joined = as_module({"netG": torch.nn.Sequential(shared), "net.D": torch.nn.Sequential(shared)})
+    assert list(joined.keys()) == ["netG", "net_D"]  # a module's name holds no "."
+    record = breakdown_of_module(joined)
+    assert sum(v.bytes for v in record.variables.records()) == (5 * 5 + 5) * 4  # the shared layer's bytes once
+    model, not_modules = torch.nn.Linear(2, 2), [object()]
+    assert as_module(model) is model and as_module(not_modules) is not_modules and as_module([]) == []
