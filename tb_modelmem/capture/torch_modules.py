@@ -108,11 +108,12 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
         prefix = "optimizer" if len(optimizers) == 1 else f"optimizer{number}"
         for index, param in enumerate(p for group in opt.param_groups for p in group["params"]):
             owner = names.get(id(param))
-            for key, value in opt.state.get(param, {}).items():
-                if _is_tensor(value):
-                    role = roles.torch_state_role(str(key), list(value.shape))
-                    layer = roles.torch_layer(owner) if owner and role != OTHER else ""  # a counter is the optimizer's
-                    add(f"{prefix}.state.{index}.{key}", value, role, layer, str(key), owner)
+            for key, value, name in _state_tensors(opt.state.get(param, {}), f"{prefix}.state.{index}"):
+                role = roles.torch_state_role(key, list(value.shape))
+                # a counter is the optimizer's; so is state larger than its parameter, over every parameter at once
+                # (LBFGS keys its flat direction and history by the first parameter: no slot of that one)
+                own = owner if role != OTHER and value.numel() <= param.numel() else None
+                add(name, value, role, roles.torch_layer(own) if own else "", key, own)
     for attr in ("_scale", "_growth_tracker"):
         value = getattr(scaler, attr, None) if scaler is not None else None
         if _is_tensor(value):
@@ -124,6 +125,19 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
     if optimizers:
         breakdown.optimizer = optimizer_record(optimizers, names)
     return breakdown
+
+
+def _state_tensors(state: Dict[Any, Any], prefix: str) -> Iterable[Tuple[str, Any, str]]:
+    """(key, tensor, name) of each tensor of one parameter's optimizer state: a tensor value, or each member of a
+    list of them (LBFGS's history, ``old_dirs`` and ``old_stps``, up to ``history_size`` flat copies of every
+    parameter: ``prefix.old_dirs.3``)."""
+    for key, value in state.items():
+        if _is_tensor(value):
+            yield str(key), value, f"{prefix}.{key}"
+        elif isinstance(value, (list, tuple)):
+            for i, member in enumerate(value):
+                if _is_tensor(member):
+                    yield str(key), member, f"{prefix}.{key}.{i}"
 
 
 def unwrapped_optimizer(optimizer: Any) -> Any:

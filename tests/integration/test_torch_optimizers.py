@@ -4,6 +4,7 @@ optimizer's own ``state`` after its first step: every tensor's name, shape and d
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -218,3 +219,35 @@ def test_each_param_group_is_recorded_as_torch_holds_it():
     assert [len(g["params"]) for g in recorded["groups"]] == [2, 4]
     assert optimizer_summary(recorded)["text"].endswith(
         "; 2 param groups: 2 parameters as above, 4 parameters with weight_decay=0")
+
+
+def test_lbfgs_history_is_counted_as_its_state_holds_it():
+    """LBFGS keeps its history as lists of flat tensors (``old_dirs``, ``old_stps``: one copy of every parameter per
+    iteration, up to ``history_size``), keyed by the first parameter. Storage read tensors only: 2 of the 30 flat
+    copies three steps left here (``d``, ``prev_flat_grad``), none of the 28 in the lists. Each member is counted
+    now, and none is charged to the first parameter's layer. Truth: every tensor in ``optimizer.state``, lists
+    walked, read here with torch."""
+    from tb_modelmem import pytorch
+
+    model = _model()
+    optimizer = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5, history_size=20)
+    x = torch.randint(0, 11, (4, 3))
+
+    def closure():
+        optimizer.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        optimizer.step(closure)
+    (state,) = optimizer.state.values()
+    tensors = [v for value in state.values() for v in (value if isinstance(value, list) else [value])
+               if torch.is_tensor(value) or torch.is_tensor(v)]
+    assert len(state["old_dirs"]) > 2  # a history of several iterations
+    recorded = pytorch.breakdown(model, optimizer)
+    rows = [v for v in recorded.variables.records() if v.name.startswith("optimizer.")]
+    assert sum(v.bytes for v in rows) == sum(t.numel() * t.element_size() for t in tensors)
+    assert len(rows) == len(tensors)
+    flat = sum(p.numel() for p in model.parameters())
+    assert {v.layer for v in rows if math.prod(v.shape) == flat} == {""}  # the optimizer's, no layer's
