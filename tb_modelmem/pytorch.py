@@ -69,7 +69,7 @@ class Profile:
         if log_dir is None and writer is None:
             raise ValueError("tb_modelmem.pytorch.profile needs log_dir= (a folder for event files) or writer=")
         # several models (a GAN's two) as one; Accelerate's optimizer unwrapped
-        self.model, self.optimizer, self.scaler = as_module(model), unwrapped_optimizer(optimizer), scaler
+        self.model, self.optimizer, self.scaler = _one_module(model), unwrapped_optimizer(optimizer), scaler
         self.profile_steps = step_range(profile_steps)
         self.storage_name, self.ops_name, self.trace_dir = storage_name, ops_name, trace_dir
         self.memory_every, self.memory_name = memory_every, memory_name
@@ -176,6 +176,16 @@ def _rank() -> Tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def _one_module(model: Any) -> Any:
+    """``as_module``, which must not stop training: where it fails, the model as given, with a warning."""
+    try:
+        return as_module(model)
+    except Exception as e:
+        warnings.warn(f"tb_modelmem: the models could not be joined into one: {first_line(e)}", RuntimeWarning,
+                      stacklevel=3)
+        return model
 
 
 def _installed_ranges(model: Any) -> Any:

@@ -110,7 +110,8 @@ export function passedOverNote(data) {
   if (!passed.length) return "";
   const atStep = (step) => (step === null || step === undefined ? "" : ` at step ${formatInt(step)}`);
   // a file's error names its path already ("run/torch/z.pt: corrupt zip"): said once
-  const each = passed.map((p) => (String(p.error).includes(String(p.tag).split("/").pop()) && atStep(p.step) === ""
+  const each = passed.map((p) => (String(p.error).includes(String(p.tag).split("/").filter(Boolean).pop() ?? "\0")
+    && atStep(p.step) === ""
     ? p.error : `${p.tag}${atStep(p.step)}: ${p.error}`));
   const joined = data.breakdown?.tag;
   const instead = joined ? `joined with ${joined}${atStep(data.breakdown.step)} instead` : "joined with no breakdown";

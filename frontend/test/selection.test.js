@@ -116,4 +116,7 @@ test("a breakdown passed over as not readable is named with why, beside the one 
     "Passed over, not readable: storage at step 3,000: bad. The ops are joined with no breakdown.");
   assert.equal(passedOverNote({ breakdown: { tag: "storage", step: 1 }, breakdowns_unreadable: [] }), "");
   assert.equal(passedOverNote({}), ""); // an answer from before the field: nothing to say
+  // a checkpoint folder's tag ends in "/": named, its error does not say it
+  assert.equal(passedOverNote({ breakdown: null, breakdowns_unreadable: [{ tag: "torch/checkpoint-6/", step: null, error: "a shard cut short" }] }),
+    "Passed over, not readable: torch/checkpoint-6/: a shard cut short. The ops are joined with no breakdown.");
 });

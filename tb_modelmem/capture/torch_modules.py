@@ -39,25 +39,41 @@ def is_module(obj: Any) -> bool:
 
 def as_module(model: Any) -> Any:
     """``model`` as one ``nn.Module``: several models of one loop (pytorch/examples' DCGAN: a generator and a
-    discriminator), given as a dict or a list, joined in an ``nn.ModuleDict`` under their names (a list's: each
-    one's class name, ``Generator``; ``Generator_2`` for a second of one class), so that Storage and the ops name
-    their modules ``Generator/main/0``; anything else as it is."""
+    discriminator), given as a dict or a list, joined in an ``nn.ModuleDict`` under their names (a dict's keys; a
+    list's class names, a compiled or DDP-wrapped model's own, ``Generator``; ``Generator_2`` for a second of one
+    name), so that Storage and the ops name their modules ``Generator/main/0``; anything else as it is."""
     if isinstance(model, Mapping):
-        named = [(str(key).replace(".", "_") or "model", value) for key, value in model.items()]
+        pairs = [(str(key), value) for key, value in model.items()]
     elif isinstance(model, (list, tuple)):
-        counts: Dict[str, int] = {}
-        named = []
-        for value in model:
-            kind = type(value).__name__
-            counts[kind] = counts.get(kind, 0) + 1
-            named.append((kind if counts[kind] == 1 else f"{kind}_{counts[kind]}", value))
+        pairs = [(type(_wrapped(value)).__name__, value) for value in model]
     else:
         return model
-    if not named or not all(is_module(value) for _, value in named):
+    if not pairs or not all(is_module(value) for _, value in pairs):
         return model
     import torch
 
-    return torch.nn.ModuleDict(dict(named))
+    reserved = set(dir(torch.nn.ModuleDict()))  # a key ModuleDict refuses: an attribute of its own ("training")
+    named: Dict[str, Any] = {}
+    for key, value in pairs:
+        base = key.replace(".", "_") or "model"
+        base = f"{base}_" if base in reserved else base
+        name, count = base, 1
+        while name in named:
+            count += 1
+            name = f"{base}_{count}"
+        named[name] = value
+    return torch.nn.ModuleDict(named)
+
+
+def _wrapped(module: Any) -> Any:
+    """The model inside a wrapper that keeps it (``torch.compile``'s ``_orig_mod``, DDP's and DataParallel's
+    ``module``), whose class names the model."""
+    for _ in range(4):
+        inner = getattr(module, "_orig_mod", None) or getattr(module, "module", None)
+        if inner is None or not is_module(inner):
+            break
+        module = inner
+    return module
 
 
 def is_optimizer(obj: Any) -> bool:

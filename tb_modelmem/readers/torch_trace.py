@@ -208,9 +208,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     _match_backend_work(ops)
     for op in ops:
         op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
-    # before ops no range placed are given a phase (a metric after the step is none); an update by hand, in no
-    # range: the parameters autograd accumulated gradients into (pytorch/examples' word_language_model)
-    weights = _weights(ops) or frozenset(accumulated)
+    # before ops no range placed are given a phase (a metric after the step is none); where no optimizer's range
+    # ran (an update by hand, pytorch/examples' word_language_model): the shapes autograd accumulated gradients into
+    weights = _weights(ops) or (frozenset(accumulated) if not classes else frozenset())
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:

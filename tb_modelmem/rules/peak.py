@@ -39,11 +39,13 @@ from tb_modelmem.schema.records import Breakdown, OpTrace
 NO_OPTIMIZER = ("the run's breakdown holds no optimizer (a weights-only file, such as a safetensors one or a "
                 "model's state_dict alone): its state is not known; save the optimizer's state_dict beside it "
                 "(torch.save({'model': ..., 'optimizer': optimizer.state_dict()})), or ask for an optimizer")
-# A step whose update ran in no torch.optim step (torch.optim opens an ``Optimizer.step#`` range for every one):
-# updated by hand, as pytorch/examples' word_language_model does; whatever state such an update keeps, no record has.
-BY_HAND = ("no torch.optim optimizer ran in the traced steps (the trace has no Optimizer.step range) and the run's "
-           "breakdown names none: the parameters are updated by hand, and the state that update keeps is not known "
-           "(none for plain SGD, p.data.add_(p.grad, alpha=-lr)); ask for an optimizer to see one's")
+# A step whose update ran in no torch.optim step as the trace records them (torch.optim opens an ``Optimizer.step#``
+# range for every one): updated by hand, as pytorch/examples' word_language_model does, or by a step that records
+# no range; whatever state such an update keeps, no record has.
+BY_HAND = ("the trace records no torch.optim step (no Optimizer.step range) and the run's breakdown names no "
+           "optimizer: the parameters look updated by hand (or by a step that records no range), and the state that "
+           "update keeps is not known (none for plain SGD, p.data.add_(p.grad, alpha=-lr)); ask for an optimizer to "
+           "see one's")
 
 
 def is_torch_run(trace: OpTrace, breakdown: Optional[Breakdown]) -> bool:

@@ -309,7 +309,7 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     if breakdown is not None:
         weights = list(zip(breakdown.variables.column("name"), map(list, breakdown.variables.column("shape"))))
     elif trace.weight_dims:
-        weights = [("a weight the optimizer read", trace.weight_dims)]
+        weights = [("a weight the step read", trace.weight_dims)]
     else:
         return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
                      "dimension cannot be checked")

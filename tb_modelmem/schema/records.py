@@ -323,7 +323,8 @@ class OpTrace(_Assigned):
     batch_size: Optional[int] = None  # the step's batch (on one device), where the trace says it
     sequence_length: Optional[int] = None  # tokens per sample, where the step's input shows them ([batch, seq])
     # Every dimension of the weights the step read, where the trace says them without a breakdown (a PyTorch
-    # trace: what its optimizer read): a length that is one cannot be told apart in a buffer's shape
+    # trace: what its optimizer read, else what autograd accumulated gradients into): a length that is one cannot
+    # be told apart in a buffer's shape
     weight_dims: List[int] = dataclasses.field(default_factory=list)
     # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in
     # command buffers, how much time is tied to instructions and how; None for an op-by-op step.

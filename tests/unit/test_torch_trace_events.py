@@ -279,3 +279,46 @@ def test_the_count_before_the_window_is_its_first_events_though_an_instant_lists
               memory(1, 20, -500, 1_040, 1), memory(2, 30, 4_000, 5_040, 3)]
     reduced = torch_trace.reduce_trace({"traceEvents": events})
     assert reduced.peak_bytes == 5_040 - 1_000
+
+
+def _recurrent_step(batch_first: str, transposed: bool, optimizer: bool) -> OpTrace:
+    """An embedding over [35, 20] ids, an LSTM over its output (as recorded: its input and batch_first), its
+    backward accumulating two parameters' gradients, then an update by hand or in torch.optim's range."""
+    events: List[Dict[str, Any]] = []
+
+    def op(name: str, ts: float, dims: list, types: list, concrete: Any = None, seq: Any = None) -> None:
+        args: Dict[str, Any] = {"Input Dims": dims, "Input type": types}
+        if concrete is not None:
+            args["Concrete Inputs"] = concrete
+        if seq is not None:
+            args["Sequence number"] = seq
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 1, "args": args})
+
+    op("aten::embedding", 1, [[2000, 200], [35, 20]], ["float", "long int"], seq=1)
+    lstm_in = [20, 35, 200] if transposed else [35, 20, 200]
+    op("aten::lstm", 3, [lstm_in, [], [[800, 200]], [], [], [], [], [], []],
+       ["float", "TensorList", "TensorList", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"],
+       ["", "", "", "True", "1", "0", "True", "False", batch_first], seq=2)
+    op("autograd::engine::evaluate_function: LstmBackward0", 10, [], [], seq=2)
+    op("torch::autograd::AccumulateGrad", 20, [[800, 200]], ["float"])
+    op("torch::autograd::AccumulateGrad", 21, [[2000, 200]], ["float"])
+    if optimizer:
+        events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "pid": 1, "tid": 1,
+                       "ts": 29, "dur": 5})
+    op("aten::add_", 30, [[2000, 200], [2000, 200], []], ["float", "float", "Scalar"])
+    return torch_trace.reduce_trace({"traceEvents": events})
+
+
+def test_a_time_first_recurrent_input_gives_the_batch_its_second_dimension_and_the_length_its_first():
+    time_first = _recurrent_step("False", False, False)
+    assert (time_first.batch_size, time_first.sequence_length) == (20, 35)
+    # batch_first=True, or ids made time first only for the call ([20, 35] ids transposed): the ids' first
+    assert _recurrent_step("True", False, False).batch_size == 35
+    assert _recurrent_step("False", True, False).batch_size == 35
+
+
+def test_with_no_optimizers_range_the_weights_are_what_autograd_accumulated_into():
+    by_hand = _recurrent_step("False", False, False)
+    assert set(by_hand.weight_dims) == {200, 800, 2000}  # the two parameters' dimensions
+    in_range = _recurrent_step("False", False, True)  # torch.optim's range: what ran in it, not autograd's
+    assert set(in_range.weight_dims) == {200, 2000}

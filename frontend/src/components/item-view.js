@@ -7,7 +7,7 @@
 // and a slow answer is rendered when it comes, however long it took.
 
 import { el } from "../dom.js";
-import { formatProgress } from "../format.js";
+import { formatProgress, formatWallTime } from "../format.js";
 import { followRun, itemKey, reconcile, tagInfo } from "../selection.js";
 import { createSelector } from "./selector.js";
 import { errorBox, progressBox, warnBox } from "./widgets.js";
@@ -102,36 +102,41 @@ export function createItemView({ api, loader, kind, route, fetch, body, render, 
   };
 }
 
-/** The items picked for the user, not by them, that could not be read (HTTP 422), each with why: one broken file
- * listed first (a checkpoint cut short) must not stand in front of its run's readable ones. The user's own pick of
- * it still says its error. */
+/** The items picked for the user, not by them, that could not be read (HTTP 422), each with why and when: one
+ * broken file listed first (a checkpoint cut short) must not stand in front of its run's readable ones. Passed
+ * over for RETRY_MS (a file still being written may be whole by then); the user's own pick of it, or of one of
+ * its steps or hosts, still says its error. */
 function createFallback(shared) {
-  const unreadable = new Map(); // "run\0tag" -> why
+  const unreadable = new Map(); // "run\0tag" -> {why, at}
   const element = el("div", { testid: "passed-over-items" });
-  let defaulted = ""; // the item reconcile picked for the user
+  let defaulted = ""; // the item reconcile picked for the user, at its latest step
   return {
     element,
-    picked(change) {
-      if ("run" in change || "tag" in change) defaulted = "";
+    picked() {
+      defaulted = ""; // any pick is the user's: a step, a host
     },
     reconcile(asked, listing, kind) {
+      for (const [at, { when }] of unreadable) if (Date.now() - when > RETRY_MS) unreadable.delete(at);
       const selection = reconcile(asked, listing, kind, unreadable);
       if (selection.run !== asked.run || selection.tag !== asked.tag) defaulted = `${selection.run}\0${selection.tag}`;
       const shown = `${selection.run}\0${selection.tag}`; // picked again by the user, its error box says it
       element.replaceChildren(...[...unreadable].filter(([at]) => at.startsWith(`${selection.run}\0`) && at !== shown)
-        .map(([at, why]) => warnBox(`${at.split("\0")[1]} is not readable, so this view opened on the run's next: ${why}`)));
+        .map(([at, { why, when }]) => warnBox(`${at.split("\0")[1]} was not readable at `
+          + `${formatWallTime(when / 1000)} UTC, so this view opened on the run's next: ${why}`)));
       return selection;
     },
     /** True where the failed item was picked for the user: passed over, the selection's tag left to reconcile. */
     failed(item, error) {
       const at = `${item.run}\0${item.tag}`;
-      if (error?.status !== 422 || at !== defaulted || unreadable.has(at)) return false;
-      unreadable.set(at, error.message);
+      if (error?.status !== 422 || at !== defaulted || item.step !== "" || item.host || unreadable.has(at)) return false;
+      unreadable.set(at, { why: error.message, when: Date.now() });
       shared.selection = { ...shared.selection, tag: "", step: "", host: "" };
       return true;
     },
   };
 }
+
+const RETRY_MS = 5 * 60 * 1000;
 
 /** The selection changed as the user picked; a run picked is the one every view follows (``followRun``). */
 function picked(shared, change) {
