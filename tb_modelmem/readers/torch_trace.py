@@ -227,8 +227,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     for op in ops:  # a compiled graph's ops ran where it ran
         if op.graph is not None:
             op.layer, op.phase = op.graph.layer, op.graph.phase
-    batch, time_first = _batch(ops, weights)
-    seq = _sequence(ops, batch, time_first)
+    forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
+    batch, time_first = _batch(ops, forward, weights)
+    seq = _sequence(forward, batch, time_first)
     windowed = steps or step_annotations or 1
     sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
     reduced = _table(ops, allocations, windowed, sizes)
@@ -852,14 +853,13 @@ def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:
     return frozenset(shape for op in ops if op.phase == OPTIMIZER for shape in tensor_shapes(op.dims))
 
 
-def _sequence(ops: List[_Op], batch: Optional[int], time_first: bool = False) -> Optional[int]:
+def _sequence(forward: List[_Op], batch: Optional[int], time_first: bool = False) -> Optional[int]:
     """Tokens per sample: the first embedding lookup's ids, else the first forward op's integer input, [batch,
     seq] (``input_sequence``); [seq, batch] where the step's input is time first (``_batch``). The lookup first: a
     step that slices its batch from the whole token stream in the forward pass (no range says it is the input's)
     reads the stream's length otherwise."""
     if not batch:
         return None
-    forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
     lookup = _first_lookup(forward)
     for op in ([lookup] if lookup is not None else []) + forward:
         if not isinstance(op.types, list):
@@ -874,13 +874,13 @@ def _sequence(ops: List[_Op], batch: Optional[int], time_first: bool = False) ->
     return None
 
 
-def _batch(ops: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Tuple[Optional[int], bool]:
+def _batch(ops: List[_Op], forward: List[_Op], weights: AbstractSet[Tuple[int, ...]]) -> Tuple[Optional[int], bool]:
     """The step's batch, and whether its input is time first: where the step looks up an embedding, the first
     dimension of the first lookup's ids (``aten::embedding(weight, indices)``: the token ids; what runs before it
     may be a [1, max length] buffer of position ids, BERT's first op slicing it); else of the first forward op's
     first input that is no weight. The second, where that input's first two dimensions are those of a recurrent
-    call that runs time first ([time, batch, ...]: pytorch/examples' word_language_model feeds its LSTM so)."""
-    forward = sorted((op for op in ops if op.phase == FORWARD and isinstance(op.dims, list)), key=lambda op: op.ts)
+    call that runs time first ([time, batch, ...]: pytorch/examples' word_language_model feeds its LSTM so).
+    ``forward``: the forward pass's ops with recorded shapes, in time order."""
     lookup = _first_lookup(forward)
     if lookup is not None and batch_of(lookup.dims[1]) is not None:
         return _time_first_batch(forward, lookup.dims[1])
@@ -906,7 +906,7 @@ def _time_first_batch(forward: List[_Op], dims: List[int]) -> Tuple[Optional[int
     recurrent call runs time first over an input whose [time, batch] are its first two (not over one transposed
     from it: [batch, time] ids turned time first for the call keep their batch in front)."""
     call = next((op for op in forward if op.time_first is not None), None)
-    if call is not None and call.time_first and list(call.dims[0][:2]) == list(dims[:2]) and len(dims) >= 2:
+    if call is not None and call.time_first and list(call.dims[0][:2]) == list(dims[:2]):
         return batch_of(dims[1:] + dims[:1]), True
     return batch_of(dims), False
 
