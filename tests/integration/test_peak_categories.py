@@ -90,34 +90,44 @@ def test_keras_peak_is_split_byte_for_byte(served, logdir):
     assert f"{peak['held_between_steps']:,} B allocated before the trace and in use all through it" in why, why
 
 
+def _scope(op: str, shape: str):
+    """(Category, layer) that a Keras op's name says, read from the name alone: the tape's ops are gradients,
+    Adam's its temporaries, the rest of the model's forward pass activations; the layer is the scope under the
+    model's (``lenet_1/conv1_1/Relu``: ``lenet/conv1``), or for Adam's, the layer of the one kernel that big."""
+    if "/adam/" in op:
+        return "optimizer_temporaries", {"[3136,1024]": "lenet/fc1"}.get(shape, "")
+    category = "gradients" if "gradient_tape" in op else "activations"
+    parts = op.split("/")
+    layer = next((f"lenet/{parts[i + 1].rsplit('_', 1)[0]}" for i, p in enumerate(parts) if p == "lenet_1"), "")
+    return category, layer
+
+
 def test_keras_buffers_at_the_peak_are_named_with_their_layer_and_category(served):
     timeline = served.json("/timeline", run="keras", tag="ops")
     buffers = timeline["buffers"]
     assert sum(b["bytes"] for b in buffers) <= timeline["peak_bytes"]
-    # conv1's output shape at the peak: its activation, kept for the backward pass, or (about 1 run in 10 even on
-    # one inter-op thread: the peak falls in the backward pass, 76.6 MB where others read 87.8) pool1's gradient of
-    # it, made by MaxPoolGrad once the activation is consumed. Either way it is named by its op's layer and phase.
-    (conv1,) = [b for b in buffers if b["shape"] == "[32,28,28,32]"]
-    expected = (("activations", "lenet/conv1") if conv1["op"].endswith("conv1_1/Relu") else
-                ("gradients", "lenet/pool1") if "gradient_tape" in conv1["op"] else ("neither", conv1["op"]))
-    assert (conv1["category"], conv1["layer"]) == expected, conv1
-    assert conv1["dtype"] == "float32" and conv1["bytes"] >= 32 * 28 * 28 * 32 * 4
-    # The peak falls where fc1's 12.25 MiB kernel is worked on: its gradient from the tape is live, or
-    # (about 1 run in 20: the executor's order varies) Adam's temporaries of it once the gradient is
-    # consumed. Either way each such buffer is fc1's, in the category its op's scope says, unless the op
-    # asked for it as scratch space (a temp region): then it is a temporary, whatever the op.
+    # Where the peak falls moves with the executor's order, even on one inter-op thread. Of 27 runs alone: 24 in
+    # the backward pass with conv1's activation still held (87.7-91.6 MB), 2 once pool1's gradient of it replaced
+    # it (77.0 MB), 1 in Adam's update of fc1 with no conv1 buffer left (77.3 MB; a CI run too). In each, fc1's
+    # 12.25 MiB kernel is worked on: its gradient from the tape, or Adam's temporaries of it.
     fc1 = [b for b in buffers if b["shape"] == "[3136,1024]"]
     assert fc1, buffers
-    for b in fc1:
-        expected = ("temporaries" if b["region"] in ("temp", "scratch", "dynamic") else
-                    "gradients" if "gradient_tape" in b["op"] else
-                    "optimizer_temporaries" if "/adam/" in b["op"] else f"neither scope: {b['op']}")
-        assert (b["category"], b["layer"], b["dtype"]) == (expected, "lenet/fc1", "float32"), b  # its op and region
-    fc1_grads = [b for b in fc1 if b["category"] == "gradients"]
+    # Each of the step's buffers is named by its op: the layer and phase its scope says, unless the op asked
+    # for it as scratch space (a temp region): then it is a temporary, whatever the op.
+    step_buffers = [b for b in buffers if b["op"] and b["bytes"] >= 1 << 20]
+    assert {b["shape"] for b in step_buffers} <= {"[3136,1024]", "[32,28,28,32]", "[32,14,14,64]"}, step_buffers
+    for b in step_buffers:
+        category, layer = _scope(b["op"], b["shape"])
+        if b["region"] in ("temp", "scratch", "dynamic"):
+            category = "temporaries"
+        assert (b["category"], b["layer"], b["dtype"]) == (category, layer, "float32"), b
+        assert b["bytes"] >= np.prod(json.loads(b["shape"])) * 4, b
     layers = {row["layer"]: row for row in layer_rows(served.json("/ops", run="keras", tag="ops"))}
-    held = "peak_activations_bytes" if conv1["category"] == "activations" else "peak_gradients_bytes"
-    assert layers[conv1["layer"]][held] >= 32 * 28 * 28 * 32 * 4
-    assert layers["lenet/fc1"]["peak_gradients_bytes"] >= 3136 * 1024 * 4 * len(fc1_grads)
+    for b in step_buffers:  # each layer's row holds at least its buffers at the peak
+        held = {"activations": "peak_activations_bytes", "gradients": "peak_gradients_bytes"}.get(b["category"])
+        if held:
+            same = [o for o in step_buffers if (o["layer"], o["category"]) == (b["layer"], b["category"])]
+            assert layers[b["layer"]][held] >= sum(np.prod(json.loads(o["shape"])) * 4 for o in same), b
 
 
 def test_timeline_stacks_add_up_to_the_bytes_in_use(served):
