@@ -47,6 +47,7 @@ class Event:
     requested: int = 0  # the bytes asked for (``delta`` is what the allocator handed out)
     batch: bool = False  # the buffer carries the step's batch dimension (``rules.buffers.carries_batch``)
     seq: int = 0  # and its sequence length this many times (``rules.buffers.sequence_power``)
+    rows: bool = False  # shaped like a position table: grows with the sequence, no batch (``OpTrace.position_tables``)
     mixed: str = ""  # what it is under a mixed policy besides 16-bit (``rules.buffers.under_mixed_policy``)
     in_use: Optional[float] = None  # the allocator's own count after the event, when it reports one
     lifetime_peak: Optional[float] = None  # the allocator's high-water mark since it started
@@ -75,6 +76,7 @@ class _Live:
     seq: int = 0
     mixed: str = ""
     requested: int = 0  # what the buffer's allocation asked for (0: not recorded)
+    rows: bool = False
 
     @property
     def parts(self) -> Tuple[str, ...]:
@@ -82,7 +84,7 @@ class _Live:
         if self.category == MOVED_STATE:
             return ()
         if not self.batch:
-            return ("by_category",)
+            return ("by_category", "rows_by_category") if self.rows else ("by_category",)
         return _BATCH_PARTS[self.seq] + _MIXED_PARTS.get(self.mixed, ())
 
 
@@ -162,7 +164,7 @@ def replay(events: Sequence[Event], origin_us: float = 0.0, headline: Optional[A
         if event.delta > 0:
             if entry is None:
                 entry = live[event.key] = _Live(0, event.op, event.category, event.shape, event.dtype, event.region,
-                                                event.batch, event.seq, event.mixed)
+                                                event.batch, event.seq, event.mixed, rows=event.rows)
             entry.bytes += event.delta
             columns.add(entry, event.delta)
             op = entry.op

@@ -46,6 +46,7 @@ from tb_modelmem.rules.buffers import (
     input_sequence,
     lived_categories,
     once_per_token,
+    shape_dims,
     weight_shaped,
 )
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
@@ -231,7 +232,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     batch, time_first = _batch(ops, forward, weights)
     seq = _sequence(forward, batch, time_first)
     windowed = steps or step_annotations or 1
-    sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed))
+    tables = _position_tables(forward, batch, seq)
+    sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed),
+                   frozenset(tables))
     reduced = _table(ops, allocations, windowed, sizes)
     reduced.compiled_layers = sorted({op.layer for op in ops if phases.is_compiled_graph(op.name) and op.layer})
     update = [op.name for op in ops if _in_step(op)]
@@ -465,7 +468,10 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                                      "start" if carried else "") if events else
                    "the trace has no [memory] events: profile with profile_memory=True",
                    allocators=replayed.allocators, layers=layers, batch_size=sizes.batch,
-                   sequence_length=sizes.seq, weight_dims=sorted({d for shape in sizes.weights for d in shape}),
+                   sequence_length=sizes.seq, position_tables=[list(table) for table in sorted(sizes.tables)],
+                   # a position table's rows are positions: no dimension a buffer could have for another reason
+                   weight_dims=sorted({d for shape in sizes.weights
+                                       for d in (shape[1:] if shape in sizes.tables else shape)}),
                    caching_plan=plan)
 
 
@@ -530,11 +536,12 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
             in_use -= cpu_before
         shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
             "", "", False, 0)
+        rows = not batch and bool(sizes.tables) and weight_shaped(shape_dims(shape), sizes.tables)
         reserved = args.get("Total Reserved")  # the CUDA caching allocator's segments (0 on a CPU)
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
                          category=categories.get(id(event), ""), shape=shape, dtype=dtype, batch=batch, seq=seq,
-                         allocator=device, in_use=in_use,
+                         rows=rows, allocator=device, in_use=in_use,
                          reserved=float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None))
     return out, origin or 0.0, devices, int(cpu_before)
 
@@ -716,6 +723,7 @@ class _Sizes:
     followers: Dict[int, Tuple[Dict[str, Any], _Op]]  # by the event's id: the next top-level op after a maker
     # that recorded no shape (its event and its row)
     per_step: FrozenSet[str]  # ops each of whose calls is one time step (``_per_step``)
+    tables: FrozenSet[Tuple[int, ...]] = frozenset()  # the position tables' shapes (``_position_tables``)
     _shapes: Dict[Tuple[Any, ...], Any] = dataclasses.field(default_factory=dict)  # by the maker's event and size
     _input_powers: Dict[int, Optional[List[int]]] = dataclasses.field(default_factory=dict)  # by the op's event
     _inputs: Dict[int, Dict[int, Tuple[Tuple[int, ...], str]]] = dataclasses.field(default_factory=dict)  # by bytes
@@ -893,6 +901,28 @@ def _batch(ops: List[_Op], forward: List[_Op], weights: AbstractSet[Tuple[int, .
                     return _time_first_batch(forward, dims)
                 break
     return None, False
+
+
+def _position_tables(forward: List[_Op], batch: Optional[int], seq: Optional[int]) -> List[Tuple[int, ...]]:
+    """The tables the forward pass looked up once per position for every sample alike, with a row per token of
+    ``seq``: ``aten::embedding(table [seq, d], ids [seq])`` (or ids [1, seq] where the batch is not 1: positions
+    0 .. seq - 1, broadcast over the batch). A learned position embedding sized to the length (nanoGPT's wpe,
+    [block_size, d]). A token table is looked up per sample ([batch, seq] ids): a shape one such lookup reads is
+    never a position table's (a vocabulary of as many characters as the length, whose rows a tied head's logits
+    have)."""
+    if not seq or not batch:
+        return []
+    positions: List[Tuple[int, ...]] = []
+    per_sample = set()
+    for op in forward:
+        if op.name != "aten::embedding" or len(op.dims) < 2 or not is_shape(op.dims[0]) or not is_shape(op.dims[1]):
+            continue
+        table, ids = tuple(op.dims[0]), list(op.dims[1])
+        if len(table) == 2 and table[0] == seq and (ids == [seq] or (ids == [1, seq] and batch != 1)):
+            positions.append(table)
+        else:
+            per_sample.add(table)
+    return [table for table in dict.fromkeys(positions) if table not in per_sample]
 
 
 def _first_lookup(forward: List[_Op]) -> Optional[_Op]:

@@ -136,6 +136,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     if why_not:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
     projected_state = state.projected(what, basis, unknown, unsplit)
+    if seq_ratio > 1.0 and not seq_unknown:
+        state.grow_tables(breakdown, trace.position_tables, what, projected_state, basis)
     if what.shard is not None and state.source:
         state.sharded(projected_state, what, basis)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
@@ -313,8 +315,9 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     else:
         return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
                      "dimension cannot be checked")
+    tables = [list(table) for table in trace.position_tables]  # their rows are positions: no buffer's feature
     for name, shape in weights:
-        if traced in shape:
+        if traced in shape and list(shape) not in tables:
             dims = f" {shape}" if breakdown is not None else ""
             return 1.0, (f"the traced sequence length, {traced}, is also a dimension of {name}{dims}: which buffers "
                          "carry the sequence cannot be told; trace at a length no weight has")
@@ -724,6 +727,10 @@ class _Step:
         # what carries the batch at the asked sequence length: its sequence part x ratio, its square part x ratio^2
         self.grown = {c: [b + s1 * (seq_ratio - 1) + s2 * (seq_ratio ** 2 - 1)
                           for b, s1, s2 in zip(self.batch[c], *self.seq[c])] for c in in_window}
+        # what is shaped like a position table grows with a longer sequence, the batch whatever it is; a shorter one
+        # runs on the table as traced (``State.grow_tables``)
+        self.rows = {c: [r * (max(seq_ratio, 1.0) - 1) for r in timeline.rows_by_category.get(c, [0.0] * n)]
+                     for c in in_window}
         self.in_window = in_window
         self.traced_index = max(range(n), key=timeline.bytes.__getitem__)
         self.state = state
@@ -760,8 +767,9 @@ class _Step:
                 category, 1.0)
             self.factor[category], self.fixed_factor[category] = factor, fixed_factor
             wide = self.wide.get(category, [0.0] * n)
-            self.series[category] = [(v - b) * self.fixed_at(category, v - b) + g * factor + w for v, b, g, w
-                                     in zip(in_window[category], self.batch[category], self.grown[category], wide)]
+            self.series[category] = [(v - b + r) * self.fixed_at(category, v - b) + g * factor + w for v, b, r, g, w
+                                     in zip(in_window[category], self.batch[category], self.rows[category],
+                                            self.grown[category], wide)]
         # an XLA step that donates none of its state returns a new copy of all of it: its outputs change with it
         self.state_copy = _new_state_copy(trace, state, projected_state)
         self.series[TEMPORARIES_CATEGORY] = [v + d for v, d in zip(self.series[TEMPORARIES_CATEGORY],

@@ -37,10 +37,10 @@ def decode_column(owner: str, name: str, stored: Any, form: str, base: Optional[
 
 # A timeline's columns kept per category: bytes in use, and the parts of them that grow with the batch, with
 # the batch and the sequence length, with the batch and the sequence length squared, and that a mixed policy
-# leaves as traced or copies to float32 for the loss, or, of a mixed step, that its casts made
-# (``schema.records.Timeline``).
+# leaves as traced or copies to float32 for the loss, or, of a mixed step, that its casts made; and what grows with
+# the sequence alone, shaped like a position table (``schema.records.Timeline``).
 PER_CATEGORY = ("by_category", "batch_by_category", "seq_by_category", "seq2_by_category", "kept_width_by_category",
-                "loss_copy_by_category", "cast_copy_by_category")
+                "loss_copy_by_category", "cast_copy_by_category", "rows_by_category")
 
 
 def compact_timeline(out: Dict[str, Any]) -> None:

@@ -237,6 +237,9 @@ class Timeline(Record):
     # ([batch, heads, seq, seq]: attention scores), at the trace's ``OpTrace.sequence_length``.
     seq_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     seq2_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
+    # The bytes of buffers shaped like a position table (``OpTrace.position_tables``: its gradient, its lookup's
+    # [seq, d] output, an update's scratch of it), which grow with the sequence and carry no batch.
+    rows_by_category: Dict[str, List[float]] = dataclasses.field(default_factory=dict)
     # Of the batch-carrying bytes of a float32 step, those a mixed policy leaves as traced (what Keras keeps
     # float32, integers, booleans), and the model's output, which a loss under one reads as a float32 copy; of
     # a mixed step's, those not 16-bit, and what its casts between widths made, which float32 makes none of
@@ -326,6 +329,10 @@ class OpTrace(_Assigned):
     # trace: what its optimizer read, else what autograd accumulated gradients into): a length that is one cannot
     # be told apart in a buffer's shape
     weight_dims: List[int] = dataclasses.field(default_factory=list)
+    # The shapes of the tables the step looked up once per position, with a row per token of the traced sequence (a
+    # learned position embedding sized to it: nanoGPT's wpe, [block_size, d]); their rows are no buffer's feature,
+    # and a longer sequence needs more of them (``rules.projection``). A PyTorch trace's; [] untold.
+    position_tables: List[List[int]] = dataclasses.field(default_factory=list)
     # An XLA-compiled step (``readers.xla.Step.summary``): its programs, runs, whether kernels ran in
     # command buffers, how much time is tied to instructions and how; None for an op-by-op step.
     xla: Optional[Dict[str, Any]] = None

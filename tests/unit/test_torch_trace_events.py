@@ -322,3 +322,37 @@ def test_with_no_optimizers_range_the_weights_are_what_autograd_accumulated_into
     assert set(by_hand.weight_dims) == {200, 800, 2000}  # the two parameters' dimensions
     in_range = _recurrent_step("False", False, True)  # torch.optim's range: what ran in it, not autograd's
     assert set(in_range.weight_dims) == {200, 2000}
+
+
+def _gpt_lookups(positions: list, token_rows: int = 65, position_rows: int = 64) -> OpTrace:
+    """nanoGPT's forward pass begins so: its tokens [12, 64] looked up in wte, then ``arange(64)`` in wpe
+    (``positions``: the ids as recorded), their sum; the update in torch.optim's range reads both tables."""
+    events: List[Dict[str, Any]] = []
+
+    def op(name: str, ts: float, dims: list, types: list) -> None:
+        numbered = {"Sequence number": ts} if ts < 29 else {}  # autograd numbers the forward pass's ops
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 1,
+                       "args": {"Input Dims": dims, "Input type": types, **numbered}})
+
+    op("aten::embedding", 1, [[token_rows, 128], [12, 64]], ["float", "long int"])
+    op("aten::embedding", 3, [[position_rows, 128], positions], ["float", "long int"])
+    op("aten::add", 5, [[12, 64, 128], [64, 128], []], ["float", "float", "Scalar"])
+    events.append({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#AdamW.step", "pid": 1, "tid": 1,
+                   "ts": 29, "dur": 5})
+    op("aten::add_", 30, [[token_rows, 128], [token_rows, 128], []], ["float", "float", "Scalar"])
+    op("aten::add_", 31, [[position_rows, 128], [position_rows, 128], []], ["float", "float", "Scalar"])
+    return torch_trace.reduce_trace({"traceEvents": events})
+
+
+def test_a_table_looked_up_once_per_position_is_a_position_table_and_its_rows_no_feature():
+    for positions in ([64], [1, 64]):  # nanoGPT's arange(t); transformers' position_ids [1, t]
+        trace = _gpt_lookups(positions)
+        assert (trace.batch_size, trace.sequence_length, trace.position_tables) == (12, 64, [[64, 128]])
+        assert set(trace.weight_dims) == {65, 128}  # wpe's 64 rows are positions, not a dimension a buffer has
+    # looked up per sample ([12, 64] ids), or with more rows than the sequence: a table of its own size
+    assert _gpt_lookups([12, 64]).position_tables == []
+    assert _gpt_lookups([64], position_rows=1024).position_tables == []
+    # a token table of the position table's shape (a vocabulary of 64 characters) is looked up per sample: its
+    # rows are a tied head's logits' last dimension, so that shape's 64 stays a weight's dimension
+    tokens = _gpt_lookups([64], token_rows=64)
+    assert tokens.position_tables == [] and 64 in tokens.weight_dims
