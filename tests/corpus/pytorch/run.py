@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict
 
 from tests.support import no_tensorflow
 
-NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan")
+NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan", "nanogpt")
 PROFILE_STEPS = (3, 4)
 
 
@@ -161,6 +161,20 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
               lambda step_end: dcgan.train(netG, netD, optimizerG, optimizerD, loader, step_end))
         both = torch.nn.ModuleDict({"Generator": netG, "Discriminator": netD})
         return truth(both, [optimizerD, optimizerG], next(iter(loader))[0].nbytes)
+    if name == "nanogpt":
+        from tests.corpus.pytorch import nanogpt
+
+        model, optimizer, batches, model_args, steps = nanogpt.build(batch=batch or nanogpt.BATCH,
+                                                                     block=bptt or nanogpt.BLOCK)
+        run_dir = os.path.join(logdir, "nanogpt")
+        save_to = run_dir if mode == "modelmem" else None  # train.py's ckpt.pt, beside the run's events
+        _loop(mode, model, optimizer, run_dir, trace_dir, lambda step_end: nanogpt.train(
+            model, optimizer, batches, model_args, steps, step_end, save_to=save_to))
+        x, y = batches.get_batch()
+        names = {id(p): name for name, p in model.named_parameters()}  # a tied tensor under its first name
+        ordered = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+        # optimizer.state_dict() numbers the parameters across its groups in order: each number's parameter
+        return dict(truth(model, optimizer, x.nbytes + y.nbytes), state_numbers=dict(enumerate(ordered)))
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
 
 
@@ -171,8 +185,10 @@ def main() -> None:
     parser.add_argument("--logdir", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
-    parser.add_argument("--batch", type=int, default=0, help="word_language_model, dcgan: the batch (default 20, 8)")
-    parser.add_argument("--bptt", type=int, default=0, help="word_language_model: its bptt (default 35)")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="word_language_model, dcgan, nanogpt: the batch (default 20, 8, 12)")
+    parser.add_argument("--bptt", type=int, default=0,
+                        help="word_language_model: its bptt (35); nanogpt: its block_size (64)")
     args = parser.parse_args()
     found = run(args.name, args.logdir, args.out, args.mode, args.batch, args.bptt)
     with open(args.out, "w") as f:
