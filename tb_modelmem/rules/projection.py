@@ -903,11 +903,8 @@ class _Step:
                 formula = "none carries the batch"
             formula += ", all of it" if not rest and carries else self._rest_note(category, rest, kept) if rest else ""
             how = "scaled" if carries or (fixed_factor != 1.0 and rest) else "kept"
-            if category == GRADIENTS_CATEGORY and self.buckets:
-                formula += f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step"
-                how = "computed"
-            elif category == GRADIENTS_CATEGORY and self.buckets is None:
-                formula += "; DDP's gradient buckets are made before the window, with the weights: in no figure here"
+            added, computed = self._added_parts(category, at, kept)
+            formula, how = formula + added, "computed" if computed else how
             if category == OPTIMIZER_TEMPORARIES_CATEGORY and self.series[category][at] > self.scratch[at]:
                 how = "computed"  # short: the tab's Basis cell (README and ``early_update`` say why)
                 formula = (f"{size_text(self.early_update)}: m x momentum per slot, from the step's start to its grad"
@@ -959,6 +956,21 @@ class _Step:
             for line in basis:
                 line["traced_then_bytes"] = int(round(self.traced_then(line["category"], at, line["traced_bytes"])))
 
+
+    def _added_parts(self, category: str, at: int, kept: float) -> Tuple[str, bool]:
+        """What a step category's line adds past its batch-carrying and other bytes at timeline point ``at``: DDP's
+        gradient buckets, and the growth of what is shaped like a position table (``rows``, times ``kept``, the
+        factor of what carries no batch); and whether either is in its figure."""
+        said, computed = "", False
+        if category == GRADIENTS_CATEGORY and self.buckets:
+            said, computed = f"; + {size_text(self.buckets)} DDP's gradient buckets, held all step", True
+        elif category == GRADIENTS_CATEGORY and self.buckets is None:
+            said = "; DDP's gradient buckets are made before the window, with the weights: in no figure here"
+        grown = self.rows[category][at] * kept
+        if grown:
+            said += f"; + {size_text(grown)} shaped like the position table, a row per asked token"
+            computed = True
+        return said, computed
 
     def _added_note(self, traced: float) -> str:
         """The basis of the asked class's scratch added at the update of a step traced updating in place."""
