@@ -62,7 +62,12 @@ def as_module(model: Any) -> Any:
             count += 1
             name = f"{base}_{count}"
         named[name] = value
-    return torch.nn.ModuleDict(named)
+    joined = torch.nn.ModuleDict(named)
+    setattr(joined, _JOINED, " + ".join(named))  # its name in Storage: "Generator + Discriminator", not ModuleDict
+    return joined
+
+
+_JOINED = "_tb_modelmem_joined"  # the name ``as_module`` gives the models it joins
 
 
 def _wrapped(module: Any) -> Any:
@@ -91,8 +96,9 @@ def module_layers(model: Any) -> Dict[int, str]:
 
 def root_layer(model: Any) -> str:
     """The layer of a model's own forward, outside its submodules: its class name (a state_dict name
-    never is one: those are attribute paths)."""
-    return type(model).__name__
+    never is one: those are attribute paths); several models ``as_module`` joined, their names."""
+    joined = getattr(model, _JOINED, None)
+    return joined if isinstance(joined, str) and joined else type(model).__name__
 
 
 def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -> Breakdown:
@@ -135,7 +141,7 @@ def breakdown_of_module(model: Any, optimizer: Any = None, scaler: Any = None) -
         if _is_tensor(value):
             add(f"scaler.{attr.lstrip('_')}", value, OTHER, "")
     overhead = [roles.shared_line(tied)] if tied else []
-    breakdown = Breakdown(source=SOURCE, variables=VariableTable.from_rows(rows), model_name=type(model).__name__,
+    breakdown = Breakdown(source=SOURCE, variables=VariableTable.from_rows(rows), model_name=root_layer(model),
                           layers=LayerTable.from_rows(_layers(model, [r for r in rows if r.name not in tied])),
                           overhead=overhead)
     if optimizers:

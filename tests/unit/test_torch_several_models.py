@@ -22,8 +22,12 @@ def test_a_list_is_named_by_class_and_a_second_of_one_class_numbered():
     first, second, head = torch.nn.Linear(3, 4), torch.nn.Linear(4, 4), torch.nn.Conv2d(1, 2, 3)
     joined = as_module([first, second, head])
     assert list(joined.keys()) == ["Linear", "Linear_2", "Conv2d"]
-    names = [v.name for v in breakdown_of_module(joined).variables.records()]
+    record = breakdown_of_module(joined)
+    names = [v.name for v in record.variables.records()]
     assert names == ["Linear.weight", "Linear.bias", "Linear_2.weight", "Linear_2.bias", "Conv2d.weight", "Conv2d.bias"]
+    # the whole is named by its models, as Storage's header and its whole-model row say it (not "ModuleDict")
+    assert record.model_name == "Linear + Linear_2 + Conv2d"
+    assert [layer.name for layer in record.layers.records()][0] == "Linear + Linear_2 + Conv2d"
 
 
 def test_a_dict_keeps_its_keys_a_shared_module_is_counted_once_and_anything_else_is_left_as_it_is():

@@ -160,7 +160,8 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
         _loop(mode, [netG, netD], [optimizerD, optimizerG], os.path.join(logdir, "dcgan"), trace_dir,
               lambda step_end: dcgan.train(netG, netD, optimizerG, optimizerD, loader, step_end))
         both = torch.nn.ModuleDict({"Generator": netG, "Discriminator": netD})
-        return truth(both, [optimizerD, optimizerG], next(iter(loader))[0].nbytes)
+        found = truth(both, [optimizerD, optimizerG], next(iter(loader))[0].nbytes)
+        return dict(found, model_class=f"{type(netG).__name__} + {type(netD).__name__}")
     if name == "nanogpt":
         from tests.corpus.pytorch import nanogpt
 
