@@ -195,7 +195,7 @@ def _traced_label(trace: OpTrace, state: State) -> str:
     """The traced optimizer as the tab says it, a torch step's implementation with it where not one parameter
     at a time ("AdamW fused"); where no breakdown names one, the classes a torch trace's step ranges name."""
     named = trace.optimizer_classes
-    if not state.optimizer[0] and named:
+    if not state.optimizer[0] and not state.named and named:
         return f"{', '.join(named)} (named by the trace; {'its' if len(named) == 1 else 'their'} settings not recorded)"
     path = _traced_path(trace) if state.torch and state.optimizer[0] else torch_optimizers.FOR_LOOP
     return state.optimizer_label(path if path != torch_optimizers.FOR_LOOP else "")

@@ -88,6 +88,8 @@ class State:
     # order step() updates them; [] for one group (``torch_optimizers.group_plans``)
     groups: ParamGroups = dataclasses.field(default_factory=list)
     not_held: Dict[str, str] = dataclasses.field(default_factory=dict)  # ``rules.peak.state_not_held``
+    # the breakdown's name of an optimizer no plan here knows ("Adam + Adam": a GAN's two; a class of its own)
+    named: str = ""
 
     @classmethod
     def of(cls, breakdown: Optional[Breakdown], trace: OpTrace) -> "State":
@@ -107,16 +109,18 @@ class State:
         groups: ParamGroups = [(flags, places) for flags, params in (
             torch_optimizers.group_plans(breakdown.optimizer) if torch else [])
             if (places := [place[name] for name in params if name in place])]  # a frozen group updates none
+        entry = breakdown.optimizer if isinstance(breakdown.optimizer, dict) else {}
         return cls(totals, trainable, plan, "breakdown", resident_state(trace, breakdown, whole=True) or {},
                    torch=torch, counted=counted, groups=groups, not_held=state_not_held(trace, breakdown),
-                   jax=breakdown.source in JAX_BREAKDOWN_SOURCES)
+                   jax=breakdown.source in JAX_BREAKDOWN_SOURCES,
+                   named="" if plan[0] else str(entry.get("class_name") or "")[:200])
 
     def optimizer_label(self, path: str = "") -> str:
         """"SGD(momentum, weight_decay)", with a torch step's implementation ``path`` ("AdamW fused"); a flag only
         some param groups set says in how many ("weight_decay in 1 of 2 groups")."""
         cls, flags, wrapper = self.optimizer
         if not cls:
-            return wrapper or ""
+            return wrapper or self.named
         if len(self.groups) > 1:
             every = [set(own) for own, _ in self.groups]
             said = dict.fromkeys(flag for own, _ in self.groups for flag in own)
