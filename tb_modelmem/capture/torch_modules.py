@@ -63,7 +63,8 @@ def as_module(model: Any) -> Any:
             name = f"{base}_{count}"
         named[name] = value
     joined = torch.nn.ModuleDict(named)
-    setattr(joined, _JOINED, " + ".join(named))  # its name in Storage: "Generator + Discriminator", not ModuleDict
+    if len(named) > 1:  # its name in Storage: "Generator + Discriminator", not ModuleDict (one: its own path)
+        setattr(joined, _JOINED, " + ".join(named))
     return joined
 
 

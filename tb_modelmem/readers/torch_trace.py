@@ -58,6 +58,7 @@ from tb_modelmem.schema.names import (
     FORWARD,
     INPUT,
     MAX_OPTIMIZER_CLASSES,
+    MAX_POSITION_TABLES,
     MEASURED,
     OPTIMIZER,
     TEMPORARIES_CATEGORY,
@@ -536,7 +537,7 @@ def _allocator_events(allocations: Sequence[Tuple[Dict[str, Any], Optional[_Op]]
             in_use -= cpu_before
         shape, dtype, batch, seq = sizes.of(event, size, op.phase if op is not None else "") if size > 0 else (
             "", "", False, 0)
-        rows = not batch and bool(sizes.tables) and weight_shaped(shape_dims(shape), sizes.tables)
+        rows = not batch and shape_dims(shape) in sizes.tables  # the table's own shape: its gradient, its lookup
         reserved = args.get("Total Reserved")  # the CUDA caching allocator's segments (0 on a CPU)
         out.append(Event(t_us=ts, delta=size, key=(device, args.get("Addr")),
                          op=(op_name(op) if op is not None else "") if size > 0 else "",
@@ -922,7 +923,7 @@ def _position_tables(forward: List[_Op], batch: Optional[int], seq: Optional[int
             positions.append(table)
         else:
             per_sample.add(table)
-    return [table for table in dict.fromkeys(positions) if table not in per_sample]
+    return [table for table in dict.fromkeys(positions) if table not in per_sample][:MAX_POSITION_TABLES]
 
 
 def _first_lookup(forward: List[_Op]) -> Optional[_Op]:

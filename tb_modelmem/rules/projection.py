@@ -45,6 +45,7 @@ from tb_modelmem.schema.names import (
     GRADIENTS_CATEGORY,
     HELD_CATEGORY,
     INPUTS_CATEGORY,
+    NON_TRAINABLE,
     OPTIMIZER,
     OPTIMIZER_SLOT,
     OPTIMIZER_SLOTS_CATEGORY,
@@ -57,6 +58,7 @@ from tb_modelmem.schema.names import (
     TEMPORARIES_CATEGORY,
     TORCH_PROFILER_SOURCE,
     UNATTRIBUTED_CATEGORY,
+    WEIGHT,
     WEIGHTS_CATEGORY,
 )
 from tb_modelmem.schema.records import Breakdown, OpTrace
@@ -136,8 +138,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     if why_not:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
     projected_state = state.projected(what, basis, unknown, unsplit)
-    if seq_ratio > 1.0 and not seq_unknown:
-        state.grow_tables(breakdown, trace.position_tables, what, projected_state, basis)
+    grown = (state.grow_tables(breakdown, trace.position_tables, what, projected_state, basis)
+             if seq_ratio > 1.0 and not seq_unknown else {})
     if what.shard is not None and state.source:
         state.sharded(projected_state, what, basis)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
@@ -151,7 +153,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, _no_scratch_traced(state, update, scratch is not None))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch)
+                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch, grown)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -315,9 +317,8 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     else:
         return 1.0, ("no breakdown of the run's variables: whether the sequence length is also a weight's "
                      "dimension cannot be checked")
-    tables = [list(table) for table in trace.position_tables]  # their rows are positions: no buffer's feature
     for name, shape in weights:
-        if traced in shape and list(shape) not in tables:
+        if traced in shape and not _position_rows(trace, breakdown, shape):
             dims = f" {shape}" if breakdown is not None else ""
             return 1.0, (f"the traced sequence length, {traced}, is also a dimension of {name}{dims}: which buffers "
                          "carry the sequence cannot be told; trace at a length no weight has")
@@ -325,6 +326,20 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
                for v in field.values()):
         return 1.0, "no buffer of this trace is known to carry the sequence (its reader records none)"
     return what.seq / traced, ""
+
+
+def _position_rows(trace: OpTrace, breakdown: Optional[Breakdown], shape: List[int]) -> bool:
+    """Whether the traced length in a weight's ``shape`` is a position table's rows alone (``OpTrace.position_tables``):
+    no buffer's feature, so no ambiguity. Not where the length is its width too ([T, T]), nor where another weight of
+    the breakdown has that shape (a ``Linear(d, T)``, whose outputs do hold T as a feature)."""
+    if not (shape in trace.position_tables and shape[0] == trace.sequence_length
+            and trace.sequence_length not in shape[1:]):
+        return False
+    if breakdown is None:
+        return True
+    held = [s for s, role in zip(breakdown.variables.column("shape"), breakdown.variables.column("role"))
+            if role in (WEIGHT, NON_TRAINABLE) and list(s) == shape]
+    return len(held) == 1
 
 
 class _Update(NamedTuple):
@@ -523,6 +538,9 @@ def _reserved(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf,
     if any(category in unknown for category in STEP_ONLY_CATEGORIES):
         return dict(out, how="not replayed: the step's own buffers cannot be projected (see why beside them)")
     scale, seq_ratio = factors[0] or 1.0, factors[1]
+    if seq_ratio > 1.0 and trace.position_tables:
+        return dict(out, how="not replayed: a position table's rows grow with the length, and the requests of its "
+                             "weight, state and gradient at that size are in no trace")
     asked = at_traced if scale == seq_ratio == 1.0 else _replayed(trace, breakdown, scale, seq_ratio)
     held = ("the run's variables each a block, the optimizer's state made at the first update" if breakdown else
             "what the window held throughout as one block (no breakdown in this run: with one, each variable is a "
@@ -714,7 +732,7 @@ class _Step:
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], update: _Update = _Update(), gradient_share: float = 1.0,
                  seq_ratio: float = 1.0, buckets: Optional[float] = 0.0,
-                 scratch: Optional[Tuple[int, int]] = None) -> None:
+                 scratch: Optional[Tuple[int, int]] = None, grown: Optional[Dict[str, int]] = None) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -739,7 +757,10 @@ class _Step:
         self.series: Dict[str, List[float]] = {}
         # the weights and slots (after the change, as traced): an update's scratch reads each weight and its
         # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
-        self.state_sizes = state_sizes(state, projected_state)
+        # a position table's growth (``State.grow_tables``) is not the asked state's: its update's scratch is the
+        # table's rows, grown as they are (``rows``), and every axis still grows
+        before = {c: v - (grown or {}).get(c, 0) if v is not None else None for c, v in projected_state.items()}
+        self.state_sizes = state_sizes(state, before)
         now, was = self.state_sizes
         self.update = update
         self.in_place = update.kind == _IN_PLACE
@@ -757,7 +778,7 @@ class _Step:
         self.early_update = (float(projected_state.get(OPTIMIZER_SLOTS_CATEGORY) or 0.0)
                              if update.kind == _REASSIGNS and trace.source in _TF_EXECUTOR and not trace.xla else 0.0)
         # the asked setting changes a known part of the state; or that, or the step's buffers' sizes
-        self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in projected_state.items())
+        self.changes_state = any(v is not None and v != state.bytes.get(c) for c, v in before.items())
         self.changes = (scale != 1.0 or dtype_factor != 1.0 or seq_ratio != 1.0 or gradient_share != 1.0
                         or bool(buckets) or self.changes_state)
         self.wide = self._wide(timeline, scale, dtype_factor)

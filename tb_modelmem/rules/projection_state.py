@@ -238,28 +238,34 @@ class State:
 
 
     def grow_tables(self, breakdown: Optional[Breakdown], tables: Sequence[Sequence[int]], what: WhatIf,
-                    out: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> None:
+                    out: Dict[str, Optional[int]], basis: List[Dict[str, Any]]) -> Dict[str, int]:
         """A position table has a row per traced token (``OpTrace.position_tables``); a longer asked sequence needs
         a row per asked token (a model built for that length: nanoGPT's block_size), so the table's weight and the
-        optimizer's state of it grow in ``out`` (each line of ``basis`` saying by how much). A shorter one: the model
-        as traced runs it, its table kept."""
+        optimizer's state of it grow in ``out`` (each line of ``basis`` saying by how much), where known. A shorter
+        one: the model as traced runs it, its table kept. Returns the bytes added, by category."""
         rows = what.seq
-        found = [i for i, (_, shape, _) in enumerate(self.trainable) if list(shape) in map(list, tables)]
+        shapes = {tuple(table) for table in tables}
+        found = [i for i, (_, shape, _) in enumerate(self.trainable) if tuple(shape) in shapes]
         if not found or not rows or breakdown is None or rows <= self.trainable[found[0]][1][0]:
-            return
+            return {}
         grown = {i: (name, (rows,) + tuple(shape[1:]), dtype) for i, (name, shape, dtype) in
                  ((i, self.trainable[i]) for i in found)}
         more = {WEIGHTS_CATEGORY: sum(tensor_bytes(grown[i][1], self.trainable[i][2]) -
                                       tensor_bytes(self.trainable[i][1], self.trainable[i][2]) for i in found)}
-        cls, flags = self.asked_optimizer(what.optimizer) if what.optimizer else self.optimizer[:2]
-        if cls in torch_optimizers.OPTIMIZERS:  # its state of a table [rows, d] as its first step() makes it
+        try:
+            cls = self.asked_optimizer(what.optimizer)[0] if what.optimizer else self.optimizer[0]
+        except ValueError:  # a class torch.optim has none of: its state is unknown (``projected``), none to grow
+            cls = ""
+        if out.get(OPTIMIZER_SLOTS_CATEGORY) is None or (what.optimizer and not cls):
+            pass  # unknown, said by ``projected``
+        elif cls in torch_optimizers.OPTIMIZERS:  # its state of a table [rows, d] as its first step() makes it
             more[OPTIMIZER_SLOTS_CATEGORY] = sum(
                 sign * tensor_bytes(shape, dtype) for group_flags, places in self.update_groups(what.optimizer)
                 for sign, weights in ((1, [grown[i] for i in places if i in grown]),
                                       (-1, [self.trainable[i] for i in places if i in grown]))
                 for role, _, shape, dtype in torch_optimizers.state_of(cls, group_flags, weights)
                 if role == OPTIMIZER_SLOT)
-        else:  # a class no rule here knows: the run's own state of the table, grown as its rows are
+        elif not what.optimizer:  # a class no rule here knows: the run's own state of the table, grown as its rows
             names = {self.trainable[i][0] for i in found}
             columns = breakdown.variables.columns
             kept = sum(size for role, of, size in zip(columns["role"], columns["slot_of"], columns["bytes"])
@@ -267,15 +273,15 @@ class State:
             more[OPTIMIZER_SLOTS_CATEGORY] = round(kept * (rows / self.trainable[found[0]][1][0] - 1))
         said = ", ".join(f"{self.trainable[i][0]} {list(self.trainable[i][1])}" for i in found)
         lines = {line["category"]: line for line in basis}
+        more = {category: size for category, size in more.items() if out.get(category) is not None and size}
         for category, size in more.items():
-            if out.get(category) is None or not size:
-                continue
             out[category] = int(out[category] or 0) + size
             line = lines.get(category)
             if line is not None:
                 line.update(projected_bytes=out[category], how="computed",
                             formula=f"{line['formula']}; + {size_text(size)}: the position table {said} at {rows:,} "
                                     "rows, one per asked token")
+        return more
 
     def sharded(self, out: Dict[str, Optional[int]], what: WhatIf, basis: List[Dict[str, Any]]) -> None:
         """The state on each of ``what.replicas`` devices when ``what.shard`` splits it: the global state

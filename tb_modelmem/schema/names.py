@@ -97,6 +97,7 @@ OTHER_LINE = "(other)"  # a census list's summed tail: one stable name, so sampl
 
 
 MAX_OPTIMIZER_CLASSES = 8  # the optimizer classes a trace keeps: a job steps a few; a crafted trace names thousands
+MAX_POSITION_TABLES = 16  # the position tables a trace keeps: a model has one or two (``OpTrace.position_tables``)
 
 
 def is_class_name(name: str) -> bool:

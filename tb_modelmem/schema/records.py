@@ -19,6 +19,7 @@ from tb_modelmem.schema.codec import Record, Table, nested_record
 from tb_modelmem.schema.limits import is_number, preview
 from tb_modelmem.schema.names import (
     MAX_OPTIMIZER_CLASSES,
+    MAX_POSITION_TABLES,
     MEASURED,
     MOVED_STATE,
     OTHER,
@@ -326,8 +327,8 @@ class OpTrace(_Assigned):
     batch_size: Optional[int] = None  # the step's batch (on one device), where the trace says it
     sequence_length: Optional[int] = None  # tokens per sample, where the step's input shows them ([batch, seq])
     # Every dimension of the weights the step read, where the trace says them without a breakdown (a PyTorch
-    # trace: what its optimizer read, else what autograd accumulated gradients into): a length that is one cannot
-    # be told apart in a buffer's shape
+    # trace: what its optimizer read, else what autograd accumulated gradients into), but a position table's rows
+    # (``position_tables``): a length that is one cannot be told apart in a buffer's shape
     weight_dims: List[int] = dataclasses.field(default_factory=list)
     # The shapes of the tables the step looked up once per position, with a row per token of the traced sequence (a
     # learned position embedding sized to it: nanoGPT's wpe, [block_size, d]); their rows are no buffer's feature,
@@ -364,6 +365,10 @@ class OpTrace(_Assigned):
                                              for k in ("resident_bytes", "update_at"))):
             raise ValueError("OpTrace.caching_plan: expected {\"requests\": [int, ...] in triples, "
                              f"\"resident_bytes\", \"update_at\": int >= 0}}, got {preview(plan)}")
+        tables = self.position_tables
+        if len(tables) > MAX_POSITION_TABLES or not all(len(t) == 2 and min(t) >= 1 for t in tables):
+            raise ValueError(f"OpTrace.position_tables: expected at most {MAX_POSITION_TABLES} shapes [rows, width] "
+                             f"of sizes >= 1, got {preview(tables)}")
         classes = self.optimizer_classes
         if len(classes) > MAX_OPTIMIZER_CLASSES or not all(is_class_name(name) for name in classes):
             raise ValueError(f"OpTrace.optimizer_classes: expected at most {MAX_OPTIMIZER_CLASSES} Python class names, "

@@ -28,6 +28,9 @@ def test_a_list_is_named_by_class_and_a_second_of_one_class_numbered():
     # the whole is named by its models, as Storage's header and its whole-model row say it (not "ModuleDict")
     assert record.model_name == "Linear + Linear_2 + Conv2d"
     assert [layer.name for layer in record.layers.records()][0] == "Linear + Linear_2 + Conv2d"
+    # one model in a list: the whole is not named as its one member, whose own row is "Linear"
+    alone = [layer.name for layer in breakdown_of_module(as_module([torch.nn.Linear(2, 2)])).layers.records()]
+    assert len(alone) == len(set(alone)) and "Linear" in alone
 
 
 def test_a_dict_keeps_its_keys_a_shared_module_is_counted_once_and_anything_else_is_left_as_it_is():

@@ -356,3 +356,8 @@ def test_a_table_looked_up_once_per_position_is_a_position_table_and_its_rows_no
     # rows are a tied head's logits' last dimension, so that shape's 64 stays a weight's dimension
     tokens = _gpt_lookups([64], token_rows=64)
     assert tokens.position_tables == [] and 64 in tokens.weight_dims
+    stored = _gpt_lookups([64]).to_dict(compact=True)
+    for forged in ([[]], [[64]], [[0, 128]], [[-1, 128]], [[64, 128]] * 17):  # a crafted ops summary's
+        with pytest.raises(ValueError, match="position_tables"):
+            OpTrace.from_dict(dict(stored, position_tables=forged))
+    assert OpTrace.from_dict(stored).position_tables == [[64, 128]]

@@ -163,20 +163,25 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
         found = truth(both, [optimizerD, optimizerG], next(iter(loader))[0].nbytes)
         return dict(found, model_class=f"{type(netG).__name__} + {type(netD).__name__}")
     if name == "nanogpt":
-        from tests.corpus.pytorch import nanogpt
-
-        model, optimizer, batches, model_args, steps = nanogpt.build(batch=batch or nanogpt.BATCH,
-                                                                     block=bptt or nanogpt.BLOCK)
-        run_dir = os.path.join(logdir, "nanogpt")
-        save_to = run_dir if mode == "modelmem" else None  # train.py's ckpt.pt, beside the run's events
-        _loop(mode, model, optimizer, run_dir, trace_dir, lambda step_end: nanogpt.train(
-            model, optimizer, batches, model_args, steps, step_end, save_to=save_to))
-        x, y = batches.get_batch()
-        names = {id(p): name for name, p in model.named_parameters()}  # a tied tensor under its first name
-        ordered = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
-        # optimizer.state_dict() numbers the parameters across its groups in order: each number's parameter
-        return dict(truth(model, optimizer, x.nbytes + y.nbytes), state_numbers=dict(enumerate(ordered)))
+        return _nanogpt(logdir, mode, trace_dir, batch, bptt)
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
+
+
+def _nanogpt(logdir: str, mode: str, trace_dir: str, batch: int, block: int) -> Dict[str, Any]:
+    """nanoGPT's loop, its ``ckpt.pt`` saved into the run (``modelmem``); the truth adds which parameter each of
+    ``optimizer.state_dict()``'s numbers is (it numbers them across the param groups, in order)."""
+    from tests.corpus.pytorch import nanogpt
+
+    model, optimizer, batches, model_args, steps = nanogpt.build(batch=batch or nanogpt.BATCH,
+                                                                 block=block or nanogpt.BLOCK)
+    run_dir = os.path.join(logdir, "nanogpt")
+    save_to = run_dir if mode == "modelmem" else None  # train.py's ckpt.pt, beside the run's events
+    _loop(mode, model, optimizer, run_dir, trace_dir, lambda step_end: nanogpt.train(
+        model, optimizer, batches, model_args, steps, step_end, save_to=save_to))
+    x, y = batches.get_batch()
+    names = {id(p): name for name, p in model.named_parameters()}  # a tied tensor under its first name
+    ordered = [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+    return dict(truth(model, optimizer, x.nbytes + y.nbytes), state_numbers=dict(enumerate(ordered)))
 
 
 def main() -> None:
