@@ -138,8 +138,8 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
     if why_not:
         unknown.update(dict.fromkeys(STEP_ONLY_CATEGORIES, why_not))
     projected_state = state.projected(what, basis, unknown, unsplit)
-    grown = (state.grow_tables(breakdown, trace.position_tables, what, projected_state, basis)
-             if seq_ratio > 1.0 and not seq_unknown else {})
+    table_growth = (state.grow_tables(breakdown, trace.position_tables, what, projected_state, basis)
+                    if seq_ratio > 1.0 and not seq_unknown else {})
     if what.shard is not None and state.source:
         state.sharded(projected_state, what, basis)
     if OPTIMIZER_SLOTS_CATEGORY in unknown and OPTIMIZER_SLOTS_CATEGORY not in unsplit:
@@ -153,7 +153,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
         unknown.setdefault(OPTIMIZER_TEMPORARIES_CATEGORY, _no_scratch_traced(state, update, scratch is not None))
     step = _Step(trace, scale or 1.0, dtype_factor, state, projected_state, update,
                  1 / what.replicas if what.shard in ("gradients", "weights") else 1.0, seq_ratio,
-                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch, grown)
+                 _ddp_buckets(trace, state, projected_state, what, unknown), scratch, table_growth)
     series = step.series
     totals = [sum(values[i] for values in series.values()) for i in range(len(trace.timeline.t_us))]
     peak_index = max(range(len(totals)), key=totals.__getitem__)
@@ -732,7 +732,7 @@ class _Step:
     def __init__(self, trace: OpTrace, scale: float, dtype_factor: float, state: State,
                  projected_state: Dict[str, Optional[int]], update: _Update = _Update(), gradient_share: float = 1.0,
                  seq_ratio: float = 1.0, buckets: Optional[float] = 0.0,
-                 scratch: Optional[Tuple[int, int]] = None, grown: Optional[Dict[str, int]] = None) -> None:
+                 scratch: Optional[Tuple[int, int]] = None, table_growth: Optional[Dict[str, int]] = None) -> None:
         timeline = trace.timeline
         n = len(timeline.t_us)
         self.t_us = timeline.t_us
@@ -759,7 +759,8 @@ class _Step:
         # slots; but every Keras update makes at least lr x gradient, one buffer of its weight's size
         # a position table's growth (``State.grow_tables``) is not the asked state's: its update's scratch is the
         # table's rows, grown as they are (``rows``), and every axis still grows
-        before = {c: v - (grown or {}).get(c, 0) if v is not None else None for c, v in projected_state.items()}
+        before = {c: v - (table_growth or {}).get(c, 0) if v is not None else None
+                  for c, v in projected_state.items()}
         self.state_sizes = state_sizes(state, before)
         now, was = self.state_sizes
         self.update = update
