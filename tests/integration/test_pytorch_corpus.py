@@ -194,7 +194,8 @@ def real_peak(tmp_path, name, *args):
 def test_a_gan_of_two_models_projects_as_real_runs_peak(corpus, tmp_path):
     """pytorch/examples' DCGAN passes its generator and discriminator as a list, and their optimizers (a list
     made the tab's capture fail and read the step as a TensorFlow one). Its step at 2x and 4x the batch, against
-    real runs: their count plus the models' parameters and buffers and both optimizers' state (the live objects)."""
+    real runs: their count plus the models' parameters and buffers and both optimizers' state (the live objects).
+    Asked SGD (plain, and with momentum), both models' optimizers are replaced, as in a real run of that."""
     from tests.corpus.pytorch import dcgan
 
     logdir, truths, _, _ = corpus
@@ -206,6 +207,13 @@ def test_a_gan_of_two_models_projects_as_real_runs_peak(corpus, tmp_path):
         real = step + truth["parameters"] + truth["buffers"] + sum(truth["optimizer_state"].values())
         projected = estimate(logdir, run=RUNS["dcgan"], batch=batch)["peak_bytes"]
         assert abs(projected - real) <= 0.01 * real, (batch, projected, real)
+    # asked SGD, with momentum or not, for both models: against real runs whose two optimizers are those
+    for asked, flag in (("SGD", "sgd"), ("momentum", "momentum")):
+        step, truth = real_peak(tmp_path, "dcgan", "--optimizer", flag)
+        assert truth["optimizer"] == "SGD + SGD"
+        real = step + truth["parameters"] + truth["buffers"] + sum(truth["optimizer_state"].values())
+        projected = estimate(logdir, run=RUNS["dcgan"], optimizer=asked)["peak_bytes"]
+        assert abs(projected - real) <= 0.01 * real, (asked, projected, real)
 
 
 def test_a_time_first_lstm_updated_by_hand_projects_as_real_runs_peak(corpus, tmp_path):

@@ -48,15 +48,20 @@ def weights_init(m):
         torch.nn.init.zeros_(m.bias)
 
 
-def build(steps=6, batch=BATCH):
+def build(steps=6, batch=BATCH, optimizer="adam"):
     torch.manual_seed(999)
     pictures = torch.rand(batch * steps, NC, 64, 64) * 2 - 1  # corpus patch: no dataset download
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(pictures), batch_size=batch, shuffle=True)
     netG, netD = Generator(), Discriminator()
     netG.apply(weights_init)
     netD.apply(weights_init)
-    optimizerD = optim.Adam(netD.parameters(), lr=0.0002, betas=(0.5, 0.999))
-    optimizerG = optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    if optimizer == "adam":  # the script's
+        optimizerD = optim.Adam(netD.parameters(), lr=0.0002, betas=(0.5, 0.999))
+        optimizerG = optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    else:  # corpus patch: what a user asks What if about, run for real ("sgd", "momentum")
+        momentum = 0.9 if optimizer == "momentum" else 0.0
+        optimizerD = optim.SGD(netD.parameters(), lr=0.0002, momentum=momentum)
+        optimizerG = optim.SGD(netG.parameters(), lr=0.0002, momentum=momentum)
     return netG, netD, optimizerG, optimizerD, loader
 
 

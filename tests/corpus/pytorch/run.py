@@ -1,6 +1,7 @@
 """Run one PyTorch corpus script as a user would, with tb_modelmem attached or not, and write ground truth.
 
     python -m tests.corpus.pytorch.run NAME --logdir DIR --out TRUTH.json [--mode modelmem|plain] [--batch N --bptt N]
+        [--optimizer adam|sgd|momentum]
 
 TensorFlow is blocked from import first: a PyTorch user's process never has it through tb_modelmem.
 ``modelmem`` attaches tb_modelmem the way the README tells users to (``tb_modelmem.pytorch.profile``
@@ -78,7 +79,8 @@ def _loop(mode: str, model: Any, optimizer: Any, run_dir: str, trace_dir: str, t
             train(prof.step)
 
 
-def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int = 0) -> Dict[str, Any]:
+def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int = 0,
+        optimizer: str = "adam") -> Dict[str, Any]:
     trace_dir = out + "_trace"
     if name == "mnist_main":
         from tests.corpus.pytorch import mnist_main
@@ -155,7 +157,7 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
 
         from tests.corpus.pytorch import dcgan
 
-        netG, netD, optimizerG, optimizerD, loader = dcgan.build(batch=batch or dcgan.BATCH)
+        netG, netD, optimizerG, optimizerD, loader = dcgan.build(batch=batch or dcgan.BATCH, optimizer=optimizer)
         # both models, as a GAN's user passes them; the truth names them as the README says: by class name
         _loop(mode, [netG, netD], [optimizerD, optimizerG], os.path.join(logdir, "dcgan"), trace_dir,
               lambda step_end: dcgan.train(netG, netD, optimizerG, optimizerD, loader, step_end))
@@ -195,8 +197,10 @@ def main() -> None:
                         help="word_language_model, dcgan, nanogpt: the batch (default 20, 8, 12)")
     parser.add_argument("--bptt", type=int, default=0,
                         help="word_language_model: its bptt (35); nanogpt: its block_size (64)")
+    parser.add_argument("--optimizer", choices=("adam", "sgd", "momentum"), default="adam",
+                        help="dcgan: both models' optimizer (default its Adam; SGD, or SGD with momentum 0.9)")
     args = parser.parse_args()
-    found = run(args.name, args.logdir, args.out, args.mode, args.batch, args.bptt)
+    found = run(args.name, args.logdir, args.out, args.mode, args.batch, args.bptt, args.optimizer)
     with open(args.out, "w") as f:
         json.dump(found, f, indent=1)
 
