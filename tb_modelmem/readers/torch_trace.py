@@ -50,7 +50,7 @@ from tb_modelmem.rules.buffers import (
     weight_shaped,
 )
 from tb_modelmem.rules.phases import BACKWARD_PREFIX, ITERATION_RANGE
-from tb_modelmem.schema.dtypes import canonical
+from tb_modelmem.schema.dtypes import FLOAT_DTYPES, canonical
 from tb_modelmem.schema.limits import MAX_DECODED_BYTES
 from tb_modelmem.schema.names import (
     BACKWARD,
@@ -179,14 +179,13 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     kernels: Dict[Any, List[Dict[str, Any]]] = collections.defaultdict(list)  # correlation -> kernels
     steps = 0
     classes: Dict[str, None] = {}  # the optimizer classes the step ranges name, in order
-    accumulated: Set[Tuple[int, ...]] = set()  # the shapes autograd accumulated a gradient into: the parameters
+    inputs = _RecordedInputs()
     for e in events:
         cat, ph = e.get("cat"), e.get("ph")
         if ph == "X" and cat in ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"):
             if _number(e.get("ts")) and _number(e.get("dur")):
                 by_thread[(e.get("pid"), e.get("tid"))].append(e)
-                if e.get("name") == _ACCUMULATE_GRAD:
-                    accumulated.update(tensor_shapes(_args(e).get("Input Dims"))[:1])
+                inputs.note(e)
                 name = str(e.get("name", "")) if cat == "user_annotation" else ""
                 if name.startswith(ITERATION_RANGE):
                     steps += 1
@@ -212,7 +211,9 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
         op.phase = phases.closure_phase(op.phase, op.in_closure, op.seq is not None or bool(op.inner_seqs))
     # before ops no range placed are given a phase (a metric after the step is none); where no optimizer's range
     # ran (an update by hand, pytorch/examples' word_language_model): the shapes autograd accumulated gradients into
-    weights = _weights(ops) or (frozenset(accumulated) if not classes else frozenset())
+    # and the parameters modules' ops took, frozen ones too (a LoRA model's base: no optimizer reads them)
+    weights = (_weights(ops) or (frozenset(inputs.accumulated) if not classes else frozenset())) | frozenset(
+        inputs.taken)
     if any(op.in_step for op in ops):  # steps tb_modelmem annotated: what runs between them feeds them
         for op in ops:
             if not op.in_step and not op.phase:
@@ -241,6 +242,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     update = [op.name for op in ops if _in_step(op)]
     reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
     reduced.optimizer_classes = list(classes)
+    reduced.compute_dtype = inputs.compute_dtype()
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (
@@ -476,6 +478,46 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                    caching_plan=plan)
 
 
+@dataclasses.dataclass
+class _RecordedInputs:
+    """What some ops' recorded inputs say of the model, gathered in the first pass over every op (nested ones too)."""
+
+    accumulated: Set[Tuple[int, ...]] = dataclasses.field(default_factory=set)  # the shapes autograd accumulated a
+    # gradient into: the trainable parameters'
+    taken: Set[Tuple[int, ...]] = dataclasses.field(default_factory=set)  # the parameters modules' ops took, frozen
+    # ones too
+    computed: Dict[str, int] = dataclasses.field(default_factory=collections.Counter)  # matrix products' calls by the
+    # floating dtype their kernel took
+
+    def note(self, e: Dict[str, Any]) -> None:
+        name = e.get("name")
+        if name == _ACCUMULATE_GRAD:
+            self.accumulated.update(tensor_shapes(_args(e).get("Input Dims"))[:1])
+        elif name in _MATRIX_PRODUCTS:
+            dtype = _first_float_type(_args(e).get("Input type"))
+            if dtype:
+                self.computed[dtype] += 1
+        elif name in _PARAMETER_ARGUMENT:
+            self.taken.update(_argument_shape(_args(e).get("Input Dims"), _PARAMETER_ARGUMENT[str(name)]))
+
+    def compute_dtype(self) -> str:
+        """The dtype most matrix products computed in (``OpTrace.compute_dtype``); "" where none said one."""
+        return max(self.computed, key=self.computed.__getitem__) if self.computed else ""
+
+
+def _argument_shape(dims: Any, index: int) -> List[Tuple[int, ...]]:
+    """The shape of an op's ``index``-th input where its recorded "Input Dims" hold one of two or more dimensions
+    (a weight's, not a bias's), else none."""
+    found: Any = dims[index] if isinstance(dims, list) and len(dims) > index else None
+    return [tuple(found)] if is_shape(found) and len(found) >= 2 else []
+
+
+def _first_float_type(types: Any) -> str:
+    """The first input's dtype ("c10::BFloat16" -> "bfloat16") where it is a floating one, else ""."""
+    first = canonical(str(types[0])) if isinstance(types, list) and types and isinstance(types[0], str) else ""
+    return first if first in FLOAT_DTYPES else ""
+
+
 def _in_step(op: _Op) -> bool:
     """An op inside ``Optimizer.step`` (clipping and a GradScaler run in the update's phase outside it)."""
     return op.in_closure and op.phase == OPTIMIZER
@@ -686,6 +728,14 @@ _CELLS = frozenset({"aten::gru_cell", "aten::lstm_cell", "aten::rnn_tanh_cell", 
 # the threads (a weight gradient's per-thread partial sums), not the batch
 _ONEDNN_CONVOLUTIONS = frozenset({"aten::mkldnn_convolution", "aten::convolution_backward"})
 _LINEAR = "aten::linear"  # nn.Linear's op: its output keeps its input's leading dimensions
+# The ops that take a module's parameter, and at which argument: nn.Linear's weight, nn.Embedding's table, a
+# convolution's kernel (each recorded where it is called, outside autocast's cast of it)
+_PARAMETER_ARGUMENT = {"aten::linear": 1, "aten::embedding": 0, "aten::conv1d": 1, "aten::conv2d": 1,
+                       "aten::conv3d": 1, "aten::conv_transpose1d": 1, "aten::conv_transpose2d": 1,
+                       "aten::conv_transpose3d": 1}
+# The ops that compute a matrix product or a convolution, innermost: their inputs are what the kernel computed in
+# (autocast casts a float32 linear's inputs before its aten::addmm; the outer aten::linear records them uncast)
+_MATRIX_PRODUCTS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::_convolution"})
 _MAX_ELEMENTS = 2 ** 53  # elements of one tensor (8 PiB of bytes): past it, no real tensor's figure
 
 

@@ -189,7 +189,7 @@ def project(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf, reserv
             "shard": what.shard, "seq": what.seq or trace.sequence_length, "caveat": _caveat(trace),
             "reserved": _reserved(trace, breakdown, what, (scale, seq_ratio), unknown) if reserved else None,
             "traced": {"batch": traced_batch, "seq": trace.sequence_length, "peak_bytes": _traced_peak(trace, state),
-                       "policy": _policy_name(traced_size),
+                       "policy": _precision_name(trace, state, traced_size),
                        "optimizer": _traced_label(trace, state), "peak_time_us": trace.timeline.t_us[traced_index]}}
 
 
@@ -1061,8 +1061,18 @@ def _traced_compute_bytes(trace: OpTrace) -> int:
     return max(held, key=held.__getitem__) if held else 4
 
 
-def _policy_name(size: int) -> str:
-    return "float32" if size == 4 else "mixed (16-bit activations)"
+def _precision_name(trace: OpTrace, state: State, size: int) -> str:
+    """The traced step's precision as the tab says it. A Keras step's policy, by its activations' width. A PyTorch
+    step's, by what its matrix products computed in (``OpTrace.compute_dtype``; torch's trace records no op's
+    output dtype): "bfloat16 autocast" where its weights stay float32, "bfloat16 matrix products" where no
+    breakdown says the weights' dtype, "" where the trace does not say."""
+    if not state.torch:
+        return "float32" if size == 4 else "mixed (16-bit activations)"
+    computed = trace.compute_dtype
+    if not computed or computed == "float32":
+        return computed
+    weights = {dtype for _, _, dtype in state.trainable}
+    return f"{computed} autocast" if weights == {"float32"} else computed if weights else f"{computed} matrix products"
 
 
 def _step_unknown(trace: OpTrace, state: State, changes_step: bool, new_precision: bool,

@@ -16,6 +16,9 @@ ITEM_BYTES = {"float32": 4, "float64": 8, "int32": 4, "uint8": 1, "int16": 2, "i
               "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e4m3b11fnuz": 1, "float8_e5m2fnuz": 1,
               "int4": 1, "uint4": 1, "int2": 1, "uint2": 1, "float4_e2m1fn": 1, "complex32": 4}
 
+# The floating-point ones, which a step computes in (a precision)
+FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e5m2", "float8_e4m3fn"})
+
 
 def canonical(name: str) -> str:
     """"float" -> "float32", "torch.bfloat16" -> "bfloat16", "c10::Half" -> "float16": the name the table knows."""

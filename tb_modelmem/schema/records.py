@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Dict, Iterable, List, Optional, Tuple, Type, U
 
 from tb_modelmem.schema import compaction
 from tb_modelmem.schema.codec import Record, Table, nested_record
+from tb_modelmem.schema.dtypes import FLOAT_DTYPES
 from tb_modelmem.schema.limits import is_number, preview
 from tb_modelmem.schema.names import (
     MAX_OPTIMIZER_CLASSES,
@@ -350,6 +351,9 @@ class OpTrace(_Assigned):
     # two), at most MAX_OPTIMIZER_CLASSES: what a trace says of its optimizer where no breakdown names one (its
     # settings are not in it); [] untold.
     optimizer_classes: List[str] = dataclasses.field(default_factory=list)
+    # The dtype most of the step's matrix products and convolutions computed in, from their innermost ops' inputs
+    # (a PyTorch trace's: "bfloat16" under autocast, where the weights stay float32); "" untold.
+    compute_dtype: str = ""
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
@@ -373,6 +377,9 @@ class OpTrace(_Assigned):
         if len(classes) > MAX_OPTIMIZER_CLASSES or not all(is_class_name(name) for name in classes):
             raise ValueError(f"OpTrace.optimizer_classes: expected at most {MAX_OPTIMIZER_CLASSES} Python class names, "
                              f"got {preview(classes)}")
+        if self.compute_dtype and self.compute_dtype not in FLOAT_DTYPES:
+            raise ValueError(f"OpTrace.compute_dtype: expected \"\" or one of {', '.join(sorted(FLOAT_DTYPES))}, "
+                             f"got {preview(self.compute_dtype)}")
         for role, size in self.resident.items():
             if type(size) is not int or size < 0:  # bool is not an int here
                 raise ValueError(f"OpTrace.resident[{preview(role)}]: expected bytes >= 0, got {preview(size)}")

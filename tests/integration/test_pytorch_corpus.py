@@ -8,6 +8,7 @@ plugin. Every figure is checked against what the live objects said (``model.para
 
 from __future__ import annotations
 
+import collections
 import glob
 import json
 import os
@@ -24,7 +25,7 @@ from tests.support.plugin_harness import Served
 
 RUNS = {"mnist_main": "mnist_main", "gpt2_trainer": "gpt2_trainer", "lightning_cnn": "lightning/version_0",
         "clm_no_trainer": "clm_no_trainer", "word_language_model": "word_language_model", "dcgan": "dcgan",
-        "nanogpt": "nanogpt"}
+        "nanogpt": "nanogpt", "peft_sft": "peft_sft"}
 COUNTERS = ("step",)
 
 
@@ -101,7 +102,7 @@ def test_storage_is_the_live_objects_to_the_byte(corpus, name):
     # the Weights card's count is model.parameters()', the Non-trainable card's the buffers' (a new user's report)
     assert storage["params_by_role"]["weight"] == truth["parameter_count"]
     assert storage["params_by_role"].get("non_trainable", 0) == truth["element_count"] - truth["parameter_count"]
-    assert totals["non_trainable"] == truth["buffers"]
+    assert totals["non_trainable"] == truth["buffers"] + truth["frozen"]  # a LoRA model's frozen base among them
     assert totals["optimizer_slot"] == slots
     assert totals["other"] == truth["optimizer_state"].get("step", 0)
     assert (storage["optimizer"] or {}).get("class_name") == truth["optimizer"]  # None: updated by hand
@@ -167,7 +168,7 @@ def test_the_peak_holds_storages_weights_and_slots_and_its_parts_sum(corpus, nam
         assert peak["optimizer_slots"] is None and "updated by hand" in peak["unknown"]["optimizer_slots"]
     else:
         assert peak["optimizer_slots"] == sum(v for k, v in truth["optimizer_state"].items() if k not in COUNTERS)
-    assert (peak["non_trainable"] or 0) == truth["buffers"]
+    assert (peak["non_trainable"] or 0) == truth["buffers"] + truth["frozen"]
     if truth.get("batch_is_views"):  # slices of token ids made before the window: the batch allocates nothing
         assert peak["inputs"] == 0 and truth["batch_bytes"] > 0
     elif name == "nanogpt":  # get_batch's torch.stack, which autograd numbers, runs between a micro-batch's forward
@@ -178,6 +179,24 @@ def test_the_peak_holds_storages_weights_and_slots_and_its_parts_sum(corpus, nam
     parts = sum(v or 0 for k, v in peak.items() if k not in ("total", "unknown", "step_peak_bytes"))
     assert parts == peak["total"]  # what is known; unknown only the state no record holds
     assert set(peak["unknown"]) == ({"optimizer_slots", "other_state"} if truth["optimizer"] is None else set())
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_the_traced_precision_is_what_the_step_computed_in(corpus, name):
+    """torch's trace records no op's output dtype, so every PyTorch step read "float32", peft's bf16 LoRA run too.
+    Truth: the script's own setting (Trainer's ``bf16=True``: CPU autocast) with the live parameters' dtype, and
+    the trace read with json: its matrix products' and convolutions' kernels (aten::mm, addmm, bmm, _convolution)
+    took that dtype's inputs."""
+    logdir, truths, traces, _ = corpus
+    truth = truths[name]
+    assert truth["parameter_dtypes"] == ["torch.float32"]
+    computed = collections.Counter(e["args"]["Input type"][0] for e in traces[name]["traceEvents"]
+                                   if e.get("name") in ("aten::mm", "aten::addmm", "aten::bmm", "aten::_convolution")
+                                   and e.get("args", {}).get("Input type"))
+    autocast = truth.get("autocast")
+    assert computed.most_common(1)[0][0] == ("c10::BFloat16" if autocast else "float"), computed
+    expected = f"{autocast} autocast" if autocast else "float32"
+    assert estimate(logdir, run=RUNS[name])["traced"]["policy"] == expected
 
 
 def real_peak(tmp_path, name, *args):
@@ -263,6 +282,26 @@ def test_a_gpt_with_a_position_table_projects_its_length_and_batch_as_real_runs_
         assert adam == slots, asked
 
 
+def test_a_lora_model_under_autocast_and_checkpointing_projects_as_real_runs_peak(corpus, tmp_path):
+    """peft's SFT example: LoRA on every linear layer of a Mistral, Trainer's bf16 autocast and reentrant gradient
+    checkpointing. Its frozen base is no weight the optimizer reads, so autocast's bfloat16 copy of lm_head [1000,
+    96], 1000 a multiple of the batch 4, read as [batch x time, units] (batch 16 +4.0%), and rotary's cos and sin
+    [1, 64, 24], 64 a multiple of it too. Against real runs: their traces' highest "Total Allocated" (json) plus
+    the live model's trainable and frozen parameters, buffers and AdamW's state."""
+    from tests.corpus.pytorch import peft_sft
+
+    logdir, truths, _, _ = corpus
+    traced = estimate(logdir, run=RUNS["peft_sft"])["traced"]
+    assert (traced["batch"], traced["seq"]) == (peft_sft.BATCH, peft_sft.BLOCK)
+    for asked, args in (({"batch": 2 * peft_sft.BATCH}, ["--batch", str(2 * peft_sft.BATCH)]),
+                        ({"batch": 4 * peft_sft.BATCH}, ["--batch", str(4 * peft_sft.BATCH)]),
+                        ({"seq": 2 * peft_sft.BLOCK}, ["--bptt", str(2 * peft_sft.BLOCK)])):
+        step, truth = real_peak(tmp_path, "peft_sft", *args)
+        real = step + truth["parameters"] + truth["frozen"] + truth["buffers"] + sum(truth["optimizer_state"].values())
+        projected = estimate(logdir, run=RUNS["peft_sft"], **asked)["peak_bytes"]
+        assert abs(projected - real) <= 0.01 * real, (asked, projected, real)
+
+
 def test_nanogpts_checkpoint_dict_is_the_live_objects_and_the_file_to_the_byte(corpus):
     """train.py's ``ckpt.pt``: the model's state_dict (the tied wte and lm_head, one storage under two names),
     AdamW's state_dict (its two param groups), model_args, config and a loss tensor, read as a breakdown in the
@@ -334,5 +373,5 @@ def test_growth_samples_count_the_live_parameters(corpus, name):
     growth = served.json("/growth", run=RUNS[name], tag="memory")
     series = growth["series"]
     assert series["live_variable_bytes"]["values"] and set(series["live_variable_bytes"]["values"]) == {
-        truths[name]["parameters"]}
+        truths[name]["parameters"] + truths[name]["frozen"]}  # every nn.Parameter, frozen or not
     assert all(v > 0 for v in series["rss_bytes"]["values"])

@@ -265,6 +265,27 @@ def test_the_optimizer_class_is_what_its_step_ranges_name_and_a_crafted_name_is_
             OpTrace.from_dict(dict(stored, optimizer_classes=forged))
 
 
+def test_the_step_computes_in_what_its_innermost_matrix_products_took_and_a_crafted_type_is_none():
+    """Autocast casts a float32 linear's inputs inside it: the outer aten::linear records them float32, the
+    aten::addmm it calls bfloat16, so the step computed in bfloat16. A type no float has, or none, says nothing;
+    a stored dtype no float has is refused."""
+    trace = Trace()
+    for i, (name, types) in enumerate([("aten::linear", ["float", "float", "float"]),
+                                       ("aten::addmm", ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]),
+                                       ("aten::mm", ["c10::BFloat16", "c10::BFloat16"]),
+                                       ("aten::mm", ["float", "float"]),
+                                       ("aten::bmm", ["<img src=x>", "long int"]), ("aten::bmm", [7]),
+                                       ("aten::addmm", None)]):
+        trace.op(name, 10 * i)
+        trace.events[-1]["args"]["Input type"] = types
+    reduced = torch_trace.reduce_trace({"traceEvents": trace.events})
+    assert reduced.compute_dtype == "bfloat16"
+    assert torch_trace.reduce_trace({"traceEvents": Trace().op("aten::add_", 0).events}).compute_dtype == ""
+    for forged in ("<img src=x>", "int64"):
+        with pytest.raises(ValueError, match="compute_dtype"):
+            OpTrace.from_dict(dict(reduced.to_dict(compact=True), compute_dtype=forged))
+
+
 def test_the_count_before_the_window_is_its_first_events_though_an_instant_lists_them_out_of_order():
     """A second profile in one process starts from what torch's CPU count already held (1,000 B here). At the
     window's first instant two threads' events came listed the later one first: the window was counted from the

@@ -122,8 +122,7 @@ def _described(entry: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
     config = entry.get("config")
     config = config if isinstance(config, dict) else {}
     name = config.get("name")
-    settings = {key: value for key, value in config.items()
-                if key != "name" and value is not None and isinstance(value, (bool, int, float, str))}
+    settings = {key: value for key, value in config.items() if key != "name" and _plain(value)}
     nested = {key: _described(value, depth + 1) for key, value in config.items()
               if _serialized(value) and depth < 8}
     text = f"{entry['class_name']}({', '.join(f'{key}={_shown(value)}' for key, value in settings.items())})"
@@ -151,6 +150,13 @@ def _groups_text(groups: Any) -> str:
                     f"{count} parameter{'' if count == 1 else 's'}"
                     + ("" if alike else f" with {own}" if own else " as above"))
     return f"; {len(groups)} param groups{', the same settings' if alike else ''}: {', '.join(each)}"
+
+
+def _plain(value: Any) -> bool:
+    """A setting the summary shows: a number, a flag, a string, or a list of them (torch's ``betas``)."""
+    scalar = (bool, int, float, str)
+    return isinstance(value, scalar) or isinstance(value, list) and bool(value) and all(
+        isinstance(item, scalar) for item in value)
 
 
 def _shown(value: Any) -> str:

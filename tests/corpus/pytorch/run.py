@@ -10,10 +10,10 @@ profiling steps 3-4 and keeping the raw Chrome trace in ``<out>_trace/``. ``plai
 code: the loop runs under ``torch.profiler`` with ``tensorboard_trace_handler``, the Trainer with a callback
 that steps it (the pattern transformers' docs show), Lightning with its own ``PyTorchProfiler``.
 
-Ground truth comes from the live objects after training, never from tb_modelmem: the parameters' bytes (a tied
-one once, by address), their elements and the buffers' (Keras' "Total params"), the buffers', the optimizer's
-state by key, its class, the modules' ``named_modules`` paths, the bytes of one batch, and whether TensorFlow
-was imported.
+Ground truth comes from the live objects after training, never from tb_modelmem: the trainable parameters' bytes
+(a tied one once, by address) and their dtypes, the frozen ones' bytes, their elements and the buffers' (Keras'
+"Total params"), the buffers', the optimizer's state by key, its class, the modules' ``named_modules`` paths, the
+bytes of one batch, whether TensorFlow was imported, and (peft_sft) the dtype Trainer's autocast computed in.
 """
 
 from __future__ import annotations
@@ -26,19 +26,24 @@ from typing import Any, Callable, Dict
 
 from tests.support import no_tensorflow
 
-NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan", "nanogpt")
+NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan", "nanogpt",
+         "peft_sft")
 PROFILE_STEPS = (3, 4)
 
 
 def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
     import torch
 
-    seen, params, count = set(), 0, 0
+    seen, params, count, frozen, frozen_count = set(), 0, 0, 0, 0
     for p in model.parameters():
         if p.data_ptr() not in seen:
             seen.add(p.data_ptr())
-            params += p.numel() * p.element_size()
-            count += p.numel()
+            if p.requires_grad:
+                params += p.numel() * p.element_size()
+                count += p.numel()
+            else:  # frozen (a LoRA model's base): non-trainable, as Keras counts a frozen layer's weights
+                frozen += p.numel() * p.element_size()
+                frozen_count += p.numel()
     state: Dict[str, int] = {}
     optimizers = optimizer if isinstance(optimizer, list) else [optimizer] if optimizer is not None else []
     for per_param in (kept for one in optimizers for kept in one.state.values()):  # none: updated by hand
@@ -46,8 +51,9 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
             if torch.is_tensor(value):
                 state[key] = state.get(key, 0) + value.numel() * value.element_size()
     parameter_count = count
-    count += sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable state among them
-    return {"parameters": params, "element_count": count, "parameter_count": parameter_count,
+    count += frozen_count + sum(b.numel() for b in model.buffers())  # Keras' "Total params": non-trainable among them
+    return {"parameters": params, "element_count": count, "parameter_count": parameter_count, "frozen": frozen,
+            "parameter_dtypes": sorted({str(p.dtype) for p in model.parameters() if p.requires_grad}),
             "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
             "optimizer_state": state,
             "optimizer": " + ".join(type(one).__name__ for one in optimizers) or None,
@@ -63,6 +69,25 @@ def _plain_profiler(run_dir: str) -> Any:
     schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
     return torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
                                   on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir))
+
+
+def _trainer_run(mode: str, run_dir: str, trace_dir: str, train: Callable[[Any], Any]) -> Any:
+    """``train(callbacks)`` under tb_modelmem's Trainer callback (``modelmem``), or under ``torch.profiler`` stepped
+    by a callback (``plain``: the pattern transformers' docs show); returns the trainer."""
+    if mode == "modelmem":
+        from tb_modelmem.integrations.transformers import MemoryCallback
+
+        return train([MemoryCallback(log_dir=run_dir, profile_steps=PROFILE_STEPS, trace_dir=trace_dir)])
+    from transformers import TrainerCallback
+
+    prof = _plain_profiler(run_dir)
+
+    class ProfCallback(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            prof.step()
+
+    with prof:
+        return train([ProfCallback()])
 
 
 def _loop(mode: str, model: Any, optimizer: Any, run_dir: str, trace_dir: str, train: Callable[[Any], None]) -> None:
@@ -91,26 +116,11 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
               lambda step_end: mnist_main.train(model, loader, optimizer, step_end))
         return truth(model, optimizer, x.nbytes + y.nbytes)
     if name == "gpt2_trainer":
-        from transformers import TrainerCallback
-
         from tests.corpus.pytorch import gpt2_trainer
 
         model, dataset = gpt2_trainer.build()
-        run_dir = os.path.join(logdir, "gpt2_trainer")
-        if mode == "modelmem":
-            from tb_modelmem.integrations.transformers import MemoryCallback
-
-            callbacks: Any = [MemoryCallback(log_dir=run_dir, profile_steps=PROFILE_STEPS, trace_dir=trace_dir)]
-            trainer = gpt2_trainer.train(model, dataset, os.path.join(out + "_artifacts"), callbacks)
-        else:
-            prof = _plain_profiler(run_dir)
-
-            class ProfCallback(TrainerCallback):
-                def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                    prof.step()
-
-            with prof:
-                trainer = gpt2_trainer.train(model, dataset, os.path.join(out + "_artifacts"), [ProfCallback()])
+        trainer = _trainer_run(mode, os.path.join(logdir, "gpt2_trainer"), trace_dir, lambda callbacks:
+                               gpt2_trainer.train(model, dataset, os.path.join(out + "_artifacts"), callbacks))
         optimizer = trainer.optimizer
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
         return truth(model, optimizer, 2 * 8 * gpt2_trainer.BLOCK * 8)
@@ -166,7 +176,25 @@ def run(name: str, logdir: str, out: str, mode: str, batch: int = 0, bptt: int =
         return dict(found, model_class=f"{type(netG).__name__} + {type(netD).__name__}")
     if name == "nanogpt":
         return _nanogpt(logdir, mode, trace_dir, batch, bptt)
+    if name == "peft_sft":
+        return _peft_sft(logdir, mode, out, trace_dir, batch, bptt)
     raise SystemExit(f"unknown corpus script {name!r}; one of {', '.join(NAMES)}")
+
+
+def _peft_sft(logdir: str, mode: str, out: str, trace_dir: str, batch: int, block: int) -> Dict[str, Any]:
+    """peft's SFT example under ``Trainer``: stepped by tb_modelmem's callback (``modelmem``) or by a callback that
+    steps ``torch.profiler`` (``plain``), as for ``gpt2_trainer``."""
+    from tests.corpus.pytorch import peft_sft
+
+    block = block or peft_sft.BLOCK
+    model, dataset = peft_sft.build(block)
+    batch = batch or peft_sft.BATCH
+    run_dir = os.path.join(logdir, "peft_sft")
+    trainer = _trainer_run(mode, run_dir, trace_dir, lambda callbacks: peft_sft.train(
+        model, dataset, out + "_artifacts", callbacks, batch_size=batch))
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate's wrapper
+    found = truth(model, optimizer, 2 * batch * block * 8)  # input_ids and labels, int64
+    return dict(found, autocast="bfloat16" if trainer.args.bf16 else None)  # Trainer's bf16=True: CPU autocast
 
 
 def _nanogpt(logdir: str, mode: str, trace_dir: str, batch: int, block: int) -> Dict[str, Any]:
@@ -194,9 +222,9 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=("modelmem", "plain"), default="modelmem")
     parser.add_argument("--batch", type=int, default=0,
-                        help="word_language_model, dcgan, nanogpt: the batch (default 20, 8, 12)")
+                        help="word_language_model, dcgan, nanogpt, peft_sft: the batch (default 20, 8, 12, 4)")
     parser.add_argument("--bptt", type=int, default=0,
-                        help="word_language_model: its bptt (35); nanogpt: its block_size (64)")
+                        help="word_language_model: bptt (35); nanogpt: block_size (64); peft_sft: tokens (64)")
     parser.add_argument("--optimizer", choices=("adam", "sgd", "momentum"), default="adam",
                         help="dcgan: both models' optimizer (default its Adam; SGD, or SGD with momentum 0.9)")
     args = parser.parse_args()
