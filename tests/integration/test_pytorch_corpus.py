@@ -106,6 +106,8 @@ def test_storage_is_the_live_objects_to_the_byte(corpus, name):
     assert totals["optimizer_slot"] == slots
     assert totals["other"] == truth["optimizer_state"].get("step", 0)
     assert (storage["optimizer"] or {}).get("class_name") == truth["optimizer"]  # None: updated by hand
+    for betas in truth["betas"]:  # a list setting, in the card's text as the live param group holds it
+        assert f"betas=({betas[0]:.7g}, {betas[1]:.7g})" in storage["optimizer_summary"]["text"], betas
     # the model's own row holds every module, as a Keras model's row does: its parameters and bytes are the model's
     layers = storage["layers"]["columns"]
     (top,) = [i for i, depth in enumerate(layers["depth"]) if depth == 0]

@@ -12,8 +12,8 @@ that steps it (the pattern transformers' docs show), Lightning with its own ``Py
 
 Ground truth comes from the live objects after training, never from tb_modelmem: the trainable parameters' bytes
 (a tied one once, by address) and their dtypes, the frozen ones' bytes, their elements and the buffers' (Keras'
-"Total params"), the buffers', the optimizer's state by key, its class, the modules' ``named_modules`` paths, the
-bytes of one batch, whether TensorFlow was imported, and (peft_sft) the dtype Trainer's autocast computed in.
+"Total params"), the buffers', the optimizer's state by key, its class and betas, the modules' ``named_modules``
+paths, the bytes of one batch, whether TensorFlow was imported, and (peft_sft) the dtype autocast computed in.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
             "buffers": sum(b.numel() * b.element_size() for b in model.buffers()),
             "optimizer_state": state,
             "optimizer": " + ".join(type(one).__name__ for one in optimizers) or None,
+            "betas": [list(one.param_groups[0]["betas"]) for one in optimizers if "betas" in one.param_groups[0]],
             "modules": [path.replace(".", "/") for path, _ in model.named_modules() if path],
             "model_class": type(model).__name__, "batch_bytes": batch_bytes,
             "tensorflow_imported": "tensorflow" in sys.modules}
