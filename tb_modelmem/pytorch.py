@@ -200,6 +200,7 @@ def _installed_ranges(model: Any) -> Any:
 
 def profile(model: Any, optimizer: Any = None, log_dir: Optional[str] = None,
             profile_steps: Union[None, int, Tuple[int, int]] = (3, 4), scaler: Any = None,
-            writer: Any = None, trace_dir: Optional[str] = None) -> Profile:
+            writer: Any = None, trace_dir: Optional[str] = None, memory_every: Optional[int] = 100) -> Profile:
     """A ``Profile`` to use as a context manager around a training loop (see the module docstring)."""
-    return Profile(model, optimizer, log_dir, profile_steps, scaler, writer, trace_dir=trace_dir)
+    return Profile(model, optimizer, log_dir, profile_steps, scaler, writer, trace_dir=trace_dir,
+                   memory_every=memory_every)

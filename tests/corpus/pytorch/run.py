@@ -29,6 +29,7 @@ from tests.support import no_tensorflow
 NAMES = ("mnist_main", "gpt2_trainer", "lightning_cnn", "clm_no_trainer", "word_language_model", "dcgan", "nanogpt",
          "peft_sft")
 PROFILE_STEPS = (3, 4)
+MEMORY_EVERY = 2  # the Trainer runs: a sample of the process's memory every 2 iterations (the default 100)
 
 
 def truth(model: Any, optimizer: Any, batch_bytes: int) -> Dict[str, Any]:
@@ -78,7 +79,8 @@ def _trainer_run(mode: str, run_dir: str, trace_dir: str, train: Callable[[Any],
     if mode == "modelmem":
         from tb_modelmem.integrations.transformers import MemoryCallback
 
-        return train([MemoryCallback(log_dir=run_dir, profile_steps=PROFILE_STEPS, trace_dir=trace_dir)])
+        return train([MemoryCallback(log_dir=run_dir, profile_steps=PROFILE_STEPS, trace_dir=trace_dir,
+                                     memory_every=MEMORY_EVERY)])
     from transformers import TrainerCallback
 
     prof = _plain_profiler(run_dir)
