@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "optimizer, precision, device count or sharding")
     est.add_argument("logdir", help="the log dir a run traced a step into (MemoryCallback, trace(), a profile)")
     est.add_argument("--run", help="the run (the folder under LOGDIR: train); needed when several have a step")
-    est.add_argument("--batch", type=int, help="the global batch size (split over --devices)")
+    est.add_argument("--batch", type=int, help="samples in one forward pass over all devices (split over "
+                                                "--devices): under gradient accumulation a micro-batch, as traced")
     est.add_argument("--seq", type=int, help="tokens per sample (the traced step's input [batch, seq] gives the "
                                              "length it ran): what carries it grows with it, attention scores "
                                              "with its square")

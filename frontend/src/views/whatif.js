@@ -129,7 +129,7 @@ function formFields() {
     placeholder: "e.g. 16GiB" });
   const project = el("button", { type: "submit", testid: "whatif-project" }, "Project");
   const controls = el("form", { class: "toolbar whatif-form", testid: "whatif-form" },
-    el("label", { title: "the global batch size, split over the devices" }, "Batch", batch),
+    el("label", { title: "samples in one forward pass over all devices, split over them (under gradient accumulation a micro-batch, as traced)" }, "Batch", batch),
     el("label", { title: "tokens per sample: what carries the sequence grows with it, attention scores with its square" },
       "Sequence", seq),
     el("label", {}, "Optimizer", optimizer), el("label", {}, "Policy", policy),
