@@ -505,6 +505,17 @@ class _RecordedInputs:
         return max(self.computed, key=self.computed.__getitem__) if self.computed else ""
 
 
+def _onednn_scratch(maker: Dict[str, Any]) -> bool:
+    """Whether an op on the CPU makes oneDNN's scratch through torch's allocator, which no shape fits and which
+    carries no batch: a convolution's scratchpad (``_ONEDNN_CONVOLUTIONS``: ResNet's weight gradient's partial
+    sums, 18,948,352 B at batch 8 and 32), a 16-bit matrix product's packed operands (a bf16 autocast MLP's
+    weight gradient: 263,936 B at batch 256, 476,928 at 512, 673,536 at 1024, 2048 and 4096: capped, not
+    carried)."""
+    name = maker.get("name")
+    return name in _ONEDNN_CONVOLUTIONS or (
+        name in _MATRIX_PRODUCTS and _first_float_type(_args(maker).get("Input type")) in ("bfloat16", "float16"))
+
+
 def _argument_shape(dims: Any, index: int) -> List[Tuple[int, ...]]:
     """The shape of an op's ``index``-th input where its recorded "Input Dims" hold one of two or more dimensions
     (a weight's, not a bias's), else none."""
@@ -783,7 +794,7 @@ class _Sizes:
         """(Shape, dtype, whether it carries the batch, how many times the sequence) of the buffer ``event``
         allocated in ``phase``, as its maker's inputs say, or an op around it (``_shape``). Where no shape fits
         its size, it carries what its maker's most batch-carrying input does (a reduction kept per sample)
-        unless it is a weight's size or a CPU convolution's scratchpad (``_ONEDNN_CONVOLUTIONS``); where its
+        unless it is a weight's size or oneDNN's scratch on the CPU (``_onednn_scratch``); where its
         maker recorded no shape (a list of over 30 tensors, which torch's profiler records as ``[]``: a
         recurrent layer's steps stacked), what the innermost op around it that recorded one does, else the
         shape the next top-level op read it as (``_read_next``).
@@ -806,7 +817,7 @@ class _Sizes:
             if recurrent:
                 carries, power = self._per_step(found[0], size, carries, power)
             return shape, found[1], carries, power
-        if not self.batch or size in self.weight_bytes or (maker.get("name") in _ONEDNN_CONVOLUTIONS and not cached):
+        if not self.batch or size in self.weight_bytes or (_onednn_scratch(maker) and not cached):
             return "", "", False, 0
         powers = next((recorded for recorded in map(self._powers, reversed(chain)) if recorded is not None), None)
         if powers:

@@ -1,10 +1,11 @@
 """A real PyTorch training run at one setting, for What if's checks (tests/integration/test_projection_torch.py).
 
-    python -m tests.support.torch_whatif_run gpt2|cnn LOGDIR --batch B [--seq L] [--optimizer O] [--plain]
+    python -m tests.support.torch_whatif_run gpt2|cnn|autocast_mlp LOGDIR --batch B [--seq L] [--optimizer O] [--plain]
 
 ``gpt2``: a tiny GPT-2 made from a config, trained by Hugging Face ``Trainer`` (transformers' run_clm.py, as
 tests/corpus/pytorch/gpt2_trainer.py), its MLP 512 wide: batch 8 x 64 tokens is 512 too, a weight's
-dimension. ``cnn``: the Lightning conv net of tests/corpus/pytorch/lightning_cnn.py. Steps 3-4 are profiled:
+dimension. ``cnn``: the Lightning conv net of tests/corpus/pytorch/lightning_cnn.py. ``autocast_mlp``: a plain
+loop under CPU bfloat16 autocast (a new user's). Steps 3-4 are profiled:
 by tb_modelmem's ``MemoryCallback`` (a breakdown beside the trace), or with ``--plain`` by ``torch.profiler``
 alone, as a user who never heard of tb_modelmem writes it (``tensorboard_trace_handler`` into the run folder).
 
@@ -86,10 +87,42 @@ def _cnn(args: argparse.Namespace, run_dir: str, kept: str) -> Any:
     return model, trainer.optimizers[0]
 
 
+def _autocast_mlp(args: argparse.Namespace, run_dir: str, kept: str) -> Any:
+    """A new user's plain loop: an MLP (128-256, LayerNorm, 256-256, 256-10) under CPU bfloat16 autocast, Adam."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.LayerNorm(256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = [(torch.randn(args.batch, 128), torch.randint(0, 10, (args.batch,))) for _ in range(6)]
+
+    def train(step_end: Any) -> None:
+        for x, y in batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            step_end()
+
+    if args.plain:
+        schedule = torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1)
+        with torch.profiler.profile(schedule=schedule, profile_memory=True, record_shapes=True,
+                                    on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir)) as prof:
+            train(prof.step)
+    else:
+        import tb_modelmem
+
+        with tb_modelmem.pytorch.profile(model, optimizer, run_dir, profile_steps=PROFILED, trace_dir=kept) as prof:
+            train(prof.step)
+    return model, optimizer
+
+
 def main() -> None:
     no_tensorflow.block()
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=("gpt2", "cnn"))
+    parser.add_argument("model", choices=("gpt2", "cnn", "autocast_mlp"))
     parser.add_argument("logdir")
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--seq", type=int, default=64)
@@ -101,7 +134,7 @@ def main() -> None:
     import torch
 
     run_dir, kept = os.path.join(args.logdir, "run"), os.path.join(args.logdir, "kept")
-    model, optimizer = (_gpt2 if args.model == "gpt2" else _cnn)(args, run_dir, kept)
+    model, optimizer = {"gpt2": _gpt2, "cnn": _cnn, "autocast_mlp": _autocast_mlp}[args.model](args, run_dir, kept)
     (path,) = glob.glob(os.path.join(run_dir if args.plain else kept, "*.pt.trace.json"))
     with open(path) as f:
         events = json.load(f)["traceEvents"]
