@@ -469,7 +469,7 @@ def _table(ops: List[_Op], allocations: List[Tuple[Dict[str, Any], Optional[_Op]
                    allocations_note=(f"torch's CPU count held {carried:,} B when the window began (an earlier "
                                      "profile in this process: torch does not reset it): counted from the window's "
                                      "start" if carried else "") if events else
-                   "the trace has no [memory] events: profile with profile_memory=True",
+                   _no_memory_note(bool(rows)),
                    allocators=replayed.allocators, layers=layers, batch_size=sizes.batch,
                    sequence_length=sizes.seq, position_tables=[list(table) for table in sorted(sizes.tables)],
                    # a position table's rows are positions: no dimension a buffer could have for another reason
@@ -503,6 +503,14 @@ class _RecordedInputs:
     def compute_dtype(self) -> str:
         """The dtype most matrix products computed in (``OpTrace.compute_dtype``); "" where none said one."""
         return max(self.computed, key=self.computed.__getitem__) if self.computed else ""
+
+
+def _no_memory_note(ran_ops: bool) -> str:
+    """Why a trace has no allocation: profiled without memory, or (no op either) a schedule's cycle cut short."""
+    if ran_ops:
+        return "the trace has no [memory] events: profile with profile_memory=True"
+    return ("the trace holds no op and no allocation: the profiler stopped before its schedule's active steps "
+            "(a wait or warmup cut short writes such a file); the run's other traces hold the profiled steps")
 
 
 def _onednn_scratch(maker: Dict[str, Any]) -> bool:

@@ -286,6 +286,15 @@ def test_the_step_computes_in_what_its_innermost_matrix_products_took_and_a_craf
             OpTrace.from_dict(dict(reduced.to_dict(compact=True), compute_dtype=forged))
 
 
+def test_a_cycle_cut_in_its_warmup_is_said_so_not_told_to_profile_memory():
+    """torch.profiler's repeating schedule writes a last file for a cycle the loop ended in its warmup: a
+    ProfilerStep range and no op. Its note said "profile with profile_memory=True" to a user who had."""
+    cut = torch_trace.reduce_trace({"traceEvents": Trace().range("ProfilerStep#10", 0, 5).events})
+    assert cut.allocations == "none" and "schedule's active steps" in cut.allocations_note
+    unprofiled = torch_trace.reduce_trace({"traceEvents": Trace().op("aten::mm", 0).events})
+    assert "profile_memory=True" in unprofiled.allocations_note
+
+
 def test_the_count_before_the_window_is_its_first_events_though_an_instant_lists_them_out_of_order():
     """A second profile in one process starts from what torch's CPU count already held (1,000 B here). At the
     window's first instant two threads' events came listed the later one first: the window was counted from the
