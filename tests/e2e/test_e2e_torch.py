@@ -86,7 +86,11 @@ def test_keras_on_torch_storage_and_ops_name_torch_and_its_layers(torch_tb, torc
     tab.text("total-weight", f"{truth['trainable_bytes']:,} B")
     tab.text("total-non_trainable", f"{truth['non_trainable_bytes']:,} B")
     tab.text("total-optimizer_slot", f"{truth['slot_bytes']:,} B")
-    tab.text("meta", f"{truth['count_params']:,} params")
+    # Keras' summary's three counts: BatchNorm's moving statistics are the non-trainable ones
+    non_trainable = truth["count_params"] - truth["trainable_count"]
+    assert non_trainable > 0
+    tab.text("meta", f"{truth['count_params']:,} params ({truth['trainable_count']:,} trainable, {non_trainable:,} "
+                     "non-trainable)")
     tab.page.screenshot(path=os.path.join(shots, "keras-torch-storage.png"))
     tab.open("ops", KERAS, "ops")
     tab.text("meta", "torch profiler")

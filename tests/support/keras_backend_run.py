@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -101,6 +102,7 @@ def main(backend: str, logdir: str) -> None:
         "optimizer_bytes": sum(map(nbytes, optimizer.variables)),
         "slot_bytes": sum(map(nbytes, slots)),
         "count_params": model.count_params(),
+        "trainable_count": sum(math.prod(w.shape) for w in model.trainable_weights),
         "model_variables": len(model.variables),
         "optimizer_variables": len(optimizer.variables),
         "live_keras_variables": live,

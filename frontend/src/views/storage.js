@@ -177,8 +177,19 @@ function metaLine(data) {
   if (data.model_name) parts.push(el("b", {}, name(data.model_name)));
   parts.push(`${data.source || "unknown source"} · step ${formatInt(data.step)}`);
   if (data.wall_time) parts.push(formatWallTime(data.wall_time));
-  parts.push(`${formatInt(data.total_params)} params`);
+  parts.push(modelParamsText(data));
   return parts.flatMap((p, i) => (i ? [" · ", p] : [p]));
+}
+
+/**
+ * "41,483 params (41,450 trainable, 33 non-trainable)", as Keras' summary counts them: a PyTorch user's
+ * model.parameters() count (the Weights card's) beside the buffers and frozen ones it leaves out.
+ */
+function modelParamsText(data) {
+  const trainable = data.params_by_role?.weight;
+  const rest = Number.isFinite(trainable) ? data.total_params - trainable : 0;
+  return rest > 0 ? `${formatInt(data.total_params)} params (${formatInt(trainable)} trainable, ${formatInt(rest)} non-trainable)`
+    : `${formatInt(data.total_params)} params`;
 }
 
 /** MirroredStrategy: the bytes on this page sum every replica; said once, where the figures start. */
