@@ -202,12 +202,23 @@ def _torch_census(found: MemorySample, instances: Dict[str, List[Any]]) -> None:
                                                            others)]
     found.live_variables, found.live_variable_bytes = roles[0].count, roles[0].bytes
     found.variables_by_owner = roles
-    modules = instances["torch_module"]
+    from tb_modelmem.capture.torch_modules import is_joined
+
+    modules = [m for m in instances["torch_module"] if not is_joined(m)]  # a GAN's models, not the capture's join
     inner = {id(m) for module in modules for m in module.modules() if m is not module}
-    outer = [m for m in modules if id(m) not in inner]
+    # a model holds tensors: not the activation modules a library keeps at import (transformers' GELUActivation,
+    # 9 of the 10 outermost modules beside one GPT-2)
+    outer = [m for m in modules if id(m) not in inner and _holds_tensors(m)]
     found.live_models = len(outer)
     found.models = _top(Count(name=type(m).__name__, count=sum(1 for _ in m.parameters()),
                               bytes=sum(p.numel() * p.element_size() for p in m.parameters())) for m in outer)
+
+
+def _holds_tensors(module: Any) -> bool:
+    try:
+        return any(True for _ in module.parameters()) or any(True for _ in module.buffers())
+    except Exception:  # a module mid-construction: count it
+        return True
 
 
 def _outermost(models: List[Any]) -> List[Any]:

@@ -71,6 +71,11 @@ def as_module(model: Any) -> Any:
 _JOINED = "_tb_modelmem_joined"  # the name ``as_module`` gives the models it joins
 
 
+def is_joined(module: Any) -> bool:
+    """Whether ``module`` is the ModuleDict ``as_module`` made of several models (ours, not the user's)."""
+    return isinstance(getattr(module, _JOINED, None), str)
+
+
 def _wrapped(module: Any) -> Any:
     """The model inside a wrapper that keeps it (``torch.compile``'s ``_orig_mod``, DDP's and DataParallel's
     ``module``), whose class names the model."""

@@ -379,3 +379,6 @@ def test_growth_samples_count_the_live_parameters(corpus, name):
     assert series["live_variable_bytes"]["values"] and set(series["live_variable_bytes"]["values"]) == {
         truths[name]["parameters"] + truths[name]["frozen"]}  # every nn.Parameter, frozen or not
     assert all(v > 0 for v in series["rss_bytes"]["values"])
+    # the models the script built (DCGAN's generator and discriminator; a LoRA model wraps its base), not the
+    # parameterless modules a library keeps (transformers' activations: 10 "models" beside one GPT-2 before)
+    assert set(series["live_models"]["values"]) == {2 if name == "dcgan" else 1}, series["live_models"]
