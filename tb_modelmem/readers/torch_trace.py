@@ -235,6 +235,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     seq = _sequence(forward, batch, time_first)
     windowed = steps or step_annotations or 1
     tables = _position_tables(forward, batch, seq)
+    head_width = _head_width(forward, batch, seq)
     sizes = _Sizes(makers, batch, seq, weights, followers, _RECURRENT | _cells_per_token(ops, seq, windowed),
                    frozenset(tables))
     reduced = _table(ops, allocations, windowed, sizes)
@@ -243,6 +244,7 @@ def reduce_trace(trace: Dict[str, Any]) -> OpTrace:
     reduced.optimizer_path = torch_optimizers.path_of(update) if update else ""
     reduced.optimizer_classes = list(classes)
     reduced.compute_dtype = inputs.compute_dtype()
+    reduced.head_width = head_width
     reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note] + notes))
     if skipped:
         reduced.allocations_note = "; ".join(filter(None, [reduced.allocations_note, (
@@ -929,6 +931,16 @@ def _weights(ops: List[_Op]) -> FrozenSet[Tuple[int, ...]]:
     slots' (a ``_foreach_*`` op's tensor lists, or one op per parameter), which no buffer that carries the
     batch has."""
     return frozenset(shape for op in ops if op.phase == OPTIMIZER for shape in tensor_shapes(op.dims))
+
+
+def _head_width(forward: List[_Op], batch: Optional[int], seq: Optional[int]) -> Optional[int]:
+    """The width of attention's heads, where the forward pass splits them: its inputs [batch, seq, heads, width]
+    (queries, keys and values viewed before their transpose), the most common width; None untold."""
+    if not batch or not seq:
+        return None
+    widths = collections.Counter(shape[3] for op in forward for shape in tensor_shapes(op.dims)
+                                 if len(shape) == 4 and shape[0] == batch and shape[1] == seq)
+    return widths.most_common(1)[0][0] if widths else None
 
 
 def _sequence(forward: List[_Op], batch: Optional[int], time_first: bool = False) -> Optional[int]:

@@ -292,8 +292,8 @@ def _chunking(scaled: int, middle: int, by_category: Dict[str, Optional[int]], b
 
 def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf) -> Tuple[float, str]:
     """(How much longer the asked sequence is than the traced one, why it cannot be projected: "" if it can).
-    A length that is also the batch, 1, or a weight's dimension (itself, or times the batch: a flattened
-    [batch x seq, d]) cannot be told apart from it in a buffer's shape: said, not guessed."""
+    A length that is also the batch, 1, the heads' width, or a weight's dimension (itself, or times the batch: a
+    flattened [batch x seq, d]) cannot be told apart from it in a buffer's shape: said, not guessed."""
     traced, batch = trace.sequence_length, trace.batch_size
     if what.seq is None or what.seq == traced:
         return 1.0, ""
@@ -308,6 +308,10 @@ def _sequence_ratio(trace: OpTrace, breakdown: Optional[Breakdown], what: WhatIf
     if traced == 1 or traced == batch:
         return 1.0, (f"the traced sequence length {traced} is {'a unit dimension' if traced == 1 else 'also the batch'}"
                      ": which buffers carry it cannot be told; trace at another length")
+    if trace.head_width == traced:
+        return 1.0, (f"the traced sequence length, {traced}, is also the width of the attention heads (the forward "
+                     f"pass splits them as [{batch}, {traced}, heads, {traced}]): attention scores [batch, heads, seq, "
+                     "seq] cannot be told from its queries, keys and values; trace at another length")
     # batch x length ([batch x seq, d] flattened) may be a weight's dimension too: no buffer shaped like a weight
     # carries the batch (``carries_batch``), so only the length itself is ambiguous
     if breakdown is not None:

@@ -354,11 +354,15 @@ class OpTrace(_Assigned):
     # The dtype most of the step's matrix products and convolutions computed in, from their innermost ops' inputs
     # (a PyTorch trace's: "bfloat16" under autocast, where the weights stay float32); "" untold.
     compute_dtype: str = ""
+    # The width of attention's heads where the forward pass shows them split ([batch, seq, heads, width]): a length
+    # equal to it cannot be told from it in a buffer's shape (scores [b, h, seq, seq] or queries [b, h, seq, width]).
+    # A PyTorch trace's; None untold.
+    head_width: Optional[int] = None
 
     _nested: ClassVar[Dict[str, Type[Record]]] = {"ops": OpTable, "peak_buffers": BufferTable,
                                                    "timeline": Timeline}
     _non_negative: ClassVar[Tuple[str, ...]] = ("peak_bytes", "peak_time_us", "steps", "batch_size",
-                                                 "sequence_length")
+                                                 "sequence_length", "head_width")
 
     def _check(self) -> None:
         plan = self.caching_plan
