@@ -938,8 +938,9 @@ def _head_width(forward: List[_Op], batch: Optional[int], seq: Optional[int]) ->
     (queries, keys and values viewed before their transpose), the most common width; None untold."""
     if not batch or not seq:
         return None
-    widths = collections.Counter(shape[3] for op in forward for shape in tensor_shapes(op.dims)
-                                 if len(shape) == 4 and shape[0] == batch and shape[1] == seq)
+    widths = collections.Counter(shape[3] for op in forward for shape in tensor_shapes(op.dims)  # not [b, s, s, x]:
+                                 # attention scores where the heads are as many as the tokens
+                                 if len(shape) == 4 and shape[0] == batch and shape[1] == seq != shape[2])
     return widths.most_common(1)[0][0] if widths else None
 
 

@@ -190,9 +190,11 @@ def carried(shape: str, batch: Optional[int], weights: AbstractSet[Tuple[int, ..
     first dimension; a new user's nn.TransformerEncoder read -5.1% at 2x the batch, -13.4% at 4x and 4x the
     length without it). But not a buffer with a row per position, [seq, d] (a rotary embedding's cos and sin, [1,
     64, 24]), whose length is a multiple of the batch by chance: a flattened [batch x time, units] is seq x batch
-    long (a LoRA Mistral at batch 4 read +0.2% more at 4x the batch)."""
+    long (a LoRA Mistral at batch 4 read +0.2% more at 4x the batch). At batch 1 one shape says both, and a sample's
+    [1, seq, d] is the step's: it carries the batch."""
     dims = _dims(shape)
-    positions = bool(seq) and seq != batch and len(dims) == 2 and dims[0] == seq
+    positions = bool(seq) and (batch or 0) > 1 and seq != batch and len(dims) == 2 and dims[0] == seq  # at batch 1,
+    # [1, seq, d] is a sample's too
     batch_carried = (carries_batch(shape, batch, weights) and not positions) or (
         bool(batch) and len(dims) >= 3 and seq_first(dims, batch or 0, seq) and not weight_shaped(dims, weights))
     return batch_carried, sequence_power(shape, batch, seq) if batch_carried else 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_modelmem.rules.buffers import carries_batch, sequence_power
+from tb_modelmem.rules.buffers import carried, carries_batch, sequence_power
 
 # (shape, batch, sequence, times it carries the sequence): a causal LM at batch 8, 128 tokens (its step's
 # buffers, tests/support/projection_run.py), XLA's unit dimension in front, a transformer at 200 tokens.
@@ -28,3 +28,17 @@ def test_the_batch_rule_is_unchanged_by_the_sequence_rule():
     assert carries_batch("[1024,8000]", 8, weights) and carries_batch("[8,6,128,128]", 8, weights)
     assert not carries_batch("[192,8000]", 8, weights) and not carries_batch("[8]", 8, weights)
     assert not carries_batch("[8,128]", None) and not carries_batch("[?,128]", 8)
+
+
+def test_a_row_per_position_carries_no_batch_but_at_batch_1_a_samples_shape_does():
+    """Shapes of real steps: peft_sft's Mistral at batch 4 x 64 tokens (rotary's cos and sin [1, 64, 24], 64 a
+    multiple of 4; its logits [256, 1000]); T5's relative position buckets [64, 64]; a GPT-2 at batch 1, whose
+    every activation is [1, seq, d] with the unit dimension in front, as a position's row would be."""
+    weights = {(96, 96), (1000, 96)}
+    assert carried("[1,64,24]", 4, weights, 64) == (False, 0)
+    assert carried("[64,64]", 8, weights, 64) == (False, 0)
+    assert carried("[256,1000]", 4, weights, 64) == (True, 1)  # [batch x seq, vocab]
+    assert carried("[4,64,96]", 4, weights, 64) == (True, 1)
+    assert carried("[1,128,768]", 1, {(768, 768)}, 128) == (True, 1)  # at batch 1: the sample's
+    assert carried("[128,50257]", 1, {(768, 768)}, 128) == (True, 1)
+

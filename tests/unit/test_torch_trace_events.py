@@ -286,6 +286,19 @@ def test_the_step_computes_in_what_its_innermost_matrix_products_took_and_a_craf
             OpTrace.from_dict(dict(reduced.to_dict(compact=True), compute_dtype=forged))
 
 
+def test_the_heads_width_is_what_queries_split_before_their_transpose_not_the_scores():
+    """GPT-2's queries viewed [batch, seq, heads, width] before their transpose say the heads' width (4 of 24 here);
+    attention scores [batch, heads, seq, seq] where the heads are as many as the tokens (12 of 64 at 12 tokens:
+    BERT-base) say nothing of it."""
+    def op(dims: list) -> Any:
+        return torch_trace._Op(name="aten::transpose", ts=0.0, end=1.0, tid=1, dims=dims)
+
+    assert torch_trace._head_width([op([[8, 24, 4, 24]]), op([[8, 4, 24, 24]])], 8, 24) == 24
+    assert torch_trace._head_width([op([[8, 12, 12, 12]])], 8, 12) is None
+    assert torch_trace._head_width([op([[8, 12, 12, 64]])], 8, 12) is None  # [b, s, s, x]: which is which untold
+    assert torch_trace._head_width([op([[8, 24, 4, 24]])], None, 24) is None
+
+
 def test_a_cycle_cut_in_its_warmup_is_said_so_not_told_to_profile_memory():
     """torch.profiler's repeating schedule writes a last file for a cycle the loop ended in its warmup: a
     ProfilerStep range and no op. Its note said "profile with profile_memory=True" to a user who had."""
