@@ -608,7 +608,7 @@ def _caveat(trace: OpTrace) -> str:
     if trace.source == TORCH_PROFILER_SOURCE and all(device == "cpu" for device in trace.devices):
         return ("torch counts a CPU step's bytes exactly, so runs of one setting agree: float32 steps of plain "
                 "loops (transformers, vision models, recurrent layers), Trainer, Lightning, DDP and torch.compile "
-                "read within 0.3% of real runs, a step under autocast 1.2%; docs/WHAT_IF.md has each")
+                "read within 0.3% of real runs, a step under autocast within 4.4%; docs/WHAT_IF.md has each")
     if trace.source in PLACED_BY_RANGES:
         caching = next((a for a in trace.allocators or () if a.get("reserved_at_peak_bytes")), None)
         held = ("" if caching is None else f" (the traced step's held "
