@@ -202,14 +202,30 @@ def test_the_traced_precision_is_what_the_step_computed_in(corpus, name):
 
 
 def real_peak(tmp_path, name, *args):
-    """A real plain run of a corpus script at another setting: its trace's highest "Total Allocated" (json) and
-    its ground truth."""
+    """A real plain run of a corpus script at another setting: its trace's highest "Total Allocated" (json) plus
+    what the live objects held all through it (trainable and frozen parameters, buffers, optimizer state), and its
+    ground truth."""
     logs = tmp_path / "_".join((name,) + args)
     truth = run_corpus(name, str(logs), str(logs) + ".json", "plain", *args)
     (trace,) = glob.glob(str(logs / name / "*.pt.trace.json"))
     with open(trace) as f:
-        return max(int(e["args"]["Total Allocated"]) for e in json.load(f)["traceEvents"]
-                   if e.get("name") == "[memory]"), truth
+        step = max(int(e["args"]["Total Allocated"]) for e in json.load(f)["traceEvents"]
+                   if e.get("name") == "[memory]")
+    held = truth["parameters"] + truth["frozen"] + truth["buffers"] + sum(truth["optimizer_state"].values())
+    return step + held, truth
+
+
+def projected_as_real_runs(logdir, tmp_path, name, questions, **fixed):
+    """Each question (``{"batch": 16}``, ``{"seq": 128}``) asked of a corpus run's trace, with ``fixed`` (an
+    optimizer), and run for real: its projected peak within 1% of the real run's (``real_peak``). Yields the
+    question, the answer and the real run's truth, for what a test checks beside the peak."""
+    flags = {"batch": "--batch", "seq": "--bptt"}
+    for asked in questions:
+        real, truth = real_peak(tmp_path, name, *[part for key, value in asked.items()
+                                                  for part in (flags[key], str(value))])
+        answer = estimate(logdir, run=RUNS[name], **fixed, **asked)
+        assert abs(answer["peak_bytes"] - real) <= 0.01 * real, (asked, answer["peak_bytes"], real)
+        yield asked, answer, truth
 
 
 def test_a_gan_of_two_models_projects_as_real_runs_peak(corpus, tmp_path):
@@ -224,15 +240,13 @@ def test_a_gan_of_two_models_projects_as_real_runs_peak(corpus, tmp_path):
     # both optimizers, as the live objects' classes name them (not one class "named by the trace")
     assert (traced["batch"], traced["optimizer"]) == (dcgan.BATCH, truths["dcgan"]["optimizer"])
     for batch in (2 * dcgan.BATCH, 4 * dcgan.BATCH):
-        step, truth = real_peak(tmp_path, "dcgan", "--batch", str(batch))
-        real = step + truth["parameters"] + truth["buffers"] + sum(truth["optimizer_state"].values())
+        real, _ = real_peak(tmp_path, "dcgan", "--batch", str(batch))
         projected = estimate(logdir, run=RUNS["dcgan"], batch=batch)["peak_bytes"]
         assert abs(projected - real) <= 0.01 * real, (batch, projected, real)
     # asked SGD, with momentum or not, for both models: against real runs whose two optimizers are those
     for asked, flag in (("SGD", "sgd"), ("momentum", "momentum")):
-        step, truth = real_peak(tmp_path, "dcgan", "--optimizer", flag)
+        real, truth = real_peak(tmp_path, "dcgan", "--optimizer", flag)
         assert truth["optimizer"] == "SGD + SGD"
-        real = step + truth["parameters"] + truth["buffers"] + sum(truth["optimizer_state"].values())
         projected = estimate(logdir, run=RUNS["dcgan"], optimizer=asked)["peak_bytes"]
         assert abs(projected - real) <= 0.01 * real, (asked, projected, real)
 
@@ -249,12 +263,9 @@ def test_a_time_first_lstm_updated_by_hand_projects_as_real_runs_peak(corpus, tm
     logdir, truths, _, _ = corpus
     traced = estimate(logdir, run=RUNS["word_language_model"])["traced"]
     assert (traced["batch"], traced["seq"]) == (wlm.BATCH, wlm.BPTT)
-    for asked, args in (({"batch": 2 * wlm.BATCH}, ["--batch", str(2 * wlm.BATCH)]),
-                        ({"seq": 2 * wlm.BPTT}, ["--bptt", str(2 * wlm.BPTT)])):
-        step, truth = real_peak(tmp_path, "word_language_model", *args)
-        real = step + truth["parameters"]
-        projected = estimate(logdir, run=RUNS["word_language_model"], optimizer="SGD", **asked)["peak_bytes"]
-        assert abs(projected - real) <= 0.01 * real, (asked, projected, real)
+    checked = projected_as_real_runs(logdir, tmp_path, "word_language_model",  # no state: updated by hand
+                                     [{"batch": 2 * wlm.BATCH}, {"seq": 2 * wlm.BPTT}], optimizer="SGD")
+    assert len(list(checked)) == 2
 
 
 def test_a_gpt_with_a_position_table_projects_its_length_and_batch_as_real_runs_peak(corpus, tmp_path):
@@ -268,13 +279,8 @@ def test_a_gpt_with_a_position_table_projects_its_length_and_batch_as_real_runs_
     logdir, truths, _, _ = corpus
     traced = estimate(logdir, run=RUNS["nanogpt"])["traced"]
     assert (traced["batch"], traced["seq"]) == (nanogpt.BATCH, nanogpt.BLOCK)
-    for asked, args in (({"batch": 2 * nanogpt.BATCH}, ["--batch", str(2 * nanogpt.BATCH)]),
-                        ({"seq": 2 * nanogpt.BLOCK}, ["--bptt", str(2 * nanogpt.BLOCK)]),
-                        ({"seq": 4 * nanogpt.BLOCK}, ["--bptt", str(4 * nanogpt.BLOCK)])):
-        step, truth = real_peak(tmp_path, "nanogpt", *args)
-        real = step + truth["parameters"] + sum(truth["optimizer_state"].values())
-        answer = estimate(logdir, run=RUNS["nanogpt"], **asked)
-        assert abs(answer["peak_bytes"] - real) <= 0.01 * real, (asked, answer["peak_bytes"], real)
+    for asked, answer, truth in projected_as_real_runs(logdir, tmp_path, "nanogpt", [
+            {"batch": 2 * nanogpt.BATCH}, {"seq": 2 * nanogpt.BLOCK}, {"seq": 4 * nanogpt.BLOCK}]):
         # the weights and AdamW's state of the model built for that length: the live objects' (wpe's rows grown)
         slots = truth["optimizer_state"]["exp_avg"] + truth["optimizer_state"]["exp_avg_sq"]
         assert (answer["by_category"]["weights"], answer["by_category"]["optimizer_slots"]) == (
@@ -295,13 +301,9 @@ def test_a_lora_model_under_autocast_and_checkpointing_projects_as_real_runs_pea
     logdir, truths, _, _ = corpus
     traced = estimate(logdir, run=RUNS["peft_sft"])["traced"]
     assert (traced["batch"], traced["seq"]) == (peft_sft.BATCH, peft_sft.BLOCK)
-    for asked, args in (({"batch": 2 * peft_sft.BATCH}, ["--batch", str(2 * peft_sft.BATCH)]),
-                        ({"batch": 4 * peft_sft.BATCH}, ["--batch", str(4 * peft_sft.BATCH)]),
-                        ({"seq": 2 * peft_sft.BLOCK}, ["--bptt", str(2 * peft_sft.BLOCK)])):
-        step, truth = real_peak(tmp_path, "peft_sft", *args)
-        real = step + truth["parameters"] + truth["frozen"] + truth["buffers"] + sum(truth["optimizer_state"].values())
-        projected = estimate(logdir, run=RUNS["peft_sft"], **asked)["peak_bytes"]
-        assert abs(projected - real) <= 0.01 * real, (asked, projected, real)
+    checked = projected_as_real_runs(logdir, tmp_path, "peft_sft", [
+        {"batch": 2 * peft_sft.BATCH}, {"batch": 4 * peft_sft.BATCH}, {"seq": 2 * peft_sft.BLOCK}])
+    assert len(list(checked)) == 3
 
 
 def test_nanogpts_checkpoint_dict_is_the_live_objects_and_the_file_to_the_byte(corpus):
